@@ -1,0 +1,51 @@
+# The local control plane, the operator and the tests. Run `make help` for the list.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+export KUBECONFIG ?= $(CURDIR)/.cluster/kubeconfig
+
+.PHONY: help venv cluster-up cluster-down cluster-status crds operator test test-unit test-e2e lint bench demo dev
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q -e '.[dev]'
+	touch $@
+
+venv: $(VENV)/.installed ## create the virtualenv with every extra
+
+cluster-up: venv ## start the local control plane (builds binaries once; writes .cluster/kubeconfig)
+	$(PY) -m devcluster up
+
+cluster-down: venv ## stop the local control plane
+	$(PY) -m devcluster down
+
+cluster-status: venv ## is the local control plane running?
+	$(PY) -m devcluster status
+
+crds: venv ## regenerate crds/*.yaml from the API types
+	$(PY) -m agentsession_operator.crdgen
+
+operator: venv ## install the CRDs and run the operator in the foreground against $$KUBECONFIG
+	$(VENV)/bin/kubectl apply --server-side -f crds/ 2>/dev/null || kubectl apply --server-side -f crds/
+	$(PY) -m agentsession_operator
+
+test-unit: venv ## unit tests (no cluster)
+	$(PY) -m pytest tests/unit -q
+
+test-e2e: venv ## end-to-end tests on the local control plane (started and stopped by the tests)
+	$(PY) -m pytest tests/e2e -q
+
+test: venv ## every test: unit first, then end to end
+	$(PY) -m pytest tests/unit -q
+	$(PY) -m pytest tests/integration tests/e2e -q
+
+lint: venv ## ruff and mypy
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy devcluster operator/agentsession_operator langchain_k8s_client
+
+bench: venv ## benchmarks (print tables of medians and ratios)
+	$(PY) benchmarks/bench_cluster.py
