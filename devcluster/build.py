@@ -1,0 +1,250 @@
+"""Build the control plane's binaries once into a machine-local cache and reuse them.
+
+Layout: ``$DEVCLUSTER_CACHE`` (default ``~/.cache/agentsession-devcluster``)
+``/bin/<component>-<version>/`` holds the binaries, with a ``.complete`` stamp written last, so an
+interrupted build is simply redone. Nothing here is ever written into the repository.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from devcluster import versions
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("DEVCLUSTER_CACHE", Path.home() / ".cache" / "agentsession-devcluster"))
+
+
+@dataclass(frozen=True)
+class Component:
+    name: str
+    version: str
+    binaries: tuple[str, ...]
+
+    @property
+    def bin_dir(self) -> Path:
+        return cache_root() / "bin" / f"{self.name}-{self.version}"
+
+    @property
+    def src_dir(self) -> Path:
+        return cache_root() / "src" / f"{self.name}-{self.version}"
+
+    def is_built(self) -> bool:
+        return (self.bin_dir / ".complete").exists()
+
+    def path(self, binary: str) -> Path:
+        return self.bin_dir / binary
+
+
+KUBERNETES = Component(
+    "kubernetes",
+    versions.KUBERNETES,
+    ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl"),
+)
+ETCD = Component("etcd", versions.ETCD, ("etcd",))
+KWOK = Component("kwok", versions.KWOK, ("kwok",))
+AGENT_SANDBOX = Component("agent-sandbox", versions.AGENT_SANDBOX, ("agent-sandbox-controller", "sandboxd"))
+COMPONENTS = (KUBERNETES, ETCD, KWOK, AGENT_SANDBOX)
+
+
+class BuildError(RuntimeError):
+    pass
+
+
+def _go_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["CGO_ENABLED"] = "0"
+    env.setdefault("GOFLAGS", "-mod=mod")
+    return env
+
+
+def _run(cmd: list[str], cwd: Path, log: Path, env: dict[str, str] | None = None) -> None:
+    with log.open("a") as out:
+        out.write(f"$ {' '.join(cmd)}\n")
+        out.flush()
+        proc = subprocess.run(cmd, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, env=env or _go_env())
+    if proc.returncode != 0:
+        tail = log.read_text(errors="replace").splitlines()[-25:]
+        raise BuildError(f"{' '.join(cmd)} failed (exit {proc.returncode}); log {log}:\n" + "\n".join(tail))
+
+
+def module_dir(module: str, version: str) -> Path:
+    """Download a Go module (no build) and return its directory in the module cache."""
+    out = subprocess.run(
+        ["go", "mod", "download", "-json", f"{module}@{version}"],
+        capture_output=True,
+        text=True,
+        env=_go_env(),
+    )
+    info = json.loads(out.stdout or "{}")
+    if out.returncode != 0 or "Dir" not in info:
+        raise BuildError(f"go mod download {module}@{version}: {info.get('Error') or out.stderr.strip()}")
+    return Path(info["Dir"])
+
+
+def _go_mod_file(module: str, version: str) -> Path:
+    out = subprocess.run(
+        ["go", "mod", "download", "-json", f"{module}@{version}"], capture_output=True, text=True, env=_go_env()
+    )
+    info = json.loads(out.stdout or "{}")
+    if "GoMod" not in info:
+        raise BuildError(f"go mod download {module}@{version}: {info.get('Error') or out.stderr.strip()}")
+    return Path(info["GoMod"])
+
+
+def kubernetes_tools_gomod() -> str:
+    """A tools module requiring k8s.io/kubernetes with every staging module pinned.
+
+    k8s.io/kubernetes requires its staging modules at v0.0.0 (replaced by local paths in its own
+    repository); outside it those must be replaced by their released v0.<minor>.<patch> tags.
+    """
+    gomod = _go_mod_file("k8s.io/kubernetes", versions.KUBERNETES).read_text()
+    staging = sorted(set(re.findall(r"^\s*(k8s\.io/[\w.-]+) v0\.0\.0\s*$", gomod, re.MULTILINE)))
+    if not staging:
+        raise BuildError("found no staging modules in k8s.io/kubernetes's go.mod")
+    go_line = re.search(r"^go (\S+)$", gomod, re.MULTILINE)
+    lines = [
+        "module agentsession.dev/devcluster/kubernetes-tools",
+        "",
+        f"go {go_line.group(1) if go_line else '1.25'}",
+        "",
+        f"require k8s.io/kubernetes {versions.KUBERNETES}",
+        "",
+        "replace (",
+        *(f"\t{mod} v0.0.0 => {mod} {versions.KUBERNETES_STAGING}" for mod in staging),
+        ")",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _tools_module(component: Component, gomod: str, log: Path) -> Path:
+    src = component.src_dir
+    src.mkdir(parents=True, exist_ok=True)
+    (src / "go.mod").write_text(gomod)
+    (src / "tools.go").write_text("package tools\n")
+    return src
+
+
+def _build_kubernetes(log: Path) -> None:
+    src = _tools_module(KUBERNETES, kubernetes_tools_gomod(), log)
+    _run(["go", "get", f"k8s.io/kubernetes@{versions.KUBERNETES}"], src, log)
+    minor = versions.KUBERNETES.split(".")[1]
+    ldflags = " ".join(
+        [
+            f"-X k8s.io/component-base/version.gitVersion={versions.KUBERNETES}",
+            "-X k8s.io/component-base/version.gitMajor=1",
+            f"-X k8s.io/component-base/version.gitMinor={minor}",
+            "-X k8s.io/component-base/version.gitTreeState=clean",
+            f"-X k8s.io/client-go/pkg/version.gitVersion={versions.KUBERNETES}",
+            "-X k8s.io/client-go/pkg/version.gitMajor=1",
+            f"-X k8s.io/client-go/pkg/version.gitMinor={minor}",
+            "-s -w",
+        ]
+    )
+    packages = [f"k8s.io/kubernetes/cmd/{name}" for name in KUBERNETES.binaries]
+    _run(["go", "build", "-trimpath", "-ldflags", ldflags, "-o", str(KUBERNETES.bin_dir) + "/", *packages], src, log)
+
+
+def _build_etcd(log: Path) -> None:
+    gomod = "module agentsession.dev/devcluster/etcd-tools\n\ngo 1.24\n"
+    src = _tools_module(ETCD, gomod, log)
+    _run(["go", "get", f"go.etcd.io/etcd/server/v3@{versions.ETCD}"], src, log)
+    _run(
+        ["go", "build", "-trimpath", "-ldflags", "-s -w", "-o", str(ETCD.path("etcd")), "go.etcd.io/etcd/server/v3"],
+        src,
+        log,
+    )
+
+
+def _go_install(component: Component, packages: list[str], log: Path) -> None:
+    env = _go_env()
+    env["GOBIN"] = str(component.bin_dir)
+    env.pop("GOFLAGS", None)
+    for pkg in packages:
+        _run(["go", "install", "-trimpath", "-ldflags", "-s -w", f"{pkg}@{component.version}"], cache_root(), log, env)
+
+
+def _build_kwok(log: Path) -> None:
+    _go_install(KWOK, ["sigs.k8s.io/kwok/cmd/kwok"], log)
+
+
+def _build_agent_sandbox(log: Path) -> None:
+    # Not `go install pkg@version`: that asks the proxy for the module's version list (for deprecation
+    # notices), which the proxy here refuses for this module; a tools module needs only the exact version.
+    gomod = (
+        "module agentsession.dev/devcluster/agent-sandbox-tools\n\ngo 1.26\n\n"
+        f"require sigs.k8s.io/agent-sandbox {versions.AGENT_SANDBOX}\n"
+    )
+    src = _tools_module(AGENT_SANDBOX, gomod, log)
+    packages = [
+        "sigs.k8s.io/agent-sandbox/cmd/agent-sandbox-controller",
+        "sigs.k8s.io/agent-sandbox/packages/sandboxd/cmd/sandboxd",
+    ]
+    _run(["go", "build", "-trimpath", "-ldflags", "-s -w", "-o", str(AGENT_SANDBOX.bin_dir) + "/", *packages], src, log)
+
+
+_BUILDERS = {
+    KUBERNETES.name: _build_kubernetes,
+    ETCD.name: _build_etcd,
+    KWOK.name: _build_kwok,
+    AGENT_SANDBOX.name: _build_agent_sandbox,
+}
+
+
+def build(component: Component, out=sys.stderr) -> float | None:
+    """Build one component unless cached; returns the build time in seconds (None when cached)."""
+    if component.is_built():
+        return None
+    if shutil.which("go") is None:
+        raise BuildError("the Go toolchain is needed to build the control plane: install Go (go.dev) first")
+    logs = cache_root() / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    log = logs / f"build-{component.name}-{component.version}.log"
+    log.write_text("")
+    shutil.rmtree(component.bin_dir, ignore_errors=True)
+    component.bin_dir.mkdir(parents=True)
+    print(
+        f"[devcluster] building {component.name} {component.version} (first time only; log {log}) ...",
+        file=out,
+        flush=True,
+    )
+    started = time.monotonic()
+    _BUILDERS[component.name](log)
+    for binary in component.binaries:
+        if not component.path(binary).exists():
+            raise BuildError(f"{component.name}: {binary} missing after build; see {log}")
+    elapsed = time.monotonic() - started
+    (component.bin_dir / ".complete").write_text(json.dumps({"seconds": round(elapsed, 1)}))
+    print(f"[devcluster] built {component.name} {component.version} in {elapsed:.0f} s", file=out, flush=True)
+    return elapsed
+
+
+def build_time(component: Component) -> float | None:
+    """The recorded first-build time of a cached component."""
+    stamp = component.bin_dir / ".complete"
+    if not stamp.exists():
+        return None
+    return float(json.loads(stamp.read_text() or "{}").get("seconds", 0.0))
+
+
+def build_all(out=sys.stderr) -> None:
+    for component in COMPONENTS:
+        build(component, out)
+
+
+if __name__ == "__main__":
+    try:
+        build_all()
+    except BuildError as exc:
+        print(f"[devcluster] build failed: {exc}", file=sys.stderr)
+        sys.exit(1)
