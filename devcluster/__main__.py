@@ -1,0 +1,37 @@
+"""`python -m devcluster up|down|status|build`: the local control plane from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from devcluster import build
+from devcluster.cluster import Cluster, ClusterError
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="devcluster", description=__doc__)
+    parser.add_argument("command", choices=["up", "down", "status", "build", "restart-agent-sandbox"])
+    args = parser.parse_args(argv)
+    cluster = Cluster()
+    try:
+        if args.command == "up":
+            cluster.up()
+        elif args.command == "down":
+            cluster.down()
+        elif args.command == "build":
+            build.build_all()
+        elif args.command == "restart-agent-sandbox":
+            cluster.start_agent_sandbox_controller()
+        else:
+            running = cluster.is_running()
+            print(f"running (KUBECONFIG={cluster.paths.kubeconfig})" if running else "not running")
+            return 0 if running else 1
+    except (ClusterError, build.BuildError) as exc:
+        print(f"[devcluster] error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,525 @@
+"""Bring the local control plane up and down.
+
+Start-up order: certificates -> etcd -> kube-apiserver -> kube-controller-manager -> kube-scheduler ->
+kwok + a fake Node with a 127.x pod CIDR -> agent-sandbox CRDs and controller -> pod runner -> the
+project's CRDs. Every listener is on 127.0.0.1 (pods on their own 127.x address). A half-started cluster
+is torn down, and a failure names the component and the tail of its log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from devcluster import build, kubeconfig, pki, processes, runtimes, versions
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+NODE_NAME = "devcluster-node-1"
+POD_CIDR = "127.1.0.0/16"
+SERVICE_CIDR = "10.96.0.0/16"  # virtual only: nothing routes to it, no traffic is ever sent there
+AGENT_SANDBOX_NAMESPACE = "agent-sandbox-system"
+AGENT_SANDBOX_CONFIGMAP = "agent-sandbox-config"
+
+
+class ClusterError(RuntimeError):
+    pass
+
+
+def cluster_dir() -> Path:
+    return Path(os.environ.get("DEVCLUSTER_DIR", REPO_ROOT / ".cluster"))
+
+
+@dataclass
+class Paths:
+    root: Path = field(default_factory=cluster_dir)
+
+    @property
+    def pki(self) -> Path:
+        return self.root / "pki"
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def state(self) -> Path:
+        return self.root / "state.json"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.root / "kubeconfig"
+
+    @property
+    def pods(self) -> Path:
+        return self.root / "pods"
+
+    @property
+    def volumes(self) -> Path:
+        return self.root / "volumes"
+
+    def log(self, component: str) -> Path:
+        return self.logs / f"{component}.log"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait(what: str, check: Callable[[], bool], timeout: float, log: Path | None, pid: int | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pid is not None and not processes.alive(pid):
+            raise ClusterError(f"{what} exited during start-up; log {log}:\n{processes.log_tail(log) if log else ''}")
+        try:
+            if check():
+                return
+        except Exception:
+            pass
+        time.sleep(0.1)
+    tail = processes.log_tail(log) if log else ""
+    raise ClusterError(f"{what} not ready after {timeout:.0f} s; log {log}:\n{tail}")
+
+
+class Cluster:
+    """The local control plane rooted at `.cluster/` (or $DEVCLUSTER_DIR)."""
+
+    def __init__(self, paths: Paths | None = None, out: Any = sys.stderr) -> None:
+        self.paths = paths or Paths()
+        self.out = out
+        self.state: dict[str, Any] = self._load_state()
+
+    # ---- state -------------------------------------------------------------------------------
+    def _load_state(self) -> dict[str, Any]:
+        try:
+            return dict(json.loads(self.paths.state.read_text()))
+        except (OSError, ValueError):
+            return {}
+
+    def _save_state(self) -> None:
+        self.paths.state.write_text(json.dumps(self.state, indent=2))
+
+    def _say(self, message: str) -> None:
+        print(f"[devcluster] {message}", file=self.out, flush=True)
+
+    @property
+    def server(self) -> str:
+        return f"https://127.0.0.1:{self.state['ports']['apiserver']}"
+
+    def _ssl_context(self, client: str = "admin") -> ssl.SSLContext:
+        ctx = ssl.create_default_context(cafile=str(self.paths.pki / "ca.crt"))
+        ctx.load_cert_chain(str(self.paths.pki / f"{client}.crt"), str(self.paths.pki / f"{client}.key"))
+        return ctx
+
+    def api_get(self, path: str, timeout: float = 5.0) -> bytes:
+        with urllib.request.urlopen(self.server + path, context=self._ssl_context(), timeout=timeout) as resp:
+            return bytes(resp.read())
+
+    def is_running(self) -> bool:
+        pids = self.state.get("pids", {})
+        if not pids or not all(processes.alive(pid) for pid in pids.values()):
+            return False
+        try:
+            return self.api_get("/readyz") == b"ok"
+        except (OSError, urllib.error.URLError, KeyError):
+            return False
+
+    # ---- kubectl -----------------------------------------------------------------------------
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+        cmd = [str(build.KUBERNETES.path("kubectl")), f"--kubeconfig={self.paths.kubeconfig}", *args]
+        proc = subprocess.run(cmd, input=input, capture_output=True, text=True, timeout=120)
+        if check and proc.returncode != 0:
+            raise ClusterError(f"kubectl {' '.join(args)} failed: {proc.stderr.strip() or proc.stdout.strip()}")
+        return proc
+
+    def apply(self, manifest: dict[str, Any] | list[dict[str, Any]]) -> None:
+        docs = manifest if isinstance(manifest, list) else [manifest]
+        self.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=yaml.safe_dump_all(docs))
+
+    # ---- up ----------------------------------------------------------------------------------
+    def up(self) -> bool:
+        """Start everything; returns False (a no-op) when the cluster is already running."""
+        if self.is_running():
+            self._say(f"already running (kubeconfig {self.paths.kubeconfig}); nothing to do")
+            return False
+        if self.state:
+            self._say("found a stale cluster; cleaning it up first")
+            self.down(quiet=True)
+        started = time.monotonic()
+        build.build_all(self.out)
+        runtimes.prepare(self.out)
+        for d in (self.paths.root, self.paths.pki, self.paths.logs, self.paths.pods, self.paths.volumes):
+            d.mkdir(parents=True, exist_ok=True)
+        self.state = {"pids": {}, "ports": {}, "started": time.time()}
+        self._save_state()
+        try:
+            self._certificates()
+            self._start_etcd()
+            self._start_apiserver()
+            self._start_controller_manager()
+            self._start_scheduler()
+            self._start_kwok()
+            self._install_agent_sandbox()
+            self.start_agent_sandbox_controller()
+            self._start_pod_runner()
+            self._install_project_crds()
+            self._wait_default_service_account()
+        except BaseException:
+            self._say("start-up failed; tearing down what was started")
+            self.down(quiet=True, keep_logs=True)
+            raise
+        self._say(f"ready in {time.monotonic() - started:.1f} s; export KUBECONFIG={self.paths.kubeconfig}")
+        return True
+
+    def _certificates(self) -> None:
+        d = self.paths.pki
+        ca = pki.make_ca(d, "ca", "devcluster-ca")
+        etcd_ca = pki.make_ca(d, "etcd-ca", "devcluster-etcd-ca")
+        pki.issue(etcd_ca, d, "etcd-server", "etcd", server_names=("127.0.0.1", "localhost"), client=True)
+        pki.issue(etcd_ca, d, "etcd-client", "kube-apiserver-etcd-client", client=True)
+        pki.issue(
+            ca,
+            d,
+            "apiserver",
+            "kube-apiserver",
+            server_names=(
+                "127.0.0.1",
+                "localhost",
+                "kubernetes",
+                "kubernetes.default",
+                "kubernetes.default.svc",
+                "kubernetes.default.svc.cluster.local",
+                "10.96.0.1",
+            ),
+        )
+        pki.issue(ca, d, "admin", "devcluster-admin", organization="system:masters", client=True)
+        pki.issue(ca, d, "controller-manager", "system:kube-controller-manager", client=True)
+        pki.issue(ca, d, "scheduler", "system:kube-scheduler", client=True)
+        pki.service_account_keys(d)
+
+    def _start(self, name: str, cmd: list[str], env: dict[str, str] | None = None) -> int:
+        log = self.paths.log(name)
+        pid = processes.start(cmd, log, env=env)
+        self.state["pids"][name] = pid
+        self._save_state()
+        return pid
+
+    def _start_etcd(self) -> None:
+        d = self.paths.pki
+        client, peer = _free_port(), _free_port()
+        self.state["ports"].update(etcd=client, etcd_peer=peer)
+        tls = [
+            f"--trusted-ca-file={d / 'etcd-ca.crt'}",
+            f"--cert-file={d / 'etcd-server.crt'}",
+            f"--key-file={d / 'etcd-server.key'}",
+            "--client-cert-auth",
+        ]
+        peer_tls = [
+            f"--peer-trusted-ca-file={d / 'etcd-ca.crt'}",
+            f"--peer-cert-file={d / 'etcd-server.crt'}",
+            f"--peer-key-file={d / 'etcd-server.key'}",
+            "--peer-client-cert-auth",
+        ]
+        pid = self._start(
+            "etcd",
+            [
+                str(build.ETCD.path("etcd")),
+                "--name=devcluster",
+                f"--data-dir={self.paths.root / 'etcd'}",
+                f"--listen-client-urls=https://127.0.0.1:{client}",
+                f"--advertise-client-urls=https://127.0.0.1:{client}",
+                f"--listen-peer-urls=https://127.0.0.1:{peer}",
+                f"--initial-advertise-peer-urls=https://127.0.0.1:{peer}",
+                f"--initial-cluster=devcluster=https://127.0.0.1:{peer}",
+                "--listen-metrics-urls=",
+                "--unsafe-no-fsync",  # a throw-away development store: speed over durability
+                "--quota-backend-bytes=4294967296",
+                *tls,
+                *peer_tls,
+            ],
+        )
+        ctx = ssl.create_default_context(cafile=str(d / "etcd-ca.crt"))
+        ctx.load_cert_chain(str(d / "etcd-client.crt"), str(d / "etcd-client.key"))
+
+        def healthy() -> bool:
+            with urllib.request.urlopen(f"https://127.0.0.1:{client}/health", context=ctx, timeout=2) as r:
+                return bool(json.loads(r.read()).get("health") == "true")
+
+        _wait("etcd", healthy, 60, self.paths.log("etcd"), pid)
+        self._say("etcd ready")
+
+    def _start_apiserver(self) -> None:
+        d = self.paths.pki
+        port = _free_port()
+        self.state["ports"]["apiserver"] = port
+        pid = self._start(
+            "kube-apiserver",
+            [
+                str(build.KUBERNETES.path("kube-apiserver")),
+                f"--etcd-servers=https://127.0.0.1:{self.state['ports']['etcd']}",
+                f"--etcd-cafile={d / 'etcd-ca.crt'}",
+                f"--etcd-certfile={d / 'etcd-client.crt'}",
+                f"--etcd-keyfile={d / 'etcd-client.key'}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={port}",
+                f"--tls-cert-file={d / 'apiserver.crt'}",
+                f"--tls-private-key-file={d / 'apiserver.key'}",
+                f"--client-ca-file={d / 'ca.crt'}",
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                f"--service-account-key-file={d / 'sa.pub'}",
+                f"--service-account-signing-key-file={d / 'sa.key'}",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+                "--authorization-mode=RBAC",
+                "--allow-privileged=true",
+                # Loopback addresses are refused in Endpoints; the apiserver must not publish its own.
+                "--endpoint-reconciler-type=none",
+                "--profiling=false",
+                "--event-ttl=1h",
+                "--enable-priority-and-fairness=false",
+            ],
+        )
+        _wait(
+            "kube-apiserver",
+            lambda: self.api_get("/readyz", timeout=2) == b"ok",
+            120,
+            self.paths.log("kube-apiserver"),
+            pid,
+        )
+        server = self.server
+        kubeconfig.write(
+            self.paths.kubeconfig,
+            server,
+            d / "ca.crt",
+            pki.KeyPair(d / "admin.crt", d / "admin.key"),
+            "devcluster-admin",
+        )
+        for name in ("controller-manager", "scheduler"):
+            kubeconfig.write(
+                self.paths.root / f"{name}.kubeconfig",
+                server,
+                d / "ca.crt",
+                pki.KeyPair(d / f"{name}.crt", d / f"{name}.key"),
+                f"system:kube-{name}",
+            )
+        self._say(f"kube-apiserver ready at {server}")
+
+    def _start_controller_manager(self) -> None:
+        d = self.paths.pki
+        self._start(
+            "kube-controller-manager",
+            [
+                str(build.KUBERNETES.path("kube-controller-manager")),
+                f"--kubeconfig={self.paths.root / 'controller-manager.kubeconfig'}",
+                f"--authentication-kubeconfig={self.paths.root / 'controller-manager.kubeconfig'}",
+                f"--authorization-kubeconfig={self.paths.root / 'controller-manager.kubeconfig'}",
+                "--bind-address=127.0.0.1",
+                "--secure-port=0",
+                "--leader-elect=false",
+                "--use-service-account-credentials=true",
+                f"--service-account-private-key-file={d / 'sa.key'}",
+                f"--root-ca-file={d / 'ca.crt'}",
+                f"--cluster-signing-cert-file={d / 'ca.crt'}",
+                f"--cluster-signing-key-file={d / 'ca.key'}",
+                "--allocate-node-cidrs=false",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+                "--concurrent-gc-syncs=20",
+                "--kube-api-qps=200",
+                "--kube-api-burst=400",
+                # The node's pod CIDR is ours (127.1.0.0/16), not allocated by node IPAM.
+                "--controllers=*,-node-ipam-controller",
+            ],
+        )
+
+    def _start_scheduler(self) -> None:
+        kc = self.paths.root / "scheduler.kubeconfig"
+        self._start(
+            "kube-scheduler",
+            [
+                str(build.KUBERNETES.path("kube-scheduler")),
+                f"--kubeconfig={kc}",
+                f"--authentication-kubeconfig={kc}",
+                f"--authorization-kubeconfig={kc}",
+                "--bind-address=127.0.0.1",
+                "--secure-port=0",
+                "--leader-elect=false",
+            ],
+        )
+
+    def _start_kwok(self) -> None:
+        config = self.paths.root / "kwok.yaml"
+        config.write_text(runtimes.kwok_stages())
+        self.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {
+                    "name": NODE_NAME,
+                    "labels": {
+                        "type": "kwok",
+                        "kubernetes.io/hostname": NODE_NAME,
+                        "kubernetes.io/os": "linux",
+                        "kubernetes.io/arch": "amd64",
+                    },
+                    "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+                },
+                "spec": {"podCIDR": POD_CIDR, "podCIDRs": [POD_CIDR]},
+            }
+        )
+        pid = self._start(
+            "kwok",
+            [
+                str(build.KWOK.path("kwok")),
+                f"--kubeconfig={self.paths.kubeconfig}",
+                f"--config={config}",
+                "--manage-all-nodes=false",
+                "--manage-nodes-with-label-selector=type=kwok",
+                "--node-ip=127.0.0.1",
+                f"--cidr={POD_CIDR}",
+                "--node-lease-duration-seconds=40",
+                "--server-address=",
+            ],
+        )
+
+        def node_ready() -> bool:
+            node = json.loads(self.kubectl("get", "node", NODE_NAME, "-o", "json").stdout)
+            ready = any(c["type"] == "Ready" and c["status"] == "True" for c in node["status"].get("conditions", []))
+            # The node lifecycle controller lifts the not-ready taint new nodes get; until then nothing schedules.
+            return ready and not node["spec"].get("taints")
+
+        _wait("kwok (node Ready)", node_ready, 60, self.paths.log("kwok"), pid)
+        self._say(f"kwok ready: node {NODE_NAME} with pod CIDR {POD_CIDR}")
+
+    def _install_agent_sandbox(self) -> None:
+        crds = build.module_dir("sigs.k8s.io/agent-sandbox", versions.AGENT_SANDBOX) / "k8s" / "crds"
+        self.kubectl("apply", "--server-side", "-f", str(crds))
+        self.kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", str(crds))
+        self.kubectl("create", "namespace", AGENT_SANDBOX_NAMESPACE, check=False)
+
+    def allowed_label_domains(self) -> str | None:
+        """The controller's label-domain allowlist, as its ConfigMap says (None when absent)."""
+        proc = self.kubectl(
+            "get", "configmap", AGENT_SANDBOX_CONFIGMAP, "-n", AGENT_SANDBOX_NAMESPACE, "-o", "json", check=False
+        )
+        if proc.returncode != 0:
+            return None
+        data = json.loads(proc.stdout).get("data") or {}
+        value = data.get("allowed-label-domains")
+        return str(value) if value is not None else None
+
+    def start_agent_sandbox_controller(self) -> None:
+        """(Re)start the controller; it reads agent-sandbox-config once at start, as in a cluster.
+
+        In a cluster the ConfigMap is mounted at /etc/sandbox-config; here bubblewrap mounts it there.
+        """
+        old = self.state["pids"].pop("agent-sandbox-controller", None)
+        if old:
+            processes.stop(old)
+        config_dir = self.paths.root / "agent-sandbox-config"
+        shutil.rmtree(config_dir, ignore_errors=True)
+        config_dir.mkdir()
+        domains = self.allowed_label_domains()
+        if domains is not None:
+            (config_dir / "allowed-label-domains").write_text(domains)
+        controller = [
+            str(build.AGENT_SANDBOX.path("agent-sandbox-controller")),
+            f"--kubeconfig={self.paths.kubeconfig}",
+            "--extensions",
+            "--leader-elect=false",
+            "--metrics-bind-address=0",
+            "--health-probe-bind-address=0",
+            "--kube-api-burst=200",
+        ]
+        cmd = [
+            "bwrap",
+            "--ro-bind",
+            "/",
+            "/",
+            "--tmpfs",
+            "/etc",
+            "--ro-bind",
+            str(config_dir),
+            "/etc/sandbox-config",
+            "--dev",
+            "/dev",
+            "--proc",
+            "/proc",
+            "--",
+            *controller,
+        ]
+        pid = self._start("agent-sandbox-controller", cmd)
+        _wait(
+            "agent-sandbox-controller",
+            lambda: "Starting workers" in processes.log_tail(self.paths.log("agent-sandbox-controller"), 400),
+            60,
+            self.paths.log("agent-sandbox-controller"),
+            pid,
+        )
+        self._say(
+            f"agent-sandbox controller {versions.AGENT_SANDBOX} running"
+            + (f" (allowed-label-domains: {domains})" if domains else "")
+        )
+
+    def _start_pod_runner(self) -> None:
+        ready = self.paths.root / "podrunner.ready"
+        ready.unlink(missing_ok=True)
+        env = dict(os.environ, KUBECONFIG=str(self.paths.kubeconfig), DEVCLUSTER_DIR=str(self.paths.root))
+        pid = self._start("pod-runner", [sys.executable, "-m", "devcluster.podrunner", "--node", NODE_NAME], env=env)
+        _wait("pod-runner", ready.exists, 60, self.paths.log("pod-runner"), pid)
+        self._say("pod runner ready")
+
+    def _install_project_crds(self) -> None:
+        crds = REPO_ROOT / "crds"
+        if crds.is_dir() and any(crds.glob("*.yaml")):
+            self.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(crds))
+            self.kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", str(crds))
+            self._say("project CRDs installed")
+
+    def _wait_default_service_account(self) -> None:
+        _wait(
+            "kube-controller-manager (default ServiceAccount)",
+            lambda: self.kubectl("get", "serviceaccount", "default", check=False).returncode == 0,
+            60,
+            self.paths.log("kube-controller-manager"),
+            self.state["pids"]["kube-controller-manager"],
+        )
+
+    # ---- down --------------------------------------------------------------------------------
+    def down(self, quiet: bool = False, keep_logs: bool = False) -> bool:
+        """Stop everything; returns False (a no-op) when nothing was running."""
+        pids: dict[str, int] = self.state.get("pids", {})
+        if not pids and not self.paths.state.exists():
+            if not quiet:
+                self._say("not running; nothing to do")
+            return False
+        # Reverse start order: the pod runner stops every runtime it started on its way out.
+        for name in reversed(list(pids)):
+            processes.stop(pids[name])
+        # A runner killed hard cannot clean up; sweep any runtime it left behind.
+        runtimes.kill_leftovers(self.paths.pods)
+        for path in (self.paths.root / "etcd", self.paths.pods, self.paths.volumes, self.paths.state):
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+        if not keep_logs:
+            shutil.rmtree(self.paths.logs, ignore_errors=True)
+        self.state = {}
+        if not quiet:
+            self._say("stopped")
+        return True

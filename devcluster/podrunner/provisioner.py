@@ -1,0 +1,116 @@
+"""A PersistentVolume provisioner: every PVC of the `standard` class gets a directory on this machine.
+
+The directory outlives the pods that mount it and is removed with the PV once its claim is gone.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+import time
+from pathlib import Path
+
+from kubernetes import client, watch
+from kubernetes.client.rest import ApiException
+
+log = logging.getLogger("pod-runner.provisioner")
+
+STORAGE_CLASS = "standard"
+PROVISIONER = "devcluster.agentsession.dev/hostpath"
+
+
+def ensure_storage_class(storage: client.StorageV1Api) -> None:
+    body = client.V1StorageClass(
+        metadata=client.V1ObjectMeta(
+            name=STORAGE_CLASS, annotations={"storageclass.kubernetes.io/is-default-class": "true"}
+        ),
+        provisioner=PROVISIONER,
+        reclaim_policy="Delete",
+        volume_binding_mode="Immediate",
+        allow_volume_expansion=True,
+    )
+    try:
+        storage.create_storage_class(body)
+    except ApiException as exc:
+        if exc.status != 409:
+            raise
+
+
+class Provisioner:
+    def __init__(self, volume_dir: Path) -> None:
+        self.core = client.CoreV1Api()
+        self.volume_dir = volume_dir
+        self.stopping = threading.Event()
+
+    def _provision(self, pvc: client.V1PersistentVolumeClaim) -> None:
+        if pvc.spec.volume_name or pvc.metadata.deletion_timestamp:
+            return
+        if (pvc.spec.storage_class_name or "") != STORAGE_CLASS:
+            return
+        name = f"pvc-{pvc.metadata.uid}"
+        path = self.volume_dir / name
+        path.mkdir(parents=True, exist_ok=True)
+        requests = (pvc.spec.resources.requests or {}) if pvc.spec.resources else {}
+        pv = client.V1PersistentVolume(
+            metadata=client.V1ObjectMeta(name=name, annotations={"pv.kubernetes.io/provisioned-by": PROVISIONER}),
+            spec=client.V1PersistentVolumeSpec(
+                capacity={"storage": requests.get("storage", "1Gi")},
+                access_modes=pvc.spec.access_modes or ["ReadWriteOnce"],
+                persistent_volume_reclaim_policy="Delete",
+                storage_class_name=STORAGE_CLASS,
+                volume_mode=pvc.spec.volume_mode or "Filesystem",
+                host_path=client.V1HostPathVolumeSource(path=str(path), type="Directory"),
+                claim_ref=client.V1ObjectReference(
+                    namespace=pvc.metadata.namespace, name=pvc.metadata.name, uid=pvc.metadata.uid
+                ),
+            ),
+        )
+        try:
+            self.core.create_persistent_volume(pv)
+            log.info("provisioned %s for %s/%s", name, pvc.metadata.namespace, pvc.metadata.name)
+        except ApiException as exc:
+            if exc.status != 409:
+                log.warning("provisioning %s failed: %s", name, exc.reason)
+
+    def _reclaim(self, pv: client.V1PersistentVolume) -> None:
+        if (pv.metadata.annotations or {}).get("pv.kubernetes.io/provisioned-by") != PROVISIONER:
+            return
+        if pv.status and pv.status.phase == "Released":
+            try:
+                self.core.delete_persistent_volume(pv.metadata.name)
+            except ApiException as exc:
+                if exc.status != 404:
+                    log.warning("deleting %s failed: %s", pv.metadata.name, exc.reason)
+                    return
+            shutil.rmtree(self.volume_dir / pv.metadata.name, ignore_errors=True)
+
+    def _loop(self, list_fn, handle) -> None:  # type: ignore[no-untyped-def]
+        while not self.stopping.is_set():
+            try:
+                listing = list_fn()
+                for item in listing.items:
+                    handle(item)
+                for event in watch.Watch().stream(
+                    list_fn,
+                    resource_version=listing.metadata.resource_version,
+                    timeout_seconds=300,
+                    _request_timeout=330,
+                ):
+                    if self.stopping.is_set():
+                        return
+                    if event["type"] in ("ADDED", "MODIFIED"):
+                        handle(event["object"])
+            except Exception as exc:
+                if self.stopping.is_set():
+                    return
+                if not (isinstance(exc, ApiException) and exc.status == 410):
+                    log.warning("provisioner watch failed: %s", exc)
+                    time.sleep(1)
+
+    def start(self) -> None:
+        for target, args in (
+            (self._loop, (self.core.list_persistent_volume_claim_for_all_namespaces, self._provision)),
+            (self._loop, (self.core.list_persistent_volume, self._reclaim)),
+        ):
+            threading.Thread(target=target, args=args, daemon=True).start()

@@ -1,0 +1,75 @@
+"""Manifests the end-to-end tests share: agent-sandbox templates, pools and claims."""
+
+from __future__ import annotations
+
+from typing import Any
+
+PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
+PYTHON_RUNTIME_IMAGE = "registry.k8s.io/agent-sandbox/python-runtime-sandbox:v1.0.3"
+EXT = "extensions.agents.x-k8s.io/v1beta1"
+
+
+def template(
+    name: str,
+    image: str = PAUSE_IMAGE,
+    *,
+    readiness_path: str | None = "/",
+    env_policy: str | None = None,
+    vct_policy: str | None = None,
+    pod_security_context: dict[str, Any] | None = None,
+    volume_mounts: list[dict[str, Any]] | None = None,
+    volumes: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    container: dict[str, Any] = {"name": "sandbox", "image": image}
+    if image != PAUSE_IMAGE:
+        container["ports"] = [{"containerPort": 8888, "name": "http"}]
+        if readiness_path:
+            container["readinessProbe"] = {
+                "httpGet": {"path": readiness_path, "port": 8888},
+                "periodSeconds": 2,
+                "failureThreshold": 1,
+            }
+    if volume_mounts:
+        container["volumeMounts"] = volume_mounts
+    pod_spec: dict[str, Any] = {"containers": [container], "dnsPolicy": "ClusterFirst"}
+    if pod_security_context:
+        pod_spec["securityContext"] = pod_security_context
+    if volumes:
+        pod_spec["volumes"] = volumes
+    spec: dict[str, Any] = {
+        "podTemplate": {"metadata": {"labels": {"app": "e2e-sandbox"}}, "spec": pod_spec},
+        # Deliberate: no NetworkPolicy from the template (tests reach pods directly).
+        "networkPolicyManagement": "Unmanaged",
+    }
+    if env_policy:
+        spec["envVarsInjectionPolicy"] = env_policy
+    if vct_policy:
+        spec["volumeClaimTemplatesPolicy"] = vct_policy
+    return {"apiVersion": EXT, "kind": "SandboxTemplate", "metadata": {"name": name}, "spec": spec}
+
+
+def warm_pool(name: str, template_name: str, replicas: int = 0) -> dict[str, Any]:
+    return {
+        "apiVersion": EXT,
+        "kind": "SandboxWarmPool",
+        "metadata": {"name": name},
+        "spec": {"replicas": replicas, "sandboxTemplateRef": {"name": template_name}},
+    }
+
+
+def claim(name: str, pool: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": EXT,
+        "kind": "SandboxClaim",
+        "metadata": {"name": name},
+        "spec": {"warmPoolRef": {"name": pool}, **spec},
+    }
+
+
+def pod(name: str, image: str = PAUSE_IMAGE, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {"containers": [{"name": "main", "image": image}], **spec},
+    }
