@@ -42,7 +42,7 @@ def from_container(container: dict[str, Any], pod_ip: str) -> ProbeSpec:
     if not probe:
         ports = tuple(int(p["containerPort"]) for p in container.get("ports") or [] if p.get("containerPort"))
         return ProbeSpec("ports" if ports else "none", pod_ip, ports=ports, period=1.0)
-    common = {
+    common: dict[str, Any] = {
         "host": pod_ip,
         "initial_delay": float(probe.get("initialDelaySeconds") or 0),
         "period": float(probe.get("periodSeconds") or 10),

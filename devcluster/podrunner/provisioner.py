@@ -10,6 +10,7 @@ import shutil
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
@@ -85,7 +86,7 @@ class Provisioner:
                     return
             shutil.rmtree(self.volume_dir / pv.metadata.name, ignore_errors=True)
 
-    def _loop(self, list_fn, handle) -> None:  # type: ignore[no-untyped-def]
+    def _loop(self, list_fn: Any, handle: Any) -> None:
         while not self.stopping.is_set():
             try:
                 listing = list_fn()

@@ -1,0 +1,1 @@
+"""The AgentSession operator: API types, CRD generation and the pure decisions its handlers act on."""

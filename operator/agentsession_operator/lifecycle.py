@@ -1,0 +1,154 @@
+"""Time-based rules of a session: TTL expiry, idle deadlines and when a claim may be created.
+
+Idle clock: the client writes annotation ``agentsession.dev/activity`` = ``"<RFC 3339> busy=<seconds>"``
+whenever it uses the sandbox. The operator records *its own* clock when it sees the annotation change
+(:func:`activity_patch`), not the client's timestamp: a client whose clock runs slow must not get its
+sandbox reaped early. ``busy=<seconds>`` pauses the idle clock while a long command runs. Becoming Ready
+(first start, resume) also counts as activity, so a resumed session gets a full idle period.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Final
+
+from agentsession_operator import constants
+from agentsession_operator.policy import resolve
+from agentsession_operator.resolved import Resolved
+from agentsession_operator.timeutil import format_time, parse_time, utc
+
+MAX_BUSY_SECONDS: Final = 7 * 24 * 3600
+"""A client cannot pause the idle clock for longer than this with one write."""
+TERMINAL_PHASES: Final = (constants.PHASE_EXPIRED, constants.PHASE_FAILED)
+_ACTIVITY = re.compile(r"^\s*(\S+)\s+busy=([0-9]+(?:\.[0-9]+)?)\s*$")
+
+
+# --- TTL ---------------------------------------------------------------------------------------------
+def _resolved(session: Mapping[str, Any], resolved: Resolved | None) -> Resolved:
+    return resolved if resolved is not None else resolve(session)
+
+
+def created_at(session: Mapping[str, Any]) -> datetime | None:
+    """metadata.creationTimestamp, parsed."""
+    return parse_time((session.get("metadata") or {}).get("creationTimestamp"))
+
+
+def expires_at(session: Mapping[str, Any], resolved: Resolved | None = None) -> datetime | None:
+    """creationTimestamp + the TTL in force; None without a TTL (or before the API server set the timestamp)."""
+    ttl = _resolved(session, resolved).ttl
+    created = created_at(session)
+    return created + ttl if ttl is not None and created is not None else None
+
+
+def is_expired(session: Mapping[str, Any], now: datetime, resolved: Resolved | None = None) -> bool:
+    """True once ``now`` reached the expiry time."""
+    deadline = expires_at(session, resolved)
+    return deadline is not None and utc(now) >= deadline
+
+
+def is_deleting(obj: Mapping[str, Any] | None) -> bool:
+    """True when the object has a deletionTimestamp."""
+    return bool(((obj or {}).get("metadata") or {}).get("deletionTimestamp"))
+
+
+def should_create_claim(
+    session: Mapping[str, Any],
+    claim_exists: bool,
+    now: datetime,
+    *,
+    resolved: Resolved | None = None,
+    warm_pool_exists: bool = True,
+    violations: list[str] | None = None,
+) -> tuple[bool, str]:
+    """Whether to create the SandboxClaim now, and a CamelCase reason either way.
+
+    Never for a session being deleted, in a terminal phase, or past its expiry: a late reconcile must not
+    resurrect a sandbox the TTL already ended.
+    """
+    phase = (session.get("status") or {}).get("phase")
+    effective = _resolved(session, resolved)
+    checks: tuple[tuple[bool, str], ...] = (
+        (claim_exists, "ClaimExists"),
+        (is_deleting(session), constants.REASON_DELETING),
+        (phase in TERMINAL_PHASES, f"Phase{phase}"),
+        (is_expired(session, now, effective), constants.REASON_TTL_EXPIRED),
+        (bool(violations), constants.REASON_POLICY_VIOLATION),
+        (not effective.warm_pool, constants.REASON_NO_WARM_POOL),
+        (not warm_pool_exists, constants.REASON_WARM_POOL_NOT_FOUND),
+    )
+    for blocked, reason in checks:
+        if blocked:
+            return False, reason
+    return True, "CreateClaim"
+
+
+# --- Activity and idleness ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Activity:
+    """One parsed activity annotation."""
+
+    client_time: datetime
+    busy_seconds: float
+
+
+def parse_activity(annotation_value: object) -> Activity | None:
+    """``"<RFC 3339> busy=<seconds>"`` parsed; None for anything else (never raises on client input)."""
+    if not isinstance(annotation_value, str):
+        return None
+    match = _ACTIVITY.match(annotation_value)
+    if match is None:
+        return None
+    client_time = parse_time(match.group(1))
+    busy = float(match.group(2))
+    if client_time is None or not math.isfinite(busy):
+        return None
+    return Activity(client_time=client_time, busy_seconds=min(busy, MAX_BUSY_SECONDS))
+
+
+def activity_patch(annotation_value: object, now: datetime) -> dict[str, Any] | None:
+    """Status fields to write when the activity annotation changed; None when the value is garbage.
+
+    Times come from the operator's clock (``now``), see the module docstring.
+    """
+    activity = parse_activity(annotation_value)
+    if activity is None:
+        return None
+    now = utc(now)
+    busy_until = now + timedelta(seconds=activity.busy_seconds) if activity.busy_seconds > 0 else None
+    return {
+        "lastActivityTime": format_time(now),
+        "busyUntil": format_time(busy_until) if busy_until else None,
+    }
+
+
+def idle_deadline(
+    last_activity: datetime | None, busy_until: datetime | None, idle_timeout: timedelta | None
+) -> datetime | None:
+    """When the idle timeout applies: the later of last activity and busy-until, plus the timeout."""
+    if idle_timeout is None or last_activity is None:
+        return None
+    start = max(last_activity, busy_until) if busy_until is not None else last_activity
+    return start + idle_timeout
+
+
+def status_idle_deadline(status: Mapping[str, Any] | None, idle_timeout: timedelta | None) -> datetime | None:
+    """:func:`idle_deadline` from the session's status fields."""
+    status = status or {}
+    return idle_deadline(parse_time(status.get("lastActivityTime")), parse_time(status.get("busyUntil")), idle_timeout)
+
+
+def desired_operating_mode(
+    session: Mapping[str, Any], status: Mapping[str, Any] | None, resolved: Resolved, now: datetime
+) -> str:
+    """``Suspended`` when the user asked for it or the idle timeout passed with idleAction Suspend."""
+    if (session.get("spec") or {}).get("suspend"):
+        return constants.OPERATING_MODE_SUSPENDED
+    if resolved.idle_action == constants.IDLE_ACTION_SUSPEND:
+        deadline = status_idle_deadline(status, resolved.idle_timeout)
+        if deadline is not None and utc(now) >= deadline:
+            return constants.OPERATING_MODE_SUSPENDED
+    return constants.OPERATING_MODE_RUNNING
