@@ -388,6 +388,12 @@ class AgentSessionStatus(_Status):
     busy_until: datetime | None = timestamp_field(
         "busyUntil", "Until when the client said it is busy (the idle clock waits)."
     )
+    last_activity_report: str | None = Field(
+        None,
+        alias="lastActivityReport",
+        description="The client's activity annotation as last observed (so a restart does not count it again).",
+        max_length=256,
+    )
     idle_deadline: datetime | None = timestamp_field(
         "idleDeadline", "When spec.idleAction applies unless there is activity first."
     )

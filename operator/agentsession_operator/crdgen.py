@@ -196,7 +196,8 @@ def session_crd() -> dict[str, Any]:
             {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
             {"name": "Pool", "type": "string", "jsonPath": ".spec.warmPoolRef.name"},
             {"name": "Pod IP", "type": "string", "jsonPath": ".status.podIPs[0]"},
-            {"name": "Expires", "type": "date", "jsonPath": ".status.expiresAt"},
+            # A string, not a date: kubectl prints "<invalid>" for a date in the future.
+            {"name": "Expires", "type": "string", "jsonPath": ".status.expiresAt"},
             {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
             {"name": "Claim", "type": "string", "jsonPath": ".status.claimName", "priority": 1},
             {

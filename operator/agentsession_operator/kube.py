@@ -5,7 +5,6 @@ Objects go in and come out as plain dicts, so the pure logic never sees a client
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 from typing import Any
 
@@ -13,6 +12,9 @@ from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.rest import ApiException
 
 from agentsession_operator import constants as c
+from agentsession_operator.logs import logger
+
+_log = logger()
 
 _MERGE = {"Content-Type": "application/merge-patch+json"}
 
@@ -209,7 +211,7 @@ class Kube:
         meta = obj["metadata"]
         now = dt.datetime.now(dt.UTC)
         body = client.EventsV1Event(
-            metadata=client.V1ObjectMeta(generate_name=f"{meta['name']}.", namespace=meta["namespace"]),
+            metadata=client.V1ObjectMeta(generate_name=f"{meta['name']}-", namespace=meta["namespace"]),
             event_time=now,
             reporting_controller="agentsession.dev/operator",
             reporting_instance="agentsession-operator",
@@ -226,5 +228,7 @@ class Kube:
                 resource_version=meta.get("resourceVersion"),
             ),
         )
-        with contextlib.suppress(ApiException, ValueError):
+        try:
             await self.events.create_namespaced_event(meta["namespace"], body)
+        except (ApiException, ValueError) as exc:
+            _log.warning("could not post an event", reason=reason, error=str(exc)[:300])

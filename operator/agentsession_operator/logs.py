@@ -29,15 +29,25 @@ def configure(level: str = "INFO", json: bool = True) -> None:
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(
             # kopf and the client libraries log through the standard library: same format for them.
-            foreign_pre_chain=[*shared, structlog.stdlib.ExtraAdder()],
+            foreign_pre_chain=[*shared, _kopf_object],
             processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
         )
     )
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
-    for noisy in ("aiohttp.access", "kubernetes_asyncio.client.rest"):
+    # kopf logs every successful event handler at INFO: one line per watch event is noise here.
+    for noisy in ("aiohttp.access", "kubernetes_asyncio.client.rest", "kopf.objects"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def _kopf_object(_: Any, __: str, event: dict[str, Any]) -> dict[str, Any]:
+    """kopf's per-object records carry the object in `k8s_ref`: keep its kind, namespace and name only."""
+    record = event.get("_record")
+    ref = getattr(record, "k8s_ref", None)
+    if isinstance(ref, dict):
+        event.update(kind=ref.get("kind"), namespace=ref.get("namespace"), name=ref.get("name"))
+    return event
 
 
 def logger(**context: Any) -> Any:

@@ -136,7 +136,7 @@ def test_session_names_and_subresources() -> None:
     assert columns["Phase"]["jsonPath"] == ".status.phase"
     assert columns["Pool"]["jsonPath"] == ".spec.warmPoolRef.name"
     assert columns["Pod IP"]["jsonPath"] == ".status.podIPs[0]"
-    assert columns["Expires"] == {"name": "Expires", "type": "date", "jsonPath": ".status.expiresAt"}
+    assert columns["Expires"] == {"name": "Expires", "type": "string", "jsonPath": ".status.expiresAt"}
     assert columns["Age"]["jsonPath"] == ".metadata.creationTimestamp"
 
 

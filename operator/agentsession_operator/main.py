@@ -1,0 +1,120 @@
+"""Every kopf handler of the operator, each a few lines: filter, update the cache, hand over to the service.
+
+No handler here is a change-handler (on.create/update/delete), a timer or a daemon, so kopf adds no
+finalizer and writes no progress annotations: deleting an AgentSession never waits for the operator,
+and its claim, Sandbox, Pod and PVCs go by ownerReference garbage collection even while it is down.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import kopf
+
+from agentsession_operator import constants as c
+from agentsession_operator.kube import Kube
+from agentsession_operator.service import Config, Reconciler
+
+MANAGED = {c.LABEL_MANAGED_BY: c.MANAGED_BY}
+
+
+def _key(body: kopf.Body) -> tuple[str, str]:
+    return str(body["metadata"]["namespace"]), str(body["metadata"]["name"])
+
+
+@kopf.on.startup()
+async def startup(
+    settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logging.Logger | logging.LoggerAdapter[Any], **_: Any
+) -> None:
+    # Our own storage names from day one: changing them later makes kopf treat every object as new.
+    settings.persistence.finalizer = c.FINALIZER
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=c.KOPF_PREFIX)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=c.KOPF_PREFIX,
+        key="last-handled-configuration",
+        # Activity reports are not spec changes (and no change-handler exists today): keep it so.
+        ignored_fields=[("metadata", "annotations", c.ANNOTATION_ACTIVITY)],
+    )
+    # Never silently stop watching: bounded server-side watches, and a client timeout just above.
+    settings.watching.server_timeout = 300
+    settings.watching.client_timeout = 330
+    settings.watching.connect_timeout = 30
+    settings.posting.level = logging.WARNING
+    settings.networking.request_timeout = 60
+    kube = await Kube.connect()
+    reconciler = Reconciler(kube, Config())
+    reconciler.scheduler.start()
+    memo.kube = kube
+    memo.reconciler = reconciler
+    logger.info("agentsession operator started")
+
+
+@kopf.on.cleanup()
+async def cleanup(memo: kopf.Memo, **_: Any) -> None:
+    await memo.reconciler.scheduler.stop()
+    await memo.kube.close()
+
+
+# ---- AgentSession: every event runs one level-triggered pass --------------------------------------
+@kopf.on.event(c.GROUP, c.VERSION, c.SESSION_PLURAL)
+async def session_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    reconciler: Reconciler = memo.reconciler
+    key = _key(body)
+    if type == "DELETED":
+        reconciler.forget(key)
+        return
+    reconciler.cache.sessions[key] = dict(body)
+    await reconciler.reconcile(key, cause=f"session {type or 'listed'}")
+
+
+# ---- Children and inputs: keep the cache current, then reconcile the session they concern ---------
+@kopf.on.event(c.EXTENSIONS_GROUP, c.EXTENSIONS_VERSION, c.CLAIM_PLURAL, labels=MANAGED)
+async def claim_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    reconciler: Reconciler = memo.reconciler
+    if type == "DELETED":
+        reconciler.cache.claims.pop(_key(body), None)
+    else:
+        reconciler.cache.claims[_key(body)] = dict(body)
+    session = reconciler.session_for_claim(dict(body))
+    if session is not None:
+        await reconciler.reconcile(session, cause=f"claim {type or 'listed'}")
+
+
+@kopf.on.event(c.SANDBOX_GROUP, c.SANDBOX_VERSION, c.SANDBOX_PLURAL)
+async def sandbox_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    reconciler: Reconciler = memo.reconciler
+    session = reconciler.session_for_sandbox(dict(body))
+    if type == "DELETED":
+        reconciler.cache.sandboxes.pop(_key(body), None)
+    elif session is not None:
+        reconciler.cache.sandboxes[_key(body)] = dict(body)
+    if session is not None:
+        await reconciler.reconcile(session, cause=f"sandbox {type or 'listed'}")
+
+
+@kopf.on.event(c.EXTENSIONS_GROUP, c.EXTENSIONS_VERSION, c.WARM_POOL_PLURAL)
+async def warm_pool_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    reconciler: Reconciler = memo.reconciler
+    key = _key(body)
+    known = key in reconciler.cache.pools
+    if type == "DELETED":
+        reconciler.cache.pools.discard(key)
+    else:
+        reconciler.cache.pools.add(key)
+    if known != (key in reconciler.cache.pools):
+        reconciler.trigger_namespace(key[0], cause="warm pool appeared or went")
+
+
+@kopf.on.event(c.GROUP, c.VERSION, c.POLICY_PLURAL)
+async def policy_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    reconciler: Reconciler = memo.reconciler
+    namespace, name = _key(body)
+    policies = reconciler.cache.policies[namespace]
+    before = policies.get(name, {}).get("spec")
+    if type == "DELETED":
+        policies.pop(name, None)
+    else:
+        policies[name] = dict(body)
+    if before != (policies.get(name) or {}).get("spec"):
+        reconciler.trigger_namespace(namespace, cause=f"policy {name} changed")
