@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import MutableMapping
 from typing import Any
 
 import structlog
@@ -41,7 +42,7 @@ def configure(level: str = "INFO", json: bool = True) -> None:
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
-def _kopf_object(_: Any, __: str, event: dict[str, Any]) -> dict[str, Any]:
+def _kopf_object(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
     """kopf's per-object records carry the object in `k8s_ref`: keep its kind, namespace and name only."""
     record = event.get("_record")
     ref = getattr(record, "k8s_ref", None)
