@@ -8,6 +8,7 @@ import subprocess
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -99,3 +100,87 @@ def namespace(kube: Kube) -> Iterator[str]:
     kube.run("create", "namespace", name)
     yield name
     kube.run("delete", "namespace", name, "--wait=false", check=False)
+
+
+class OperatorProcess:
+    """The operator as a real process (python -m agentsession_operator) against the local control plane."""
+
+    def __init__(self, cluster: Cluster, kubeconfig: str | None = None) -> None:
+        self.cluster = cluster
+        self.kubeconfig = kubeconfig or str(cluster.paths.kubeconfig)
+        self.log = cluster.paths.logs / "operator-e2e.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.health_port = 0
+        self.metrics_port = 0
+
+    def start(self) -> None:
+        import socket
+        import sys
+
+        ports = []
+        for _ in range(2):
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                ports.append(s.getsockname()[1])
+        self.health_port, self.metrics_port = ports
+        env = dict(os.environ, KUBECONFIG=self.kubeconfig)
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "agentsession_operator",
+                    "--bind",
+                    "127.0.0.1",
+                    "--health-port",
+                    str(self.health_port),
+                    "--metrics-port",
+                    str(self.metrics_port),
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+            )
+        import urllib.request
+
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, f"operator exited; log {self.log}"
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.health_port}/healthz", timeout=1):
+                    return
+            except OSError:
+                time.sleep(0.1)
+        raise AssertionError(f"operator not healthy after 60 s; log {self.log}")
+
+    def kill(self) -> None:
+        """SIGKILL: no cleanup of any kind, as when a node dies."""
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def metrics(self) -> str:
+        import urllib.request
+
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5) as r:
+            return r.read().decode()
+
+
+@pytest.fixture(scope="session")
+def operator(cluster: Cluster, kube: Kube) -> Iterator[OperatorProcess]:
+    kube.run("apply", "--server-side", "--force-conflicts", "-f", str(Path(__file__).parents[2] / "crds"))
+    proc = OperatorProcess(cluster)
+    proc.start()
+    try:
+        yield proc
+    finally:
+        proc.stop()

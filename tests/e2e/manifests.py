@@ -73,3 +73,19 @@ def pod(name: str, image: str = PAUSE_IMAGE, **spec: Any) -> dict[str, Any]:
         "metadata": {"name": name},
         "spec": {"containers": [{"name": "main", "image": image}], **spec},
     }
+
+
+def session(
+    name: str, pool: str | None = None, meta_labels: dict[str, str] | None = None, **spec: Any
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "apiVersion": "agentsession.dev/v1alpha1",
+        "kind": "AgentSession",
+        "metadata": {"name": name},
+        "spec": dict(spec),
+    }
+    if pool:
+        body["spec"]["warmPoolRef"] = {"name": pool}
+    if meta_labels:
+        body["metadata"]["labels"] = meta_labels
+    return body
