@@ -48,4 +48,5 @@ lint: venv ## ruff and mypy
 	$(VENV)/bin/mypy devcluster operator/agentsession_operator langchain_k8s_client
 
 bench: venv ## benchmarks (print tables of medians and ratios)
-	$(PY) benchmarks/bench_cluster.py
+	$(PY) -m benchmarks.bench_cluster
+	$(PY) -m benchmarks.bench_operator

@@ -1,6 +1,6 @@
 """Benchmark the local control plane: start-up, claim-to-Ready (cold and warm), runtime memory.
 
-Prints one table of medians. Run: `.venv/bin/python benchmarks/bench_cluster.py [--ups 3] [--claims 7]`.
+Prints one table of medians. Run: `.venv/bin/python -m benchmarks.bench_cluster [--ups 3] [--claims 7]`.
 It starts and stops its own cluster (refuses to run while one is already up, to measure a cold start).
 """
 

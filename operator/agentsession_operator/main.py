@@ -64,7 +64,7 @@ async def session_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_:
     if type == "DELETED":
         reconciler.forget(key)
         return
-    reconciler.cache.sessions[key] = dict(body)
+    reconciler.cache.remember_session(key, dict(body))
     await reconciler.reconcile(key, cause=f"session {type or 'listed'}")
 
 

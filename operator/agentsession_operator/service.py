@@ -27,6 +27,14 @@ LABEL_DOMAINS_TTL = 60.0  # seconds between reads of agent-sandbox-config
 MAX_RETRY_DELAY = 60.0
 
 
+def _resource_version(body: dict[str, Any]) -> int:
+    # Opaque by contract, but etcd revisions in practice; unparsable values never block an update.
+    try:
+        return int(body["metadata"].get("resourceVersion", 0))
+    except (TypeError, ValueError):
+        return 0
+
+
 @dataclass
 class Cache:
     """What the watches have seen (kept current by the event handlers), keyed by (namespace, name)."""
@@ -36,6 +44,13 @@ class Cache:
     pools: set[Key] = field(default_factory=set)
     policies: dict[str, dict[str, dict[str, Any]]] = field(default_factory=lambda: defaultdict(dict))
     sessions: dict[Key, dict[str, Any]] = field(default_factory=dict)  # the latest body seen per session
+
+    def remember_session(self, key: Key, body: dict[str, Any]) -> None:
+        """Keep the newest body: a watch event can arrive after our own, newer write."""
+        known = self.sessions.get(key)
+        if known is not None and _resource_version(known) > _resource_version(body):
+            return
+        self.sessions[key] = body
 
     def sessions_in(self, namespace: str) -> list[Key]:
         return [key for key in self.sessions if key[0] == namespace]
@@ -65,6 +80,14 @@ class Reconciler:
         self._failures: dict[Key, int] = defaultdict(int)
         self._phases: dict[Key, str] = {}
         self._label_domains: tuple[float, list[str]] | None = None
+        self._background: set[asyncio.Task[None]] = set()
+        self._dirty: dict[Key, tuple[str, bool]] = {}
+
+    def _event(self, obj: dict[str, Any], reason: str, message: str, type_: str = "Normal") -> None:
+        """Post an Event in the background: a pass never waits for (or fails on) an Event."""
+        task = asyncio.create_task(self.kube.event(obj, reason, message, type_))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     # ---- triggers ----------------------------------------------------------------------------
     async def _on_deadline(self, key: Key, at: dt.datetime) -> None:
@@ -138,30 +161,46 @@ class Reconciler:
         return out
 
     # ---- the pass ----------------------------------------------------------------------------
-    async def reconcile(self, key: Key, cause: str, deadline_lag: float | None = None) -> None:
-        async with self._locks[key]:
-            started = time.monotonic()
-            try:
-                await self._reconcile(key, cause, deadline_lag)
-                self._failures.pop(key, None)
-            except Exception as exc:
-                metrics.RECONCILE_ERRORS.labels(kind=type(exc).__name__).inc()
-                failures = self._failures[key] = self._failures[key] + 1
-                delay = min(MAX_RETRY_DELAY, 0.5 * 2**failures)
-                logger(namespace=key[0], session=key[1]).warning(
-                    "reconcile failed; retrying", error=str(exc), cause=cause, retry_in=delay
-                )
-                self.scheduler.schedule(key, _now() + dt.timedelta(seconds=delay))
-            finally:
-                metrics.RECONCILE_SECONDS.observe(time.monotonic() - started)
+    async def reconcile(self, key: Key, cause: str, deadline_lag: float | None = None, fresh: bool = False) -> None:
+        """One pass. `fresh` re-reads the session from the API first (deadlines act on the newest state);
+        otherwise the newest body the watch or our own writes delivered is used."""
+        lock = self._locks[key]
+        if lock.locked():
+            # A pass is running: it will run once more for everything that arrived meanwhile.
+            _, was_fresh = self._dirty.get(key, (cause, False))
+            self._dirty[key] = (cause, was_fresh or fresh or deadline_lag is not None)
+            return
+        async with lock:
+            await self._pass(key, cause, deadline_lag, fresh)
+            while key in self._dirty:
+                cause, fresh = self._dirty.pop(key)
+                await self._pass(key, cause, None, fresh)
 
-    async def _reconcile(self, key: Key, cause: str, deadline_lag: float | None) -> None:
+    async def _pass(self, key: Key, cause: str, deadline_lag: float | None, fresh: bool) -> None:
+        started = time.monotonic()
+        try:
+            await self._reconcile(key, cause, deadline_lag, fresh or deadline_lag is not None)
+            self._failures.pop(key, None)
+        except Exception as exc:
+            metrics.RECONCILE_ERRORS.labels(kind=type(exc).__name__).inc()
+            failures = self._failures[key] = self._failures[key] + 1
+            delay = min(MAX_RETRY_DELAY, 0.5 * 2**failures)
+            logger(namespace=key[0], session=key[1]).warning(
+                "reconcile failed; retrying", error=str(exc), cause=cause, retry_in=delay
+            )
+            self.scheduler.schedule(key, _now() + dt.timedelta(seconds=delay))
+        finally:
+            metrics.RECONCILE_SECONDS.observe(time.monotonic() - started)
+
+    async def _reconcile(self, key: Key, cause: str, deadline_lag: float | None, fresh: bool) -> None:
         namespace, name = key
-        session = await self.kube.get_session(namespace, name)  # re-read: act on the newest state only
+        session = None if fresh else self.cache.sessions.get(key)
+        if session is None:
+            session = await self.kube.get_session(namespace, name)
         if session is None:
             self.forget(key)
             return
-        self.cache.sessions[key] = session
+        self.cache.remember_session(key, session)
         now = _now()
         uid = session["metadata"]["uid"]
         log = logger(namespace=namespace, session=name, cause=cause)
@@ -241,7 +280,7 @@ class Reconciler:
             self.cache.claims[(namespace, claim_name)] = created
             metrics.CLAIMS_CREATED.inc()
             log.info("claim created", claim=claim_name)
-            await self.kube.event(session, "ClaimCreated", f"Created SandboxClaim {claim_name}")
+            self._event(session, "ClaimCreated", f"Created SandboxClaim {claim_name}")
         elif isinstance(action, decide.PatchClaim):
             await self.kube.patch_claim(namespace, action.name, action.patch)
             log.info("claim patched", claim=action.name, patch=action.patch)
@@ -252,14 +291,14 @@ class Reconciler:
                 if deadline_lag is not None:
                     metrics.REAP_LAG.observe(max(deadline_lag, 0.0))
                 log.info("claim deleted", claim=action.name, reason=action.reason)
-                await self.kube.event(session, action.reason, f"Deleted SandboxClaim {action.name} ({action.reason})")
+                self._event(session, action.reason, f"Deleted SandboxClaim {action.name} ({action.reason})")
         elif isinstance(action, decide.PatchSandbox):
             await self.kube.patch_sandbox(namespace, action.name, action.patch)
             mode = (action.patch.get("spec") or {}).get("operatingMode", "")
             log.info("sandbox operating mode set", sandbox=action.name, mode=mode)
             if deadline_lag is not None and mode == c.OPERATING_MODE_SUSPENDED:
                 metrics.REAP_LAG.observe(max(deadline_lag, 0.0))
-            await self.kube.event(
+            self._event(
                 session,
                 "Suspended" if mode == c.OPERATING_MODE_SUSPENDED else "Resumed",
                 f"Sandbox {action.name} operatingMode set to {mode}",
@@ -269,7 +308,7 @@ class Reconciler:
         before = _phase(session.get("status"))
         written = await self.kube.patch_session_status(key[0], key[1], patch)
         if written is not None:
-            self.cache.sessions[key] = written
+            self.cache.remember_session(key, written)
         after = patch.get("phase", before)
         if after and after != self._phases.get(key):
             previous = self._phases.get(key)
@@ -284,7 +323,7 @@ class Reconciler:
             message = ready.get("message") or f"phase {after}"
             log.info("phase changed", old=before, new=after, reason=ready.get("reason"), message=message)
             warning = after in (c.PHASE_FAILED,)
-            await self.kube.event(
+            self._event(
                 session,
                 after if not ready.get("reason") else str(ready["reason"]),
                 message,

@@ -1,0 +1,167 @@
+"""Benchmark the pod transport against the real upstream python runtime (a local process).
+
+Prints one table of medians and ratios:
+- `execute("true")` through PodSandbox vs a raw httpx POST of `sh -c true` (the
+  full cost of the in-pod wrapper: timeout, capture, base64), and vs a raw POST of
+  the same wrapped command (the client library's own overhead);
+- 10 MiB upload and download through PodSandbox vs the runtime's bare endpoints;
+- grep for a literal over 1,000 files: PodSandbox (one python3 run) vs deepagents'
+  stock BaseSandbox.grep (GNU grep through the same execute).
+
+Run: `.venv/bin/python benchmarks/bench_transport.py [--iterations 25]`. Measurements
+are interleaved round-robin so machine load drifts hit every variant alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere
+
+import httpx  # noqa: E402
+from deepagents.backends.sandbox import BaseSandbox  # noqa: E402
+
+from langchain_k8s_client import commands  # noqa: E402
+from langchain_k8s_client.pod_sandbox import DEFAULT_COMMAND_TIMEOUT, DEFAULT_MAX_OUTPUT, PodSandbox  # noqa: E402
+from tests.integration.runtime.harness import runtime_process  # noqa: E402
+
+TEN_MIB = 10 * 1024 * 1024
+
+
+def interleaved(variants: dict[str, Callable[[], object]], iterations: int) -> dict[str, float]:
+    """Median milliseconds per variant, one call of each per round."""
+    samples: dict[str, list[float]] = {name: [] for name in variants}
+    for fn in variants.values():  # warm connections and caches
+        fn()
+    for _ in range(iterations):
+        for name, fn in variants.items():
+            started = time.perf_counter()
+            fn()
+            samples[name].append((time.perf_counter() - started) * 1000)
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--iterations", type=int, default=25)
+    args = parser.parse_args()
+    n = max(20, args.iterations)
+
+    with tempfile.TemporaryDirectory(prefix="lkc-bench-") as tmp, runtime_process(Path(tmp), "bench-pod") as server:
+        work = Path(tmp) / "work"
+        work.mkdir()
+        raw = httpx.Client(trust_env=False, timeout=120)
+        sandbox = PodSandbox(server.endpoint(), sandbox_id="bench")
+        info = sandbox.check_identity()
+
+        def post(command: str) -> None:
+            response = raw.post(f"{server.url}/execute", json={"command": command})
+            assert response.json()["exit_code"] == 0
+
+        wrapped_true = commands.build_user_command(
+            "true",
+            timeout=DEFAULT_COMMAND_TIMEOUT,
+            max_output=DEFAULT_MAX_OUTPUT,
+            staging_dir=info.staging_dir,
+            cwd="",
+            runner=info.runner,
+        )
+        exec_ms = interleaved(
+            {
+                "raw": lambda: post("sh -c true"),
+                "raw_wrapped": lambda: post(wrapped_true),
+                "sandbox": lambda: sandbox.execute("true"),
+            },
+            n,
+        )
+
+        blob = os.urandom(TEN_MIB)
+        target = f"{work}/blob.bin"
+        served = server.base_dir / "served.bin"
+        served.write_bytes(blob)
+
+        def sandbox_upload() -> None:
+            assert sandbox.upload_files([(target, blob)])[0].error is None
+
+        def sandbox_download() -> None:
+            assert sandbox.download_files([target])[0].content == blob
+
+        def raw_upload() -> None:
+            files = {"file": ("raw-upload.bin", blob, "application/octet-stream")}
+            assert raw.post(f"{server.url}/upload", files=files).status_code == 200
+
+        def raw_download() -> None:
+            assert raw.get(f"{server.url}/download/served.bin").content == blob
+
+        transfer_ms = interleaved(
+            {
+                "sandbox_upload": sandbox_upload,
+                "raw_upload": raw_upload,
+                "sandbox_download": sandbox_download,
+                "raw_download": raw_download,
+            },
+            n,
+        )
+
+        tree = work / "tree"
+        for i in range(1000):
+            sub = tree / f"d{i % 20:02d}"
+            sub.mkdir(parents=True, exist_ok=True)
+            lines = [f"line {j} of file {i}" for j in range(40)]
+            if i % 10 == 0:
+                lines[7] = f"TODO: needle {i}"
+            (sub / f"f{i:04d}.py").write_text("\n".join(lines) + "\n")
+
+        def ours() -> None:
+            assert len(sandbox.grep("needle", str(tree)).matches or []) == 100
+
+        def stock() -> None:
+            assert len(BaseSandbox.grep(sandbox, "needle", str(tree)).matches or []) == 100
+
+        grep_ms = interleaved({"ours": ours, "stock": stock}, n)
+        sandbox.close()
+        raw.close()
+
+    rows = [
+        ('execute("true") via PodSandbox', exec_ms["sandbox"], ""),
+        ("raw POST /execute `sh -c true`", exec_ms["raw"], f"PodSandbox / raw = {exec_ms['sandbox'] / exec_ms['raw']:.2f}"),
+        (
+            "raw POST of the same wrapped command",
+            exec_ms["raw_wrapped"],
+            f"PodSandbox / raw wrapped = {exec_ms['sandbox'] / exec_ms['raw_wrapped']:.2f} (client overhead)",
+        ),
+        ("upload 10 MiB via PodSandbox", transfer_ms["sandbox_upload"], ""),
+        (
+            "raw POST /upload 10 MiB (runtime only)",
+            transfer_ms["raw_upload"],
+            f"PodSandbox / raw = {transfer_ms['sandbox_upload'] / transfer_ms['raw_upload']:.2f}",
+        ),
+        ("download 10 MiB via PodSandbox", transfer_ms["sandbox_download"], ""),
+        (
+            "raw GET /download 10 MiB (runtime only)",
+            transfer_ms["raw_download"],
+            f"PodSandbox / raw = {transfer_ms['sandbox_download'] / transfer_ms['raw_download']:.2f}",
+        ),
+        ("grep over 1,000 files via PodSandbox", grep_ms["ours"], ""),
+        (
+            "grep via stock BaseSandbox.grep",
+            grep_ms["stock"],
+            f"PodSandbox / stock = {grep_ms['ours'] / grep_ms['stock']:.2f}",
+        ),
+    ]
+    print(f"runtime: {shlex.quote(str(server.base_dir))}, runner={info.runner}, {n} iterations, medians")
+    print(f"{'operation':<42} {'median ms':>10}  ratio")
+    for name, value, note in rows:
+        print(f"{name:<42} {value:>10.2f}  {note}")
+
+
+if __name__ == "__main__":
+    main()
