@@ -77,6 +77,9 @@ async def claim_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: A
     else:
         reconciler.cache.claims[_key(body)] = dict(body)
     session = reconciler.session_for_claim(dict(body))
+    unknown_owner = session is None or session not in reconciler.cache.sessions
+    if type != "DELETED" and unknown_owner and await reconciler.collect_orphan(dict(body)):
+        return
     if session is not None:
         await reconciler.reconcile(session, cause=f"claim {type or 'listed'}")
 

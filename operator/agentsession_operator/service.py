@@ -115,6 +115,35 @@ class Reconciler:
                     return self.session_for_claim(claim)
         return None
 
+    async def collect_orphan(self, claim: dict[str, Any]) -> bool:
+        """Delete a claim labelled as ours whose owner session (by UID) a live read shows is gone.
+
+        Never by label alone: the owner is the AgentSession ownerReference (or, lacking one, the
+        session-uid label), and the verdict comes from the API, not the cache. True when deleted.
+        """
+        meta = claim["metadata"]
+        if meta.get("deletionTimestamp"):
+            return False
+        owner = next((r for r in meta.get("ownerReferences") or [] if r.get("kind") == c.SESSION_KIND), None)
+        labels = meta.get("labels") or {}
+        owner_uid = owner["uid"] if owner else labels.get(c.LABEL_SESSION_UID)
+        owner_name = owner["name"] if owner else None
+        if not owner_uid:
+            return False  # nothing names an owner: not provably ours, leave it alone
+        namespace = meta["namespace"]
+        if owner_name is None:
+            matches = [s for s in await self.kube.list_sessions(namespace) if s["metadata"]["uid"] == owner_uid]
+            alive = bool(matches)
+        else:
+            session = await self.kube.get_session(namespace, owner_name)
+            alive = session is not None and session["metadata"]["uid"] == owner_uid
+        if alive:
+            return False
+        if await self.kube.delete_claim(namespace, meta["name"], meta.get("uid")):
+            metrics.CLAIMS_DELETED.labels(reason="Orphaned").inc()
+            logger(namespace=namespace, claim=meta["name"]).info("orphan claim deleted", owner_uid=owner_uid)
+        return True
+
     # ---- observation -------------------------------------------------------------------------
     async def label_domains(self) -> list[str]:
         cached = self._label_domains
