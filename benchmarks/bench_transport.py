@@ -26,12 +26,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere
 
-import httpx  # noqa: E402
-from deepagents.backends.sandbox import BaseSandbox  # noqa: E402
+import httpx
+from deepagents.backends.sandbox import BaseSandbox
 
-from langchain_k8s_client import commands  # noqa: E402
-from langchain_k8s_client.pod_sandbox import DEFAULT_COMMAND_TIMEOUT, DEFAULT_MAX_OUTPUT, PodSandbox  # noqa: E402
-from tests.integration.runtime.harness import runtime_process  # noqa: E402
+from langchain_k8s_client import commands
+from langchain_k8s_client.pod_sandbox import DEFAULT_COMMAND_TIMEOUT, DEFAULT_MAX_OUTPUT, PodSandbox
+from tests.integration.runtime.harness import runtime_process
 
 TEN_MIB = 10 * 1024 * 1024
 
@@ -73,6 +73,7 @@ def main() -> None:
             staging_dir=info.staging_dir,
             cwd="",
             runner=info.runner,
+            has_base64=info.has_base64,
         )
         exec_ms = interleaved(
             {
@@ -132,7 +133,11 @@ def main() -> None:
 
     rows = [
         ('execute("true") via PodSandbox', exec_ms["sandbox"], ""),
-        ("raw POST /execute `sh -c true`", exec_ms["raw"], f"PodSandbox / raw = {exec_ms['sandbox'] / exec_ms['raw']:.2f}"),
+        (
+            "raw POST /execute `sh -c true`",
+            exec_ms["raw"],
+            f"PodSandbox / raw = {exec_ms['sandbox'] / exec_ms['raw']:.2f} (in-pod wrapper included)",
+        ),
         (
             "raw POST of the same wrapped command",
             exec_ms["raw_wrapped"],

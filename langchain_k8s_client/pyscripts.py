@@ -1,0 +1,310 @@
+"""python3 scripts for ls, grep and edit, with their builders and parsers.
+
+Each runs as `python3 -S -c <script> <json>` directly (the runtime execs argv
+without a shell), answers in one round trip with JSON lines, and is ASCII on
+stdout (`json.dumps` escapes everything, and python writes tracebacks to stderr
+with backslash escapes), so the runtime can always decode it. Parameters travel
+as one ASCII JSON argument; file names that are not UTF-8 cross as lone
+surrogates, which python's filesystem encoding maps back to the same bytes.
+Start-up dominates these helpers, so they skip `site` (-S) and import only what
+they use (glob/fnmatch only when a grep has a glob filter).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from .commands import runtime_command
+
+GREP_MATCH_LIMIT: Final = 10_000
+"""Matches returned at most when the caller sets no `max_count` (then `truncated`)."""
+
+GREP_TIME_BUDGET: Final = 20.0
+"""Seconds a grep walks before it stops and reports `truncated` (below deepagents' 35 s async cap)."""
+
+EDIT_INLINE_MAX: Final = 8 * 1024
+"""Edit payloads up to this many bytes ride in the command; bigger ones are uploaded first."""
+
+_CONFINE: Final = (
+    "def confined(p,r):\n"
+    " if not r:return True\n"
+    " x=os.path.realpath(p);y=os.path.realpath(r)\n"
+    " return x==y or x.startswith(y.rstrip('/')+'/')\n"
+)
+
+_LS_SCRIPT: Final = (
+    "import json,os,sys\n"
+    "q=json.loads(sys.argv[1])\n"
+    "p=q['p']\n" + _CONFINE + "def out(o):sys.stdout.write(json.dumps(o)+'\\n')\n"
+    "try:\n"
+    " if not confined(p,q['r']):out({'error':'invalid_path'});sys.exit(0)\n"
+    " with os.scandir(p) as it:\n"
+    "  for e in it:\n"
+    "   d={'n':e.name,'d':e.is_dir(follow_symlinks=False)}\n"
+    "   try:s=e.stat(follow_symlinks=False);d['s']=s.st_size;d['m']=s.st_mtime\n"
+    "   except OSError:pass\n"
+    "   out(d)\n"
+    " out({'done':1})\n"
+    "except FileNotFoundError:out({'error':'path_not_found'})\n"
+    "except NotADirectoryError:out({'error':'not_a_directory'})\n"
+    "except PermissionError:out({'error':'permission_denied'})\n"
+)
+
+
+def _json_arg(payload: dict[str, Any]) -> str:
+    # ensure_ascii keeps lone surrogates (non-UTF-8 names) as \udcXX escapes.
+    return json.dumps(payload, ensure_ascii=True)
+
+
+def python_command(script: str, arg: str) -> str:
+    return runtime_command(["python3", "-S", "-c", script, arg])
+
+
+def build_ls(path: str, confine: str) -> str:
+    return python_command(_LS_SCRIPT, _json_arg({"p": path, "r": confine}))
+
+
+@dataclass(frozen=True)
+class LsEntry:
+    name: str
+    is_dir: bool
+    size: int | None
+    modified_at: str | None
+
+
+@dataclass
+class ScriptAnswer:
+    """JSON-lines answer of a script: records, an error code, and whether it finished."""
+
+    records: list[dict[str, Any]] = field(default_factory=list)
+    error: str | None = None
+    done: dict[str, Any] | None = None
+    garbage: list[str] = field(default_factory=list)
+
+
+def parse_json_lines(stdout: str) -> ScriptAnswer:
+    answer = ScriptAnswer()
+    for line in stdout.splitlines():
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+        except ValueError:
+            answer.garbage.append(line)
+            continue
+        if not isinstance(data, dict):
+            answer.garbage.append(line)
+        elif "error" in data:
+            answer.error = str(data["error"])
+        elif "done" in data:
+            answer.done = data
+        else:
+            answer.records.append(data)
+    return answer
+
+
+def ls_entries(answer: ScriptAnswer) -> list[LsEntry]:
+    entries = []
+    for rec in answer.records:
+        mtime = rec.get("m")
+        entries.append(
+            LsEntry(
+                name=str(rec["n"]),
+                is_dir=bool(rec.get("d")),
+                size=int(rec["s"]) if "s" in rec else None,
+                modified_at=datetime.fromtimestamp(float(mtime), tz=UTC).isoformat() if mtime is not None else None,
+            )
+        )
+    return entries
+
+
+# -------------------------------------------------------------------------------- grep
+
+_GREP_SCRIPT: Final = (
+    "import json,os,sys,time\n"
+    "a=json.loads(sys.argv[1])\n"
+    "root=a['p'];P=[s.encode('utf-8','surrogateescape') for s in a['q']];G=a['g'];mode=a['gm']\n"
+    "X=set(a['x']);cap=a['c'];end=time.monotonic()+a['t'];n=0\n" + _CONFINE + "class Stop(Exception):pass\n"
+    "W=sys.stdout.write\n"
+    "def lines(f):\n"
+    " head=f.read(65536)\n"
+    " if b'\\0' in head[:8192]:return\n"  # binary file: grep prints no line records
+    " if len(head)<65536:\n"  # small file: one C-speed search skips most files whole
+    "  if not any(s in head for s in P):return\n"
+    "  parts=head.split(b'\\n')\n"
+    "  if parts[-1]==b'':parts.pop()\n"
+    "  yield from parts;return\n"
+    " f.seek(0);yield from f\n"
+    "def scan(path):\n"
+    " global n\n"
+    " try:\n"
+    "  with open(path,'rb') as f:\n"
+    "   for i,line in enumerate(lines(f),1):\n"
+    "    if any(s in line for s in P):\n"
+    "     W(json.dumps({'p':path,'l':i,'t':line.rstrip(b'\\n').decode('utf-8','replace')})+'\\n');n+=1\n"
+    "     if n>=cap:raise Stop\n"
+    "    if not i&4095 and time.monotonic()>end:raise Stop\n"
+    " except OSError:pass\n"
+    "def files():\n"
+    " if not os.path.isdir(root):yield root;return\n"
+    " if mode=='path':\n"
+    "  import glob\n"
+    "  os.chdir(root);seen=set()\n"
+    "  for g in G:\n"
+    "   for rel in glob.glob(g,recursive=True):\n"
+    "    if rel in seen or X.intersection(rel.split('/')[:-1]):continue\n"
+    "    seen.add(rel)\n"
+    "    if os.path.isfile(rel) and not os.path.islink(rel) and confined(rel,a['r']):yield os.path.join(root,rel)\n"
+    "  return\n"
+    " if mode=='base':import fnmatch\n"
+    " for d,ds,fs in os.walk(root):\n"
+    "  ds[:]=sorted(x for x in ds if x not in X)\n"
+    "  for f in sorted(fs):\n"
+    "   if mode=='base' and not any(fnmatch.fnmatchcase(f,g) for g in G):continue\n"
+    "   fp=os.path.join(d,f)\n"
+    "   if not os.path.islink(fp):yield fp\n"
+    "try:\n"
+    " if not confined(root,a['r']):W(json.dumps({'error':'invalid_path'})+'\\n');sys.exit(0)\n"
+    " if not os.path.exists(root):W(json.dumps({'error':'path_not_found'})+'\\n');sys.exit(0)\n"
+    " t=0\n"
+    " try:\n"
+    "  for fp in (sorted(files()) if mode=='path' else files()):\n"
+    "   if time.monotonic()>end:raise Stop\n"
+    "   scan(fp)\n"
+    " except Stop:t=1\n"
+    " W(json.dumps({'done':1,'trunc':t})+'\\n')\n"
+    "except PermissionError:W(json.dumps({'error':'permission_denied'})+'\\n')\n"
+)
+# Literal byte matching, so any encoding works; a pattern with newlines is a set of
+# alternatives (as GNU grep reads it). Symlinks met while walking are skipped (as
+# `grep -r`), a search path that is itself a file is searched directly.
+
+
+def expand_braces(pattern: str, limit: int = 256) -> list[str]:
+    """Expand `{a,b}` groups (nested too), bounded; unbalanced braces stay literal."""
+    start = pattern.find("{")
+    if start < 0:
+        return [pattern]
+    depth = 0
+    for end in range(start, len(pattern)):
+        if pattern[end] == "{":
+            depth += 1
+        elif pattern[end] == "}":
+            depth -= 1
+            if depth == 0:
+                break
+    else:
+        return [pattern]
+    body, parts, depth, current = pattern[start + 1 : end], [], 0, ""
+    for ch in body:
+        if ch == "," and depth == 0:
+            parts.append(current)
+            current = ""
+            continue
+        depth += ch == "{"
+        depth -= ch == "}"
+        current += ch
+    parts.append(current)
+    prefix, suffix = pattern[:start], pattern[end + 1 :]
+    if len(parts) < 2:
+        return [prefix + "{" + body + "}" + tail for tail in expand_braces(suffix, limit)]
+    out: list[str] = []
+    for part in parts:
+        for item in expand_braces(part + suffix, limit):
+            out.append(prefix + item)
+            if len(out) > limit:
+                raise ValueError("glob pattern expands to too many alternatives")
+    return out
+
+
+def _negations(glob_pattern: str) -> str:
+    # fnmatch reads "[^...]" literally; grep --include (glibc fnmatch) negates. Align.
+    return glob_pattern.replace("[^", "[!")
+
+
+def build_grep(
+    pattern: str,
+    path: str,
+    glob_pattern: str | None,
+    *,
+    max_count: int | None,
+    exclude_dirs: Sequence[str],
+    confine: str,
+    time_budget: float = GREP_TIME_BUDGET,
+) -> str:
+    """One python3 run that walks `path` and prints every matching line as JSON."""
+    alternatives = [p for p in pattern.split("\n") if p] or [pattern]
+    mode: str | None = None
+    globs: list[str] = []
+    if glob_pattern:
+        mode = "path" if "/" in glob_pattern else "base"
+        globs = [_negations(g).lstrip("/") if mode == "path" else _negations(g) for g in expand_braces(glob_pattern)]
+    cap = max_count + 1 if max_count is not None else GREP_MATCH_LIMIT + 1
+    payload = {
+        "p": path,
+        "q": alternatives,
+        "g": globs,
+        "gm": mode,
+        "x": list(exclude_dirs),
+        "c": cap,
+        "t": time_budget,
+        "r": confine,
+    }
+    return python_command(_GREP_SCRIPT, _json_arg(payload))
+
+
+# -------------------------------------------------------------------------------- edit
+
+_EDIT_SCRIPT: Final = (
+    "import json,os,stat,sys\n"
+    "a=sys.argv[1]\n"
+    "if a.startswith('/'):\n"
+    " try:\n"
+    "  with open(a,'rb') as f:d=f.read()\n"
+    " finally:\n"
+    "  try:os.remove(a)\n"
+    "  except OSError:pass\n"
+    "else:d=a\n"
+    "q=json.loads(d);p=q['p'];o=q['o'];w=q['n']\n" + _CONFINE + "def out(**k):print(json.dumps(k));sys.exit(0)\n"
+    "def crlf(s):return s.replace('\\r\\n','\\n').replace('\\n','\\r\\n')\n"
+    "def lf(s):return s.replace('\\r\\n','\\n')\n"
+    "try:\n"
+    " if not confined(p,q['r']):out(error='invalid_path')\n"
+    " if not stat.S_ISREG(os.stat(p).st_mode):out(error='not_a_file')\n"
+    " with open(p,'rb') as f:raw=f.read()\n"
+    " try:t=raw.decode('utf-8')\n"
+    " except UnicodeDecodeError:out(error='not_a_text_file')\n"
+    " for x,y in ((o,w),(crlf(o),crlf(w)),(lf(o),lf(w))):\n"
+    "  c=t.count(x)\n"
+    "  if c:break\n"
+    " else:out(error='string_not_found')\n"
+    " if c>1 and not q['a']:out(error='multiple_occurrences',count=c)\n"
+    " t=t.replace(x,y) if q['a'] else t.replace(x,y,1)\n"
+    " with open(p,'wb') as f:f.write(t.encode('utf-8'))\n"
+    " out(count=c)\n"
+    "except FileNotFoundError:out(error='file_not_found')\n"
+    "except NotADirectoryError:out(error='file_not_found')\n"
+    "except PermissionError:out(error='permission_denied')\n"
+    "except OSError as e:out(error='os_error',detail=str(e)[:200])\n"
+)
+# read() hands the model LF-only text, so `old` may lack the file's CR: try it as
+# sent, then CRLF- and LF-normalized, and transform `new` the same way so the file
+# keeps its line endings.
+
+
+def edit_payload(path: str, old: str, new: str, *, replace_all: bool, confine: str) -> bytes:
+    return json.dumps({"p": path, "o": old, "n": new, "a": replace_all, "r": confine}).encode("ascii")
+
+
+def build_edit(payload_or_staged_path: str) -> str:
+    """`payload_or_staged_path`: the JSON payload itself, or the absolute path of its staged copy."""
+    return python_command(_EDIT_SCRIPT, payload_or_staged_path)
+
+
+def encode_payload(payload: bytes) -> str:
+    """The payload as the command argument (it is ASCII JSON already)."""
+    return payload.decode("ascii")

@@ -1,0 +1,177 @@
+"""Sans-IO operations against one runtime: generators of `HttpRequest`s.
+
+An operation is a generator that yields the requests it needs, receives each
+`HttpResponse`, and returns its result. The sync and async drivers in `transport`
+run the very same generators, so every multi-step protocol (probe, upload =
+POST /upload then finalize, download = prepare, GET staged files, clean up) is
+written once.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass
+from typing import Final, TypeVar
+
+from . import commands, wire
+from .commands import CommandResult, RuntimeInfo
+from .errors import SandboxError, WrongPod
+from .wire import HttpRequest, HttpResponse, RuntimeExec
+
+T = TypeVar("T")
+Op = Generator[HttpRequest, HttpResponse, T]
+"""A sans-IO operation returning T."""
+
+EXECUTE_READ_MARGIN: Final = 30.0
+"""Seconds the HTTP read waits beyond a command's timeout (the wrapper still has to encode and answer)."""
+
+DOWNLOAD_INLINE_MAX: Final = 512 * 1024
+"""Files up to this size come back inside the prepare answer (measured faster below ~1 MiB)."""
+
+DOWNLOAD_INLINE_BUDGET: Final = 2 * 1024 * 1024
+"""Total inline bytes per download batch; the rest goes through staging."""
+
+
+@dataclass(frozen=True)
+class Downloaded:
+    content: bytes | None
+    error: str | None
+
+
+class RuntimeProtocol:
+    """Connection state for one endpoint (what the probe learned) and the operations.
+
+    Holds no sockets; `info` is None until `connect()` ran, and is reset by
+    `invalidate()` so the next operation probes (and checks identity) again.
+    """
+
+    def __init__(self, expected_hostname: str | None = None) -> None:
+        self.expected_hostname = expected_hostname
+        self.info: RuntimeInfo | None = None
+
+    def invalidate(self) -> None:
+        self.info = None
+
+    # -- connection ------------------------------------------------------------------
+
+    def connect(self) -> Op[RuntimeInfo]:
+        """Probe the runtime and verify it is the expected pod (raises WrongPod)."""
+        result = yield from self.script(commands.build_probe(), idempotent=True)
+        info = commands.parse_probe(result.stdout)
+        if self.expected_hostname and info.hostname != self.expected_hostname:
+            self.info = None
+            raise WrongPod(self.expected_hostname, info.hostname)
+        self.info = info
+        return info
+
+    def ensure(self) -> Op[RuntimeInfo]:
+        if self.info is None:
+            return (yield from self.connect())
+        return self.info
+
+    def health(self) -> Op[bool]:
+        resp = yield wire.health_request()
+        return wire.health_ok(resp)
+
+    # -- commands --------------------------------------------------------------------
+
+    def script(self, command: str, *, idempotent: bool, read_timeout: float | None = None) -> Op[RuntimeExec]:
+        """Run an internal, already-quoted runtime command and return the runtime's answer."""
+        resp = yield wire.execute_request(
+            command, read_timeout=read_timeout or wire.CONTROL_READ_TIMEOUT, idempotent=idempotent
+        )
+        return wire.parse_execute_response(resp)
+
+    def staged_script(self, content: bytes, build: Callable[[str], str]) -> Op[RuntimeExec]:
+        """Upload `content` to a staging file, then run `build(staged_path)` (which must remove it)."""
+        info = yield from self.ensure()
+        name = f"in-{uuid.uuid4().hex}"
+        resp = yield wire.upload_request(f"{commands.STAGING_DIRNAME}/{name}", content)
+        error = wire.upload_error(resp)
+        if error is not None:
+            raise SandboxError(error)
+        return (yield from self.script(build(f"{info.staging_dir}/{name}"), idempotent=False))
+
+    def execute(self, command: str, *, timeout: int, max_output: int, cwd: str = "") -> Op[CommandResult]:
+        """Run a user command under `sh` with an in-pod timeout; never retried."""
+        info = yield from self.ensure()
+        wrapped = commands.build_user_command(
+            command,
+            timeout=timeout,
+            max_output=max_output,
+            staging_dir=info.staging_dir,
+            cwd=cwd,
+            runner=info.runner,
+            has_base64=info.has_base64,
+        )
+        raw = yield from self.script(wrapped, idempotent=False, read_timeout=timeout + EXECUTE_READ_MARGIN)
+        return commands.parse_user_command(
+            raw.stdout, raw.stderr, raw.exit_code, timeout=timeout, max_output=max_output, runner=info.runner
+        )
+
+    # -- files -----------------------------------------------------------------------
+
+    def upload(self, items: Sequence[tuple[str, bytes, str]]) -> Op[list[str | None]]:
+        """Write files: items are (absolute target, content, confinement root or "").
+
+        Each content goes to a unique staging file through `POST /upload` (raw
+        bytes, no size limit, no shell quoting), then one script moves every staged
+        file into place and reports an error code per file. Returns None per success.
+        """
+        info = yield from self.ensure()
+        results: list[str | None] = [None] * len(items)
+        token = uuid.uuid4().hex
+        staged: list[tuple[str, str, str]] = []
+        positions: list[int] = []
+        for index, (target, content, confine) in enumerate(items):
+            name = f"up-{token}-{index}"
+            resp = yield wire.upload_request(f"{commands.STAGING_DIRNAME}/{name}", content)
+            error = wire.upload_error(resp)
+            if error is not None:
+                results[index] = error
+                continue
+            staged.append((f"{info.staging_dir}/{name}", target, confine))
+            positions.append(index)
+        if staged:
+            raw = yield from self.script(commands.build_upload_finalize(staged), idempotent=False)
+            codes = commands.parse_upload_finalize(raw.stdout, len(staged))
+            for index, code in zip(positions, codes, strict=True):
+                results[index] = code
+        return results
+
+    def download(self, items: Sequence[tuple[str, str]]) -> Op[list[Downloaded]]:
+        """Read files: items are (absolute path, confinement root or "")."""
+        info = yield from self.ensure()
+        prep_cmd = commands.build_download_prepare(
+            items,
+            staging_dir=info.staging_dir,
+            token=uuid.uuid4().hex,
+            inline_max=DOWNLOAD_INLINE_MAX,
+            inline_budget=DOWNLOAD_INLINE_BUDGET,
+        )
+        raw = yield from self.script(prep_cmd, idempotent=True, read_timeout=wire.TRANSFER_READ_TIMEOUT)
+        preps = commands.parse_download_prepare(raw.stdout, len(items))
+        staged = [f"{info.staging_dir}/{prep.staged}" for prep in preps if prep.staged is not None]
+        results: list[Downloaded] = []
+        try:
+            for prep in preps:
+                if prep.staged is None:
+                    results.append(Downloaded(prep.content, prep.error))
+                    continue
+                resp = yield wire.download_request(f"{commands.STAGING_DIRNAME}/{prep.staged}")
+                if resp.status == 200:
+                    results.append(Downloaded(resp.content, None))
+                elif resp.status == 404:
+                    results.append(Downloaded(None, "file_not_found"))
+                else:
+                    raise SandboxError(f"runtime /download answered HTTP {resp.status}")
+        except Exception:
+            # Not `finally`: a closed generator (cancellation) must not yield; the
+            # next probe sweeps what is left behind.
+            if staged:
+                yield from self.script(commands.build_remove(staged), idempotent=True)
+            raise
+        if staged:
+            yield from self.script(commands.build_remove(staged), idempotent=True)
+        return results
