@@ -176,9 +176,13 @@ class OperatorProcess:
 
 
 @pytest.fixture(scope="session")
-def operator(cluster: Cluster, kube: Kube) -> Iterator[OperatorProcess]:
+def operator(cluster: Cluster, kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
+    """The operator as it runs in a cluster: with its ServiceAccount's token and RBAC, not as admin."""
+    from tests.e2e import install
+
     kube.run("apply", "--server-side", "--force-conflicts", "-f", str(Path(__file__).parents[2] / "crds"))
-    proc = OperatorProcess(cluster)
+    kubeconfig = install.service_account_kubeconfig(kube, cluster, tmp_path_factory.mktemp("rbac"))
+    proc = OperatorProcess(cluster, kubeconfig=kubeconfig)
     proc.start()
     try:
         yield proc
