@@ -17,6 +17,12 @@ $(VENV)/.installed: pyproject.toml
 
 venv: $(VENV)/.installed ## create the virtualenv with every extra
 
+demo: venv ## the quick start: control plane + operator + a deep agent in a sandbox, then tear down
+	$(PY) -m examples.demo_agent
+
+dev: venv ## like demo, but leave the control plane running
+	$(PY) -m examples.demo_agent --keep
+
 cluster-up: venv ## start the local control plane (builds binaries once; writes .cluster/kubeconfig)
 	$(PY) -m devcluster up
 
@@ -28,9 +34,10 @@ cluster-status: venv ## is the local control plane running?
 
 crds: venv ## regenerate crds/*.yaml from the API types
 	$(PY) -m agentsession_operator.crdgen
+	$(PY) -m agentsession_operator.apidoc
 
 operator: venv ## install the CRDs and run the operator in the foreground against $$KUBECONFIG
-	$(VENV)/bin/kubectl apply --server-side -f crds/ 2>/dev/null || kubectl apply --server-side -f crds/
+	$(PY) -m devcluster kubectl apply --server-side --force-conflicts -f crds/
 	$(PY) -m agentsession_operator
 
 test-unit: venv ## unit tests (no cluster)
@@ -50,3 +57,5 @@ lint: venv ## ruff and mypy
 bench: venv ## benchmarks (print tables of medians and ratios)
 	$(PY) -m benchmarks.bench_cluster
 	$(PY) -m benchmarks.bench_operator
+	$(PY) -m benchmarks.bench_transport
+	$(PY) -m benchmarks.bench_scale

@@ -11,8 +11,15 @@ from devcluster.cluster import Cluster, ClusterError
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="devcluster", description=__doc__)
-    parser.add_argument("command", choices=["up", "down", "status", "build", "restart-agent-sandbox"])
+    parser.add_argument("command", choices=["up", "down", "status", "build", "restart-agent-sandbox", "kubectl"])
+    parser.add_argument("args", nargs=argparse.REMAINDER, help="for kubectl: its arguments")
     args = parser.parse_args(argv)
+    if args.command == "kubectl":
+        # The kubectl this project built (matching the API server), against $KUBECONFIG or the local cluster.
+        import os
+
+        kubeconfig = os.environ.get("KUBECONFIG") or str(Cluster().paths.kubeconfig)
+        os.execv(str(build.KUBERNETES.path("kubectl")), ["kubectl", f"--kubeconfig={kubeconfig}", *args.args])
     cluster = Cluster()
     try:
         if args.command == "up":
