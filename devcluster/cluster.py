@@ -29,7 +29,8 @@ from devcluster import build, kubeconfig, pki, processes, runtimes, versions
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 NODE_NAME = "devcluster-node-1"
-POD_CIDR = "127.1.0.0/16"
+# Loopback, so the host reaches pods as an in-cluster client would. Override to run two clusters at once.
+POD_CIDR = os.environ.get("DEVCLUSTER_POD_CIDR", "127.1.0.0/16")
 SERVICE_CIDR = "10.96.0.0/16"  # virtual only: nothing routes to it, no traffic is ever sent there
 AGENT_SANDBOX_NAMESPACE = "agent-sandbox-system"
 AGENT_SANDBOX_CONFIGMAP = "agent-sandbox-config"
@@ -341,7 +342,7 @@ class Cluster:
                 "--concurrent-gc-syncs=20",
                 "--kube-api-qps=200",
                 "--kube-api-burst=400",
-                # The node's pod CIDR is ours (127.1.0.0/16), not allocated by node IPAM.
+                # The node's pod CIDR is ours (POD_CIDR), not allocated by node IPAM.
                 "--controllers=*,-node-ipam-controller",
             ],
         )

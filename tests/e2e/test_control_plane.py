@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import ipaddress
 import itertools
 import json
 import ssl
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from devcluster import kubeconfig, pki
-from devcluster.cluster import NODE_NAME, Cluster
+from devcluster.cluster import NODE_NAME, POD_CIDR, Cluster
 from tests.e2e import manifests
 from tests.e2e.conftest import Kube
 
@@ -45,7 +46,7 @@ def test_plain_pod_scheduled_on_fake_node_with_loopback_ip(kube: Kube, namespace
         "pod Ready", lambda: (p := kube.get("pod", "plain", namespace)) and kube.is_true(p, "Ready") and p, timeout=60
     )
     assert pod["spec"]["nodeName"] == NODE_NAME
-    assert pod["status"]["podIP"].startswith("127.1."), pod["status"]
+    assert ipaddress.ip_address(pod["status"]["podIP"]) in ipaddress.ip_network(POD_CIDR), pod["status"]
     kube.run("delete", "pod", "plain", "-n", namespace, "--timeout=60s")
     assert kube.get("pod", "plain", namespace) is None
 
