@@ -91,14 +91,20 @@ def call(name: str, args: dict[str, Any], call_id: str) -> AIMessage:
 
 def test_scripted_deep_agent_and_a_second_process(pool_namespace: str, kube: Kube) -> None:
     big = "python3 -c \"print('x' * 100_000)\""
-    model = ScriptedToolModel(messages=iter([
-        call("write_file", {"file_path": "/tmp/w/hello.py", "content": "print('hi')\n"}, "c1"),
-        call("execute", {"command": "python3 /tmp/w/hello.py", "timeout": 30}, "c2"),
-        call("edit_file", {"file_path": "/tmp/w/hello.py", "old_string": "'hi'", "new_string": "'edited'"}, "c3"),
-        call("read_file", {"file_path": "/tmp/w/hello.py"}, "c4"),
-        call("execute", {"command": big, "timeout": 30}, "c5"),
-        AIMessage(content="done"),
-    ]))
+    model = ScriptedToolModel(
+        messages=iter(
+            [
+                call("write_file", {"file_path": "/tmp/w/hello.py", "content": "print('hi')\n"}, "c1"),
+                call("execute", {"command": "python3 /tmp/w/hello.py", "timeout": 30}, "c2"),
+                call(
+                    "edit_file", {"file_path": "/tmp/w/hello.py", "old_string": "'hi'", "new_string": "'edited'"}, "c3"
+                ),
+                call("read_file", {"file_path": "/tmp/w/hello.py"}, "c4"),
+                call("execute", {"command": big, "timeout": 30}, "c5"),
+                AIMessage(content="done"),
+            ]
+        )
+    )
     manager = SessionManager(pool_namespace, warm_pool="python-pool", ttl="1h", idle_timeout="10m")
     agent = manager.create_deep_agent(model, thread_id="Thread #1: deep agent")
     result = agent.invoke({"messages": [("user", "go")]})
@@ -142,10 +148,20 @@ def test_long_command_reports_busy_and_is_not_reaped(pool_namespace: str) -> Non
 
 
 def test_suspended_session_resumes_on_use(pool_namespace: str, kube: Kube) -> None:
-    vct = [{"metadata": {"name": "workspace"},
-            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}]
-    with AgentSessionSandbox("resumable", pool_namespace, warm_pool="python-pool", idle_timeout="4s",
-                             idle_action="Suspend", volume_claim_templates=vct) as backend:
+    vct = [
+        {
+            "metadata": {"name": "workspace"},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+        }
+    ]
+    with AgentSessionSandbox(
+        "resumable",
+        pool_namespace,
+        warm_pool="python-pool",
+        idle_timeout="4s",
+        idle_action="Suspend",
+        volume_claim_templates=vct,
+    ) as backend:
         assert backend.write("/workspace/keep.txt", "still here\n").error is None
         kube.wait_for("suspended", lambda: backend.session.phase == "Suspended", timeout=60)
         # A call on a suspended session reports activity, waits for Ready and reconnects to the new pod.
