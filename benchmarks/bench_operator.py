@@ -23,11 +23,11 @@ from devcluster.cluster import Cluster, Paths
 
 os.environ["KUBECONFIG"] = str(Paths().kubeconfig)
 
-from k8s_agent_sandbox import SandboxClient  # noqa: E402 - reads $KUBECONFIG at import
-from k8s_agent_sandbox.models import SandboxInClusterConnectionConfig  # noqa: E402
-from kubernetes import client, config, watch  # noqa: E402
+from k8s_agent_sandbox import SandboxClient  # after KUBECONFIG: the client reads it at import
+from k8s_agent_sandbox.models import SandboxInClusterConnectionConfig
+from kubernetes import client, config, watch
 
-from tests.e2e import manifests  # noqa: E402
+from tests.e2e import manifests
 
 NS = "bench-operator"
 

@@ -34,28 +34,31 @@ def say(message: str) -> None:
 
 
 def scripted_model() -> Any:
-    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
     from langchain_core.messages import AIMessage
 
-    class ScriptedToolModel(GenericFakeChatModel):
-        def bind_tools(self, tools: Any, *, tool_choice: Any = None, **kwargs: Any) -> ScriptedToolModel:
-            return self
+    from langchain_k8s_client.testing import ScriptedToolModel
+    from langchain_k8s_client.testing import tool_call as call
 
-    def call(name: str, args: dict[str, Any], call_id: str) -> AIMessage:
-        return AIMessage(content="", tool_calls=[{"name": name, "args": args, "id": call_id, "type": "tool_call"}])
-
-    script = (
-        "primes = [n for n in range(2, 50) if all(n % d for d in range(2, int(n ** 0.5) + 1))]\n"
-        "print(*primes)\n"
+    script = "primes = [n for n in range(2, 50) if all(n % d for d in range(2, int(n ** 0.5) + 1))]\nprint(*primes)\n"
+    return ScriptedToolModel(
+        messages=iter(
+            [
+                call("write_file", {"file_path": "/workspace/primes.py", "content": script}, "call-1"),
+                call("execute", {"command": "python3 /workspace/primes.py", "timeout": 30}, "call-2"),
+                call(
+                    "edit_file",
+                    {
+                        "file_path": "/workspace/primes.py",
+                        "old_string": "print(*primes)\n",
+                        "new_string": "print(*primes)\nprint('count:', len(primes))\n",
+                    },
+                    "call-3",
+                ),
+                call("execute", {"command": "python3 /workspace/primes.py && hostname", "timeout": 30}, "call-4"),
+                AIMessage(content="There are 15 primes below 50 (the script prints them and the count)."),
+            ]
+        )
     )
-    return ScriptedToolModel(messages=iter([
-        call("write_file", {"file_path": "/workspace/primes.py", "content": script}, "call-1"),
-        call("execute", {"command": "python3 /workspace/primes.py", "timeout": 30}, "call-2"),
-        call("edit_file", {"file_path": "/workspace/primes.py", "old_string": "print(*primes)\n",
-                           "new_string": "print(*primes)\nprint('count:', len(primes))\n"}, "call-3"),
-        call("execute", {"command": "python3 /workspace/primes.py && hostname", "timeout": 30}, "call-4"),
-        AIMessage(content="There are 15 primes below 50 (the script prints them and the count)."),
-    ]))
 
 
 def real_model() -> Any | None:
@@ -75,8 +78,10 @@ def print_conversation(messages: list[Any]) -> None:
             print(f"\n[user] {message.content}")
         elif kind == "ai":
             for tool_call in getattr(message, "tool_calls", None) or []:
-                args = ", ".join(f"{k}={v!r}" if len(repr(v)) < 80 else f"{k}=<{len(str(v))} chars>"
-                                 for k, v in tool_call["args"].items())
+                args = ", ".join(
+                    f"{k}={v!r}" if len(repr(v)) < 80 else f"{k}=<{len(str(v))} chars>"
+                    for k, v in tool_call["args"].items()
+                )
                 print(f"[agent -> {tool_call['name']}] {args}")
             if message.content:
                 print(f"[agent] {message.content}")
@@ -105,9 +110,21 @@ def main() -> None:
         say("Operator (python -m agentsession_operator; log .cluster/logs/operator-demo.log)")
         log = (cluster.paths.logs / "operator-demo.log").open("ab")
         operator = subprocess.Popen(
-            [sys.executable, "-m", "agentsession_operator", "--bind", "127.0.0.1", "--metrics-port", "0",
-             "--health-port", str(free_port()), "--webhook-port", str(free_port())],
-            stdout=log, stderr=subprocess.STDOUT,
+            [
+                sys.executable,
+                "-m",
+                "agentsession_operator",
+                "--bind",
+                "127.0.0.1",
+                "--metrics-port",
+                "0",
+                "--health-port",
+                str(free_port()),
+                "--webhook-port",
+                str(free_port()),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
         cluster.kubectl("create", "namespace", NAMESPACE, check=False)
         cluster.kubectl("apply", "-n", NAMESPACE, "-f", str(REPO / "examples" / "00-python-pool.yaml"))
@@ -133,8 +150,10 @@ def main() -> None:
             operator.terminate()
             operator.wait(timeout=30)
         if args.keep:
-            say(f"Left running: export KUBECONFIG={cluster.paths.kubeconfig}; `make operator` runs the operator, "
-                "`make cluster-down` stops everything")
+            say(
+                f"Left running: export KUBECONFIG={cluster.paths.kubeconfig}; `make operator` runs the operator, "
+                "`make cluster-down` stops everything"
+            )
         elif started:
             say("Tearing down")
             cluster.down()

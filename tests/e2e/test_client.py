@@ -10,15 +10,15 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from deepagents.backends.protocol import SandboxBackendProtocol
-from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage
 from langchain_tests.integration_tests import SandboxIntegrationTests
 
 from langchain_k8s_client import AgentSessionSandbox, SessionExpired, SessionManager
+from langchain_k8s_client.testing import ScriptedToolModel
+from langchain_k8s_client.testing import tool_call as call
 from tests.e2e.conftest import Kube, OperatorProcess
 
 pytestmark = pytest.mark.e2e
@@ -76,17 +76,6 @@ class TestAgentSessionSandboxConformance(SandboxIntegrationTests):
     @pytest.mark.xfail(strict=True, reason=_FILES_ONLY)
     def test_glob_with_directories(self, sandbox_backend: SandboxBackendProtocol, sandbox_test_root: str) -> None:
         super().test_glob_with_directories(sandbox_backend, sandbox_test_root)
-
-
-class ScriptedToolModel(GenericFakeChatModel):
-    """A fake chat model that can bind tools: it replays scripted tool calls."""
-
-    def bind_tools(self, tools: Any, *, tool_choice: Any = None, **kwargs: Any) -> ScriptedToolModel:
-        return self
-
-
-def call(name: str, args: dict[str, Any], call_id: str) -> AIMessage:
-    return AIMessage(content="", tool_calls=[{"name": name, "args": args, "id": call_id, "type": "tool_call"}])
 
 
 def test_scripted_deep_agent_and_a_second_process(pool_namespace: str, kube: Kube) -> None:

@@ -1,0 +1,86 @@
+"""Every code block of the README runs: python against the local cluster, YAML and kubectl as a server dry run,
+and the quick start's `make demo` (its module) for real. (`make test` is what CI runs.)"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.e2e.conftest import Kube, OperatorProcess
+
+pytestmark = pytest.mark.e2e
+ROOT = Path(__file__).parents[2]
+README = (ROOT / "README.md").read_text()
+BLOCKS = re.findall(r"^```(\w+)\n(.*?)^```", README, re.MULTILINE | re.DOTALL)
+NAMESPACE = "team-a"
+
+
+def blocks(language: str) -> list[str]:
+    return [body for lang, body in BLOCKS if lang == language]
+
+
+def test_the_readme_has_the_blocks_this_file_runs() -> None:
+    assert {lang for lang, _ in BLOCKS} <= {"sh", "python", "yaml", "mermaid"}
+    assert len(blocks("python")) == 3 and len(blocks("yaml")) == 2 and len(blocks("sh")) == 2
+
+
+@pytest.fixture(scope="module")
+def team_a(kube: Kube, operator: OperatorProcess) -> Iterator[str]:
+    # A fresh namespace (a previous run's may still be terminating).
+    kube.run("delete", "namespace", NAMESPACE, "--ignore-not-found", "--timeout=120s")
+    kube.run("create", "namespace", NAMESPACE)
+    kube.run("apply", "-n", NAMESPACE, "-f", str(ROOT / "examples" / "00-python-pool.yaml"))
+    yield NAMESPACE
+    kube.run("delete", "namespace", NAMESPACE, "--wait=false", check=False)
+
+
+@pytest.mark.parametrize("index", range(3))
+def test_python_blocks_run(team_a: str, index: int) -> None:
+    code = blocks("python")[index]
+    if "FastAPI" in code:
+        # Define the app as written, then serve two requests for the same thread (two "replicas").
+        code += (
+            "\nfrom fastapi.testclient import TestClient\n"
+            "for _ in range(2):\n"
+            "    r = TestClient(app).post('/threads/readme-thread/run', params={'command': 'echo ok'})\n"
+            "    assert r.status_code == 200 and r.json() == {'output': 'ok\\n', 'exit_code': 0}, r.text\n"
+            "sessions.delete('readme-thread')\n"
+        )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    if "readme-one-shot" in code:
+        assert "42" in proc.stdout and "# notes" in proc.stdout
+
+
+def test_yaml_blocks_pass_server_dry_run(kube: Kube, team_a: str) -> None:
+    for body in blocks("yaml"):
+        doc = yaml.safe_load(body)
+        proc = kube.run("apply", "--dry-run=server", "-f", "-", input=yaml.safe_dump(doc))
+        assert "(server dry run)" in proc.stdout
+
+
+def test_install_commands_pass_server_dry_run(kube: Kube, team_a: str) -> None:
+    commands = [line.split("#")[0].split() for line in blocks("sh")[1].splitlines() if line.startswith("kubectl")]
+    assert len(commands) == 3
+    for namespace in ("agentsession-system", "agent-apps"):
+        kube.run("create", "namespace", namespace, check=False)
+    for command in commands:
+        proc = kube.run(*command[1:], "--dry-run=server")
+        assert "(server dry run)" in proc.stdout
+
+
+def test_quick_start_demo_runs(cluster: object) -> None:
+    """`make demo` runs `python -m examples.demo_agent`; on a running cluster it leaves the cluster up."""
+    assert blocks("sh")[0].split()[:2] == ["make", "demo"]
+    assert "$(PY) -m examples.demo_agent" in (ROOT / "Makefile").read_text()
+    proc = subprocess.run(
+        [sys.executable, "-m", "examples.demo_agent"], capture_output=True, text=True, timeout=600, cwd=ROOT
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "count: 15" in proc.stdout and "kubectl get agentsessions" in proc.stdout
