@@ -8,7 +8,7 @@ import os
 
 import kopf
 
-from agentsession_operator import logs, metrics, preflight
+from agentsession_operator import logs, metrics, preflight, webhook
 from agentsession_operator.kube import Kube
 
 
@@ -38,7 +38,49 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--log-format", choices=["json", "console"], default=os.environ.get("LOG_FORMAT", "json"))
     parser.add_argument("--log-level", default=os.environ.get("LOG_LEVEL", "INFO"))
-    return parser.parse_args(argv)
+    hook = parser.add_argument_group("admission webhook (AgentSessionPolicy enforced on CREATE/UPDATE)")
+    hook.add_argument(
+        "--webhook-port",
+        type=int,
+        default=int(os.environ.get("WEBHOOK_PORT", str(webhook.DEFAULT_PORT))),
+        help="HTTPS port of the validating webhook, listening on --bind (0 disables the webhook)",
+    )
+    hook.add_argument(
+        "--webhook-host",
+        default=os.environ.get("WEBHOOK_HOST") or None,
+        help="host in the webhook URL the API server calls (default: the --bind address; 0.0.0.0 gives 127.0.0.1)",
+    )
+    hook.add_argument(
+        "--webhook-service",
+        default=os.environ.get("WEBHOOK_SERVICE") or None,
+        metavar="NAMESPACE/NAME[:PORT]",
+        help="reach the webhook through this Service (port default 443) instead of a URL (in-cluster)",
+    )
+    hook.add_argument("--webhook-cert", default=None, help="serving certificate (PEM); default: a generated one")
+    hook.add_argument("--webhook-key", default=None, help="private key of --webhook-cert (PEM)")
+    hook.add_argument("--webhook-ca", default=None, help="CA bundle for the API server (default: --webhook-cert)")
+    args = parser.parse_args(argv)
+    if bool(args.webhook_cert) != bool(args.webhook_key):
+        parser.error("--webhook-cert and --webhook-key go together")
+    if args.webhook_service:
+        try:
+            webhook.parse_service(args.webhook_service)
+        except ValueError as err:
+            parser.error(f"--webhook-service: {err}")
+    return args
+
+
+def webhook_config(args: argparse.Namespace) -> webhook.WebhookConfig:
+    return webhook.WebhookConfig(
+        port=args.webhook_port,
+        bind=args.bind,
+        host=args.webhook_host,
+        cert=args.webhook_cert,
+        key=args.webhook_key,
+        ca=args.webhook_ca,
+        service=webhook.parse_service(args.webhook_service) if args.webhook_service else None,
+        namespaces=tuple(args.namespace or ()),
+    )
 
 
 async def _preflight() -> None:
@@ -56,6 +98,14 @@ def main(argv: list[str] | None = None) -> None:
     if args.metrics_port:
         metrics.serve(args.metrics_port, args.bind)
     from agentsession_operator import main as handlers  # noqa: F401 - registers the kopf handlers
+
+    webhook.CONFIG = webhook_config(args)
+    if webhook.CONFIG.enabled:
+        try:
+            webhook.ensure_port_free(webhook.CONFIG)
+        except OSError as err:
+            raise SystemExit(f"agentsession-operator: webhook port {args.bind}:{args.webhook_port}: {err}") from err
+        webhook.register()  # main.startup then configures the server (settings.admission)
 
     asyncio.run(
         kopf.operator(

@@ -13,6 +13,7 @@ from typing import Any
 import kopf
 
 from agentsession_operator import constants as c
+from agentsession_operator import webhook
 from agentsession_operator.kube import Kube
 from agentsession_operator.service import Config, Reconciler
 
@@ -42,6 +43,7 @@ async def startup(
     settings.watching.connect_timeout = 30
     settings.posting.level = logging.WARNING
     settings.networking.request_timeout = 60
+    webhook.configure(settings, webhook.CONFIG)  # admission: server and managed configuration, when enabled
     kube = await Kube.connect()
     reconciler = Reconciler(kube, Config())
     reconciler.scheduler.start()

@@ -313,6 +313,9 @@ class Reconciler:
         elif isinstance(action, decide.PatchClaim):
             await self.kube.patch_claim(namespace, action.name, action.patch)
             log.info("claim patched", claim=action.name, patch=action.patch)
+            shutdown = ((action.patch.get("spec") or {}).get("lifecycle") or {}).get("shutdownTime")
+            if shutdown:
+                self._event(session, "ExpiryChanged", f"The session now expires at {shutdown} (ttl or policy changed)")
         elif isinstance(action, decide.DeleteClaim):
             uid = (claim or {}).get("metadata", {}).get("uid")
             if await self.kube.delete_claim(namespace, action.name, uid):

@@ -105,41 +105,47 @@ def namespace(kube: Kube) -> Iterator[str]:
 class OperatorProcess:
     """The operator as a real process (python -m agentsession_operator) against the local control plane."""
 
-    def __init__(self, cluster: Cluster, kubeconfig: str | None = None) -> None:
+    def __init__(
+        self,
+        cluster: Cluster,
+        kubeconfig: str | None = None,
+        extra_args: list[str] | None = None,
+        log_name: str = "operator-e2e.log",
+    ) -> None:
         self.cluster = cluster
         self.kubeconfig = kubeconfig or str(cluster.paths.kubeconfig)
-        self.log = cluster.paths.logs / "operator-e2e.log"
+        self.extra_args = list(extra_args or [])
+        self.log = cluster.paths.logs / log_name
         self.proc: subprocess.Popen[bytes] | None = None
         self.health_port = 0
         self.metrics_port = 0
+        self.webhook_port = 0
 
     def start(self) -> None:
         import socket
         import sys
 
         ports = []
-        for _ in range(2):
+        for _ in range(3):
             with socket.socket() as s:
                 s.bind(("127.0.0.1", 0))
                 ports.append(s.getsockname()[1])
-        self.health_port, self.metrics_port = ports
+        self.health_port, self.metrics_port, self.webhook_port = ports
         env = dict(os.environ, KUBECONFIG=self.kubeconfig)
+        args = [
+            "--bind",
+            "127.0.0.1",
+            "--health-port",
+            str(self.health_port),
+            "--metrics-port",
+            str(self.metrics_port),
+            "--webhook-port",
+            str(self.webhook_port),
+            *self.extra_args,
+        ]  # a later --webhook-port wins
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "agentsession_operator",
-                    "--bind",
-                    "127.0.0.1",
-                    "--health-port",
-                    str(self.health_port),
-                    "--metrics-port",
-                    str(self.metrics_port),
-                ],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env=env,
+                [sys.executable, "-m", "agentsession_operator", *args], stdout=out, stderr=subprocess.STDOUT, env=env
             )
         import urllib.request
 

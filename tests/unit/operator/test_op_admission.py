@@ -1,0 +1,406 @@
+"""admission.review: the reconciler's policy sentences, decided at CREATE/UPDATE time."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import AsyncGenerator, Callable
+from typing import Any, cast
+
+import kopf
+import pytest
+from agentsession_operator import admission, webhook
+from agentsession_operator.policy import effective_policy_for, violations
+
+Make = Callable[..., dict[str, Any]]
+DOMAINS = ["sandbox.users.io"]
+
+POLICY_SPEC: dict[str, Any] = {
+    "defaults": {"ttl": "30m", "idleTimeout": "10m"},
+    "limits": {
+        "maxTtl": "1h",
+        "maxIdleTimeout": "20m",
+        "allowedWarmPools": ["pool"],
+        "maxStorage": "10Gi",
+        "env": {"deny": ["AWS_*"]},
+    },
+    "labels": {"required": ["team"], "values": {"team": "^(a|b)$"}, "allowedPrefixes": ["sandbox.users.io/"]},
+    "cleanup": {"maxSessionsPerLabel": {"key": "team", "max": 2}},
+}
+
+
+@pytest.fixture
+def policies(make_policy: Make) -> list[dict[str, Any]]:
+    return [
+        make_policy("rules", copy.deepcopy(POLICY_SPEC)),
+        make_policy("elsewhere", {"limits": {"maxTtl": "1s"}}, namespace="other"),
+    ]
+
+
+def good(make_session: Make, name: str = "s", team: str = "a", **spec: Any) -> dict[str, Any]:
+    return make_session(name, spec={"warmPoolRef": {"name": "pool"}, **spec}, labels={"team": team}, uid=f"uid-{name}")
+
+
+def running(make_session: Make, name: str, team: str, phase: str = "Ready") -> dict[str, Any]:
+    session = good(make_session, name, team)
+    session["status"] = {"phase": phase}
+    return session
+
+
+def create(
+    session: dict[str, Any], policies: list[dict[str, Any]], others: list[dict[str, Any]] | None = None
+) -> list[str]:
+    return admission.review(session, policies, DOMAINS, others or [], "CREATE")
+
+
+def test_compliant_session_is_admitted(make_session: Make, policies: list[dict[str, Any]]) -> None:
+    assert create(good(make_session), policies) == []
+    assert create(good(make_session, ttl="1h", idleTimeout="20m"), policies) == []
+
+
+def test_no_policy_no_refusal_except_agent_sandbox_rules(make_session: Make) -> None:
+    session = make_session(spec={"warmPoolRef": {"name": "x"}, "ttl": "100h", "env": [{"name": "AWS_KEY"}]})
+    assert create(session, []) == []
+    bad_label = make_session(spec={"warmPoolRef": {"name": "x"}, "podLabels": {"example.com/team": "a"}})
+    (message,) = create(bad_label, [])
+    assert "spec.podLabels" in message and "example.com/team" in message and "sandbox.users.io" in message
+
+
+@pytest.mark.parametrize(
+    ("spec", "labels", "expected"),
+    [
+        ({"ttl": "2h"}, {"team": "a"}, ["spec.ttl 2h exceeds the policy maximum 1h (AgentSessionPolicy rules)"]),
+        ({"idleTimeout": "1h"}, {"team": "a"}, ["spec.idleTimeout 1h exceeds the policy maximum 20m"]),
+        ({"warmPoolRef": {"name": "big"}}, {"team": "a"}, ["spec.warmPoolRef.name big is not an allowed warm pool"]),
+        (
+            {"env": [{"name": "AWS_SECRET", "value": "x"}]},
+            {"team": "a"},
+            ["spec.env AWS_SECRET is denied by the pattern AWS_*"],
+        ),
+        ({}, {}, ["metadata.labels is missing the required label team"]),
+        ({}, {"team": "c"}, ["metadata.labels team=c does not match the pattern ^(a|b)$"]),
+        ({"labels": {"x/y": "1"}}, {"team": "a"}, ["spec.labels key x/y does not start with an allowed prefix"]),
+        (
+            {
+                "volumeClaimTemplates": [
+                    {"metadata": {"name": "w"}, "spec": {"resources": {"requests": {"storage": "20Gi"}}}}
+                ]
+            },
+            {"team": "a"},
+            ["spec.volumeClaimTemplates request 20Gi in total, more than the policy maximum 10Gi"],
+        ),
+        ({"podAnnotations": {"kubernetes.io/x": "1"}}, {"team": "a"}, ['spec.podAnnotations key "kubernetes.io/x"']),
+    ],
+    ids=[
+        "maxTtl",
+        "maxIdleTimeout",
+        "allowedWarmPools",
+        "env.deny",
+        "required",
+        "values",
+        "prefixes",
+        "maxStorage",
+        "annotations",
+    ],
+)
+def test_each_rule_class_refuses_with_its_sentence(
+    make_session: Make,
+    policies: list[dict[str, Any]],
+    spec: dict[str, Any],
+    labels: dict[str, str],
+    expected: list[str],
+) -> None:
+    session = make_session(spec={"warmPoolRef": {"name": "pool"}, **spec}, labels=labels)
+    found = create(session, policies)
+    assert len(found) == len(expected), found
+    for sentence, start in zip(found, expected, strict=True):
+        assert sentence.startswith(start), sentence
+
+
+def test_every_violation_is_reported_and_matches_the_reconciler(
+    make_session: Make, policies: list[dict[str, Any]]
+) -> None:
+    session = make_session(
+        spec={"warmPoolRef": {"name": "big"}, "ttl": "3h", "env": [{"name": "AWS_SECRET", "value": "x"}]},
+        labels={"team": "c"},
+    )
+    found = create(session, policies)
+    assert found == violations(session, effective_policy_for(session, policies), DOMAINS)
+    assert len(found) == 4
+    message = admission.refusal_message(found)
+    assert message.startswith("AgentSession refused by AgentSessionPolicy: spec.warmPoolRef.name big")
+    assert message.count("; ") == 3
+
+
+def test_label_domains_are_agent_sandbox_allowlist(make_session: Make) -> None:
+    session = make_session(spec={"warmPoolRef": {"name": "p"}, "podLabels": {"corp.io/team": "a"}})
+    assert admission.review(session, [], ["corp.io"], [], "CREATE") == []
+    assert admission.review(session, [], ["sandbox.users.io"], [], "CREATE")
+
+
+def test_policy_selector_and_namespace_apply(make_session: Make, make_policy: Make) -> None:
+    only_gpu = make_policy("gpu", {"selector": {"matchLabels": {"tier": "gpu"}}, "limits": {"maxTtl": "1h"}})
+    session = make_session(spec={"warmPoolRef": {"name": "p"}, "ttl": "2h"}, labels={"tier": "cpu"})
+    assert create(session, [only_gpu]) == []
+    session["metadata"]["labels"]["tier"] = "gpu"
+    assert create(session, [only_gpu])
+    elsewhere = make_policy("x", {"limits": {"maxTtl": "1h"}}, namespace="other")
+    assert create(session, [elsewhere]) == []
+
+
+def test_max_sessions_per_label_counts_unfinished_others(make_session: Make, policies: list[dict[str, Any]]) -> None:
+    new = good(make_session, "third", "a")
+    others = [running(make_session, "one", "a"), running(make_session, "two", "a", phase="Pending")]
+    (message,) = create(new, policies, others)
+    assert message == (
+        "2 unfinished AgentSessions already carry team=a; the policy maximum is 2 (AgentSessionPolicy rules)"
+    )
+    # Finished ones, other values, other namespaces and the session itself do not count.
+    finished = [running(make_session, "one", "a", "Expired"), running(make_session, "two", "a", "Failed")]
+    assert create(new, policies, [*finished, others[0]]) == []
+    assert create(new, policies, [others[0], running(make_session, "b1", "b")]) == []
+    foreign = running(make_session, "far", "a")
+    foreign["metadata"]["namespace"] = "other"
+    assert create(new, policies, [others[0], foreign]) == []
+    assert create(new, policies, [others[0], copy.deepcopy(new)]) == []
+
+
+def test_count_limit_skipped_on_update(make_session: Make, policies: list[dict[str, Any]]) -> None:
+    session = good(make_session, "three", "a")
+    others = [running(make_session, "one", "a"), running(make_session, "two", "a")]
+    changed = copy.deepcopy(session)
+    changed["spec"]["ttl"] = "45m"
+    assert admission.review(changed, policies, DOMAINS, others, "UPDATE", old=session) == []
+
+
+def test_update_refuses_only_what_the_change_introduces(make_session: Make, policies: list[dict[str, Any]]) -> None:
+    stored = good(make_session, ttl="2h")  # over maxTtl already (say the policy was lowered later)
+    touched = copy.deepcopy(stored)
+    touched["metadata"]["annotations"] = {"agentsession.dev/activity": "2025-01-01T12:00:00Z busy=0"}
+    assert admission.review(touched, policies, DOMAINS, [], "UPDATE", old=stored) == []
+    assert admission.standing_violations(touched, policies, DOMAINS, stored) == [
+        "spec.ttl 2h exceeds the policy maximum 1h (AgentSessionPolicy rules)"
+    ]
+    longer = copy.deepcopy(stored)
+    longer["spec"]["ttl"] = "3h"
+    assert admission.review(longer, policies, DOMAINS, [], "UPDATE", old=stored) == [
+        "spec.ttl 3h exceeds the policy maximum 1h (AgentSessionPolicy rules)"
+    ]
+    relabelled = copy.deepcopy(stored)
+    relabelled["metadata"]["labels"] = {"team": "z"}
+    assert admission.review(relabelled, policies, DOMAINS, [], "UPDATE", old=stored) == [
+        "metadata.labels team=z does not match the pattern ^(a|b)$ (AgentSessionPolicy rules)"
+    ]
+    dropped = copy.deepcopy(stored)
+    dropped["metadata"]["labels"] = {}
+    found = admission.review(dropped, policies, DOMAINS, [], "UPDATE", old=stored)
+    assert found == ["metadata.labels is missing the required label team (AgentSessionPolicy rules)"]
+    # Without the stored object every violation counts.
+    assert len(admission.review(longer, policies, DOMAINS, [], "UPDATE")) == 1
+
+
+def test_deleting_and_other_operations_are_never_refused(make_session: Make, policies: list[dict[str, Any]]) -> None:
+    bad = make_session(spec={"warmPoolRef": {"name": "big"}}, labels={})
+    assert create(bad, policies)
+    assert admission.review(bad, policies, DOMAINS, [], "DELETE") == []
+    assert admission.review(bad, policies, DOMAINS, [], "CONNECT") == []
+    deleting = make_session(spec={"warmPoolRef": {"name": "big"}}, labels={}, deleting=True)
+    assert admission.review(deleting, policies, DOMAINS, [], "UPDATE", old=bad) == []
+
+
+def test_needs_session_count(make_session: Make, policies: list[dict[str, Any]]) -> None:
+    assert admission.needs_session_count(good(make_session), policies)
+    assert not admission.needs_session_count(make_session(labels={}), policies)
+    assert not admission.needs_session_count(good(make_session), [])
+
+
+# ---- webhook plumbing that needs no server ---------------------------------------------------------
+def test_parse_service() -> None:
+    assert webhook.parse_service("agentsession-system/agentsession-operator") == (
+        "agentsession-system",
+        "agentsession-operator",
+        443,
+    )
+    assert webhook.parse_service("ns/svc:8443") == ("ns", "svc", 8443)
+    for bad in ("svc", "/svc", "ns/"):
+        with pytest.raises(ValueError):
+            webhook.parse_service(bad)
+
+
+def test_server_names_and_url_host() -> None:
+    assert webhook.WebhookConfig(bind="0.0.0.0").url_host() == "127.0.0.1"
+    assert webhook.WebhookConfig(bind="127.0.0.1", host="op.example").server_names() == ["op.example", "127.0.0.1"]
+    names = webhook.WebhookConfig(bind="0.0.0.0", service=("ns", "svc", 443)).server_names()
+    assert names[:3] == ["svc.ns.svc", "svc.ns.svc.cluster.local", "svc.ns"] and "127.0.0.1" in names
+    assert not webhook.WebhookConfig(port=0).enabled
+
+
+def test_self_signed_certificate_verifies_for_its_names(tmp_path: Any) -> None:
+    import ssl
+
+    cert, key, ca = webhook.self_signed(tmp_path, ["127.0.0.1", "svc.ns.svc"])
+    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server.load_cert_chain(cert, key)  # the pair matches
+    from cryptography import x509
+
+    leaf = x509.load_pem_x509_certificate(cert.read_bytes())
+    authority = x509.load_pem_x509_certificate(ca.read_bytes())
+    leaf.verify_directly_issued_by(authority)
+    sans = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert [str(ip) for ip in sans.get_values_for_type(x509.IPAddress)] == ["127.0.0.1"]
+    assert sans.get_values_for_type(x509.DNSName) == ["svc.ns.svc"]
+    assert key.stat().st_mode & 0o077 == 0
+
+
+def test_configure_sets_server_and_managed_configuration() -> None:
+    settings = kopf.OperatorSettings()
+    webhook.configure(settings, None)
+    assert settings.admission.server is None and settings.admission.managed is None
+    webhook.configure(settings, webhook.WebhookConfig(port=0))
+    assert settings.admission.server is None
+    webhook.configure(settings, webhook.WebhookConfig(port=9999, bind="127.0.0.1"))
+    server = settings.admission.server
+    assert isinstance(server, kopf.WebhookServer) and server.port == 9999 and server.host == "127.0.0.1"
+    assert server.cafile and server.certfile and server.pkeyfile
+    assert settings.admission.managed == "agentsession.dev"
+    webhook.configure(settings, webhook.WebhookConfig(port=9443, service=("ns", "svc", 443)))
+    assert isinstance(settings.admission.server, webhook.ServiceWebhookServer)
+
+
+def test_ensure_port_free_refuses_a_taken_port() -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)  # as kopf binds
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(OSError):
+            webhook.ensure_port_free(webhook.WebhookConfig(port=port, bind="127.0.0.1"))
+    webhook.ensure_port_free(webhook.WebhookConfig(port=port, bind="127.0.0.1"))
+    webhook.ensure_port_free(webhook.WebhookConfig(port=0))
+
+
+async def test_service_server_announces_a_service_client_config(tmp_path: Any) -> None:
+    import base64
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    config = webhook.WebhookConfig(port=port, bind="127.0.0.1", service=("agentsession-system", "op", 443))
+    server = webhook.build_server(config)
+    assert isinstance(server, webhook.ServiceWebhookServer)
+
+    async def never(*_: Any, **__: Any) -> Any:
+        raise AssertionError("no request expected")
+
+    stream = cast(AsyncGenerator[Any, None], server(never))
+    try:
+        client_config = await anext(stream)
+    finally:
+        await stream.aclose()
+    assert client_config["service"] == {"namespace": "agentsession-system", "name": "op", "port": 443}
+    assert "url" not in client_config
+    assert base64.b64decode(client_config["caBundle"]).startswith(b"-----BEGIN CERTIFICATE-----")
+
+
+class FakeKube:
+    def __init__(self, sessions: list[dict[str, Any]], fail: bool = False) -> None:
+        self.sessions, self.fail = sessions, fail
+        self.selectors: list[str | None] = []
+
+    async def list_sessions(self, namespace: str | None = None, selector: str | None = None) -> list[dict[str, Any]]:
+        self.selectors.append(selector)
+        if self.fail:
+            raise RuntimeError("API down")
+        key, _, value = (selector or "").partition("=")
+        return [s for s in self.sessions if (s["metadata"].get("labels") or {}).get(key) == value]
+
+
+class FakeReconciler:
+    def __init__(self, policies: list[dict[str, Any]], kube: FakeKube) -> None:
+        from agentsession_operator.service import Cache
+
+        self.cache = Cache()
+        for p in policies:
+            self.cache.policies[p["metadata"]["namespace"]][p["metadata"]["name"]] = p
+        self.kube = kube
+
+    async def label_domains(self) -> list[str]:
+        return DOMAINS
+
+
+def as_body(obj: dict[str, Any]) -> Any:
+    return kopf.Body(cast(kopf.RawBody, obj))
+
+
+def memo_for(reconciler: Any) -> Any:
+    memo = kopf.Memo()
+    memo.reconciler = reconciler
+    return memo
+
+
+async def test_handler_refuses_with_422_and_every_sentence(make_session: Make, policies: list[dict[str, Any]]) -> None:
+    memo = memo_for(FakeReconciler(policies, FakeKube([])))
+    bad = make_session(spec={"warmPoolRef": {"name": "big"}, "ttl": "2h"}, labels={"team": "a"})
+    with pytest.raises(kopf.AdmissionError) as err:
+        await webhook.validate_session(body=as_body(bad), memo=memo, warnings=[], operation="CREATE")
+    assert err.value.code == 422
+    assert str(err.value).startswith("AgentSession refused by AgentSessionPolicy: spec.warmPoolRef.name big")
+    assert "; spec.ttl 2h exceeds the policy maximum 1h" in str(err.value)
+    await webhook.validate_session(body=as_body(good(make_session)), memo=memo, warnings=[], operation="CREATE")
+
+
+async def test_handler_counts_sessions_live_and_falls_back_to_the_cache(
+    make_session: Make, policies: list[dict[str, Any]]
+) -> None:
+    stored = [running(make_session, "one", "a"), running(make_session, "two", "a")]
+    kube = FakeKube(stored)
+    memo = memo_for(FakeReconciler(policies, kube))
+    third = as_body(good(make_session, "three", "a"))
+    with pytest.raises(kopf.AdmissionError, match="2 unfinished AgentSessions already carry team=a"):
+        await webhook.validate_session(body=third, memo=memo, warnings=[], operation="CREATE")
+    assert kube.selectors == ["team=a"]
+    # The API failing: the reconciler's cache decides (empty here, so admitted).
+    memo = memo_for(FakeReconciler(policies, FakeKube(stored, fail=True)))
+    await webhook.validate_session(body=third, memo=memo, warnings=[], operation="CREATE")
+
+
+async def test_handler_admits_on_internal_errors_and_warns_on_standing_violations(
+    make_session: Make, policies: list[dict[str, Any]]
+) -> None:
+    class Broken(FakeReconciler):
+        async def label_domains(self) -> list[str]:
+            raise RuntimeError("boom")
+
+    warnings: list[str] = []
+    bad = as_body(make_session(spec={"warmPoolRef": {"name": "big"}}, labels={}))
+    await webhook.validate_session(
+        body=bad, memo=memo_for(Broken(policies, FakeKube([]))), warnings=warnings, operation="CREATE"
+    )
+    assert warnings and "not checked at admission (boom)" in warnings[0]
+
+    stored = good(make_session, ttl="2h")
+    touched = copy.deepcopy(stored)
+    touched["metadata"]["annotations"] = {"agentsession.dev/activity": "x"}
+    warnings = []
+    memo = memo_for(FakeReconciler(policies, FakeKube([])))
+    await webhook.validate_session(
+        body=as_body(touched), old=as_body(stored), memo=memo, warnings=warnings, operation="UPDATE"
+    )
+    assert warnings == [
+        "AgentSessionPolicy (not enforced on this update): spec.ttl 2h exceeds the policy maximum 1h "
+        "(AgentSessionPolicy rules)"
+    ]
+
+
+async def test_handler_ignores_namespaces_the_operator_does_not_watch(
+    make_session: Make, policies: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(webhook, "CONFIG", webhook.WebhookConfig(namespaces=("team-*",)))
+    bad = as_body(make_session(spec={"warmPoolRef": {"name": "big"}}, labels={}))
+    memo = memo_for(FakeReconciler(policies, FakeKube([])))
+    await webhook.validate_session(body=bad, memo=memo, warnings=[], operation="CREATE")  # "ns" is not watched
+    monkeypatch.setattr(webhook, "CONFIG", webhook.WebhookConfig(namespaces=("n*",)))
+    with pytest.raises(kopf.AdmissionError):
+        await webhook.validate_session(body=bad, memo=memo, warnings=[], operation="CREATE")
