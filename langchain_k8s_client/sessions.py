@@ -94,6 +94,7 @@ class SessionView:
     pod_name: str | None
     pod_ips: list[str]
     sandbox_name: str | None
+    claim_name: str | None
     service_fqdn: str | None
     idle_timeout: str | None
     conditions: list[dict[str, Any]] = field(default_factory=list)
@@ -111,6 +112,7 @@ class SessionView:
             pod_name=status.get("podName"),
             pod_ips=list(status.get("podIPs") or []),
             sandbox_name=status.get("sandboxName"),
+            claim_name=status.get("claimName"),
             service_fqdn=status.get("serviceFQDN"),
             idle_timeout=resolved.get("idleTimeout") or (body.get("spec") or {}).get("idleTimeout"),
             conditions=list(status.get("conditions") or []),

@@ -14,19 +14,15 @@ from pathlib import Path
 import pytest
 from deepagents.backends.protocol import SandboxBackendProtocol
 from langchain_core.messages import AIMessage
-from langchain_tests.integration_tests import SandboxIntegrationTests
 
 from langchain_k8s_client import AgentSessionSandbox, SessionExpired, SessionManager
 from langchain_k8s_client.testing import ScriptedToolModel
 from langchain_k8s_client.testing import tool_call as call
+from tests.conformance import Deepagents07SandboxTests
 from tests.e2e.conftest import Kube, OperatorProcess
 
 pytestmark = pytest.mark.e2e
 EXAMPLES = Path(__file__).parents[2] / "examples"
-
-_OVERWRITES = "deepagents 0.7 write() creates or overwrites; langchain-tests 1.1.9 expects 'already exists'"
-_ABSOLUTE = "deepagents 0.7 glob() returns absolute paths; langchain-tests 1.1.9 expects relative ones"
-_FILES_ONLY = "deepagents 0.7 glob() returns regular files only; langchain-tests 1.1.9 expects directories too"
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +34,7 @@ def pool_namespace(kube: Kube, operator: OperatorProcess) -> Iterator[str]:
     kube.run("delete", "namespace", name, "--wait=false", check=False)
 
 
-class TestAgentSessionSandboxConformance(SandboxIntegrationTests):
+class TestAgentSessionSandboxConformance(Deepagents07SandboxTests):
     """langchain-tests' standard suite against AgentSessionSandbox on the local control plane."""
 
     @pytest.fixture(scope="class")
@@ -46,36 +42,6 @@ class TestAgentSessionSandboxConformance(SandboxIntegrationTests):
     def sandbox(cls, pool_namespace: str) -> Iterator[SandboxBackendProtocol]:
         with AgentSessionSandbox("conformance", pool_namespace, warm_pool="python-pool", ttl="1h") as backend:
             yield backend
-
-    @pytest.mark.xfail(strict=True, reason=_OVERWRITES)
-    def test_write_existing_file_fails(self, sandbox_backend: SandboxBackendProtocol, sandbox_test_root: str) -> None:
-        super().test_write_existing_file_fails(sandbox_backend, sandbox_test_root)
-
-    @pytest.mark.xfail(strict=True, reason=_ABSOLUTE)
-    def test_glob(self, sandbox_backend: SandboxBackendProtocol, sandbox_test_root: str) -> None:
-        super().test_glob(sandbox_backend, sandbox_test_root)
-
-    @pytest.mark.xfail(strict=True, reason=_ABSOLUTE)
-    def test_glob_basic_pattern(self, sandbox_backend: SandboxBackendProtocol, sandbox_test_root: str) -> None:
-        super().test_glob_basic_pattern(sandbox_backend, sandbox_test_root)
-
-    @pytest.mark.xfail(strict=True, reason=_ABSOLUTE)
-    def test_glob_with_character_class(self, sandbox_backend: SandboxBackendProtocol, sandbox_test_root: str) -> None:
-        super().test_glob_with_character_class(sandbox_backend, sandbox_test_root)
-
-    @pytest.mark.xfail(strict=True, reason=_ABSOLUTE)
-    def test_glob_with_question_mark(self, sandbox_backend: SandboxBackendProtocol, sandbox_test_root: str) -> None:
-        super().test_glob_with_question_mark(sandbox_backend, sandbox_test_root)
-
-    @pytest.mark.xfail(strict=True, reason=_ABSOLUTE)
-    def test_glob_hidden_files_explicitly(
-        self, sandbox_backend: SandboxBackendProtocol, sandbox_test_root: str
-    ) -> None:
-        super().test_glob_hidden_files_explicitly(sandbox_backend, sandbox_test_root)
-
-    @pytest.mark.xfail(strict=True, reason=_FILES_ONLY)
-    def test_glob_with_directories(self, sandbox_backend: SandboxBackendProtocol, sandbox_test_root: str) -> None:
-        super().test_glob_with_directories(sandbox_backend, sandbox_test_root)
 
 
 def test_scripted_deep_agent_and_a_second_process(pool_namespace: str, kube: Kube) -> None:
