@@ -44,10 +44,12 @@ test-unit: venv ## unit tests (no cluster)
 	$(PY) -m pytest tests/unit -q
 
 test-e2e: venv ## end-to-end tests on the local control plane (started and stopped by the tests)
+	$(PY) -m devcluster build
 	$(PY) -m pytest tests/e2e -q
 
-test: venv ## every test: unit first, then end to end
+test: venv ## every test: unit first, then end to end (builds the control plane first if needed)
 	$(PY) -m pytest tests/unit -q
+	$(PY) -m devcluster build
 	$(PY) -m pytest tests/integration tests/e2e -q
 
 lint: venv ## ruff and mypy

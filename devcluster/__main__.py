@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from devcluster import build
+from devcluster import build, runtimes
 from devcluster.cluster import Cluster, ClusterError
 
 
@@ -28,6 +28,7 @@ def main(argv: list[str] | None = None) -> int:
             cluster.down()
         elif args.command == "build":
             build.build_all()
+            runtimes.prepare()
         elif args.command == "restart-agent-sandbox":
             cluster.start_agent_sandbox_controller()
         else:
