@@ -40,6 +40,12 @@ def configure(level: str = "INFO", json: bool = True) -> None:
     # kopf logs every successful event handler at INFO: one line per watch event is noise here.
     for noisy in ("aiohttp.access", "kubernetes_asyncio.client.rest", "kopf.objects"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    logging.getLogger("kopf.objects").addFilter(_refusals_are_not_errors)
+
+
+def _refusals_are_not_errors(record: logging.LogRecord) -> bool:
+    """kopf logs an admission refusal as a failed webhook at ERROR; the webhook logs it at INFO already."""
+    return not str(record.msg).startswith("Webhook 'policy' failed permanently")
 
 
 def _kopf_object(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
