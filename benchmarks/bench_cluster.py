@@ -114,23 +114,31 @@ def measure_claims(cluster: Cluster, image: str, label: str, count: int) -> dict
 
 
 def runtime_rss_mib(cluster: Cluster) -> float:
-    """RSS of one python runtime pod's process tree (bwrap, uvicorn), from /proc."""
-    pidfile = next(cluster.paths.pods.glob("bench-python_*/pid"))
-    pgid = int(pidfile.read_text())
-    total = 0
+    """RSS of one python runtime pod: bwrap and every process below it (uvicorn runs in its own session)."""
+    root = int(next(cluster.paths.pods.glob("bench-python_*/pid")).read_text())
+    parents: dict[int, int] = {}
+    rss: dict[int, int] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            stat = (entry / "stat").read_text().split(")")[-1].split()
-            if int(stat[2]) != pgid:
-                continue
-            for line in (entry / "status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1])
-        except (OSError, ValueError, IndexError):
+            parents[int(entry.name)] = int((entry / "stat").read_text().split(")")[-1].split()[1])
+            rss[int(entry.name)] = next(
+                int(line.split()[1])
+                for line in (entry / "status").read_text().splitlines()
+                if line.startswith("VmRSS:")
+            )
+        except (OSError, ValueError, StopIteration):
             continue
-    return total / 1024
+
+    def below_root(pid: int) -> bool:
+        while pid > 1:
+            if pid == root:
+                return True
+            pid = parents.get(pid, 0)
+        return False
+
+    return sum(kib for pid, kib in rss.items() if below_root(pid)) / 1024
 
 
 def main() -> None:
