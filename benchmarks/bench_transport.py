@@ -2,13 +2,16 @@
 
 Prints one table of medians and ratios:
 - `execute("true")` through PodSandbox vs a raw httpx POST of `sh -c true` (the
-  full cost of the in-pod wrapper: timeout, capture, base64), and vs a raw POST of
-  the same wrapped command (the client library's own overhead);
+  full cost of the in-pod wrapper: capture file, output encoding), and vs a raw
+  POST of the same wrapped command (the client library's own overhead). At the
+  default timeout (300 s, the runtime's own limit) no watchdog runs; a timeout
+  below the limit adds the in-pod `timeout` watchdog (its own row);
 - 10 MiB upload and download through PodSandbox vs the runtime's bare endpoints;
 - grep for a literal over 1,000 files: PodSandbox (one python3 run) vs deepagents'
   stock BaseSandbox.grep (GNU grep through the same execute).
 
-Run: `.venv/bin/python benchmarks/bench_transport.py [--iterations 25]`. Measurements
+Run: `.venv/bin/python benchmarks/bench_transport.py [--iterations 25] [--execute-iterations 300]`
+(the execute rows are the ones most sensitive to machine load). Measurements
 are interleaved round-robin so machine load drifts hit every variant alike.
 """
 
@@ -34,6 +37,7 @@ from langchain_k8s_client.pod_sandbox import DEFAULT_COMMAND_TIMEOUT, DEFAULT_MA
 from tests.integration.runtime.harness import runtime_process
 
 TEN_MIB = 10 * 1024 * 1024
+WATCHDOG_TIMEOUT = 60
 
 
 def interleaved(variants: dict[str, Callable[[], object]], iterations: int) -> dict[str, float]:
@@ -52,8 +56,12 @@ def interleaved(variants: dict[str, Callable[[], object]], iterations: int) -> d
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--iterations", type=int, default=25)
+    parser.add_argument(
+        "--execute-iterations", type=int, default=None, help="rounds of the execute rows (default: --iterations)"
+    )
     args = parser.parse_args()
     n = max(20, args.iterations)
+    n_exec = max(20, args.execute_iterations or n)
 
     with tempfile.TemporaryDirectory(prefix="lkc-bench-") as tmp, runtime_process(Path(tmp), "bench-pod") as server:
         work = Path(tmp) / "work"
@@ -72,7 +80,7 @@ def main() -> None:
             max_output=DEFAULT_MAX_OUTPUT,
             staging_dir=info.staging_dir,
             cwd="",
-            runner=info.runner,
+            runner=info.runner_for(DEFAULT_COMMAND_TIMEOUT),
             has_base64=info.has_base64,
         )
         exec_ms = interleaved(
@@ -80,8 +88,10 @@ def main() -> None:
                 "raw": lambda: post("sh -c true"),
                 "raw_wrapped": lambda: post(wrapped_true),
                 "sandbox": lambda: sandbox.execute("true"),
+                "sandbox_watchdog": lambda: sandbox.execute("true", timeout=WATCHDOG_TIMEOUT),
+                "sandbox_echo": lambda: sandbox.execute("echo hi"),
             },
-            n,
+            n_exec,
         )
 
         blob = os.urandom(TEN_MIB)
@@ -143,6 +153,16 @@ def main() -> None:
             exec_ms["raw_wrapped"],
             f"PodSandbox / raw wrapped = {exec_ms['sandbox'] / exec_ms['raw_wrapped']:.2f} (client overhead)",
         ),
+        (
+            f'execute("true", timeout={WATCHDOG_TIMEOUT}) (watchdog)',
+            exec_ms["sandbox_watchdog"],
+            f"/ raw = {exec_ms['sandbox_watchdog'] / exec_ms['raw']:.2f} (in-pod `timeout` below the runtime limit)",
+        ),
+        (
+            'execute("echo hi") via PodSandbox',
+            exec_ms["sandbox_echo"],
+            f"/ raw = {exec_ms['sandbox_echo'] / exec_ms['raw']:.2f} (output: head | base64 in the pod)",
+        ),
         ("upload 10 MiB via PodSandbox", transfer_ms["sandbox_upload"], ""),
         (
             "raw POST /upload 10 MiB (runtime only)",
@@ -162,7 +182,11 @@ def main() -> None:
             f"PodSandbox / stock = {grep_ms['ours'] / grep_ms['stock']:.2f}",
         ),
     ]
-    print(f"runtime: {shlex.quote(str(server.base_dir))}, runner={info.runner}, {n} iterations, medians")
+    print(
+        f"runtime: {shlex.quote(str(server.base_dir))}, runner={info.runner}, runtime limit={info.exec_limit} s"
+        f" (default timeout {DEFAULT_COMMAND_TIMEOUT} s: watchdog {info.runner_for(DEFAULT_COMMAND_TIMEOUT)}),"
+        f" {n} iterations ({n_exec} for execute), medians"
+    )
     print(f"{'operation':<42} {'median ms':>10}  ratio")
     for name, value, note in rows:
         print(f"{name:<42} {value:>10.2f}  {note}")

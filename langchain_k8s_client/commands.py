@@ -2,7 +2,8 @@
 
 The upstream python runtime shlex-splits the command and execs it without a
 shell, in its base directory, with no stdin, and fails the whole request when the
-output is not UTF-8. So every script here is run as `sh -c <script> lkc <args>`:
+output is not UTF-8. So every script here is run as `sh -c <script> lkc <args>`
+(`sh` instead of `lkc` for the execute wrapper, whose user command sees it as $0):
 the script text is constant and all data (paths, the user command) travels as
 positional arguments, never interpolated into shell text. Paths are always
 absolute, so no argument can be mistaken for an option. Scripts print only ASCII
@@ -16,6 +17,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+import math
+import re
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,6 +31,9 @@ STAGING_DIRNAME: Final = ".lkc-staging"
 
 RUNTIME_TIMEOUT_EXIT: Final = 124
 """Exit code reported for a command killed at its timeout (as coreutils `timeout`)."""
+
+RUNTIME_DEFAULT_LIMIT: Final = 300.0
+"""The runtime's own per-command limit when SANDBOX_EXEC_TIMEOUT_SECONDS is unset or invalid."""
 
 Runner = Literal["timeout", "python3", "none"]
 
@@ -57,11 +63,22 @@ else echo runner=none; fi
 command -v python3 >/dev/null 2>&1 && echo python3=1
 command -v base64 >/dev/null 2>&1 && echo base64=1
 [ -w "$d" ] && echo staging=1
+if read -r s 2>/dev/null </proc/$$/stat; then
+  s=${s##*) }
+  (set -f; set -- $s; [ "$3" = $$ ] && [ "$4" = $$ ]) && echo group=1
+fi
+v=${SANDBOX_EXEC_TIMEOUT_SECONDS-300}
+case $v in *[!0-9A-Za-z.+_-]*) echo "limit=?";; *) echo "limit=$v";; esac
 find "$d" -type f -mmin +120 -delete 2>/dev/null
 exit 0"""
 # The probe runs once per (re)connection: it learns the base dir (the runtime's
 # cwd), the pod's name (the pod runner sets HOSTNAME to it), how to enforce
 # timeouts, and sweeps staging files that a broken connection left behind.
+# `group=1`: the probe leads its own session and process group, as the runtime
+# (v1.0+) starts every command so that it can kill the whole group at its own
+# limit; `limit=` is that limit's raw setting, parsed below exactly as the
+# runtime parses it (`?` when it holds anything but letters, digits and `.+_-`,
+# e.g. a line break or blanks: then the limit is treated as unknown).
 
 
 @dataclass(frozen=True)
@@ -74,10 +91,26 @@ class RuntimeInfo:
     has_python3: bool
     staging_writable: bool
     has_base64: bool = True
+    exec_limit: float | None = None
+    """Seconds after which the runtime itself kills a command's whole process group
+    (SANDBOX_EXEC_TIMEOUT_SECONDS, default 300); None when the runtime is not known to."""
 
     @property
     def staging_dir(self) -> str:
         return f"{self.base_dir.rstrip('/')}/{STAGING_DIRNAME}"
+
+    def runner_for(self, timeout: int) -> Runner:
+        """The in-pod watchdog a command with this timeout needs.
+
+        "none" when the runtime's own kill comes first anyway (`timeout` at or above
+        its limit: the default 300 s equals the runtime's default): the wrapper then
+        spawns no watchdog and the runtime's kill is reported as the timeout, without
+        the output (the runtime answers nothing but its error then; a watchdog set
+        at that same limit would fire later, so this loses nothing).
+        """
+        if self.exec_limit is not None and timeout >= self.exec_limit:
+            return "none"
+        return self.runner
 
 
 def build_probe() -> str:
@@ -100,7 +133,19 @@ def parse_probe(stdout: str) -> RuntimeInfo:
         has_python3=fields.get("python3") == "1",
         staging_writable=fields.get("staging") == "1",
         has_base64=fields.get("base64") == "1",
+        exec_limit=_exec_limit(fields.get("limit")) if fields.get("group") == "1" else None,
     )
+
+
+def _exec_limit(raw: str | None) -> float | None:
+    """SANDBOX_EXEC_TIMEOUT_SECONDS as the runtime reads it: 300 unless a finite number > 0."""
+    if raw is None or raw == "?":
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        return RUNTIME_DEFAULT_LIMIT
+    return value if math.isfinite(value) and value > 0 else RUNTIME_DEFAULT_LIMIT
 
 
 # --------------------------------------------------------------------- user commands
@@ -114,10 +159,9 @@ _PY_TIMEOUT: Final = (
     "sys.exit(r if r>=0 else 128-r)"
 )
 
-_RUNNERS: Final[dict[str, str]] = {
+_WATCHDOGS: Final[dict[str, str]] = {
     "timeout": 'timeout -s KILL "$1" sh -c "$4"',
     "python3": "python3 -S -c '" + _PY_TIMEOUT + "' \"$1\" \"$4\"",
-    "none": 'sh -c "$4"',
 }
 
 # Images without coreutils/BusyBox `base64` encode with python3 instead.
@@ -125,27 +169,75 @@ _PY_BASE64: Final = (
     "python3 -S -c 'import base64,sys;sys.stdout.write(base64.b64encode(sys.stdin.buffer.read()).decode())'"
 )
 
-# $1 timeout s, $2 capture byte cap (max+1), $3 staging dir, $4 command, $5 cwd ("" = base).
-# The output goes to a file so the real exit code survives and any bytes can be
-# base64-encoded afterwards; `true`, not `:`, tests the redirect because a failed
-# redirect on a special builtin would exit the shell. /proc/uptime gives the
-# elapsed time without spawning a process, to tell a timeout kill from exit 137.
-# `& wait` keeps dash's "Killed" job notice out of the captured output.
-_EXEC_TEMPLATE: Final = """o=$3/o.$$
-[ -d "$3" ] || mkdir -p "$3" 2>/dev/null
-if ! true 2>/dev/null >"$o"; then echo "@LKC! capture"; exit 0; fi
-if [ -n "$5" ] && ! cd "$5" 2>/dev/null && ! { mkdir -p "$5" 2>/dev/null && cd "$5"; }; then
-  rm -f "$o"; echo "@LKC! cwd"; exit 0
+# $0 sh, $1 timeout s, $2 capture byte cap (max+1), $3 staging dir, $4 command, $5 cwd ("" = base).
+#
+# Every process costs about as much as the whole bare `sh -c true` request, so the
+# wrapper spawns as few as it can: `rm` always, `head | base64` only for output.
+# The output goes to a capture file (so the real exit code survives and any bytes
+# can be base64-encoded afterwards), opened on fd 3 for the command and fd 4 for
+# reading back, then unlinked before the command can outlive the wrapper: a
+# killed wrapper (the runtime's own timeout) leaves nothing behind. `command exec`
+# reports a failed redirect instead of exiting the shell; the command gets neither
+# descriptor. `[ -s /dev/fd/4 ]` tells an empty capture without a process (when
+# /dev/fd is missing, the output is always encoded). The wrapper's own tools run
+# with LC_ALL=C: loading a UTF-8 locale (python images set LANG=C.UTF-8) costs
+# each of them about a third of its start-up; the user's command keeps its locale.
+_CAPTURE: Final = """if [ -n "$5" ] && ! cd "$5" 2>/dev/null && ! { mkdir -p "$5" 2>/dev/null && cd "$5"; }; then
+  echo "@LKC! cwd"; exit 0
 fi
-read -r a x 2>/dev/null </proc/uptime
-RUNNER >"$o" 2>&1 </dev/null &
+[ -d "$3" ] || mkdir -p "$3" 2>/dev/null
+if ! { command exec 3>"$3/o.$$" 4<"$3/o.$$"; } 2>/dev/null; then
+  rm -f "$3/o.$$" 2>/dev/null; echo "@LKC! capture"; exit 0
+fi
+"""
+_ENCODE: Final = """if [ -s /dev/fd/4 ] || ! [ -e /dev/fd/4 ]; then LC_ALL=C head -c "$2" <&4 | ENCODER; fi
+"""
+
+# With a watchdog (the call's timeout is below the runtime's own limit): `rm` runs
+# while the command starts. /proc/uptime gives the elapsed time without spawning
+# a process, to tell a timeout kill from exit 137. `& wait` keeps dash's "Killed"
+# job notice out of the captured output.
+_WATCHDOG_TEMPLATE: Final = (
+    _CAPTURE
+    + """read -r a x 2>/dev/null </proc/uptime
+RUNNER >&3 2>&1 </dev/null 3>&- 4<&- &
+LC_ALL=C rm -f "$3/o.$$"
 wait $!
 e=$?
 read -r b x 2>/dev/null </proc/uptime
 echo "@LKC $e ${a:--} ${b:--}"
-[ -s "$o" ] && head -c "$2" "$o" | ENCODER
-rm -f "$o"
 """
+    + _ENCODE
+)
+
+# Without a watchdog (the runtime kills the whole process group at its limit
+# first): the command runs in a subshell of the wrapper, a fork without any exec,
+# `eval`ed after `set --`, so it sees what `sh -c` would give it: $0 `sh`, no
+# positional parameters, no wrapper variables (none is set before), no stdin. A
+# subshell keeps `exit`, `set -e`, traps and `cd` to itself. The wrapper traps the
+# catchable signals (its children get the default actions back), so a command
+# that signals its whole process group (`kill 0`) is reported, not lost.
+_DIRECT_TEMPLATE: Final = (
+    "trap : HUP INT QUIT TERM USR1 USR2 ALRM\n"
+    + _CAPTURE
+    + """LC_ALL=C rm -f "$3/o.$$"
+RUNNER >&3 2>&1 </dev/null 3>&- 4<&-
+echo "@LKC $? - -"
+"""
+    + _ENCODE
+)
+_SUBSHELL: Final = '( eval "set --;$4" )'
+# In a subshell `$$` and `$PPID` would name the wrapper and its parent (`kill $$`
+# would hit the wrapper), and `$LINENO` is empty under `eval`: a command that
+# mentions them gets its own `sh` (the subshell execs it, so a "Killed" notice
+# cannot reach the capture).
+_OWN_SHELL: Final = '(exec sh -c "$4")'
+_OWN_SHELL_WORDS: Final = ("$$", "{$", "PPID", "LINENO")
+
+
+def needs_own_shell(command: str) -> bool:
+    """Whether `command` refers to what differs between a subshell and its own `sh`."""
+    return any(word in command for word in _OWN_SHELL_WORDS)
 
 
 def build_user_command(
@@ -158,10 +250,19 @@ def build_user_command(
     runner: Runner,
     has_base64: bool = True,
 ) -> str:
-    """Wrap a user command: in-pod timeout, combined output capped at `max_output` bytes."""
-    encoder = "base64" if has_base64 else _PY_BASE64
-    script = _EXEC_TEMPLATE.replace("RUNNER", _RUNNERS[runner]).replace("ENCODER", encoder)
-    return sh_command(script, str(timeout), str(max_output + 1), staging_dir, command, cwd)
+    """Wrap a user command: combined output capped at `max_output` bytes, any bytes kept.
+
+    `runner` is the in-pod watchdog that enforces `timeout` ("none": no watchdog
+    process, see `RuntimeInfo.runner_for`).
+    """
+    encoder = "LC_ALL=C base64" if has_base64 else _PY_BASE64
+    if runner == "none":
+        run = _OWN_SHELL if needs_own_shell(command) else _SUBSHELL
+        script = _DIRECT_TEMPLATE.replace("RUNNER", run)
+    else:
+        script = _WATCHDOG_TEMPLATE.replace("RUNNER", _WATCHDOGS[runner])
+    script = script.replace("ENCODER", encoder)
+    return runtime_command(["sh", "-c", script, "sh", str(timeout), str(max_output + 1), staging_dir, command, cwd])
 
 
 @dataclass(frozen=True)
@@ -218,13 +319,23 @@ def _killed_at_deadline(code: int, start: str, end: str, timeout: int) -> bool:
     return elapsed >= timeout - 0.05
 
 
+_RUNTIME_TIMED_OUT: Final = re.compile(r"timed out after ([0-9]+(?:\.[0-9]+)?) seconds\s*$")
+
+
 def _runtime_failure(stdout: str, stderr: str, exit_code: int) -> CommandResult:
     # The wrapper did not run to completion: the runtime itself failed (its own
     # global timeout, exec failure). Report what it said; the exit code is unknown.
     message = (stderr or stdout).strip() or f"runtime exit code {exit_code}"
     if "timed out" in message:
+        # The runtime killed the wrapper's process group at SANDBOX_EXEC_TIMEOUT_SECONDS
+        # (the only timeout of a command whose timeout is at or above that limit): the
+        # output captured so far dies with the wrapper. Its message repeats the whole
+        # command line, so only the limit is kept.
+        match = _RUNTIME_TIMED_OUT.search(message)
+        after = f" after {float(match[1]):g} seconds" if match else ""
         return CommandResult(
-            f"Error: the sandbox runtime killed the command at its own timeout: {message}",
+            f"Error: command timed out{after}: the sandbox runtime killed the command at its own timeout"
+            " (SANDBOX_EXEC_TIMEOUT_SECONDS); its output is lost.",
             RUNTIME_TIMEOUT_EXIT,
             False,
             True,

@@ -94,20 +94,26 @@ class RuntimeProtocol:
         return (yield from self.script(build(f"{info.staging_dir}/{name}"), idempotent=False))
 
     def execute(self, command: str, *, timeout: int, max_output: int, cwd: str = "") -> Op[CommandResult]:
-        """Run a user command under `sh` with an in-pod timeout; never retried."""
+        """Run a user command under `sh`, killed in the pod at its timeout; never retried.
+
+        Below the runtime's own limit an in-pod watchdog kills the command (the
+        output so far is kept); at or above it the runtime's kill comes first and is
+        reported as the timeout, with the output lost (see `RuntimeInfo.runner_for`).
+        """
         info = yield from self.ensure()
+        runner = info.runner_for(timeout)
         wrapped = commands.build_user_command(
             command,
             timeout=timeout,
             max_output=max_output,
             staging_dir=info.staging_dir,
             cwd=cwd,
-            runner=info.runner,
+            runner=runner,
             has_base64=info.has_base64,
         )
         raw = yield from self.script(wrapped, idempotent=False, read_timeout=timeout + EXECUTE_READ_MARGIN)
         return commands.parse_user_command(
-            raw.stdout, raw.stderr, raw.exit_code, timeout=timeout, max_output=max_output, runner=info.runner
+            raw.stdout, raw.stderr, raw.exit_code, timeout=timeout, max_output=max_output, runner=runner
         )
 
     # -- files -----------------------------------------------------------------------

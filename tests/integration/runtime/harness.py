@@ -124,8 +124,18 @@ def runtime_process(
     }
     with log.open("wb") as log_file:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "main:app", "--host", address, "--port", str(PORT), "--log-level",
-             "warning"],
+            [
+                sys.executable,
+                "-m",
+                "uvicorn",
+                "main:app",
+                "--host",
+                address,
+                "--port",
+                str(PORT),
+                "--log-level",
+                "warning",
+            ],
             cwd=RUNTIME_DIR,
             env=env,
             stdout=log_file,

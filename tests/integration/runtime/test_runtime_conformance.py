@@ -14,21 +14,17 @@ from collections.abc import Iterator
 
 import pytest
 from deepagents.backends.protocol import SandboxBackendProtocol
-from langchain_tests.integration_tests import SandboxIntegrationTests
 
 from langchain_k8s_client.pod_sandbox import PodSandbox
+from tests.conformance import Deepagents07SandboxTests
 
 from .harness import RuntimeServer
 
 # The runtime sees the host filesystem: give the suite its own root instead of /tmp/test_sandbox_ops/.
 _SUITE_ROOT = f"{tempfile.gettempdir()}/lkc-conformance-{uuid.uuid4().hex[:12]}/"
 
-_OVERWRITES = "deepagents 0.7 write() creates or overwrites; langchain-tests 1.1.9 expects 'already exists'"
-_ABSOLUTE = "deepagents 0.7 glob() returns absolute paths; langchain-tests 1.1.9 expects relative ones"
-_FILES_ONLY = "deepagents 0.7 glob() returns regular files only; langchain-tests 1.1.9 expects directories too"
 
-
-class TestPodSandboxConformance(SandboxIntegrationTests):
+class TestPodSandboxConformance(Deepagents07SandboxTests):
     @property
     def sandbox_root_dir(self) -> str:
         return _SUITE_ROOT
@@ -42,35 +38,3 @@ class TestPodSandboxConformance(SandboxIntegrationTests):
         finally:
             backend.close()
             shutil.rmtree(_SUITE_ROOT, ignore_errors=True)
-
-    @pytest.mark.xfail(strict=True, reason=_OVERWRITES)
-    def test_write_existing_file_fails(self, sandbox_backend: SandboxBackendProtocol, sandbox_test_root: str) -> None:
-        super().test_write_existing_file_fails(sandbox_backend, sandbox_test_root)
-
-    @pytest.mark.xfail(strict=True, reason=_ABSOLUTE)
-    def test_glob(self, sandbox_backend: SandboxBackendProtocol, sandbox_test_root: str) -> None:
-        super().test_glob(sandbox_backend, sandbox_test_root)
-
-    @pytest.mark.xfail(strict=True, reason=_ABSOLUTE)
-    def test_glob_basic_pattern(self, sandbox_backend: SandboxBackendProtocol, sandbox_test_root: str) -> None:
-        super().test_glob_basic_pattern(sandbox_backend, sandbox_test_root)
-
-    @pytest.mark.xfail(strict=True, reason=_ABSOLUTE)
-    def test_glob_with_character_class(
-        self, sandbox_backend: SandboxBackendProtocol, sandbox_test_root: str
-    ) -> None:
-        super().test_glob_with_character_class(sandbox_backend, sandbox_test_root)
-
-    @pytest.mark.xfail(strict=True, reason=_ABSOLUTE)
-    def test_glob_with_question_mark(self, sandbox_backend: SandboxBackendProtocol, sandbox_test_root: str) -> None:
-        super().test_glob_with_question_mark(sandbox_backend, sandbox_test_root)
-
-    @pytest.mark.xfail(strict=True, reason=_ABSOLUTE)
-    def test_glob_hidden_files_explicitly(
-        self, sandbox_backend: SandboxBackendProtocol, sandbox_test_root: str
-    ) -> None:
-        super().test_glob_hidden_files_explicitly(sandbox_backend, sandbox_test_root)
-
-    @pytest.mark.xfail(strict=True, reason=_FILES_ONLY)
-    def test_glob_with_directories(self, sandbox_backend: SandboxBackendProtocol, sandbox_test_root: str) -> None:
-        super().test_glob_with_directories(sandbox_backend, sandbox_test_root)

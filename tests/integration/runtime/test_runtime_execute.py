@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from pathlib import Path
 
 import pytest
 
+from langchain_k8s_client.commands import STAGING_DIRNAME
 from langchain_k8s_client.pod_sandbox import PodSandbox
 
 from .harness import RuntimeServer, runtime_process
@@ -93,8 +95,8 @@ def test_large_output_below_the_cap_is_complete(pod_sandbox: PodSandbox) -> None
 
 
 def test_user_command_text_reaches_sh_verbatim(pod_sandbox: PodSandbox, scratch: Path) -> None:
-    tricky = "printf '%s|' \"a  b\" 'c\"d' \"$((1+2))\" `echo e` $(echo f) \\$HOME; echo"
-    assert pod_sandbox.execute(tricky).output == "a  b|c\"d|3|e|f|$HOME|\n"
+    tricky = 'printf \'%s|\' "a  b" \'c"d\' "$((1+2))" `echo e` $(echo f) \\$HOME; echo'
+    assert pod_sandbox.execute(tricky).output == 'a  b|c"d|3|e|f|$HOME|\n'
     result = pod_sandbox.execute(f"cd '{scratch}' && printf 'line1\\nline2' > f && wc -l < f && cat f")
     assert result.output == "1\nline1\nline2"
 
@@ -165,3 +167,64 @@ def test_runtime_global_timeout_is_reported_as_a_timeout(tmp_path: Path) -> None
         result = backend.execute("sleep 5", timeout=30)
     assert result.exit_code == 124
     assert "runtime killed the command at its own timeout" in result.output
+
+
+def test_the_probe_learns_the_runtime_limit(pod_sandbox: PodSandbox) -> None:
+    info = pod_sandbox.check_identity()
+    assert info.exec_limit == 300.0  # the runtime's default: the default 300 s timeout needs no watchdog
+    assert info.runner_for(300) == "none"
+    assert info.runner_for(299) == "timeout"
+
+
+# Commands at the default timeout run in a subshell of the wrapper (no watchdog, no
+# new `sh`); what they can observe must be what `sh -c` gives them.
+@pytest.mark.parametrize(
+    ("command", "output", "code"),
+    [
+        ("echo a; exit 7; echo b", "a\n", 7),
+        ("set -e; false; echo not reached", "", 1),
+        ("trap 'echo bye' EXIT; echo hi >&2", "hi\nbye\n", 0),
+        ("cat; read line || echo eof", "eof\n", 0),
+        ('echo "$0|$#|$*|${o-}${e-}${a-}"', "sh|0||\n", 0),
+        ("kill -TERM $$; echo after", "", 143),  # $$ is the command's own shell
+        ("echo before; kill 0; echo after", "before\n", 143),  # its process group, not the wrapper
+        (r"printf 'x\377\000'; exit 3", "x\ufffd\x00", 3),
+    ],
+)
+def test_default_timeout_commands_behave_like_sh_c(
+    pod_sandbox: PodSandbox, runtime_server: RuntimeServer, command: str, output: str, code: int
+) -> None:
+    result = pod_sandbox.execute(command)
+    assert (result.output, result.exit_code, result.truncated) == (output, code, False)
+    assert os.listdir(runtime_server.base_dir / STAGING_DIRNAME) == []
+
+
+def test_cd_and_variables_do_not_leak_between_commands(pod_sandbox: PodSandbox, runtime_server: RuntimeServer) -> None:
+    assert pod_sandbox.execute("cd /; X=1; export Y=2").exit_code == 0
+    assert pod_sandbox.execute('pwd; echo "${X-}${Y-}"').output == f"{runtime_server.base_dir}\n\n"
+
+
+def test_timeout_at_the_runtime_limit_is_reported_as_a_timeout(tmp_path: Path) -> None:
+    # At or above the runtime's limit no watchdog runs: the runtime kills the group.
+    with (
+        runtime_process(tmp_path, "pod-limit-2", extra_env={"SANDBOX_EXEC_TIMEOUT_SECONDS": "2"}) as server,
+        PodSandbox(server.endpoint(), sandbox_id="t") as backend,
+    ):
+        assert backend.check_identity().exec_limit == 2.0
+        started = time.monotonic()
+        result = backend.execute("echo lost; sleep 41.5 & sleep 42.5", timeout=2)
+        elapsed = time.monotonic() - started
+        assert 1.9 < elapsed < 6
+        assert (result.exit_code, result.truncated) == (124, False)
+        assert result.output.startswith("Error: command timed out after 2 seconds: the sandbox runtime killed")
+        assert "output is lost" in result.output
+        assert not _running("sleep 41.5")
+        assert not _running("sleep 42.5")
+        # Below the limit the in-pod watchdog still kills first and keeps the partial output.
+        below = backend.execute("echo kept; sleep 43.5", timeout=1)
+        assert below.exit_code == 124
+        assert below.output.startswith("kept\n")
+        assert "killed inside the sandbox" in below.output
+        assert not _running("sleep 43.5")
+        assert backend.execute("echo fine").output == "fine\n"
+        assert os.listdir(server.base_dir / STAGING_DIRNAME) == []  # nothing left by the killed wrapper

@@ -6,11 +6,14 @@ strict UTF-8 decoding of the output), just without HTTP.
 
 from __future__ import annotations
 
+import atexit
 import base64
+import functools
 import os
 import shlex
 import shutil
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -22,17 +25,41 @@ from langchain_k8s_client.errors import SandboxError
 SHELLS = [s for s in ("dash", "bash") if shutil.which(s)]
 
 
-def run_like_runtime(command: str, cwd: Path, shell: str = "sh") -> tuple[str, str, int]:
+def run_like_runtime(
+    command: str, cwd: Path, shell: str = "sh", env: dict[str, str] | None = None
+) -> tuple[str, str, int]:
     argv = shlex.split(command)
-    if argv[0] == "sh":
+    if argv[0] == "sh" and shell != "sh":
         argv[0] = shell
-    proc = subprocess.run(argv, cwd=cwd, capture_output=True, timeout=60, check=False)
+        # Inner `sh -c` (under the watchdog) runs the same shell, as in an image whose sh it is.
+        env = dict(env or os.environ)
+        env["PATH"] = f"{_sh_is(shell)}:{env.get('PATH', '/usr/bin:/bin')}"
+    # As the runtime: a new session, so that the process group can be killed as a whole.
+    proc = subprocess.run(argv, cwd=cwd, capture_output=True, timeout=60, check=False, env=env, start_new_session=True)
     # The runtime decodes with text=True: anything not UTF-8 would fail the request.
     return proc.stdout.decode("utf-8"), proc.stderr.decode("utf-8"), proc.returncode
 
 
+@functools.cache
+def _sh_is(shell: str) -> str:
+    """A directory whose `sh` is `shell` (removed at exit)."""
+    directory = tempfile.mkdtemp(prefix=f"lkc-sh-{shell}-")
+    atexit.register(shutil.rmtree, directory, True)
+    found = shutil.which(shell)
+    assert found
+    os.symlink(found, f"{directory}/sh")
+    return directory
+
+
 def wrap(
-    command: str, staging: Path, *, timeout: int = 30, max_output: int = 1000, cwd: str = "", has_base64: bool = True
+    command: str,
+    staging: Path,
+    *,
+    timeout: int = 30,
+    max_output: int = 1000,
+    cwd: str = "",
+    has_base64: bool = True,
+    runner: commands.Runner = "timeout",
 ) -> str:
     return commands.build_user_command(
         command,
@@ -40,7 +67,7 @@ def wrap(
         max_output=max_output,
         staging_dir=str(staging),
         cwd=cwd,
-        runner="timeout",
+        runner=runner,
         has_base64=has_base64,
     )
 
@@ -56,7 +83,7 @@ def execute_locally(
         code,
         timeout=int(kwargs.get("timeout", 30)),  # type: ignore[call-overload]
         max_output=int(kwargs.get("max_output", 1000)),  # type: ignore[call-overload]
-        runner="timeout",
+        runner=kwargs.get("runner", "timeout"),  # type: ignore[arg-type]
     )
 
 
@@ -67,16 +94,39 @@ def test_user_command_travels_as_one_argument() -> None:
     nasty = "echo '$(x)' \"`y`\"\n\t; exit 3 # \\ '\"'"
     argv = shlex.split(wrap(nasty, Path("/st age"), timeout=7, max_output=10, cwd="/w d"))
     assert argv[:2] == ["sh", "-c"]
-    assert argv[3:] == ["lkc", "7", "11", "/st age", nasty, "/w d"]
+    assert argv[3:] == ["sh", "7", "11", "/st age", nasty, "/w d"]  # $0 is `sh`, as under `sh -c`
     assert nasty not in argv[2]  # never interpolated into the script text
+    direct = shlex.split(wrap(nasty, Path("/s"), runner="none"))
+    assert direct[4:] == ["30", "1001", "/s", nasty, ""] and nasty not in direct[2]
 
 
-def test_runner_variants() -> None:
-    for runner, needle in (("timeout", "timeout -s KILL"), ("python3", "python3 -S -c"), ("none", 'sh -c "$4"')):
-        script = shlex.split(
-            commands.build_user_command("x", timeout=1, max_output=1, staging_dir="/s", cwd="", runner=runner)  # type: ignore[arg-type]
-        )[2]
-        assert needle in script
+@pytest.mark.parametrize(
+    ("runner", "command", "needle"),
+    [
+        ("timeout", "x", 'timeout -s KILL "$1" sh -c "$4"'),
+        ("python3", "x", "python3 -S -c"),
+        ("none", "x", '( eval "set --;$4" )'),
+        ("none", "kill $$", '(exec sh -c "$4")'),
+        ("none", "echo ${$}", '(exec sh -c "$4")'),
+        ("none", "kill $PPID", '(exec sh -c "$4")'),
+        ("none", "echo $LINENO", '(exec sh -c "$4")'),
+    ],
+)
+def test_runner_variants(runner: str, command: str, needle: str) -> None:
+    script = shlex.split(
+        commands.build_user_command(command, timeout=1, max_output=1, staging_dir="/s", cwd="", runner=runner)  # type: ignore[arg-type]
+    )[2]
+    assert needle in script
+    assert ("timeout" in script or "python3 -S -c 'import os" in script) is (runner != "none")
+
+
+def test_runner_for_skips_the_watchdog_only_under_a_known_runtime_limit() -> None:
+    info = commands.RuntimeInfo("/app", "p", "timeout", True, True, exec_limit=300.0)
+    assert [info.runner_for(t) for t in (1, 299, 300, 3600)] == ["timeout", "timeout", "none", "none"]
+    fractional = commands.RuntimeInfo("/app", "p", "python3", True, True, exec_limit=2.5)
+    assert [fractional.runner_for(t) for t in (2, 3)] == ["python3", "none"]
+    unknown = commands.RuntimeInfo("/app", "p", "timeout", True, True)
+    assert unknown.runner_for(3600) == "timeout"
 
 
 def test_internal_commands_quote_every_path() -> None:
@@ -124,10 +174,14 @@ def test_timeout_detection(code: int, start: str, end: str, runner: str, timed_o
 
 def test_parse_runtime_failures() -> None:
     timeout = commands.parse_user_command(
-        "", "Failed to execute command: Command '...' timed out after 300.0 seconds", 1,
+        "", "Failed to execute command: Command '['sh', '-c', '...']' timed out after 300.0 seconds", 1,
         timeout=600, max_output=10, runner="timeout",
     )
-    assert (timeout.exit_code, timeout.timed_out) == (124, True)
+    assert (timeout.exit_code, timeout.timed_out, timeout.truncated) == (124, True, False)
+    assert timeout.output.startswith("Error: command timed out after 300 seconds: the sandbox runtime killed")
+    assert "'sh', '-c'" not in timeout.output  # the runtime's message repeats the whole command line
+    odd = commands.parse_user_command("", "gateway: upstream timed out", 1, timeout=9, max_output=1, runner="none")
+    assert (odd.exit_code, odd.timed_out) == (124, True)
     broken = commands.parse_user_command(
         "", "Failed to execute command: [Errno 2] No such file or directory: 'sh'", 1,
         timeout=600, max_output=10, runner="timeout",
@@ -141,11 +195,32 @@ def test_parse_runtime_failures() -> None:
 def test_parse_probe() -> None:
     info = commands.parse_probe("@LKCP\nbase=/app\nhost=pod-1\nrunner=python3\npython3=1\n")
     assert info == commands.RuntimeInfo("/app", "pod-1", "python3", True, False, has_base64=False)
+    assert info.exec_limit is None
     assert info.staging_dir == f"/app/{commands.STAGING_DIRNAME}"
     assert commands.parse_probe("@LKCP\nbase=/a\nrunner=weird\n").runner == "none"
     for bad in ("", "hello", "@LKCP\nbase=relative\n"):
         with pytest.raises(SandboxError):
             commands.parse_probe(bad)
+
+
+@pytest.mark.parametrize(
+    ("lines", "limit"),
+    [
+        ("group=1\nlimit=300", 300.0),
+        ("group=1\nlimit=2.5", 2.5),
+        ("group=1\nlimit=1_0", 10.0),  # as float() reads it
+        ("group=1\nlimit=", 300.0),  # the runtime falls back to its default
+        ("group=1\nlimit=abc", 300.0),
+        ("group=1\nlimit=-5", 300.0),
+        ("group=1\nlimit=inf", 300.0),
+        ("group=1\nlimit=nan", 300.0),
+        ("group=1\nlimit=?", None),  # not safely printable: unknown
+        ("group=1", None),
+        ("limit=300", None),  # not a session leader: an older runtime that never kills
+    ],
+)
+def test_parse_probe_runtime_limit(lines: str, limit: float | None) -> None:
+    assert commands.parse_probe(f"@LKCP\nbase=/app\n{lines}\n").exec_limit == limit
 
 
 def test_parse_counts_must_match() -> None:
@@ -175,12 +250,138 @@ def test_parse_download_prepare_mixed() -> None:
 # ------------------------------------------------------------------- running the scripts
 
 
+RUNNERS = ["timeout", "none"]  # with the in-pod watchdog, and without (the runtime's limit applies)
+
+
+@pytest.mark.parametrize("runner", RUNNERS)
 @pytest.mark.parametrize("shell", SHELLS)
-def test_wrapper_keeps_order_exit_code_and_bytes(tmp_path: Path, shell: str) -> None:
-    result = execute_locally(r"echo out; echo err >&2; printf '\377\000'; exit 9", tmp_path, shell)
+def test_wrapper_keeps_order_exit_code_and_bytes(tmp_path: Path, shell: str, runner: str) -> None:
+    result = execute_locally(r"echo out; echo err >&2; printf '\377\000'; exit 9", tmp_path, shell, runner=runner)
     assert result.output == "out\nerr\n\ufffd\x00"
     assert result.exit_code == 9
     assert os.listdir(tmp_path / "stage") == []  # capture file removed
+
+
+@pytest.mark.parametrize("runner", RUNNERS)
+def test_wrapper_empty_output_and_no_leftovers(tmp_path: Path, runner: str) -> None:
+    for _ in range(3):
+        assert execute_locally("true", tmp_path, runner=runner) == commands.CommandResult("", 0, False, False)
+    assert os.listdir(tmp_path / "stage") == []
+
+
+# What a user command sees must not depend on running in the wrapper's subshell
+# (runner "none") rather than in its own `sh -c` (under the watchdog).
+SHELL_SEMANTICS = [
+    ("exit 7", "", 7),
+    ("echo a; exit 7; echo b", "a\n", 7),
+    ("set -e; false; echo not reached", "", 1),
+    ("cd /; pwd; cd /tmp", "/\n", 0),
+    ("trap 'echo bye' EXIT; echo hi", "hi\nbye\n", 0),
+    ("trap 'echo got TERM; exit 3' TERM; kill -TERM $$; echo after", "got TERM\n", 3),
+    ("cat; read line || echo eof", "eof\n", 0),
+    ('echo "$0|$#|$*|${o-}${e-}${a-}${x-}${s-}${v-}"', "sh|0||\n", 0),
+    ("shift; echo shifted", None, None),  # dash: a special builtin's error ends the shell
+    ("exec 2>&1; echo to-stderr >&2", "to-stderr\n", 0),
+    ("sh -c 'exit 4'", "", 4),
+    ("kill -9 $$", "", 137),
+    ("echo before; kill 0; echo after", "before\n", 143),  # the whole process group
+    ("grep SigIgn /proc/self/status", "SigIgn:\t0000000000000000\n", 0),  # no inherited ignored signals
+    ("f() { return 5; }; f", "", 5),
+    ("ls /proc/self/fd", "0\n1\n2\n3\n", 0),  # no wrapper descriptor leaks into commands
+    ("echo 'unterminated", None, 2),  # a syntax error, reported by sh
+    ("if", None, 2),
+    ("nosuchcommand-lkc", None, 127),
+]
+
+
+@pytest.mark.parametrize(("command", "output", "code"), SHELL_SEMANTICS)
+@pytest.mark.parametrize("shell", SHELLS)
+def test_wrapper_shell_semantics(
+    tmp_path: Path, shell: str, command: str, output: str | None, code: int | None
+) -> None:
+    watched = execute_locally(command, tmp_path, shell, runner="timeout")
+    direct = execute_locally(command, tmp_path, shell, runner="none")
+    assert direct.exit_code == watched.exit_code
+    if code is not None:
+        assert direct.exit_code == code
+    if output is not None:
+        assert direct.output == watched.output == output
+    assert os.listdir(tmp_path / "stage") == []
+
+
+@pytest.mark.parametrize("runner", RUNNERS)
+def test_wrapper_tools_do_not_change_the_commands_locale(tmp_path: Path, runner: str) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "LC_ALL"} | {"LANG": "C.UTF-8"}
+    command = wrap('echo "$LANG|${LC_ALL-unset}"', tmp_path / "stage", runner=runner)  # type: ignore[arg-type]
+    stdout, _, _ = run_like_runtime(command, tmp_path, env=env)
+    result = commands.parse_user_command(stdout, "", 0, timeout=30, max_output=1000, runner=runner)  # type: ignore[arg-type]
+    assert result.output == "C.UTF-8|unset\n"
+
+
+def test_wrapper_cd_does_not_leak_between_commands(tmp_path: Path) -> None:
+    workdir = tmp_path / "w"
+    for runner in RUNNERS:
+        execute_locally("cd /; export X=1", tmp_path, runner=runner, cwd=str(workdir))
+        result = execute_locally('pwd; echo "${X-unset}"', tmp_path, runner=runner, cwd=str(workdir))
+        assert result.output == f"{workdir}\nunset\n"
+
+
+def test_wrapper_survives_a_command_that_signals_its_process_group(tmp_path: Path) -> None:
+    # Without a watchdog the command shares the wrapper's process group.
+    result = execute_locally("echo before; kill 0; echo after", tmp_path, runner="none")
+    assert (result.output, result.exit_code) == ("before\n", 143)
+    assert os.listdir(tmp_path / "stage") == []
+
+
+def test_killed_wrapper_leaves_no_capture_file(tmp_path: Path) -> None:
+    # The runtime kills the wrapper's whole process group at its own limit.
+    staging = tmp_path / "stage"
+    marker = tmp_path / "started"
+    argv = shlex.split(wrap(f"echo partial; : >'{marker}'; sleep 30", staging, runner="none"))
+    proc = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 10
+        while not marker.exists():
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        assert os.listdir(staging) == []  # unlinked before the command started
+    finally:
+        os.killpg(proc.pid, 9)
+        proc.communicate(timeout=10)
+    assert os.listdir(staging) == []
+
+
+def _exec_log(tmp_path: Path, tools: tuple[str, ...]) -> tuple[Path, dict[str, str]]:
+    """A PATH where each tool logs its name before running the real one."""
+    shims = tmp_path / "shims"
+    shims.mkdir()
+    log = tmp_path / "exec.log"
+    for tool in tools:
+        real = shutil.which(tool, path="/usr/bin:/bin")
+        assert real
+        shim = shims / tool
+        shim.write_text(f'#!/bin/sh\necho {tool} >>"{log}"\nexec {real} "$@"\n')
+        shim.chmod(0o755)
+    return log, {**os.environ, "PATH": f"{shims}:/usr/bin:/bin"}
+
+
+@pytest.mark.parametrize(
+    ("runner", "command", "spawned"),
+    [
+        ("none", "true", ["rm"]),  # the common case: no watchdog, no output
+        ("none", "echo hi", ["base64", "head", "rm"]),
+        ("none", "echo $$", ["base64", "head", "rm", "sh"]),  # its own shell
+        ("timeout", "true", ["rm", "sh", "timeout"]),
+    ],
+)
+def test_wrapper_spawns_few_processes(tmp_path: Path, runner: str, command: str, spawned: list[str]) -> None:
+    log, env = _exec_log(tmp_path, ("rm", "head", "base64", "sh", "timeout", "mkdir"))
+    (tmp_path / "stage").mkdir()
+    stdout, _, _ = run_like_runtime(wrap(command, tmp_path / "stage", runner=runner), tmp_path, "sh", env)  # type: ignore[arg-type]
+    assert stdout.startswith("@LKC 0 ")
+    started = log.read_text().split()
+    assert started[0] == "sh"  # the wrapper itself, started by the runtime
+    assert sorted(started[1:]) == spawned
 
 
 @pytest.mark.parametrize("shell", SHELLS)
@@ -193,38 +394,71 @@ def test_wrapper_timeout_kills_and_reports(tmp_path: Path, shell: str) -> None:
     assert "Killed" not in result.output
 
 
-def test_wrapper_encodes_with_python_when_base64_is_missing(tmp_path: Path) -> None:
-    result = execute_locally(r"printf 'a\377b'; exit 2", tmp_path, has_base64=False)
+@pytest.mark.parametrize("runner", RUNNERS)
+def test_wrapper_encodes_with_python_when_base64_is_missing(tmp_path: Path, runner: str) -> None:
+    result = execute_locally(r"printf 'a\377b'; exit 2", tmp_path, has_base64=False, runner=runner)
     assert (result.output, result.exit_code) == ("a\ufffdb", 2)
 
 
-def test_wrapper_truncates_in_the_pod(tmp_path: Path) -> None:
-    result = execute_locally("yes | head -c 100000", tmp_path, max_output=10)
+@pytest.mark.parametrize("runner", RUNNERS)
+def test_wrapper_truncates_in_the_pod(tmp_path: Path, runner: str) -> None:
+    result = execute_locally("yes | head -c 100000", tmp_path, max_output=10, runner=runner)
     assert result.output == "y\ny\ny\ny\ny\n"
     assert result.truncated is True
+    exact = execute_locally("printf 0123456789", tmp_path, max_output=10, runner=runner)
+    assert (exact.output, exact.truncated) == ("0123456789", False)
 
 
-def test_wrapper_stdin_and_working_directory(tmp_path: Path) -> None:
+@pytest.mark.parametrize("runner", RUNNERS)
+def test_wrapper_stdin_and_working_directory(tmp_path: Path, runner: str) -> None:
     workdir = tmp_path / "new dir" / "x"
-    result = execute_locally("cat; pwd", tmp_path, cwd=str(workdir))
+    result = execute_locally("cat; pwd", tmp_path, cwd=str(workdir), runner=runner)
     assert result.output == f"{workdir}\n"
     assert workdir.is_dir()
 
 
-def test_wrapper_reports_an_unusable_working_directory(tmp_path: Path) -> None:
+@pytest.mark.parametrize("runner", RUNNERS)
+def test_wrapper_reports_an_unusable_working_directory(tmp_path: Path, runner: str) -> None:
     (tmp_path / "file").write_text("")
-    result = execute_locally("true", tmp_path, cwd=str(tmp_path / "file" / "sub"))
+    result = execute_locally("true", tmp_path, cwd=str(tmp_path / "file" / "sub"), runner=runner)
     assert result.exit_code is None
     assert "working directory" in result.output
+    assert not (tmp_path / "stage").exists()  # the working directory is checked first
+
+
+@pytest.mark.parametrize("runner", RUNNERS)
+def test_wrapper_reports_an_unusable_staging_directory(tmp_path: Path, runner: str) -> None:
+    (tmp_path / "stage").write_text("not a directory")
+    result = execute_locally("echo hi", tmp_path, runner=runner)
+    assert result.exit_code is None
+    assert "capture file" in result.output
 
 
 def test_probe_learns_the_runtime(tmp_path: Path) -> None:
-    stdout, _, code = run_like_runtime(commands.build_probe(), tmp_path)
+    env = {k: v for k, v in os.environ.items() if k != "SANDBOX_EXEC_TIMEOUT_SECONDS"}
+    stdout, _, code = run_like_runtime(commands.build_probe(), tmp_path, env=env)
     info = commands.parse_probe(stdout)
     assert code == 0
     assert info.base_dir == str(tmp_path)
     assert info.runner == "timeout" and info.has_base64
     assert info.staging_writable and (tmp_path / commands.STAGING_DIRNAME).is_dir()
+    assert info.exec_limit == 300.0  # a session leader, as the runtime starts it: its default limit
+
+
+@pytest.mark.parametrize(
+    ("setting", "limit"), [("2", 2.0), ("0.5", 0.5), ("bogus", 300.0), ("", 300.0), ("1\n2", None), (" 7", None)]
+)
+def test_probe_reads_the_runtime_limit(tmp_path: Path, setting: str, limit: float | None) -> None:
+    env = {**os.environ, "SANDBOX_EXEC_TIMEOUT_SECONDS": setting}
+    stdout, _, _ = run_like_runtime(commands.build_probe(), tmp_path, env=env)
+    assert commands.parse_probe(stdout).exec_limit == limit
+
+
+def test_probe_trusts_no_limit_outside_its_own_session(tmp_path: Path) -> None:
+    # Older runtimes (subprocess.run, no new session) never kill a command.
+    argv = shlex.split(commands.build_probe())
+    proc = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False)
+    assert commands.parse_probe(proc.stdout).exec_limit is None
 
 
 def test_probe_sweeps_stale_staging_files(tmp_path: Path) -> None:
