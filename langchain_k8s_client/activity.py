@@ -38,7 +38,10 @@ class ActivityThrottle:
         busy = max(0.0, busy_seconds or 0.0)
         with self._lock:
             due = self._last_report is None or now - self._last_report >= self.interval
-            extends = busy > 0 and now + busy > self._busy_until
+            # Re-announce "busy" only when it protects noticeably longer than the last report did: a
+            # command ending within `interval` of the reported time is still far from the idle deadline
+            # (busy-until + idle timeout, and interval <= idle timeout / 5).
+            extends = busy > 0 and now + busy > self._busy_until + self.interval
             if not (due or extends):
                 return None
             self._last_report = now
