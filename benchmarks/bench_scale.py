@@ -94,7 +94,8 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=2000)
     parser.add_argument("--window", type=float, default=120.0, help="idle timeouts spread over this many seconds")
     parser.add_argument("--base-idle", type=float, default=0.0,
-                        help="shortest idle timeout (default: enough for all sessions to become Ready)")
+                        help="shortest idle timeout (default: 0.3 s per session, at least 60 s, so that all are "
+                             "Ready and sit idle before the first deadline)")
     args = parser.parse_args()
     n = args.sessions
     cluster = Cluster(out=io.StringIO())
@@ -114,7 +115,8 @@ def main() -> None:
     deletions = ClaimDeletions(api)
     try:
         time.sleep(3)
-        base_idle = args.base_idle or max(60.0, n * 0.08)
+        base_idle = args.base_idle or max(60.0, n * 0.3)
+        deletions.start()  # before any session exists: no reap can be missed
         t0 = time.monotonic()
         from concurrent.futures import ThreadPoolExecutor
 
@@ -128,20 +130,26 @@ def main() -> None:
         created = time.monotonic() - t0
         while True:
             items = api.list_namespaced_custom_object(GROUP, VERSION, NS, "agentsessions")["items"]
-            ready = sum((s.get("status") or {}).get("phase") == "Ready" for s in items)
+            ready = sum(bool((s.get("status") or {}).get("readyAt")) for s in items)  # Ready at least once
             if ready == n:
                 break
             if time.monotonic() - t0 > 1800:
                 raise TimeoutError(f"only {ready}/{n} Ready after 30 min")
             time.sleep(1)
         all_ready = time.monotonic() - t0
-        deletions.start()
-        # Deadlines as published while Ready (a reaped session's status no longer carries one).
-        deadline_by_claim = {s["status"]["claimName"]: ts(s["status"]["idleDeadline"]) for s in items}
+        not_idle_yet = sum((s.get("status") or {}).get("phase") == "Ready" for s in items)
+
+        def deadline(session: dict[str, Any]) -> dt.datetime:
+            status, spec = session["status"], session["spec"]
+            last = ts(status.get("lastActivityTime") or status["readyAt"])
+            return last + dt.timedelta(seconds=float(spec["idleTimeout"].rstrip("s")))
+
+        # No activity is reported (but by the reporters below): the deadline is last activity + idleTimeout.
+        deadline_by_claim = {s["status"]["claimName"]: deadline(s) for s in items}
+        first_deadline = min(deadline_by_claim.values())
 
         # Idle CPU: nothing happens to these sessions for a while (before the first deadline).
-        first_deadline = min(ts(s["status"]["idleDeadline"]) for s in items)
-        quiet = min(20.0, max(5.0, (first_deadline - dt.datetime.now(dt.UTC)).total_seconds() - 5))
+        quiet = min(30.0, max(5.0, (first_deadline - dt.datetime.now(dt.UTC)).total_seconds() - 5))
         cpu0, w0 = proc_cpu_seconds(operator.pid), time.monotonic()
         time.sleep(quiet)
         idle_cpu = (proc_cpu_seconds(operator.pid) - cpu0) / (time.monotonic() - w0)
@@ -173,6 +181,7 @@ def main() -> None:
             ("idle timeouts spread over", f"{base_idle:.0f}-{base_idle + args.window:.0f} s", ""),
             ("created (client side)", f"{created:.1f} s", ""),
             ("time until all Ready", f"{all_ready:.1f} s", ""),
+            ("still Ready then (not yet idle)", f"{not_idle_yet} / {n}", f"(CPU measured over {quiet:.0f} s)"),
             ("operator CPU while idle", f"{100 * idle_cpu:.2f} % of a core", "< 5 %"),
             ("API writes per activity report", f"{writes_per_report:.2f}", "(1 = the client's own patch)"),
             ("reaped / measured", f"{len(lags)} / {len(deadline_by_claim)}", ""),
