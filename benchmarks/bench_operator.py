@@ -42,8 +42,15 @@ def session_to_ready(api: client.CustomObjectsApi, name: str, pool: str, timeout
         "agentsession.dev", "v1alpha1", NS, "agentsessions", manifests.session(name, pool)
     )
     w = watch.Watch()
-    for event in w.stream(api.list_namespaced_custom_object, "agentsession.dev", "v1alpha1", NS, "agentsessions",
-                          field_selector=f"metadata.name={name}", timeout_seconds=int(timeout)):
+    for event in w.stream(
+        api.list_namespaced_custom_object,
+        "agentsession.dev",
+        "v1alpha1",
+        NS,
+        "agentsessions",
+        field_selector=f"metadata.name={name}",
+        timeout_seconds=int(timeout),
+    ):
         if ((event["object"].get("status") or {}).get("phase")) == "Ready":
             w.stop()
             return time.monotonic() - started
@@ -83,12 +90,19 @@ def main() -> None:
     api = client.CustomObjectsApi()
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "crds/")
     cluster.kubectl("create", "namespace", NS)
-    operator = subprocess.Popen([sys.executable, "-m", "agentsession_operator", "--metrics-port", "0",
-                                 "--health-port", "0"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    operator = subprocess.Popen(
+        [sys.executable, "-m", "agentsession_operator", "--metrics-port", "0", "--health-port", "0"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     sdk = SandboxClient(connection_config=SandboxInClusterConnectionConfig())
     try:
-        kubectl_apply(cluster, manifests.template("py", manifests.PYTHON_RUNTIME_IMAGE),
-                      manifests.warm_pool("cold", "py", 0), manifests.warm_pool("warm", "py", 2))
+        kubectl_apply(
+            cluster,
+            manifests.template("py", manifests.PYTHON_RUNTIME_IMAGE),
+            manifests.warm_pool("cold", "py", 0),
+            manifests.warm_pool("warm", "py", 2),
+        )
         time.sleep(3)  # the operator's initial listing
         results: dict[str, list[float]] = {k: [] for k in ("op-cold", "sdk-cold", "op-warm", "sdk-warm")}
         for i in range(args.rounds):

@@ -59,8 +59,10 @@ def apiserver_writes(cluster: Cluster) -> float:
     """PATCH and UPDATE requests the API server served for agentsessions (any subresource)."""
     total = 0.0
     for line in cluster.api_get("/metrics", timeout=30).decode().splitlines():
-        if line.startswith("apiserver_request_total{") and 'resource="agentsessions"' in line and (
-            'verb="PATCH"' in line or 'verb="UPDATE"' in line
+        if (
+            line.startswith("apiserver_request_total{")
+            and 'resource="agentsessions"' in line
+            and ('verb="PATCH"' in line or 'verb="UPDATE"' in line)
         ):
             total += float(line.rsplit(" ", 1)[1])
     return total
@@ -79,8 +81,14 @@ class ClaimDeletions(threading.Thread):
         w = watch.Watch()
         while not self.stop.is_set():
             try:
-                for event in w.stream(self.api.list_namespaced_custom_object, "extensions.agents.x-k8s.io",
-                                      "v1beta1", NS, "sandboxclaims", timeout_seconds=30):
+                for event in w.stream(
+                    self.api.list_namespaced_custom_object,
+                    "extensions.agents.x-k8s.io",
+                    "v1beta1",
+                    NS,
+                    "sandboxclaims",
+                    timeout_seconds=30,
+                ):
                     if event["type"] == "DELETED":
                         self.deleted[event["object"]["metadata"]["name"]] = dt.datetime.now(dt.UTC)
                     if self.stop.is_set():
@@ -93,9 +101,13 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sessions", type=int, default=2000)
     parser.add_argument("--window", type=float, default=120.0, help="idle timeouts spread over this many seconds")
-    parser.add_argument("--base-idle", type=float, default=0.0,
-                        help="shortest idle timeout (default: 0.3 s per session, at least 60 s, so that all are "
-                             "Ready and sit idle before the first deadline)")
+    parser.add_argument(
+        "--base-idle",
+        type=float,
+        default=0.0,
+        help="shortest idle timeout (default: 0.3 s per session, at least 60 s, so that all are "
+        "Ready and sit idle before the first deadline)",
+    )
     args = parser.parse_args()
     n = args.sessions
     cluster = Cluster(out=io.StringIO())
@@ -106,12 +118,32 @@ def main() -> None:
     api = client.CustomObjectsApi(client.ApiClient(cfg))
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "crds/")
     cluster.kubectl("create", "namespace", NS)
-    cluster.kubectl("apply", "-n", NS, "-f", "-", input=yaml.safe_dump_all(
-        [manifests.template("pause"), manifests.warm_pool("pool", "pause", 0)]))
+    cluster.kubectl(
+        "apply",
+        "-n",
+        NS,
+        "-f",
+        "-",
+        input=yaml.safe_dump_all([manifests.template("pause"), manifests.warm_pool("pool", "pause", 0)]),
+    )
     log = open(cluster.paths.logs / "operator-bench.log", "wb")  # noqa: SIM115 - closed in finally
-    operator = subprocess.Popen([sys.executable, "-m", "agentsession_operator", "--metrics-port", "0",
-                                 "--health-port", "0", "--webhook-port", "0", "--log-level", "WARNING"],
-                                stdout=log, stderr=subprocess.STDOUT)
+    operator = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "agentsession_operator",
+            "--metrics-port",
+            "0",
+            "--health-port",
+            "0",
+            "--webhook-port",
+            "0",
+            "--log-level",
+            "WARNING",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     deletions = ClaimDeletions(api)
     try:
         time.sleep(3)
@@ -159,9 +191,14 @@ def main() -> None:
         reporters = [f"s{i:05d}" for i in range(n - 100, n)]  # the last deadlines: not reaped yet
         for name in reporters:
             stamp = dt.datetime.now(dt.UTC).isoformat().replace("+00:00", "Z")
-            api.patch_namespaced_custom_object(GROUP, VERSION, NS, "agentsessions", name,
-                                               {"metadata": {"annotations": {"agentsession.dev/activity":
-                                                                             f"{stamp} busy=0"}}})
+            api.patch_namespaced_custom_object(
+                GROUP,
+                VERSION,
+                NS,
+                "agentsessions",
+                name,
+                {"metadata": {"annotations": {"agentsession.dev/activity": f"{stamp} busy=0"}}},
+            )
         time.sleep(5)
         writes_per_report = (apiserver_writes(cluster) - before) / len(reporters)
 
@@ -172,8 +209,9 @@ def main() -> None:
         end = time.monotonic() + args.window + base_idle + 120
         while time.monotonic() < end and len(deletions.deleted) < n:
             time.sleep(2)
-        lags = [(deletions.deleted[c] - d).total_seconds() for c, d in deadline_by_claim.items()
-                if c in deletions.deleted]
+        lags = [
+            (deletions.deleted[c] - d).total_seconds() for c, d in deadline_by_claim.items() if c in deletions.deleted
+        ]
         early = sum(lag < -1.0 for lag in lags)  # deadlines have one-second resolution
         peak = proc_peak_rss_mib(operator.pid)
         rows: list[tuple[str, Any, str]] = [

@@ -161,7 +161,7 @@ _PY_TIMEOUT: Final = (
 
 _WATCHDOGS: Final[dict[str, str]] = {
     "timeout": 'timeout -s KILL "$1" sh -c "$4"',
-    "python3": "python3 -S -c '" + _PY_TIMEOUT + "' \"$1\" \"$4\"",
+    "python3": "python3 -S -c '" + _PY_TIMEOUT + '\' "$1" "$4"',
 }
 
 # Images without coreutils/BusyBox `base64` encode with python3 instead.

@@ -140,9 +140,7 @@ class PathPolicy:
             match = next((p for p in self.allow_prefixes if is_under(virtual, p)), None)
             if match is None:
                 allowed = ", ".join(self.allow_prefixes) or "(none)"
-                raise PathRefused(
-                    PERMISSION_DENIED, f"{path!r} is outside the allowed write prefixes: {allowed}"
-                )
+                raise PathRefused(PERMISSION_DENIED, f"{path!r} is outside the allowed write prefixes: {allowed}")
             confine = self.to_real(match)
         return ResolvedPath(virtual=virtual, real=real, confine=confine)
 

@@ -72,9 +72,7 @@ def wrap(
     )
 
 
-def execute_locally(
-    command: str, tmp_path: Path, shell: str = "sh", **kwargs: object
-) -> commands.CommandResult:
+def execute_locally(command: str, tmp_path: Path, shell: str = "sh", **kwargs: object) -> commands.CommandResult:
     staging = tmp_path / "stage"
     stdout, stderr, code = run_like_runtime(wrap(command, staging, **kwargs), tmp_path, shell)  # type: ignore[arg-type]
     return commands.parse_user_command(
@@ -174,8 +172,12 @@ def test_timeout_detection(code: int, start: str, end: str, runner: str, timed_o
 
 def test_parse_runtime_failures() -> None:
     timeout = commands.parse_user_command(
-        "", "Failed to execute command: Command '['sh', '-c', '...']' timed out after 300.0 seconds", 1,
-        timeout=600, max_output=10, runner="timeout",
+        "",
+        "Failed to execute command: Command '['sh', '-c', '...']' timed out after 300.0 seconds",
+        1,
+        timeout=600,
+        max_output=10,
+        runner="timeout",
     )
     assert (timeout.exit_code, timeout.timed_out, timeout.truncated) == (124, True, False)
     assert timeout.output.startswith("Error: command timed out after 300 seconds: the sandbox runtime killed")
@@ -183,8 +185,12 @@ def test_parse_runtime_failures() -> None:
     odd = commands.parse_user_command("", "gateway: upstream timed out", 1, timeout=9, max_output=1, runner="none")
     assert (odd.exit_code, odd.timed_out) == (124, True)
     broken = commands.parse_user_command(
-        "", "Failed to execute command: [Errno 2] No such file or directory: 'sh'", 1,
-        timeout=600, max_output=10, runner="timeout",
+        "",
+        "Failed to execute command: [Errno 2] No such file or directory: 'sh'",
+        1,
+        timeout=600,
+        max_output=10,
+        runner="timeout",
     )
     assert broken.exit_code is None
     assert "No such file or directory: 'sh'" in broken.output
@@ -234,7 +240,8 @@ def test_parse_counts_must_match() -> None:
 
 def test_parse_download_prepare_mixed() -> None:
     stdout = (
-        "@D inline 3\n" + base64.encodebytes(b"abc").decode()
+        "@D inline 3\n"
+        + base64.encodebytes(b"abc").decode()
         + "@D staged 99 dn-t-2\n@D is_directory\n@D inline 0\n@D inline 5\nYWJj\n@D! read\n"
     )
     preps = commands.parse_download_prepare(stdout, 5)
@@ -527,7 +534,11 @@ def test_download_prepare_codes(tmp_path: Path, shell: str) -> None:
     assert preps[1].staged == "dn-tok-2"
     assert (staging / "dn-tok-2").read_bytes() == b"B" * 5000
     assert [p.error for p in preps[2:]] == [
-        "file_not_found", "is_directory", "invalid_path", "permission_denied", "invalid_path",
+        "file_not_found",
+        "is_directory",
+        "invalid_path",
+        "permission_denied",
+        "invalid_path",
     ]
 
 

@@ -69,7 +69,10 @@ def test_grep_walks_everything_but_git_binaries_and_symlinks(tree: Path) -> None
 
 def test_grep_basename_and_path_globs(tree: Path) -> None:
     assert sorted(hits(grep(tree, "needle", "*.py"), tree)) == [
-        (".hidden/h.py", 1), ("src/a.py", 1), ("src/a.py", 3), ("src/pkg/b.py", 1),
+        (".hidden/h.py", 1),
+        ("src/a.py", 1),
+        ("src/a.py", 3),
+        ("src/pkg/b.py", 1),
     ]
     assert hits(grep(tree, "needle", "src/**/*.py"), tree) == [("src/a.py", 1), ("src/a.py", 3), ("src/pkg/b.py", 1)]
     assert sorted(hits(grep(tree, "needle", "*.{txt,dat}"), tree)) == [("latin1.txt", 1), ("src/c.txt", 1)]
