@@ -75,12 +75,15 @@ def test_install_commands_pass_server_dry_run(kube: Kube, team_a: str) -> None:
         assert "(server dry run)" in proc.stdout
 
 
-def test_quick_start_demo_runs(cluster: object) -> None:
+def test_quick_start_demo_runs(cluster: object, operator: OperatorProcess) -> None:
     """`make demo` runs `python -m examples.demo_agent`; on a running cluster it leaves the cluster up."""
     assert blocks("sh")[0].split()[:2] == ["make", "demo"]
     assert "$(PY) -m examples.demo_agent" in (ROOT / "Makefile").read_text()
     proc = subprocess.run(
         [sys.executable, "-m", "examples.demo_agent"], capture_output=True, text=True, timeout=600, cwd=ROOT
     )
+    # The demo's own operator removed the cluster-wide webhook configuration on exit: re-register ours.
+    operator.stop()
+    operator.start()
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "count: 15" in proc.stdout and "kubectl get agentsessions" in proc.stdout
