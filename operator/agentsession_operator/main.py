@@ -77,7 +77,7 @@ async def claim_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: A
     if type == "DELETED":
         reconciler.cache.claims.pop(_key(body), None)
     else:
-        reconciler.cache.claims[_key(body)] = dict(body)
+        reconciler.cache.remember_claim(_key(body), body)
     session = reconciler.session_for_claim(dict(body))
     unknown_owner = session is None or session not in reconciler.cache.sessions
     if type != "DELETED" and unknown_owner and await reconciler.collect_orphan(dict(body)):
@@ -93,7 +93,7 @@ async def sandbox_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_:
     if type == "DELETED":
         reconciler.cache.sandboxes.pop(_key(body), None)
     elif session is not None:
-        reconciler.cache.sandboxes[_key(body)] = dict(body)
+        reconciler.cache.remember_sandbox(_key(body), body)
     if session is not None:
         await reconciler.reconcile(session, cause=f"sandbox {type or 'listed'}")
 

@@ -11,6 +11,7 @@ import asyncio
 import datetime as dt
 import time
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +36,19 @@ def _resource_version(body: dict[str, Any]) -> int:
         return 0
 
 
+def slim(body: Mapping[str, Any], drop_spec: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A cached copy without what no decision reads: managedFields (often the bulk of an object) and,
+    for Sandboxes, the pod template. Thousands of cached objects stay small."""
+    meta = {k: v for k, v in (body.get("metadata") or {}).items() if k != "managedFields"}
+    out = {**body, "metadata": meta}
+    if drop_spec and isinstance(body.get("spec"), Mapping):
+        out["spec"] = {k: v for k, v in body["spec"].items() if k not in drop_spec}
+    return out
+
+
+SANDBOX_SPEC_UNUSED = ("podTemplate", "volumeClaimTemplates")
+
+
 @dataclass
 class Cache:
     """What the watches have seen (kept current by the event handlers), keyed by (namespace, name)."""
@@ -50,7 +64,13 @@ class Cache:
         known = self.sessions.get(key)
         if known is not None and _resource_version(known) > _resource_version(body):
             return
-        self.sessions[key] = body
+        self.sessions[key] = slim(body)
+
+    def remember_claim(self, key: Key, body: Mapping[str, Any]) -> None:
+        self.claims[key] = slim(body)
+
+    def remember_sandbox(self, key: Key, body: Mapping[str, Any]) -> None:
+        self.sandboxes[key] = slim(body, SANDBOX_SPEC_UNUSED)
 
     def sessions_in(self, namespace: str) -> list[Key]:
         return [key for key in self.sessions if key[0] == namespace]
@@ -299,14 +319,14 @@ class Reconciler:
             if created is None:
                 existing = await self.kube.get_claim(namespace, claim_name)
                 if existing is not None and is_owned_by(existing, session["metadata"]["uid"]):
-                    self.cache.claims[(namespace, claim_name)] = existing
+                    self.cache.remember_claim((namespace, claim_name), existing)
                     log.info("claim exists already", claim=claim_name)
                 else:
                     log.warning("a SandboxClaim of that name belongs to someone else", claim=claim_name)
                 # Either way the next pass sees the claim and decides with it.
                 self.scheduler.schedule((namespace, name), _now())
                 return
-            self.cache.claims[(namespace, claim_name)] = created
+            self.cache.remember_claim((namespace, claim_name), created)
             metrics.CLAIMS_CREATED.inc()
             log.info("claim created", claim=claim_name)
             self._event(session, "ClaimCreated", f"Created SandboxClaim {claim_name}")

@@ -1,0 +1,25 @@
+"""The reconciler's cache keeps only what decisions read."""
+
+from agentsession_operator.service import SANDBOX_SPEC_UNUSED, Cache, slim
+
+
+def test_slim_drops_managed_fields_and_the_pod_template() -> None:
+    body = {
+        "metadata": {"name": "s", "resourceVersion": "7", "managedFields": [{"manager": "x"}]},
+        "spec": {"operatingMode": "Running", "podTemplate": {"spec": {}}, "volumeClaimTemplates": []},
+        "status": {"podIPs": ["127.1.0.5"]},
+    }
+    small = slim(body, SANDBOX_SPEC_UNUSED)
+    assert small == {
+        "metadata": {"name": "s", "resourceVersion": "7"},
+        "spec": {"operatingMode": "Running"},
+        "status": {"podIPs": ["127.1.0.5"]},
+    }
+    assert "managedFields" in body["metadata"]  # the original is untouched
+
+
+def test_cache_keeps_the_newest_session() -> None:
+    cache = Cache()
+    cache.remember_session(("n", "s"), {"metadata": {"name": "s", "resourceVersion": "9"}})
+    cache.remember_session(("n", "s"), {"metadata": {"name": "s", "resourceVersion": "8"}})
+    assert cache.sessions[("n", "s")]["metadata"]["resourceVersion"] == "9"
