@@ -12,12 +12,11 @@ import argparse
 import io
 import os
 import statistics
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
+from benchmarks.common import start_operator, stop_operator
 from devcluster.cluster import Cluster, Paths
 
 os.environ["KUBECONFIG"] = str(Paths().kubeconfig)  # before the kubernetes client is imported
@@ -61,21 +60,7 @@ def main() -> None:
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", f"{ROOT}/crds")
     cluster.kubectl("create", "namespace", NS)
     cluster.kubectl("apply", "-n", NS, "-f", f"{ROOT}/examples/00-python-pool.yaml")
-    operator = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "agentsession_operator",
-            "--metrics-port",
-            "0",
-            "--health-port",
-            "0",
-            "--webhook-port",
-            "0",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    operator = start_operator()
     try:
         ours = AgentSessionSandbox("bench", NS, warm_pool="python-pool", ttl="1h")
         view = ours.wait_ready()
@@ -143,8 +128,7 @@ def main() -> None:
             print(f"{name:<24} {value:>9}   {others:<60} {ratio}")
         ours.delete_session()
     finally:
-        operator.terminate()
-        operator.wait(timeout=30)
+        stop_operator(operator)
         cluster.kubectl("delete", "namespace", NS, "--wait=false")
         if started_cluster:
             cluster.down()

@@ -12,13 +12,12 @@ import argparse
 import io
 import os
 import statistics
-import subprocess
-import sys
 import time
 from typing import Any
 
 import yaml
 
+from benchmarks.common import start_operator, stop_operator
 from devcluster.cluster import Cluster, Paths
 
 os.environ["KUBECONFIG"] = str(Paths().kubeconfig)
@@ -90,11 +89,7 @@ def main() -> None:
     api = client.CustomObjectsApi()
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "crds/")
     cluster.kubectl("create", "namespace", NS)
-    operator = subprocess.Popen(
-        [sys.executable, "-m", "agentsession_operator", "--metrics-port", "0", "--health-port", "0"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    operator = start_operator()
     sdk = SandboxClient(connection_config=SandboxInClusterConnectionConfig())
     try:
         kubectl_apply(
@@ -126,8 +121,7 @@ def main() -> None:
             op, direct = med[f"op-{kind}"], med[f"sdk-{kind}"]
             print(f"{kind:<6} {op:>9.3f}s {direct:>9.3f}s {op / direct:>7.2f} {1000 * (op - direct):>7.0f}ms  {target}")
     finally:
-        operator.terminate()
-        operator.wait(timeout=20)
+        stop_operator(operator)
         cluster.kubectl("delete", "namespace", NS, "--wait=false")
         if started_cluster:
             cluster.down()

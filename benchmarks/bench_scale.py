@@ -12,8 +12,6 @@ import datetime as dt
 import io
 import os
 import statistics
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -21,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from benchmarks.common import start_operator, stop_operator
 from devcluster.cluster import Cluster, Paths
 
 os.environ["KUBECONFIG"] = str(Paths().kubeconfig)
@@ -127,23 +126,7 @@ def main() -> None:
         input=yaml.safe_dump_all([manifests.template("pause"), manifests.warm_pool("pool", "pause", 0)]),
     )
     log = open(cluster.paths.logs / "operator-bench.log", "wb")  # noqa: SIM115 - closed in finally
-    operator = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "agentsession_operator",
-            "--metrics-port",
-            "0",
-            "--health-port",
-            "0",
-            "--webhook-port",
-            "0",
-            "--log-level",
-            "WARNING",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+    operator = start_operator("--log-level", "WARNING", stdout=log)
     deletions = ClaimDeletions(api)
     try:
         time.sleep(3)
@@ -232,11 +215,7 @@ def main() -> None:
             print(f"{name:<34} {value!s:>22}  {target}")
     finally:
         deletions.stop.set()
-        operator.terminate()
-        try:
-            operator.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            operator.kill()
+        stop_operator(operator)
         log.close()
         cluster.kubectl("delete", "namespace", NS, "--wait=false")
         if started_cluster:
