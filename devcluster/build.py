@@ -7,6 +7,7 @@ interrupted build is simply redone. Nothing here is ever written into the reposi
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -202,9 +203,23 @@ _BUILDERS = {
 
 
 def build(component: Component, out=sys.stderr) -> float | None:
-    """Build one component unless cached; returns the build time in seconds (None when cached)."""
+    """Build one component unless cached; returns the build time in seconds (None when cached).
+
+    Several checkouts share one cache: a lock per component makes a second builder wait for the first
+    and then find the component built, instead of both writing the same directory.
+    """
     if component.is_built():
         return None
+    locks = cache_root() / "locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    with (locks / f"{component.name}-{component.version}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if component.is_built():
+            return None
+        return _build_locked(component, out)
+
+
+def _build_locked(component: Component, out) -> float | None:
     if shutil.which("go") is None:
         raise BuildError("the Go toolchain is needed to build the control plane: install Go (go.dev) first")
     logs = cache_root() / "logs"
