@@ -55,6 +55,8 @@ ETCD = Component("etcd", versions.ETCD, ("etcd",))
 KWOK = Component("kwok", versions.KWOK, ("kwok",))
 AGENT_SANDBOX = Component("agent-sandbox", versions.AGENT_SANDBOX, ("agent-sandbox-controller", "sandboxd"))
 COMPONENTS = (KUBERNETES, ETCD, KWOK, AGENT_SANDBOX)
+# Only the real node needs it (its images' registry): built on demand by devcluster.registry.
+DISTRIBUTION = Component("distribution", versions.DISTRIBUTION, ("registry",))
 
 
 class BuildError(RuntimeError):
@@ -194,11 +196,16 @@ def _build_agent_sandbox(log: Path) -> None:
     _run(["go", "build", "-trimpath", "-ldflags", "-s -w", "-o", str(AGENT_SANDBOX.bin_dir) + "/", *packages], src, log)
 
 
+def _build_distribution(log: Path) -> None:
+    _go_install(DISTRIBUTION, ["github.com/distribution/distribution/v3/cmd/registry"], log)
+
+
 _BUILDERS = {
     KUBERNETES.name: _build_kubernetes,
     ETCD.name: _build_etcd,
     KWOK.name: _build_kwok,
     AGENT_SANDBOX.name: _build_agent_sandbox,
+    DISTRIBUTION.name: _build_distribution,
 }
 
 

@@ -9,3 +9,15 @@ ETCD = "v3.6.16"
 KWOK = "v0.8.0"
 # v1.0.3 is the newest v1.0.x the Go module proxy serves here (v1.0.0-2 and v1.0.4+ answer 403).
 AGENT_SANDBOX = "v1.0.3"
+
+# The local image registry a real node pulls from (github.com/distribution/distribution/v3).
+DISTRIBUTION = "v3.1.2"
+# Root filesystems of the locally built images, from Debian's packages (mmdebstrap).
+DEBIAN_MIRROR = "http://deb.debian.org/debian"
+# Stands in for python:3.11-slim-bookworm, the base operator/Dockerfile names.
+DEBIAN_BASE_SUITE = "bookworm"
+# Upstream's python runtime image is built FROM python:3.14-slim; its pinned requirements (numpy 2.5,
+# scipy 1.18) need Python >= 3.12, which bookworm lacks: trixie's Python 3.13 has wheels for all of them.
+DEBIAN_RUNTIME_SUITE = "trixie"
+# registry.k8s.io/pause tags: containerd 2.4's CRI default sandbox image, and the one our manifests name.
+PAUSE_TAGS = ("3.10.2", "3.10")
