@@ -5,13 +5,16 @@ from __future__ import annotations
 import argparse
 import sys
 
-from devcluster import build, runtimes
+from devcluster import build, prereqs, runtimes
 from devcluster.cluster import Cluster, ClusterError
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="devcluster", description=__doc__)
-    parser.add_argument("command", choices=["up", "down", "status", "build", "restart-agent-sandbox", "kubectl"])
+    parser.add_argument(
+        "command", choices=["up", "down", "status", "build", "images", "restart-agent-sandbox", "kubectl"]
+    )
+    parser.add_argument("--push", metavar="ADDR", help="images: push them into the registry at ADDR (127.0.0.1:PORT)")
     parser.add_argument("args", nargs=argparse.REMAINDER, help="for kubectl: its arguments")
     args = parser.parse_args(argv)
     if args.command == "kubectl":
@@ -20,6 +23,26 @@ def main(argv: list[str] | None = None) -> int:
 
         kubeconfig = os.environ.get("KUBECONFIG") or str(Cluster().paths.kubeconfig)
         os.execv(str(build.KUBERNETES.path("kubectl")), ["kubectl", f"--kubeconfig={kubeconfig}", *args.args])
+    try:
+        # Every host prerequisite first: a missing package stops here, not after a long build.
+        if args.command in ("up", "build"):
+            prereqs.ensure([prereqs.KWOK])
+        elif args.command == "images":
+            prereqs.ensure([prereqs.IMAGES])
+    except prereqs.PrerequisiteError as exc:
+        print(f"[devcluster] error: {exc}", file=sys.stderr)
+        return 1
+    if args.command == "images":
+        from devcluster import images
+
+        try:
+            images.build_all()
+            if args.push:
+                images.push_all(args.push)
+        except images.ImageError as exc:
+            print(f"[devcluster] error: {exc}", file=sys.stderr)
+            return 1
+        return 0
     cluster = Cluster()
     try:
         if args.command == "up":

@@ -455,7 +455,9 @@ def build_image(image: Image, out: IO[str] = sys.stderr) -> float | None:
 
 
 def _build_locked(image: Image, out: IO[str]) -> float:
-    directory = image.dir()
+    # The key once: sources edited during a long build must not move the output directory.
+    key = image.key()
+    directory = build.cache_root() / "images" / image.name / key
     shutil.rmtree(directory, ignore_errors=True)
     directory.mkdir(parents=True)
     log = directory / "build.log"
@@ -464,7 +466,7 @@ def _build_locked(image: Image, out: IO[str]) -> float:
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix=f"devcluster-image-{image.name}-") as tmp:
         image.builder(image, Path(tmp), log)
-    archive = image.archive()
+    archive = directory / "image.tar"
     # One archive, every name: skopeo pushes it under each tag.
     _buildah(["push", "--quiet", image.refs[0], f"oci-archive:{archive}"], log)
     if not image.keep_in_storage:
@@ -472,10 +474,62 @@ def _build_locked(image: Image, out: IO[str]) -> float:
         for ref in image.refs:
             subprocess.run([*BUILDAH, "rmi", ref], capture_output=True)
     elapsed = time.monotonic() - started
-    stamp = {"seconds": round(elapsed, 1), "refs": list(image.refs), "key": image.key()}
+    stamp = {"seconds": round(elapsed, 1), "refs": list(image.refs), "key": key}
     (directory / ".complete").write_text(json.dumps(stamp))
     print(f"[devcluster] built image {image.refs[0]} in {elapsed:.0f} s", file=out, flush=True)
     return elapsed
+
+
+def unpack(archive: Path, dest: Path) -> dict[str, Any]:
+    """Unpack an OCI archive's single image into ``dest`` (layers in order, whiteouts applied).
+
+    Returns the image's runtime config (``Cmd``, ``Entrypoint``, ``Env``, ``User``, ``WorkingDir``).
+    """
+    dest.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(archive) as outer:
+
+        def blob(digest: str) -> IO[bytes]:
+            member = outer.extractfile("blobs/" + digest.replace(":", "/"))
+            if member is None:
+                raise ImageError(f"{archive}: blob {digest} missing")
+            return member
+
+        index = json.load(blob_or(outer, "index.json"))
+        manifest = json.load(blob(index["manifests"][0]["digest"]))
+        config = json.load(blob(manifest["config"]["digest"]))
+        for layer in manifest["layers"]:
+            with tarfile.open(fileobj=blob(layer["digest"]), mode="r|*") as tar:
+                _apply_layer(tar, dest)
+    return dict(config.get("config") or {})
+
+
+def blob_or(outer: tarfile.TarFile, name: str) -> IO[bytes]:
+    member = outer.extractfile(name)
+    if member is None:
+        raise ImageError(f"{name} missing from the archive")
+    return member
+
+
+def _apply_layer(tar: tarfile.TarFile, dest: Path) -> None:
+    for member in tar:
+        path = Path(member.name)
+        base = path.name
+        if base == ".wh..wh..opq":
+            directory = dest / path.parent
+            for child in directory.iterdir() if directory.is_dir() else []:
+                shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
+            continue
+        if base.startswith(".wh."):
+            target = dest / path.parent / base.removeprefix(".wh.")
+            if target.is_dir() and not target.is_symlink():
+                shutil.rmtree(target)
+            elif target.exists() or target.is_symlink():
+                target.unlink()
+            continue
+        target = dest / path
+        if (target.exists() or target.is_symlink()) and not (member.isdir() and target.is_dir()):
+            shutil.rmtree(target) if target.is_dir() and not target.is_symlink() else target.unlink()
+        tar.extract(member, dest, numeric_owner=True, filter="fully_trusted")
 
 
 def build_time(image: Image) -> float | None:
