@@ -3,6 +3,9 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 export KUBECONFIG ?= $(CURDIR)/.cluster/kubeconfig
+# The local cluster's node: kwok (simulated, the default) or real (containerd, kubelet, NetworkPolicy).
+NODE ?= $(or $(DEVCLUSTER_NODE),kwok)
+export DEVCLUSTER_NODE := $(NODE)
 
 .PHONY: help venv cluster-up cluster-down cluster-status crds operator test test-unit test-e2e lint bench demo dev
 
@@ -23,7 +26,7 @@ demo: venv ## the quick start: control plane + operator + a deep agent in a sand
 dev: venv ## like demo, but leave the control plane running
 	$(PY) -m examples.demo_agent --keep
 
-cluster-up: venv ## start the local control plane (builds binaries once; writes .cluster/kubeconfig)
+cluster-up: venv ## start the local control plane (NODE=kwok|real; builds binaries once; writes .cluster/kubeconfig)
 	$(PY) -m devcluster up
 
 cluster-down: venv ## stop the local control plane

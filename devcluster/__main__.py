@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from devcluster import build, runtimes
-from devcluster.cluster import Cluster, ClusterError
+from devcluster.cluster import Cluster, ClusterError, node_kind
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "down":
             cluster.down()
         elif args.command == "build":
-            build.build_all()
+            build.build_all(node=node_kind())
             runtimes.prepare()
         elif args.command == "restart-agent-sandbox":
             cluster.start_agent_sandbox_controller()

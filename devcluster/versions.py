@@ -9,3 +9,10 @@ ETCD = "v3.6.16"
 KWOK = "v0.8.0"
 # v1.0.3 is the newest v1.0.x the Go module proxy serves here (v1.0.0-2 and v1.0.4+ answer 403).
 AGENT_SANDBOX = "v1.0.3"
+
+# The real node (NODE=real): the kubelet and kube-proxy come from KUBERNETES above.
+CONTAINERD = "v2.4.2"
+CNI_PLUGINS = "v1.10.0"
+# The only kube-router the Go proxy serves here; run as a NetworkPolicy controller only (iptables + ipset:
+# this kernel has no nftables queue). Its vulnerable dependencies are raised in its tools module.
+KUBE_ROUTER = "v2.1.0"
