@@ -33,8 +33,8 @@ cluster-status: venv ## is the local control plane running?
 	$(PY) -m devcluster status
 
 crds: venv ## regenerate crds/*.yaml from the API types
-	$(PY) -m agentsession_operator.crdgen
-	$(PY) -m agentsession_operator.apidoc
+	$(PY) -m agentsession_api.crdgen
+	$(PY) -m agentsession_api.apidoc
 
 operator: venv ## install the CRDs and run the operator in the foreground against $$KUBECONFIG
 	$(PY) -m devcluster kubectl apply --server-side --force-conflicts -f crds/
@@ -54,7 +54,7 @@ test: venv ## every test: unit first, then end to end (builds the control plane 
 
 lint: venv ## ruff and mypy
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy devcluster operator/agentsession_operator langchain_k8s_client
+	$(VENV)/bin/mypy devcluster api/agentsession_api operator/agentsession_operator langchain_k8s_client
 
 bench: venv ## benchmarks (print tables of medians and ratios)
 	$(PY) -m benchmarks.bench_cluster

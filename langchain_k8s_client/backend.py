@@ -12,6 +12,8 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from agentsession_api.phases import IdleAction, Phase
+
 from langchain_k8s_client.activity import ActivityThrottle, interval_for
 from langchain_k8s_client.durations import normalize
 from langchain_k8s_client.endpoints import Connection, EndpointResolver
@@ -66,7 +68,7 @@ class AgentSessionSandbox(PodSandbox):
         api_client: Any = None,
         **options: Any,
     ) -> None:
-        if idle_action is not None and idle_action not in ("Delete", "Suspend"):
+        if idle_action is not None and idle_action not in tuple(IdleAction):
             raise ValueError(f"idle_action must be 'Delete' or 'Suspend', got {idle_action!r}")
         spec = SessionSpec(
             warm_pool=warm_pool,
@@ -106,7 +108,7 @@ class AgentSessionSandbox(PodSandbox):
 
     def _resolve_endpoint(self) -> PodEndpoint:
         view = self.session
-        if view.phase == "Suspended":
+        if view.phase == Phase.SUSPENDED:
             if view.suspend_requested:
                 raise SessionNotReady(
                     "Suspended",

@@ -1,22 +1,17 @@
-"""Go-style durations ("90s", "15m", "1h30m") as the AgentSession API writes them."""
+"""Go-style durations ("90s", "15m", "1h30m"): the API's own parser (agentsession_api.durations)."""
 
 from __future__ import annotations
 
-import re
-
-_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ns|us|µs|ms|s|m|h)")
-_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+from agentsession_api.durations import duration_seconds
 
 
 def parse_seconds(text: str) -> float | None:
-    """Seconds in `text`, or None when it is not a duration."""
-    pos, total = 0, 0.0
-    for match in _PART.finditer(text):
-        if match.start() != pos:
-            return None
-        total += float(match.group(1)) * _UNITS[match.group(2)]
-        pos = match.end()
-    return total if pos == len(text) and pos > 0 else None
+    """Seconds in `text`, or None when it is not a duration (the API's syntax; zero and any length allowed,
+    since this reads values the API server already admitted)."""
+    try:
+        return duration_seconds(text, max_length=None, allow_zero=True)
+    except ValueError:
+        return None
 
 
 def normalize(value: str | int | float | None) -> str | None:

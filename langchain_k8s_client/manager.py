@@ -12,11 +12,13 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from agentsession_api import names
+
 from langchain_k8s_client.backend import AgentSessionSandbox
 from langchain_k8s_client.sessions import SessionStore, SessionView
 
-THREAD_LABEL = "agentsession.dev/thread-hash"
-MANAGER_LABEL = "agentsession.dev/managed-by"
+THREAD_LABEL = f"{names.GROUP}/thread-hash"
+MANAGER_LABEL = f"{names.GROUP}/managed-by"
 MANAGER_VALUE = "langchain-k8s-client"
 
 

@@ -8,12 +8,15 @@ comes from the session's status, which the operator publishes.
 from __future__ import annotations
 
 import datetime as dt
-import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentsession_api import names, patterns, phases
+from agentsession_api.activity import format_activity
+from agentsession_api.phases import Phase
+from agentsession_api.types import AgentSessionStatus, Condition
 from kubernetes import client, config, watch
 from kubernetes.client.rest import ApiException
 
@@ -26,11 +29,7 @@ from langchain_k8s_client.errors import (
     SessionNotReady,
 )
 
-GROUP = "agentsession.dev"
-VERSION = "v1alpha1"
-PLURAL = "agentsessions"
-ACTIVITY_ANNOTATION = f"{GROUP}/activity"
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+GROUP, VERSION, PLURAL = names.GROUP, names.VERSION, names.SESSION_PLURAL
 
 
 @dataclass(frozen=True)
@@ -97,49 +96,57 @@ class SessionView:
     claim_name: str | None
     service_fqdn: str | None
     idle_timeout: str | None
-    conditions: list[dict[str, Any]] = field(default_factory=list)
+    conditions: list[Condition] = field(default_factory=list)
     suspend_requested: bool = False
 
     @classmethod
     def of(cls, body: Mapping[str, Any]) -> SessionView:
-        status = body.get("status") or {}
-        resolved = status.get("resolved") or {}
+        # The status is read through the API's own model: a renamed field fails here, not silently later.
+        status = AgentSessionStatus.model_validate(body.get("status") or {})
+        spec = body.get("spec") or {}
         return cls(
             name=body["metadata"]["name"],
             namespace=body["metadata"]["namespace"],
             uid=body["metadata"]["uid"],
-            phase=status.get("phase"),
-            pod_name=status.get("podName"),
-            pod_ips=list(status.get("podIPs") or []),
-            sandbox_name=status.get("sandboxName"),
-            claim_name=status.get("claimName"),
-            service_fqdn=status.get("serviceFQDN"),
-            idle_timeout=resolved.get("idleTimeout") or (body.get("spec") or {}).get("idleTimeout"),
-            conditions=list(status.get("conditions") or []),
-            suspend_requested=bool((body.get("spec") or {}).get("suspend")),
+            phase=status.phase,
+            pod_name=status.pod_name,
+            pod_ips=list(status.pod_ips or []),
+            sandbox_name=status.sandbox_name,
+            claim_name=status.claim_name,
+            service_fqdn=status.service_fqdn,
+            idle_timeout=(status.resolved.idle_timeout if status.resolved else None) or spec.get("idleTimeout"),
+            conditions=list(status.conditions or []),
+            suspend_requested=bool(spec.get("suspend")),
         )
 
-    def condition(self, ctype: str) -> dict[str, Any]:
-        return next((c for c in self.conditions if c.get("type") == ctype), {})
+    def condition(self, ctype: str) -> Condition | None:
+        return next((c for c in self.conditions if c.type == ctype), None)
 
     @property
     def ready(self) -> bool:
-        return self.phase == "Ready" and bool(self.pod_ips) and bool(self.pod_name)
+        return self.phase == Phase.READY and bool(self.pod_ips) and bool(self.pod_name)
+
+    @property
+    def finished(self) -> bool:
+        """Expired or Failed: waiting will not make it Ready."""
+        return phases.is_terminal(self.phase)
 
 
 def raise_for_terminal(view: SessionView) -> None:
     """A typed error for a session that will never become Ready by waiting."""
-    ready = view.condition("Ready")
+    ready = view.condition(phases.COND_READY)
     who = f"AgentSession {view.namespace}/{view.name}: "
-    if view.phase == "Expired":
-        cond = view.condition("Expired") or ready
-        raise SessionExpired(cond.get("reason", "Expired"), who + cond.get("message", "the session has ended"))
-    if view.phase == "Failed":
-        policy = view.condition("PolicyCompliant")
-        if policy.get("status") == "False":
-            raise PolicyViolation(policy.get("reason", "PolicyViolation"), who + policy.get("message", ""))
-        cond = view.condition("Failed") or ready
-        raise SessionFailed(cond.get("reason", "Failed"), who + cond.get("message", ""))
+    if view.phase == Phase.EXPIRED:
+        cond = view.condition(phases.COND_EXPIRED) or ready
+        raise SessionExpired(
+            cond.reason if cond else "Expired", who + (cond.message if cond else "the session has ended")
+        )
+    if view.phase == Phase.FAILED:
+        policy = view.condition(phases.COND_POLICY_COMPLIANT)
+        if policy is not None and policy.status == "False":
+            raise PolicyViolation(policy.reason, who + policy.message)
+        cond = view.condition(phases.COND_FAILED) or ready
+        raise SessionFailed(cond.reason if cond else "Failed", who + (cond.message if cond else ""))
 
 
 def load_api_client(api_client: client.ApiClient | None = None) -> client.ApiClient:
@@ -174,7 +181,7 @@ class SessionStore:
 
     def get_or_create(self, namespace: str, name: str, spec: SessionSpec) -> tuple[dict[str, Any], bool]:
         """The session, and whether this call created it. An existing one must not contradict `spec`."""
-        if not _DNS_LABEL.match(name):
+        if not patterns.is_dns1123_label(name):
             raise ValueError(
                 f"session name {name!r} must be a DNS label: lowercase letters, digits and '-', "
                 "at most 63 characters, starting and ending with a letter or digit"
@@ -182,8 +189,8 @@ class SessionStore:
         existing = self.get(namespace, name)
         if existing is None:
             body = {
-                "apiVersion": f"{GROUP}/{VERSION}",
-                "kind": "AgentSession",
+                "apiVersion": names.API_VERSION,
+                "kind": names.SESSION_KIND,
                 "metadata": {"name": name, "namespace": namespace, "labels": dict(spec.session_labels or {})},
                 "spec": spec.to_spec(),
             }
@@ -223,10 +230,10 @@ class SessionStore:
             raise_for_terminal(view)
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                ready = view.condition("Ready")
+                ready = view.condition(phases.COND_READY)
                 raise SessionNotReady(
-                    ready.get("reason", view.phase or "Pending"),
-                    f"not Ready after {timeout:.0f} s: {ready.get('message') or view.phase}",
+                    ready.reason if ready else view.phase or Phase.PENDING,
+                    f"not Ready after {timeout:.0f} s: {(ready.message if ready else '') or view.phase}",
                 )
             w = watch.Watch()
             try:
@@ -244,7 +251,7 @@ class SessionStore:
                         raise SessionNotFound("Deleted", f"AgentSession {namespace}/{name} was deleted")
                     body = event["object"]
                     view = SessionView.of(body)
-                    if view.ready or view.phase in ("Expired", "Failed"):
+                    if view.ready or view.finished:
                         break
             except ApiException as exc:
                 if exc.status != 410:
@@ -256,8 +263,8 @@ class SessionStore:
 
     def report_activity(self, namespace: str, name: str, busy_seconds: float = 0) -> None:
         """One merge patch of one annotation: `"<now> busy=<seconds>"`. The operator times it itself."""
-        stamp = dt.datetime.now(dt.UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
-        patch = {"metadata": {"annotations": {ACTIVITY_ANNOTATION: f"{stamp} busy={max(busy_seconds, 0):g}"}}}
+        value = format_activity(dt.datetime.now(dt.UTC), busy_seconds)
+        patch = {"metadata": {"annotations": {names.ANNOTATION_ACTIVITY: value}}}
         self.api.patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name, patch)
 
     def delete(self, namespace: str, name: str, uid: str | None = None) -> bool:

@@ -21,10 +21,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from agentsession_operator import constants as c
+from agentsession_api import phases
+
 from agentsession_operator import policy
 
-FINISHED_PHASES = (c.PHASE_EXPIRED, c.PHASE_FAILED)
 REFUSAL_PREFIX = "AgentSession refused by AgentSessionPolicy: "
 
 
@@ -51,7 +51,7 @@ def count_unfinished(
             continue
         if (meta.get("labels") or {}).get(key) != value:
             continue
-        if ((other.get("status") or {}).get("phase")) in FINISHED_PHASES:
+        if phases.is_terminal((other.get("status") or {}).get("phase")):
             continue
         count += 1
     return count

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from agentsession_operator.timeutil import format_time
+from agentsession_api.timestamps import format_time
 
 Condition = dict[str, Any]
 

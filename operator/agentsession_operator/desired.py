@@ -12,10 +12,12 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from agentsession_api import names
+from agentsession_api.timestamps import format_time, parse_time
+
 from agentsession_operator import constants, naming
 from agentsession_operator.ownership import session_owner_reference
 from agentsession_operator.resolved import Resolved
-from agentsession_operator.timeutil import format_time, parse_time
 
 SHUTDOWN_POLICY = "Retain"
 """Retain: at shutdownTime agent-sandbox removes the Sandbox but keeps the claim, so the session can still
@@ -26,8 +28,8 @@ def identifying_labels(session: Mapping[str, Any]) -> dict[str, str]:
     """Labels that tie a child to its session (they win over user labels with the same key)."""
     meta = session.get("metadata") or {}
     return {
-        constants.LABEL_SESSION: naming.label_value(meta["name"]),
-        constants.LABEL_SESSION_UID: meta["uid"],
+        names.LABEL_SESSION: naming.label_value(meta["name"]),
+        names.LABEL_SESSION_UID: meta["uid"],
         constants.LABEL_MANAGED_BY: constants.MANAGED_BY,
     }
 

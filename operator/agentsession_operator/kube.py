@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from agentsession_api import names
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.rest import ApiException
 
@@ -60,20 +61,20 @@ class Kube:
 
     # ---- sessions and policies ---------------------------------------------------------------
     async def get_session(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return await self._get(c.GROUP, c.VERSION, c.SESSION_PLURAL, namespace, name)
+        return await self._get(names.GROUP, names.VERSION, names.SESSION_PLURAL, namespace, name)
 
     async def list_sessions(self, namespace: str | None = None, selector: str | None = None) -> list[dict[str, Any]]:
-        return await self._list(c.GROUP, c.VERSION, c.SESSION_PLURAL, namespace, selector)
+        return await self._list(names.GROUP, names.VERSION, names.SESSION_PLURAL, namespace, selector)
 
     async def patch_session_status(self, namespace: str, name: str, status: dict[str, Any]) -> dict[str, Any] | None:
         """Merge-patch `/status` only: the operator never writes spec (GitOps owns it)."""
         try:
             return dict(
                 await self.custom.patch_namespaced_custom_object_status(
-                    c.GROUP,
-                    c.VERSION,
+                    names.GROUP,
+                    names.VERSION,
                     namespace,
-                    c.SESSION_PLURAL,
+                    names.SESSION_PLURAL,
                     name,
                     {"status": status},
                     _content_type=_MERGE["Content-Type"],
@@ -87,10 +88,10 @@ class Kube:
     async def delete_session(self, namespace: str, name: str, uid: str) -> None:
         try:
             await self.custom.delete_namespaced_custom_object(
-                c.GROUP,
-                c.VERSION,
+                names.GROUP,
+                names.VERSION,
                 namespace,
-                c.SESSION_PLURAL,
+                names.SESSION_PLURAL,
                 name,
                 body=client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid)),
             )
@@ -99,15 +100,15 @@ class Kube:
                 raise
 
     async def list_policies(self, namespace: str) -> list[dict[str, Any]]:
-        return await self._list(c.GROUP, c.VERSION, c.POLICY_PLURAL, namespace)
+        return await self._list(names.GROUP, names.VERSION, names.POLICY_PLURAL, namespace)
 
     async def patch_policy_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
         try:
             await self.custom.patch_namespaced_custom_object_status(
-                c.GROUP,
-                c.VERSION,
+                names.GROUP,
+                names.VERSION,
                 namespace,
-                c.POLICY_PLURAL,
+                names.POLICY_PLURAL,
                 name,
                 {"status": status},
                 _content_type=_MERGE["Content-Type"],
@@ -197,11 +198,11 @@ class Kube:
             cm = await self.core.read_namespaced_config_map(name, namespace)
         except ApiException as exc:
             if exc.status in (403, 404):
-                return list(c.DEFAULT_ALLOWED_LABEL_DOMAINS)
+                return list(names.DEFAULT_ALLOWED_LABEL_DOMAINS)
             raise
         raw = (cm.data or {}).get("allowed-label-domains", "")
         domains = [d.strip().lower() for d in raw.replace("\n", ",").split(",") if d.strip()]
-        return domains or list(c.DEFAULT_ALLOWED_LABEL_DOMAINS)
+        return domains or list(names.DEFAULT_ALLOWED_LABEL_DOMAINS)
 
     # ---- events ------------------------------------------------------------------------------
     async def event(

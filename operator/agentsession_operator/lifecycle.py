@@ -1,30 +1,25 @@
 """Time-based rules of a session: TTL expiry, idle deadlines and when a claim may be created.
 
-Idle clock: the client writes annotation ``agentsession.dev/activity`` = ``"<RFC 3339> busy=<seconds>"``
-whenever it uses the sandbox. The operator records *its own* clock when it sees the annotation change
-(:func:`activity_patch`), not the client's timestamp: a client whose clock runs slow must not get its
-sandbox reaped early. ``busy=<seconds>`` pauses the idle clock while a long command runs. Becoming Ready
-(first start, resume) also counts as activity, so a resumed session gets a full idle period.
+Idle clock: the client reports activity in an annotation (format and parser: agentsession_api.activity).
+The operator records *its own* clock when it sees the annotation change (:func:`activity_patch`), not the
+client's timestamp. Becoming Ready (first start, resume) also counts as activity, so a resumed session
+gets a full idle period.
 """
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Final
+from typing import Any
+
+from agentsession_api import phases
+from agentsession_api.activity import parse_activity
+from agentsession_api.phases import IdleAction
+from agentsession_api.timestamps import format_time, parse_time, utc
 
 from agentsession_operator import constants
 from agentsession_operator.policy import resolve
 from agentsession_operator.resolved import Resolved
-from agentsession_operator.timeutil import format_time, parse_time, utc
-
-MAX_BUSY_SECONDS: Final = 7 * 24 * 3600
-"""A client cannot pause the idle clock for longer than this with one write."""
-TERMINAL_PHASES: Final = (constants.PHASE_EXPIRED, constants.PHASE_FAILED)
-_ACTIVITY = re.compile(r"^\s*(\S+)\s+busy=([0-9]+(?:\.[0-9]+)?)\s*$")
 
 
 # --- TTL ---------------------------------------------------------------------------------------------
@@ -73,12 +68,12 @@ def should_create_claim(
     effective = _resolved(session, resolved)
     checks: tuple[tuple[bool, str], ...] = (
         (claim_exists, "ClaimExists"),
-        (is_deleting(session), constants.REASON_DELETING),
-        (phase in TERMINAL_PHASES, f"Phase{phase}"),
-        (is_expired(session, now, effective), constants.REASON_TTL_EXPIRED),
-        (bool(violations), constants.REASON_POLICY_VIOLATION),
-        (not effective.warm_pool, constants.REASON_NO_WARM_POOL),
-        (not warm_pool_exists, constants.REASON_WARM_POOL_NOT_FOUND),
+        (is_deleting(session), phases.REASON_DELETING),
+        (phases.is_terminal(phase), f"Phase{phase}"),
+        (is_expired(session, now, effective), phases.REASON_TTL_EXPIRED),
+        (bool(violations), phases.REASON_POLICY_VIOLATION),
+        (not effective.warm_pool, phases.REASON_NO_WARM_POOL),
+        (not warm_pool_exists, phases.REASON_WARM_POOL_NOT_FOUND),
     )
     for blocked, reason in checks:
         if blocked:
@@ -87,28 +82,6 @@ def should_create_claim(
 
 
 # --- Activity and idleness ---------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Activity:
-    """One parsed activity annotation."""
-
-    client_time: datetime
-    busy_seconds: float
-
-
-def parse_activity(annotation_value: object) -> Activity | None:
-    """``"<RFC 3339> busy=<seconds>"`` parsed; None for anything else (never raises on client input)."""
-    if not isinstance(annotation_value, str):
-        return None
-    match = _ACTIVITY.match(annotation_value)
-    if match is None:
-        return None
-    client_time = parse_time(match.group(1))
-    busy = float(match.group(2))
-    if client_time is None or not math.isfinite(busy):
-        return None
-    return Activity(client_time=client_time, busy_seconds=min(busy, MAX_BUSY_SECONDS))
-
-
 def activity_patch(annotation_value: object, now: datetime) -> dict[str, Any] | None:
     """Status fields to write when the activity annotation changed; None when the value is garbage.
 
@@ -147,7 +120,7 @@ def desired_operating_mode(
     """``Suspended`` when the user asked for it or the idle timeout passed with idleAction Suspend."""
     if (session.get("spec") or {}).get("suspend"):
         return constants.OPERATING_MODE_SUSPENDED
-    if resolved.idle_action == constants.IDLE_ACTION_SUSPEND:
+    if resolved.idle_action == IdleAction.SUSPEND:
         deadline = status_idle_deadline(status, resolved.idle_timeout)
         if deadline is not None and utc(now) >= deadline:
             return constants.OPERATING_MODE_SUSPENDED

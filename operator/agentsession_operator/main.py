@@ -11,6 +11,7 @@ import logging
 from typing import Any
 
 import kopf
+from agentsession_api import names
 
 from agentsession_operator import constants as c
 from agentsession_operator import webhook
@@ -35,7 +36,7 @@ async def startup(
         prefix=c.KOPF_PREFIX,
         key="last-handled-configuration",
         # Activity reports are not spec changes (and no change-handler exists today): keep it so.
-        ignored_fields=[("metadata", "annotations", c.ANNOTATION_ACTIVITY)],
+        ignored_fields=[("metadata", "annotations", names.ANNOTATION_ACTIVITY)],
     )
     # Never silently stop watching: bounded server-side watches, and a client timeout just above.
     settings.watching.server_timeout = 300
@@ -59,7 +60,7 @@ async def cleanup(memo: kopf.Memo, **_: Any) -> None:
 
 
 # ---- AgentSession: every event runs one level-triggered pass --------------------------------------
-@kopf.on.event(c.GROUP, c.VERSION, c.SESSION_PLURAL)
+@kopf.on.event(names.GROUP, names.VERSION, names.SESSION_PLURAL)
 async def session_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     reconciler: Reconciler = memo.reconciler
     key = _key(body)
@@ -111,7 +112,7 @@ async def warm_pool_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **
         reconciler.trigger_namespace(key[0], cause="warm pool appeared or went")
 
 
-@kopf.on.event(c.GROUP, c.VERSION, c.POLICY_PLURAL)
+@kopf.on.event(names.GROUP, names.VERSION, names.POLICY_PLURAL)
 async def policy_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     reconciler: Reconciler = memo.reconciler
     namespace, name = _key(body)

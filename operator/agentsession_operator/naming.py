@@ -11,7 +11,7 @@ import hashlib
 import re
 from typing import Final
 
-from agentsession_operator import patterns
+from agentsession_api import patterns
 
 MAX_NAME: Final = 63
 HASH_LENGTH: Final = 8

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agentsession_operator import constants
+from agentsession_api import names
 
 
 def owner_uids(obj: Mapping[str, Any] | None) -> set[str]:
@@ -33,8 +33,8 @@ def session_owner_reference(session: Mapping[str, Any]) -> dict[str, Any]:
     """The controller reference a child of ``session`` carries (garbage collection deletes the child with it)."""
     meta = session.get("metadata") or {}
     return {
-        "apiVersion": constants.API_VERSION,
-        "kind": constants.SESSION_KIND,
+        "apiVersion": names.API_VERSION,
+        "kind": names.SESSION_KIND,
         "name": meta["name"],
         "uid": meta["uid"],
         "controller": True,

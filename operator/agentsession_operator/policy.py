@@ -31,9 +31,12 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Generic, TypeVar
 
-from agentsession_operator import conditions, constants, patterns
-from agentsession_operator.durations import format_duration, parse_duration
-from agentsession_operator.quantities import format_quantity, parse_quantity
+from agentsession_api import names, patterns, phases
+from agentsession_api.durations import format_duration, parse_duration
+from agentsession_api.phases import IdleAction
+from agentsession_api.quantities import format_quantity, parse_quantity
+
+from agentsession_operator import conditions
 from agentsession_operator.resolved import Resolved
 from agentsession_operator.selectors import selector_matches
 
@@ -266,7 +269,7 @@ def resolve(session: Mapping[str, Any], effective: EffectivePolicy = EMPTY_POLIC
     spec = _spec(session)
     status = session.get("status") or {}
     pool = (spec.get("warmPoolRef") or {}).get("name")
-    if not pool and conditions.is_true(status.get("conditions"), constants.COND_CLAIM_CREATED):
+    if not pool and conditions.is_true(status.get("conditions"), phases.COND_CLAIM_CREATED):
         pool = ((status.get("resolved") or {}).get("warmPoolRef") or {}).get("name")
     if not pool and effective.default_warm_pool:
         pool = effective.default_warm_pool.value
@@ -277,7 +280,7 @@ def resolve(session: Mapping[str, Any], effective: EffectivePolicy = EMPTY_POLIC
     if idle is None and effective.default_idle_timeout:
         idle = effective.default_idle_timeout.value
     action = spec.get("idleAction") or (
-        effective.default_idle_action.value if effective.default_idle_action else constants.IDLE_ACTION_DELETE
+        effective.default_idle_action.value if effective.default_idle_action else IdleAction.DELETE
     )
     return Resolved(
         warm_pool=pool or None,
@@ -326,12 +329,12 @@ def _pod_annotation_violations(spec: Mapping[str, Any]) -> list[str]:
         domain = patterns.key_domain(key)
         if (
             domain is not None
-            and patterns.in_domain(domain, constants.RESTRICTED_ANNOTATION_DOMAINS)
-            and key not in constants.EXEMPT_ANNOTATION_KEYS
+            and patterns.in_domain(domain, names.RESTRICTED_ANNOTATION_DOMAINS)
+            and key not in names.EXEMPT_ANNOTATION_KEYS
         ):
             found.append(
                 f'spec.podAnnotations key "{key}" is in a domain agent-sandbox refuses '
-                f"({', '.join(constants.RESTRICTED_ANNOTATION_DOMAINS)} and their subdomains)"
+                f"({', '.join(names.RESTRICTED_ANNOTATION_DOMAINS)} and their subdomains)"
             )
     return found
 
@@ -431,7 +434,7 @@ def violations(
     Includes agent-sandbox's own Pod metadata rules (label domain allowlist, annotation blocklist), which
     would otherwise fail the claim later with the terminal reason InvalidMetadata.
     """
-    domains = list(allowed_label_domains or constants.DEFAULT_ALLOWED_LABEL_DOMAINS)
+    domains = list(allowed_label_domains or names.DEFAULT_ALLOWED_LABEL_DOMAINS)
     spec = _spec(session)
     resolved = resolve(session, effective)
     return [

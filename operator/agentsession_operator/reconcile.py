@@ -13,12 +13,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from agentsession_operator import constants, desired, lifecycle
+from agentsession_api import phases
+from agentsession_api.phases import Phase
+from agentsession_api.timestamps import parse_time, utc
+
+from agentsession_operator import desired, lifecycle
 from agentsession_operator.conditions import find_condition
 from agentsession_operator.ownership import is_owned_by
 from agentsession_operator.policy import EMPTY_POLICY, EffectivePolicy, resolve
 from agentsession_operator.status import compute_status
-from agentsession_operator.timeutil import parse_time, utc
 
 
 @dataclass(frozen=True)
@@ -112,13 +115,13 @@ def _claim_actions(
 
 def _next_check(status: Mapping[str, Any], now: datetime) -> ScheduleCheck | None:
     """The earliest future deadline among expiry and idleness."""
-    if status["phase"] in (constants.PHASE_EXPIRED, constants.PHASE_FAILED, constants.PHASE_TERMINATING):
+    if phases.is_terminal(status["phase"]) or status["phase"] == Phase.TERMINATING:
         return None
     candidates = [
         (moment, reason)
         for moment, reason in (
-            (parse_time(status.get("expiresAt")), constants.REASON_TTL_EXPIRED),
-            (parse_time(status.get("idleDeadline")), constants.REASON_IDLE_TIMEOUT),
+            (parse_time(status.get("expiresAt")), phases.REASON_TTL_EXPIRED),
+            (parse_time(status.get("idleDeadline")), phases.REASON_IDLE_TIMEOUT),
         )
         if moment is not None and moment > now
     ]
@@ -151,11 +154,11 @@ def reconcile_actions(
     owned = claim if claim is not None and is_owned_by(claim, uid) else None
     phase = status["phase"]
     actions: list[Action] = []
-    if phase == constants.PHASE_EXPIRED:
+    if phase == Phase.EXPIRED:
         if owned is not None and not lifecycle.is_deleting(owned):
-            reason = (find_condition(status["conditions"], constants.COND_EXPIRED) or {}).get("reason", "")
-            actions.append(DeleteClaim(owned["metadata"]["name"], reason or constants.REASON_TTL_EXPIRED))
-    elif phase not in (constants.PHASE_FAILED, constants.PHASE_TERMINATING):
+            reason = (find_condition(status["conditions"], phases.COND_EXPIRED) or {}).get("reason", "")
+            actions.append(DeleteClaim(owned["metadata"]["name"], reason or phases.REASON_TTL_EXPIRED))
+    elif phase not in (Phase.FAILED, Phase.TERMINATING):
         if claim is None:
             create, _ = lifecycle.should_create_claim(
                 {**session, "status": status},  # judge by this pass's phase, not the previous one

@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from agentsession_operator import constants
-from agentsession_operator.durations import format_duration
+from agentsession_api.durations import format_duration
+from agentsession_api.phases import IdleAction
 
 
 @dataclass(frozen=True)
@@ -17,7 +17,7 @@ class Resolved:
     warm_pool: str | None = None
     ttl: timedelta | None = None
     idle_timeout: timedelta | None = None
-    idle_action: str = constants.IDLE_ACTION_DELETE
+    idle_action: str = IdleAction.DELETE
     labels: dict[str, str] = field(default_factory=dict)
     pod_labels: dict[str, str] = field(default_factory=dict)
 

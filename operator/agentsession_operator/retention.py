@@ -11,20 +11,22 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from agentsession_operator import constants
+from agentsession_api import phases
+from agentsession_api.phases import Phase
+from agentsession_api.timestamps import parse_time, utc
+
 from agentsession_operator.conditions import find_condition
 from agentsession_operator.status import TERMINAL_CLAIM_REASONS
-from agentsession_operator.timeutil import parse_time, utc
 
 
 def finished_at(session: Mapping[str, Any]) -> datetime | None:
     """When the session reached Expired or a sticky Failed; None while it is not finished."""
     status = session.get("status") or {}
     phase = status.get("phase")
-    if phase == constants.PHASE_EXPIRED:
-        cond = find_condition(status.get("conditions"), constants.COND_EXPIRED)
-    elif phase == constants.PHASE_FAILED:
-        cond = find_condition(status.get("conditions"), constants.COND_FAILED)
+    if phase == Phase.EXPIRED:
+        cond = find_condition(status.get("conditions"), phases.COND_EXPIRED)
+    elif phase == Phase.FAILED:
+        cond = find_condition(status.get("conditions"), phases.COND_FAILED)
         if cond is not None and cond.get("reason") not in TERMINAL_CLAIM_REASONS:
             return None
     else:

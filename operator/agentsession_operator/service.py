@@ -15,6 +15,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentsession_api import names, phases
+from agentsession_api.phases import Phase
+from agentsession_api.timestamps import parse_time
+
 from agentsession_operator import constants as c
 from agentsession_operator import lifecycle, metrics, naming, policy, retention
 from agentsession_operator import reconcile as decide
@@ -22,7 +26,6 @@ from agentsession_operator.kube import Kube
 from agentsession_operator.logs import logger
 from agentsession_operator.ownership import is_owned_by
 from agentsession_operator.scheduler import DeadlineScheduler, Key
-from agentsession_operator.timeutil import parse_time
 
 LABEL_DOMAINS_TTL = 60.0  # seconds between reads of agent-sandbox-config
 MAX_RETRY_DELAY = 60.0
@@ -122,7 +125,7 @@ class Reconciler:
 
     def session_for_claim(self, claim: dict[str, Any]) -> Key | None:
         for ref in claim["metadata"].get("ownerReferences") or []:
-            if ref.get("kind") == c.SESSION_KIND and ref.get("apiVersion", "").startswith(f"{c.GROUP}/"):
+            if ref.get("kind") == names.SESSION_KIND and ref.get("apiVersion", "").startswith(f"{names.GROUP}/"):
                 return claim["metadata"]["namespace"], ref["name"]
         return None
 
@@ -144,9 +147,9 @@ class Reconciler:
         meta = claim["metadata"]
         if meta.get("deletionTimestamp"):
             return False
-        owner = next((r for r in meta.get("ownerReferences") or [] if r.get("kind") == c.SESSION_KIND), None)
+        owner = next((r for r in meta.get("ownerReferences") or [] if r.get("kind") == names.SESSION_KIND), None)
         labels = meta.get("labels") or {}
-        owner_uid = owner["uid"] if owner else labels.get(c.LABEL_SESSION_UID)
+        owner_uid = owner["uid"] if owner else labels.get(names.LABEL_SESSION_UID)
         owner_name = owner["name"] if owner else None
         if not owner_uid:
             return False  # nothing names an owner: not provably ours, leave it alone
@@ -200,7 +203,7 @@ class Reconciler:
                     continue
                 if (other_meta.get("labels") or {}).get(limit.key) != value:
                     continue
-                if _phase(other.get("status")) in (c.PHASE_EXPIRED, c.PHASE_FAILED):
+                if phases.is_terminal(_phase(other.get("status"))):
                     continue
                 if (other_meta.get("creationTimestamp", ""), other_meta["name"]) < me:
                     earlier += 1
@@ -256,7 +259,7 @@ class Reconciler:
 
         # Activity: the operator stamps it with its own clock when it first sees a new report.
         status_extra: dict[str, Any] = {}
-        report = (session["metadata"].get("annotations") or {}).get(c.ANNOTATION_ACTIVITY)
+        report = (session["metadata"].get("annotations") or {}).get(names.ANNOTATION_ACTIVITY)
         status = dict(session.get("status") or {})
         if report and report != status.get("lastActivityReport"):
             observed = lifecycle.activity_patch(report, now)
@@ -370,18 +373,18 @@ class Reconciler:
             self._phases[key] = after
         if after != before and after:
             ready: dict[str, Any] = next(
-                (x for x in patch.get("conditions") or [] if x.get("type") == c.COND_READY), {}
+                (x for x in patch.get("conditions") or [] if x.get("type") == phases.COND_READY), {}
             )
             message = ready.get("message") or f"phase {after}"
             log.info("phase changed", old=before, new=after, reason=ready.get("reason"), message=message)
-            warning = after in (c.PHASE_FAILED,)
+            warning = after in (Phase.FAILED,)
             self._event(
                 session,
                 after if not ready.get("reason") else str(ready["reason"]),
                 message,
                 "Warning" if warning else "Normal",
             )
-            if after == c.PHASE_READY and patch.get("readyAt") and not (session.get("status") or {}).get("readyAt"):
+            if after == Phase.READY and patch.get("readyAt") and not (session.get("status") or {}).get("readyAt"):
                 created = parse_time(session["metadata"].get("creationTimestamp"))
                 ready_at = parse_time(patch["readyAt"])
                 if created and ready_at:

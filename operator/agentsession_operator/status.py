@@ -17,14 +17,17 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
+from agentsession_api import phases
+from agentsession_api.durations import format_duration
+from agentsession_api.phases import IdleAction, Phase
+from agentsession_api.timestamps import format_time, parse_time, utc
+
 from agentsession_operator import constants, lifecycle
 from agentsession_operator.conditions import find_condition, is_true, set_condition
 from agentsession_operator.desired import sandbox_operating_mode
-from agentsession_operator.durations import format_duration
 from agentsession_operator.ownership import is_owned_by
 from agentsession_operator.policy import resolve
 from agentsession_operator.resolved import Resolved
-from agentsession_operator.timeutil import format_time, parse_time, utc
 
 __all__ = ["TERMINAL_CLAIM_REASONS", "compute_status", "set_condition"]
 
@@ -98,7 +101,7 @@ def observe(claim: Mapping[str, Any] | None, sandbox: Mapping[str, Any] | None) 
     if sandbox is not None and (sandbox_name is None or _meta(sandbox).get("name") != sandbox_name):
         sandbox = None
     sandbox_status = (sandbox or {}).get("status") or {}
-    ready = find_condition(claim_status.get("conditions"), constants.COND_READY) or {}
+    ready = find_condition(claim_status.get("conditions"), phases.COND_READY) or {}
     launch = (_meta(sandbox).get("labels") or {}).get(constants.SANDBOX_LAUNCH_TYPE_LABEL) if sandbox else None
     claim_name = _meta(claim).get("name")
     if launch not in ("warm", "cold"):
@@ -120,15 +123,13 @@ def _sticky(session: Mapping[str, Any]) -> Verdict | None:
     """The verdict to keep when the session already reached a terminal phase."""
     status = session.get("status") or {}
     conditions = status.get("conditions")
-    if status.get("phase") == constants.PHASE_EXPIRED:
-        cond = find_condition(conditions, constants.COND_EXPIRED) or {}
-        return Verdict(
-            constants.PHASE_EXPIRED, cond.get("reason") or constants.REASON_TTL_EXPIRED, cond.get("message", "")
-        )
-    if status.get("phase") == constants.PHASE_FAILED:
-        cond = find_condition(conditions, constants.COND_FAILED) or {}
+    if status.get("phase") == Phase.EXPIRED:
+        cond = find_condition(conditions, phases.COND_EXPIRED) or {}
+        return Verdict(Phase.EXPIRED, cond.get("reason") or phases.REASON_TTL_EXPIRED, cond.get("message", ""))
+    if status.get("phase") == Phase.FAILED:
+        cond = find_condition(conditions, phases.COND_FAILED) or {}
         if cond.get("reason") in TERMINAL_CLAIM_REASONS:
-            return Verdict(constants.PHASE_FAILED, cond["reason"], cond.get("message", ""))
+            return Verdict(Phase.FAILED, cond["reason"], cond.get("message", ""))
     return None
 
 
@@ -137,32 +138,30 @@ def _claim_verdict(session: Mapping[str, Any], seen: Observed, warm_pool_exists:
     reason = seen.ready_reason
     if reason in TERMINAL_CLAIM_REASONS:
         said = f" (agent-sandbox: {seen.ready_message})" if seen.ready_message else ""
-        return Verdict(constants.PHASE_FAILED, reason, f"{TERMINAL_CLAIM_REASONS[reason]}{said}; {RECREATE_HINT}")
+        return Verdict(Phase.FAILED, reason, f"{TERMINAL_CLAIM_REASONS[reason]}{said}; {RECREATE_HINT}")
     if reason in EXPIRED_CLAIM_REASONS:
-        return Verdict(
-            constants.PHASE_EXPIRED, constants.REASON_TTL_EXPIRED, f"agent-sandbox ended the sandbox ({reason})"
-        )
+        return Verdict(Phase.EXPIRED, phases.REASON_TTL_EXPIRED, f"agent-sandbox ended the sandbox ({reason})")
     if seen.suspended or reason == SUSPENDED_REASON:
         if (session.get("spec") or {}).get("suspend"):
-            return Verdict(constants.PHASE_SUSPENDED, constants.REASON_SUSPEND_REQUESTED, "suspended by spec.suspend")
-        if resolved.idle_action == constants.IDLE_ACTION_SUSPEND:
+            return Verdict(Phase.SUSPENDED, phases.REASON_SUSPEND_REQUESTED, "suspended by spec.suspend")
+        if resolved.idle_action == IdleAction.SUSPEND:
             return Verdict(
-                constants.PHASE_SUSPENDED,
-                constants.REASON_IDLE_TIMEOUT,
+                Phase.SUSPENDED,
+                phases.REASON_IDLE_TIMEOUT,
                 "suspended after the idle timeout; client activity resumes it",
             )
-        return Verdict(constants.PHASE_SUSPENDED, SUSPENDED_REASON, seen.ready_message or "the Sandbox is suspended")
+        return Verdict(Phase.SUSPENDED, SUSPENDED_REASON, seen.ready_message or "the Sandbox is suspended")
     if seen.ready_status == "True":
         where = f" at {seen.pod_ips[0]}" if seen.pod_ips else ""
-        return Verdict(constants.PHASE_READY, "SandboxReady", f"Sandbox {seen.sandbox_name} is ready{where}")
-    if reason == constants.REASON_WARM_POOL_NOT_FOUND or not warm_pool_exists:
+        return Verdict(Phase.READY, "SandboxReady", f"Sandbox {seen.sandbox_name} is ready{where}")
+    if reason == phases.REASON_WARM_POOL_NOT_FOUND or not warm_pool_exists:
         return Verdict(
-            constants.PHASE_PENDING,
-            constants.REASON_WARM_POOL_NOT_FOUND,
+            Phase.PENDING,
+            phases.REASON_WARM_POOL_NOT_FOUND,
             f"SandboxWarmPool {resolved.warm_pool} not found in namespace {_meta(session).get('namespace')}",
         )
     return Verdict(
-        constants.PHASE_PROVISIONING,
+        Phase.PROVISIONING,
         reason or "SandboxNotReady",
         seen.ready_message or "waiting for agent-sandbox to provide a ready Sandbox",
     )
@@ -174,24 +173,24 @@ def _unclaimed_verdict(
     """Phase while no claim exists yet (or it was deleted): why creation waits."""
     if violations:
         return Verdict(
-            constants.PHASE_FAILED,
-            constants.REASON_POLICY_VIOLATION,
+            Phase.FAILED,
+            phases.REASON_POLICY_VIOLATION,
             "refused by policy: " + "; ".join(violations),
         )
     if not resolved.warm_pool:
         return Verdict(
-            constants.PHASE_PENDING,
-            constants.REASON_NO_WARM_POOL,
+            Phase.PENDING,
+            phases.REASON_NO_WARM_POOL,
             "spec.warmPoolRef is not set and no AgentSessionPolicy gives a default warm pool; delete and recreate "
             "the AgentSession with spec.warmPoolRef.name, or add a policy with defaults.warmPoolRef",
         )
     if not warm_pool_exists:
         return Verdict(
-            constants.PHASE_PENDING,
-            constants.REASON_WARM_POOL_NOT_FOUND,
+            Phase.PENDING,
+            phases.REASON_WARM_POOL_NOT_FOUND,
             f"SandboxWarmPool {resolved.warm_pool} not found in namespace {_meta(session).get('namespace')}",
         )
-    return Verdict(constants.PHASE_PENDING, constants.REASON_CLAIM_PENDING, "creating the SandboxClaim")
+    return Verdict(Phase.PENDING, phases.REASON_CLAIM_PENDING, "creating the SandboxClaim")
 
 
 def _verdict(
@@ -204,20 +203,18 @@ def _verdict(
     violations: list[str] | None,
 ) -> Verdict:
     if lifecycle.is_deleting(session):
-        return Verdict(constants.PHASE_TERMINATING, constants.REASON_DELETING, "the AgentSession is being deleted")
+        return Verdict(Phase.TERMINATING, phases.REASON_DELETING, "the AgentSession is being deleted")
     sticky = _sticky(session)
     if sticky is not None:
         return sticky
     expiry = lifecycle.expires_at(session, resolved)
     if expiry is not None and now >= expiry:
         ttl = format_duration(resolved.ttl) if resolved.ttl else "?"
-        return Verdict(
-            constants.PHASE_EXPIRED, constants.REASON_TTL_EXPIRED, f"the TTL of {ttl} ended at {format_time(expiry)}"
-        )
+        return Verdict(Phase.EXPIRED, phases.REASON_TTL_EXPIRED, f"the TTL of {ttl} ended at {format_time(expiry)}")
     if claim is not None and seen.claim_name is None:
         return Verdict(
-            constants.PHASE_FAILED,
-            constants.REASON_CLAIM_CONFLICT,
+            Phase.FAILED,
+            phases.REASON_CLAIM_CONFLICT,
             f"a SandboxClaim named {_meta(claim).get('name')} already exists and is not owned by this AgentSession; "
             "delete that claim or recreate the session under another name",
         )
@@ -231,12 +228,12 @@ def _activity_fields(session: Mapping[str, Any], verdict: Verdict, now: datetime
     status = session.get("status") or {}
     last = status.get("lastActivityTime")
     conditions = status.get("conditions")
-    ready_before = find_condition(conditions, constants.COND_READY) or {}
-    became_ready = verdict.phase == constants.PHASE_READY and ready_before.get("status") != "True"
+    ready_before = find_condition(conditions, phases.COND_READY) or {}
+    became_ready = verdict.phase == Phase.READY and ready_before.get("status") != "True"
     resumed = (
         not (session.get("spec") or {}).get("suspend")
-        and status.get("phase") == constants.PHASE_SUSPENDED
-        and ready_before.get("reason") == constants.REASON_SUSPEND_REQUESTED
+        and status.get("phase") == Phase.SUSPENDED
+        and ready_before.get("reason") == phases.REASON_SUSPEND_REQUESTED
     )
     if became_ready or resumed:
         previous = parse_time(last)
@@ -272,22 +269,22 @@ def compute_status(
     last_activity, busy_until = _activity_fields(session, verdict, now)
     deadline = lifecycle.idle_deadline(parse_time(last_activity), parse_time(busy_until), resolved.idle_timeout)
     if (
-        verdict.phase == constants.PHASE_READY
+        verdict.phase == Phase.READY
         and deadline is not None
         and now >= deadline
-        and resolved.idle_action == constants.IDLE_ACTION_DELETE
+        and resolved.idle_action == IdleAction.DELETE
         and not (session.get("spec") or {}).get("suspend")
     ):
         verdict = Verdict(
-            constants.PHASE_EXPIRED,
-            constants.REASON_IDLE_TIMEOUT,
+            Phase.EXPIRED,
+            phases.REASON_IDLE_TIMEOUT,
             f"no client activity for {format_duration(resolved.idle_timeout) if resolved.idle_timeout else '?'} "
             f"(idle since {last_activity})",
         )
 
     conditions = _conditions(current.get("conditions"), verdict, seen, claim, now, generation, violations)
-    terminal = verdict.phase in (constants.PHASE_EXPIRED, constants.PHASE_TERMINATING)
-    ready_at = current.get("readyAt") or (format_time(now) if verdict.phase == constants.PHASE_READY else None)
+    terminal = verdict.phase in (Phase.EXPIRED, Phase.TERMINATING)
+    ready_at = current.get("readyAt") or (format_time(now) if verdict.phase == Phase.READY else None)
     expiry = lifecycle.expires_at(session, resolved)
     keep = current if terminal else {}
     return {
@@ -319,31 +316,31 @@ def _conditions(
     violations: list[str] | None,
 ) -> list[dict[str, Any]]:
     """Ready, ClaimCreated, Expired, Failed and (when violations were given) PolicyCompliant."""
-    ready = verdict.phase == constants.PHASE_READY
-    conditions = set_condition(current, constants.COND_READY, ready, verdict.reason, verdict.message, now, generation)
+    ready = verdict.phase == Phase.READY
+    conditions = set_condition(current, phases.COND_READY, ready, verdict.reason, verdict.message, now, generation)
     if seen.claim_name is not None:
         created = (True, "ClaimExists", f"SandboxClaim {seen.claim_name} exists")
     elif claim is not None:
-        created = (False, constants.REASON_CLAIM_CONFLICT, verdict.message)
-    elif is_true(current, constants.COND_CLAIM_CREATED) or verdict.phase == constants.PHASE_EXPIRED:
+        created = (False, phases.REASON_CLAIM_CONFLICT, verdict.message)
+    elif is_true(current, phases.COND_CLAIM_CREATED) or verdict.phase == Phase.EXPIRED:
         created = (False, "ClaimGone", "the SandboxClaim no longer exists")
     else:
         created = (False, "NotCreated", verdict.message)
-    conditions = set_condition(conditions, constants.COND_CLAIM_CREATED, *created, now, generation)
-    expired = verdict.phase == constants.PHASE_EXPIRED
+    conditions = set_condition(conditions, phases.COND_CLAIM_CREATED, *created, now, generation)
+    expired = verdict.phase == Phase.EXPIRED
     conditions = set_condition(
         conditions,
-        constants.COND_EXPIRED,
+        phases.COND_EXPIRED,
         expired,
         verdict.reason if expired else "NotExpired",
         verdict.message if expired else "the session is within its TTL and idle timeout",
         now,
         generation,
     )
-    failed = verdict.phase == constants.PHASE_FAILED
+    failed = verdict.phase == Phase.FAILED
     conditions = set_condition(
         conditions,
-        constants.COND_FAILED,
+        phases.COND_FAILED,
         failed,
         verdict.reason if failed else "NoFailure",
         verdict.message if failed else "",
@@ -353,9 +350,9 @@ def _conditions(
     if violations is not None:
         conditions = set_condition(
             conditions,
-            constants.COND_POLICY_COMPLIANT,
+            phases.COND_POLICY_COMPLIANT,
             not violations,
-            constants.REASON_POLICY_VIOLATION if violations else "Compliant",
+            phases.REASON_POLICY_VIOLATION if violations else "Compliant",
             "; ".join(violations) if violations else "the session meets every applicable AgentSessionPolicy",
             now,
             generation,

@@ -32,14 +32,14 @@ from pathlib import Path
 from typing import Any
 
 import kopf
+from agentsession_api import names
 from kopf._cogs.structs.references import NamespaceName, match_namespace
 
 from agentsession_operator import admission, policy
-from agentsession_operator import constants as c
 from agentsession_operator.logs import logger
 
 HANDLER_ID = "policy"
-MANAGED_CONFIGURATION = c.GROUP
+MANAGED_CONFIGURATION = names.GROUP
 """Name of the ValidatingWebhookConfiguration kopf creates and keeps current (RBAC names it too)."""
 DEFAULT_PORT = 9443
 SERVICE_PORT = 443
@@ -167,9 +167,9 @@ def register(registry: kopf.OperatorRegistry | None = None) -> None:
     if _registered:
         return
     kopf.on.validate(
-        c.GROUP,
-        c.VERSION,
-        c.SESSION_PLURAL,
+        names.GROUP,
+        names.VERSION,
+        names.SESSION_PLURAL,
         id=HANDLER_ID,
         operations=["CREATE", "UPDATE"],
         ignore_failures=True,

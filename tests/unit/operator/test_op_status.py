@@ -376,3 +376,14 @@ def test_resolved_values_in_status(make_session: Make) -> None:
         "idleAction": "Suspend",
     }
     assert result["expiresAt"] == "2025-01-01T12:00:00Z"
+
+
+# --- The contract: what the operator writes is what the API (and so the client) reads ---------------
+def test_written_status_is_a_valid_api_status(make_session: Make, make_claim: Make, make_sandbox: Make) -> None:
+    from agentsession_api.types import AgentSessionStatus
+
+    claim = ready_claim(make_claim)
+    written = compute_status(make_session(), claim, make_sandbox(), T0, True, violations=[])
+    status = AgentSessionStatus.model_validate({k: v for k, v in written.items() if v is not None})
+    assert status.phase == written["phase"] and status.pod_ips == written["podIPs"]
+    assert [c.type for c in status.conditions or []] == [c["type"] for c in written["conditions"]]

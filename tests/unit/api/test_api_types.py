@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from agentsession_operator.api import (
+from agentsession_api.types import (
     AgentSession,
     AgentSessionPolicy,
     AgentSessionPolicySpec,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from agentsession_operator import constants, durations, patterns
+from agentsession_api import durations, names, patterns
 
 Rule = dict[str, Any]
 
@@ -46,12 +46,12 @@ def qualified_keys(path: str) -> Rule:
 
 def prefixed_pod_label_keys(path: str) -> Rule:
     """agent-sandbox refuses unprefixed pod labels (terminal InvalidMetadata): refuse them here instead."""
-    domains = ", ".join(constants.DEFAULT_ALLOWED_LABEL_DOMAINS)
+    domains = ", ".join(names.DEFAULT_ALLOWED_LABEL_DOMAINS)
     return {
         "rule": "self.all(k, k.contains('/'))",
         "message": (
             f"{path} keys need a domain prefix that agent-sandbox allows (default {domains}, "
-            f"e.g. {constants.DEFAULT_ALLOWED_LABEL_DOMAINS[0]}/team): agent-sandbox refuses unprefixed pod labels"
+            f"e.g. {names.DEFAULT_ALLOWED_LABEL_DOMAINS[0]}/team): agent-sandbox refuses unprefixed pod labels"
         ),
         "reason": FIELD_VALUE_INVALID,
     }
@@ -59,7 +59,7 @@ def prefixed_pod_label_keys(path: str) -> Rule:
 
 def unreserved_label_keys(path: str) -> Rule:
     """Our identifying labels and agent-sandbox's must not be set (or spoofed) by users."""
-    prefixes = constants.RESERVED_LABEL_PREFIXES
+    prefixes = names.RESERVED_LABEL_PREFIXES
     checks = " && ".join(f"!k.startsWith('{p}')" for p in prefixes)
     return {
         "rule": f"self.all(k, {checks})",
@@ -70,13 +70,13 @@ def unreserved_label_keys(path: str) -> Rule:
 
 def unrestricted_annotation_keys(path: str) -> Rule:
     """agent-sandbox refuses pod annotations in system domains (terminal InvalidMetadata): refuse them here."""
-    domains = "|".join(d.replace(".", r"\.") for d in constants.RESTRICTED_ANNOTATION_DOMAINS)
-    exempt = " || ".join(f"k == '{key}'" for key in constants.EXEMPT_ANNOTATION_KEYS)
+    domains = "|".join(d.replace(".", r"\.") for d in names.RESTRICTED_ANNOTATION_DOMAINS)
+    exempt = " || ".join(f"k == '{key}'" for key in names.EXEMPT_ANNOTATION_KEYS)
     return {
         "rule": f"self.all(k, {exempt} || !k.matches(r'^([^/]*\\.)?({domains})/'))",
         "message": (
-            f"{path} keys in the {', '.join(constants.RESTRICTED_ANNOTATION_DOMAINS)} domains (and their "
-            f"subdomains) are refused by agent-sandbox, except {', '.join(constants.EXEMPT_ANNOTATION_KEYS)}"
+            f"{path} keys in the {', '.join(names.RESTRICTED_ANNOTATION_DOMAINS)} domains (and their "
+            f"subdomains) are refused by agent-sandbox, except {', '.join(names.EXEMPT_ANNOTATION_KEYS)}"
         ),
         "reason": FIELD_VALUE_FORBIDDEN,
     }

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from agentsession_operator.quantities import format_quantity, parse_quantity
+from agentsession_api.quantities import format_quantity, parse_quantity
 
 
 @pytest.mark.parametrize(

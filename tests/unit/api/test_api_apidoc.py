@@ -1,6 +1,6 @@
 """docs/api-reference.md is generated from the CRDs: it must not drift from them."""
 
-from agentsession_operator import apidoc
+from agentsession_api import apidoc
 
 
 def test_api_reference_is_current() -> None:

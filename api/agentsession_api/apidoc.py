@@ -1,5 +1,5 @@
-"""Generate docs/api-reference.md from the CRDs (themselves generated from api.py): every field, its type,
-default, bounds and validation messages. `python -m agentsession_operator.apidoc [--check]`."""
+"""Generate docs/api-reference.md from the CRDs (themselves generated from types.py): every field, its type,
+default, bounds and validation messages. `python -m agentsession_api.apidoc [--check]`."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def _rows(schema: dict[str, Any], path: str, required: set[str], out: list[str])
 
 
 def render() -> str:
-    lines = ["# API reference (generated: `python -m agentsession_operator.apidoc`; do not edit)", ""]
+    lines = ["# API reference (generated: `python -m agentsession_api.apidoc`; do not edit)", ""]
     for name in CRDS:
         crd = yaml.safe_load((ROOT / "crds" / name).read_text())
         version = crd["spec"]["versions"][0]

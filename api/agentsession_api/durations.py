@@ -40,18 +40,24 @@ _WHOLE = re.compile(DURATION_PATTERN)
 _GROUP = re.compile(rf"([0-9]+(?:\.[0-9]+)?)({_UNIT_ALTERNATION})")
 
 
-def parse_duration_ns(text: str) -> int:
-    """Whole nanoseconds of a duration string; ValueError (saying what is allowed) when invalid."""
+def parse_duration_ns(
+    text: str, *, max_length: int | None = DURATION_MAX_LENGTH, max_ns: int = MAX_NANOSECONDS, allow_zero: bool = False
+) -> int:
+    """Whole nanoseconds of a duration string; ValueError (saying what is allowed) when invalid.
+
+    The defaults are the CRD's limits. A reader of values someone else already validated may relax them
+    explicitly (``max_length=None``, ``allow_zero=True``); the syntax is the same for everyone.
+    """
     if not isinstance(text, str):
         raise ValueError(f"duration must be a string, got {type(text).__name__}: expected {ALLOWED_TEXT}")
-    if len(text) > DURATION_MAX_LENGTH or not _WHOLE.fullmatch(text):
+    if (max_length is not None and len(text) > max_length) or not _WHOLE.fullmatch(text):
         raise ValueError(f"invalid duration {text!r}: expected {ALLOWED_TEXT}")
     total = 0
     for number, unit in _GROUP.findall(text):
         total += int(Decimal(number) * UNITS_NS[unit])  # int() truncates, like Go per group
-        if total > MAX_NANOSECONDS:
-            raise ValueError(f"invalid duration {text!r}: longer than the maximum of about 2562047h")
-    if total <= 0:
+        if total > max_ns:
+            raise ValueError(f"invalid duration {text!r}: longer than the maximum of {format_duration_ns(max_ns)}")
+    if total <= 0 and not allow_zero:
         raise ValueError(f"invalid duration {text!r}: must be greater than zero; expected {ALLOWED_TEXT}")
     return total
 
@@ -61,6 +67,11 @@ def parse_duration(text: str) -> timedelta:
     return timedelta(microseconds=math.ceil(parse_duration_ns(text) / 1_000))
 
 
+def duration_seconds(text: str, *, max_length: int | None = DURATION_MAX_LENGTH, allow_zero: bool = False) -> float:
+    """Seconds of a duration string (a float), with the limits of :func:`parse_duration_ns`."""
+    return parse_duration_ns(text, max_length=max_length, allow_zero=allow_zero) / 1e9
+
+
 def is_valid_duration(text: object) -> bool:
     """True when the API server would admit ``text`` as a duration."""
     try:
@@ -68,6 +79,11 @@ def is_valid_duration(text: object) -> bool:
     except ValueError:
         return False
     return True
+
+
+def format_duration_ns(nanoseconds: int) -> str:
+    """Whole hours of a nanosecond count, for messages (``2562047h`` for Go's maximum)."""
+    return f"about {nanoseconds // UNITS_NS['h']}h"
 
 
 def format_duration(value: timedelta) -> str:

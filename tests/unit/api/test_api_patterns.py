@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from agentsession_operator import patterns
+from agentsession_api import patterns
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import yaml
-from agentsession_operator import crdgen, durations
+from agentsession_api import crdgen, durations
 
 REPO = Path(__file__).resolve().parents[3]
 CRD_DIR = REPO / "crds"
@@ -49,7 +49,7 @@ def crd(request: pytest.FixtureRequest) -> dict[str, Any]:
 
 def test_committed_yaml_has_no_drift() -> None:
     diff = crdgen.drift(CRD_DIR)
-    assert not diff, "run `python -m agentsession_operator.crdgen`:\n" + "".join(diff)
+    assert not diff, "run `python -m agentsession_api.crdgen`:\n" + "".join(diff)
 
 
 def test_check_mode_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -7,8 +7,8 @@ from datetime import timedelta
 from typing import Any, cast
 
 import pytest
-from agentsession_operator import durations
-from agentsession_operator.durations import format_duration, is_valid_duration, parse_duration, parse_duration_ns
+from agentsession_api import durations
+from agentsession_api.durations import format_duration, is_valid_duration, parse_duration, parse_duration_ns
 
 
 @pytest.mark.parametrize(
@@ -155,3 +155,14 @@ APISERVER_VERDICTS = {
 @pytest.mark.parametrize(("text", "admitted"), sorted(APISERVER_VERDICTS.items()))
 def test_agrees_with_the_api_server(text: str, admitted: bool) -> None:
     assert is_valid_duration(text) is admitted
+
+
+def test_limits_are_parameters_of_the_one_parser() -> None:
+    """The CRD's limits are the defaults; a reader of admitted values relaxes them by name."""
+    with pytest.raises(ValueError, match="greater than zero"):
+        durations.parse_duration_ns("0s")
+    assert durations.parse_duration_ns("0s", allow_zero=True) == 0
+    long = "1s" * 40
+    with pytest.raises(ValueError):
+        durations.parse_duration_ns(long)
+    assert durations.duration_seconds(long, max_length=None) == 40.0

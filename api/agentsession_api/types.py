@@ -13,10 +13,9 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from agentsession_operator import cel_rules, constants, durations, patterns, quantities
+from agentsession_api import cel_rules, durations, names, patterns, quantities
+from agentsession_api.phases import IdleAction, Phase
 
-IdleAction = Literal["Delete", "Suspend"]
-Phase = Literal["Pending", "Provisioning", "Ready", "Suspended", "Expired", "Failed", "Terminating"]
 LaunchType = Literal["warm", "cold"]
 AccessMode = Literal["ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod"]
 SelectorOperator = Literal["In", "NotIn", "Exists", "DoesNotExist"]
@@ -413,8 +412,8 @@ class AgentSession(BaseModel):
 
     model_config = ConfigDict(populate_by_name=True, extra="ignore")
 
-    api_version: str = Field(constants.API_VERSION, alias="apiVersion")
-    kind: str = Field(constants.SESSION_KIND)
+    api_version: str = Field(names.API_VERSION, alias="apiVersion")
+    kind: str = Field(names.SESSION_KIND)
     metadata: dict[str, Any] = Field(default_factory=dict)
     spec: AgentSessionSpec = Field(default_factory=lambda: AgentSessionSpec.model_validate({}))
     status: AgentSessionStatus | None = None
@@ -579,8 +578,8 @@ class AgentSessionPolicy(BaseModel):
 
     model_config = ConfigDict(populate_by_name=True, extra="ignore")
 
-    api_version: str = Field(constants.API_VERSION, alias="apiVersion")
-    kind: str = Field(constants.POLICY_KIND)
+    api_version: str = Field(names.API_VERSION, alias="apiVersion")
+    kind: str = Field(names.POLICY_KIND)
     metadata: dict[str, Any] = Field(default_factory=dict)
     spec: AgentSessionPolicySpec = Field(default_factory=lambda: AgentSessionPolicySpec.model_validate({}))
     status: AgentSessionPolicyStatus | None = None
