@@ -167,7 +167,7 @@ def test_config_objects(rendered: list[dict[str, Any]]) -> None:
 
 def test_deployment_args_are_the_operators_flags(rendered: list[dict[str, Any]]) -> None:
     """The operator's own argument parser accepts the Deployment's args (as the kubelet expands them)."""
-    from agentsession_operator.__main__ import parse_args
+    from agentsession_operator.cli import parse_args
 
     (container,) = by_kind(rendered, "Deployment")["spec"]["template"]["spec"]["containers"]
     args = parse_args([a.replace("$(POD_NAMESPACE)", OPERATOR_NS) for a in container["args"]])
@@ -215,7 +215,7 @@ def test_samples_apply_with_server_dry_run(kube: Kube, crds: None, restricted_na
 def test_sample_session_complies_with_the_sample_policy() -> None:
     """The operator's own rules (admission and reconcile share them): the sample session passes the
     sample policy, and the policy's env.deny refuses the usual names of credentials."""
-    from agentsession_operator import admission, policy
+    from agentsession_operator.decisions import admission, policy
 
     (pol,) = load(SAMPLES / "30-agentsessionpolicy.yaml")
     (session,) = load(SAMPLES / "40-agentsession.yaml")

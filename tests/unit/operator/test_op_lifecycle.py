@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from agentsession_operator.lifecycle import (
+from agentsession_operator.decisions.lifecycle import (
     activity_patch,
     desired_operating_mode,
     expires_at,
@@ -15,7 +15,7 @@ from agentsession_operator.lifecycle import (
     is_expired,
     should_create_claim,
 )
-from agentsession_operator.resolved import Resolved
+from agentsession_operator.decisions.resolved import Resolved
 
 T0 = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
 Make = Callable[..., dict[str, Any]]

@@ -7,10 +7,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from agentsession_operator import status as status_module
-from agentsession_operator.conditions import find_condition
-from agentsession_operator.resolved import Resolved
-from agentsession_operator.status import TERMINAL_CLAIM_REASONS, compute_status
+from agentsession_operator.decisions import status as status_module
+from agentsession_operator.decisions.conditions import find_condition
+from agentsession_operator.decisions.resolved import Resolved
+from agentsession_operator.decisions.status import TERMINAL_CLAIM_REASONS, compute_status
 
 T0 = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
 Make = Callable[..., dict[str, Any]]

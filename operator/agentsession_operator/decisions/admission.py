@@ -21,54 +21,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from agentsession_api import phases
-
-from agentsession_operator import policy
+from agentsession_operator.decisions import policy
 
 REFUSAL_PREFIX = "AgentSession refused by AgentSessionPolicy: "
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return obj.get("metadata") or {}
-
-
-def _same_object(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
-    ma, mb = _meta(a), _meta(b)
-    if ma.get("uid") and ma.get("uid") == mb.get("uid"):
-        return True
-    return bool(ma.get("name")) and ma.get("name") == mb.get("name") and ma.get("namespace") == mb.get("namespace")
-
-
-def count_unfinished(
-    session: Mapping[str, Any], sessions_in_namespace: Iterable[Mapping[str, Any]], key: str, value: str
-) -> int:
-    """Other sessions of the session's namespace labelled ``key=value`` whose phase is not finished."""
-    namespace = _meta(session).get("namespace")
-    count = 0
-    for other in sessions_in_namespace:
-        meta = _meta(other)
-        if meta.get("namespace", namespace) != namespace or _same_object(session, other):
-            continue
-        if (meta.get("labels") or {}).get(key) != value:
-            continue
-        if phases.is_terminal((other.get("status") or {}).get("phase")):
-            continue
-        count += 1
-    return count
-
-
-def session_limit_violations(
-    session: Mapping[str, Any], effective: policy.EffectivePolicy, sessions_in_namespace: Sequence[Mapping[str, Any]]
-) -> list[str]:
-    """``cleanup.maxSessionsPerLabel`` for a session about to be created (every other one is earlier)."""
-    found = []
-    for limit, value in policy.session_limits_for(session, effective):
-        violation = policy.session_limit_violation(
-            count_unfinished(session, sessions_in_namespace, limit.key, value), limit, value
-        )
-        if violation:
-            found.append(violation)
-    return found
 
 
 def needs_session_count(session: Mapping[str, Any], policies: Iterable[Mapping[str, Any]]) -> bool:
@@ -100,7 +59,7 @@ def review(
     effective = policy.effective_policy_for(session, policies)
     found = policy.violations(session, effective, label_domains)
     if operation == "CREATE":
-        return found + session_limit_violations(session, effective, sessions_in_namespace)
+        return found + policy.session_limit_violations(session, effective, sessions_in_namespace)
     if old is None:
         return found
     before = set(policy.violations(old, policy.effective_policy_for(old, policies), label_domains))

@@ -36,9 +36,9 @@ from agentsession_api.durations import format_duration, parse_duration
 from agentsession_api.phases import IdleAction
 from agentsession_api.quantities import format_quantity, parse_quantity
 
-from agentsession_operator import conditions
-from agentsession_operator.resolved import Resolved
-from agentsession_operator.selectors import selector_matches
+from agentsession_operator.decisions import conditions
+from agentsession_operator.decisions.resolved import Resolved
+from agentsession_operator.decisions.selectors import selector_matches
 
 T = TypeVar("T")
 
@@ -450,6 +450,68 @@ def session_limits_for(session: Mapping[str, Any], effective: EffectivePolicy) -
     """The per-label session caps that apply to this session, each with the session's value of that label."""
     labels = (session.get("metadata") or {}).get("labels") or {}
     return [(limit, labels[limit.key]) for limit in effective.session_limits if limit.key in labels]
+
+
+def _same_object(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    ma, mb = a.get("metadata") or {}, b.get("metadata") or {}
+    if ma.get("uid") and ma.get("uid") == mb.get("uid"):
+        return True
+    return bool(ma.get("name")) and ma.get("name") == mb.get("name") and ma.get("namespace") == mb.get("namespace")
+
+
+def _created(obj: Mapping[str, Any]) -> tuple[str, str]:
+    meta = obj.get("metadata") or {}
+    return str(meta.get("creationTimestamp") or ""), str(meta.get("name") or "")
+
+
+def count_unfinished(
+    session: Mapping[str, Any],
+    others: Iterable[Mapping[str, Any]],
+    key: str,
+    value: str,
+    *,
+    only_earlier: bool = False,
+) -> int:
+    """Other sessions of the session's namespace labelled ``key=value`` whose phase is not terminal.
+
+    ``only_earlier`` counts only those created before ``session`` (creation time, then name), so
+    every reconciler pass over a burst of sessions agrees on which ones are over the limit.
+    """
+    namespace = (session.get("metadata") or {}).get("namespace")
+    count = 0
+    for other in others:
+        meta = other.get("metadata") or {}
+        if meta.get("namespace", namespace) != namespace or _same_object(session, other):
+            continue
+        if (meta.get("labels") or {}).get(key) != value:
+            continue
+        if phases.is_terminal((other.get("status") or {}).get("phase")):
+            continue
+        if only_earlier and not _created(other) < _created(session):
+            continue
+        count += 1
+    return count
+
+
+def session_limit_violations(
+    session: Mapping[str, Any],
+    effective: EffectivePolicy,
+    others: Sequence[Mapping[str, Any]],
+    *,
+    only_earlier: bool = False,
+) -> list[str]:
+    """``cleanup.maxSessionsPerLabel``: one sentence per label whose cap the other sessions fill already.
+
+    At admission every stored session counts (the new one comes last); the reconciler counts only the
+    sessions created earlier (``only_earlier``).
+    """
+    found = []
+    for limit, value in session_limits_for(session, effective):
+        count = count_unfinished(session, others, limit.key, value, only_earlier=only_earlier)
+        violation = session_limit_violation(count, limit, value)
+        if violation:
+            found.append(violation)
+    return found
 
 
 def session_limit_violation(existing_count: int, limit: SessionLimit, label_value: str | None = None) -> str | None:

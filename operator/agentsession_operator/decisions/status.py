@@ -22,12 +22,13 @@ from agentsession_api.durations import format_duration
 from agentsession_api.phases import IdleAction, Phase
 from agentsession_api.timestamps import format_time, parse_time, utc
 
-from agentsession_operator import constants, lifecycle
-from agentsession_operator.conditions import find_condition, is_true, set_condition
-from agentsession_operator.desired import sandbox_operating_mode
-from agentsession_operator.ownership import is_owned_by
-from agentsession_operator.policy import resolve
-from agentsession_operator.resolved import Resolved
+from agentsession_operator import constants
+from agentsession_operator.decisions import lifecycle
+from agentsession_operator.decisions.conditions import find_condition, is_true, set_condition
+from agentsession_operator.decisions.desired import sandbox_operating_mode
+from agentsession_operator.decisions.ownership import is_owned_by
+from agentsession_operator.decisions.policy import resolve
+from agentsession_operator.decisions.resolved import Resolved
 
 __all__ = ["TERMINAL_CLAIM_REASONS", "compute_status", "set_condition"]
 
@@ -155,11 +156,7 @@ def _claim_verdict(session: Mapping[str, Any], seen: Observed, warm_pool_exists:
         where = f" at {seen.pod_ips[0]}" if seen.pod_ips else ""
         return Verdict(Phase.READY, "SandboxReady", f"Sandbox {seen.sandbox_name} is ready{where}")
     if reason == phases.REASON_WARM_POOL_NOT_FOUND or not warm_pool_exists:
-        return Verdict(
-            Phase.PENDING,
-            phases.REASON_WARM_POOL_NOT_FOUND,
-            f"SandboxWarmPool {resolved.warm_pool} not found in namespace {_meta(session).get('namespace')}",
-        )
+        return Verdict(Phase.PENDING, phases.REASON_WARM_POOL_NOT_FOUND, _pool_not_found(session, resolved))
     return Verdict(
         Phase.PROVISIONING,
         reason or "SandboxNotReady",
@@ -170,27 +167,24 @@ def _claim_verdict(session: Mapping[str, Any], seen: Observed, warm_pool_exists:
 def _unclaimed_verdict(
     session: Mapping[str, Any], warm_pool_exists: bool, resolved: Resolved, violations: list[str] | None
 ) -> Verdict:
-    """Phase while no claim exists yet (or it was deleted): why creation waits."""
-    if violations:
-        return Verdict(
-            Phase.FAILED,
-            phases.REASON_POLICY_VIOLATION,
-            "refused by policy: " + "; ".join(violations),
-        )
-    if not resolved.warm_pool:
+    """Phase while no claim exists yet (or it was deleted): why creation waits (lifecycle decides)."""
+    waiting = lifecycle.why_creation_waits(resolved, warm_pool_exists=warm_pool_exists, violations=violations)
+    if waiting == phases.REASON_POLICY_VIOLATION:
+        return Verdict(Phase.FAILED, waiting, "refused by policy: " + "; ".join(violations or []))
+    if waiting == phases.REASON_NO_WARM_POOL:
         return Verdict(
             Phase.PENDING,
-            phases.REASON_NO_WARM_POOL,
+            waiting,
             "spec.warmPoolRef is not set and no AgentSessionPolicy gives a default warm pool; delete and recreate "
             "the AgentSession with spec.warmPoolRef.name, or add a policy with defaults.warmPoolRef",
         )
-    if not warm_pool_exists:
-        return Verdict(
-            Phase.PENDING,
-            phases.REASON_WARM_POOL_NOT_FOUND,
-            f"SandboxWarmPool {resolved.warm_pool} not found in namespace {_meta(session).get('namespace')}",
-        )
+    if waiting == phases.REASON_WARM_POOL_NOT_FOUND:
+        return Verdict(Phase.PENDING, waiting, _pool_not_found(session, resolved))
     return Verdict(Phase.PENDING, phases.REASON_CLAIM_PENDING, "creating the SandboxClaim")
+
+
+def _pool_not_found(session: Mapping[str, Any], resolved: Resolved) -> str:
+    return f"SandboxWarmPool {resolved.warm_pool} not found in namespace {_meta(session).get('namespace')}"
 
 
 def _verdict(

@@ -1,7 +1,6 @@
-"""The validating admission webhook: AgentSessionPolicy enforced when an AgentSession is written.
+"""The validating admission webhook's server: where it listens, its certificate, how kopf announces it.
 
-The handler reads what the reconciler already keeps (its cache of policies, agent-sandbox's label
-allowlist) and decides with admission.py, which reuses policy.py: one source of truth for every rule.
+The handler itself is handlers/admission.py; it decides with decisions/admission.py.
 
 failurePolicy is Ignore: with the operator down (or slow, or broken) writes go through and the
 reconciler re-checks each session before it creates a claim; a violating session ends Failed with
@@ -12,16 +11,17 @@ kopf manages the ValidatingWebhookConfiguration ``agentsession.dev`` (settings.a
 creates it, patches in the webhook with its clientConfig and caBundle, and removes the webhook on a
 clean shutdown (a killed operator leaves it behind, harmless with failurePolicy Ignore).
 
-Wiring: ``__main__`` builds a :class:`WebhookConfig` from its flags, stores it in :data:`CONFIG` and
-calls :func:`register`; the startup handler calls :func:`configure`. Nothing is registered on import,
-so ``kopf run`` or KopfRunner over main.py runs without a webhook (kopf refuses admission handlers
-without a server).
+Wiring: ``cli`` builds a :class:`WebhookConfig` from its flags, passes it to kopf in the operator's
+memo (``memo.webhook``) and registers the handler (handlers/admission.py); the startup handler calls
+:func:`configure`. Nothing is registered on import, so ``kopf run`` or KopfRunner over the handlers runs
+without a webhook (kopf refuses admission handlers without a server).
 """
 
 from __future__ import annotations
 
 import atexit
 import datetime as dt
+import fnmatch
 import ipaddress
 import shutil
 import socket
@@ -33,12 +33,9 @@ from typing import Any
 
 import kopf
 from agentsession_api import names
-from kopf._cogs.structs.references import NamespaceName, match_namespace
 
-from agentsession_operator import admission, policy
-from agentsession_operator.logs import logger
+from agentsession_operator.infra.logs import logger
 
-HANDLER_ID = "policy"
 MANAGED_CONFIGURATION = names.GROUP
 """Name of the ValidatingWebhookConfiguration kopf creates and keeps current (RBAC names it too)."""
 DEFAULT_PORT = 9443
@@ -62,27 +59,47 @@ class WebhookConfig:
     """CA bundle for the API server; default: the certificate itself (or the generated CA)."""
     service: tuple[str, str, int] | None = None
     """(namespace, name, port): a Service clientConfig instead of a URL (in-cluster)."""
-    namespaces: tuple[str, ...] = ()
-    """The operator's --namespace patterns: sessions elsewhere are not the operator's to judge."""
 
     @property
     def enabled(self) -> bool:
         return self.port != 0
 
     def url_host(self) -> str:
-        return self.host or kopf.WebhookServer._get_accessible_addr(self.bind)
+        return self.host or accessible_host(self.bind)
 
     def server_names(self) -> list[str]:
         """Names the serving certificate must carry (SANs)."""
-        names = [self.url_host(), kopf.WebhookServer._get_accessible_addr(self.bind)]
+        names = [self.url_host(), accessible_host(self.bind)]
         if self.service is not None:  # what the API server dials first, and the common name
             namespace, name, _ = self.service
             names = [f"{name}.{namespace}.svc", f"{name}.{namespace}.svc.cluster.local", f"{name}.{namespace}", *names]
         return list(dict.fromkeys(names))
 
 
-CONFIG: WebhookConfig | None = None
-"""Set by ``__main__`` before kopf starts; None: no webhook."""
+def accessible_host(bind: str) -> str:
+    """The address a client dials for a listener on ``bind``: a catch-all address becomes loopback."""
+    try:
+        address = ipaddress.ip_address(bind)
+    except ValueError:
+        return bind
+    if address.is_unspecified:
+        return "::1" if address.version == 6 else "127.0.0.1"
+    return bind
+
+
+def namespace_matches(namespace: str, pattern: str) -> bool:
+    """kopf's ``--namespace`` pattern syntax: comma-separated globs, ``!glob`` excludes; a leading
+    exclusion implies a catch-all first. (kopf has this matcher only in a private module.)"""
+    globs = [glob.strip() for glob in pattern.split(",")]
+    if not globs or globs[0].startswith("!"):
+        globs.insert(0, "*")
+    first = matches = fnmatch.fnmatch(namespace, globs[0])
+    for glob in globs[1:]:
+        if glob.startswith("!"):
+            matches = matches and not fnmatch.fnmatch(namespace, glob[1:])
+        else:
+            matches = matches or (first and fnmatch.fnmatch(namespace, glob))
+    return matches
 
 
 def parse_service(text: str) -> tuple[str, str, int]:
@@ -92,90 +109,6 @@ def parse_service(text: str) -> tuple[str, str, int]:
     if not namespace or not name:
         raise ValueError(f"expected namespace/name[:port], got {text!r}")
     return namespace, name, int(port) if port else SERVICE_PORT
-
-
-# ---- the handler ---------------------------------------------------------------------------------
-def _watched(namespace: str | None) -> bool:
-    patterns = CONFIG.namespaces if CONFIG is not None else ()
-    if not patterns:
-        return True
-    return namespace is not None and any(match_namespace(NamespaceName(namespace), p) for p in patterns)
-
-
-async def _sessions_for_count(reconciler: Any, session: dict[str, Any], namespace: str) -> list[dict[str, Any]]:
-    """The namespace's sessions carrying the limited labels, read live (the cache may lag a burst of creates)."""
-    effective = policy.effective_policy_for(session, list(reconciler.cache.policies.get(namespace, {}).values()))
-    found: dict[str, dict[str, Any]] = {}
-    try:
-        for limit, value in policy.session_limits_for(session, effective):
-            for other in await reconciler.kube.list_sessions(namespace, selector=f"{limit.key}={value}"):
-                found[other["metadata"].get("uid") or other["metadata"]["name"]] = other
-    except Exception as exc:  # the cache is the fallback: slightly stale beats not checking
-        _log.warning("listing sessions for maxSessionsPerLabel failed; using the cache", error=str(exc)[:300])
-        return [body for (ns, _), body in reconciler.cache.sessions.items() if ns == namespace]
-    return list(found.values())
-
-
-async def validate_session(
-    *,
-    body: kopf.Body,
-    memo: Any,
-    warnings: list[str],
-    old: kopf.Body | None = None,
-    operation: str | None = None,
-    **_: Any,
-) -> None:
-    """Refuse an AgentSession CREATE/UPDATE that breaks an applicable AgentSessionPolicy."""
-    session = dict(body)
-    meta = session.get("metadata") or {}
-    namespace = meta.get("namespace")
-    if not namespace or not _watched(namespace) or operation not in ("CREATE", "UPDATE"):
-        return
-    try:
-        reconciler = memo.reconciler
-        policies = list(reconciler.cache.policies.get(namespace, {}).values())
-        domains = await reconciler.label_domains()
-        others: list[dict[str, Any]] = []
-        if operation == "CREATE" and admission.needs_session_count(session, policies):
-            others = await _sessions_for_count(reconciler, session, namespace)
-        previous = dict(old) if old is not None else None
-        violations = admission.review(session, policies, domains, others, operation, old=previous)
-        if previous is not None and not violations:
-            standing = admission.standing_violations(session, policies, domains, previous)
-            warnings.extend(f"AgentSessionPolicy (not enforced on this update): {v}" for v in standing)
-    except Exception as exc:  # failurePolicy Ignore in spirit: never refuse because we broke
-        _log.exception("admission check failed; admitting", namespace=namespace, session=meta.get("name"))
-        warnings.append(f"AgentSessionPolicy not checked at admission ({exc}); the operator checks it later")
-        return
-    if violations:
-        _log.info(
-            "admission refused",
-            namespace=namespace,
-            session=meta.get("name"),
-            operation=operation,
-            violations=violations,
-        )
-        raise kopf.AdmissionError(admission.refusal_message(violations), code=422)
-
-
-_registered = False
-
-
-def register(registry: kopf.OperatorRegistry | None = None) -> None:
-    """Register :func:`validate_session` with kopf (once)."""
-    global _registered
-    if _registered:
-        return
-    kopf.on.validate(
-        names.GROUP,
-        names.VERSION,
-        names.SESSION_PLURAL,
-        id=HANDLER_ID,
-        operations=["CREATE", "UPDATE"],
-        ignore_failures=True,
-        registry=registry,
-    )(validate_session)
-    _registered = True
 
 
 # ---- the server ----------------------------------------------------------------------------------

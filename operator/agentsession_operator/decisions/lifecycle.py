@@ -18,8 +18,8 @@ from agentsession_api.phases import IdleAction
 from agentsession_api.timestamps import format_time, parse_time, utc
 
 from agentsession_operator import constants
-from agentsession_operator.policy import resolve
-from agentsession_operator.resolved import Resolved
+from agentsession_operator.decisions.policy import resolve
+from agentsession_operator.decisions.resolved import Resolved
 
 
 # --- TTL ---------------------------------------------------------------------------------------------
@@ -50,6 +50,20 @@ def is_deleting(obj: Mapping[str, Any] | None) -> bool:
     return bool(((obj or {}).get("metadata") or {}).get("deletionTimestamp"))
 
 
+def why_creation_waits(resolved: Resolved, *, warm_pool_exists: bool, violations: list[str] | None) -> str | None:
+    """Why a live session cannot have its claim yet (a reason), or None when it can.
+
+    The one place for this rule: :func:`should_create_claim` acts on it and status.py reports it.
+    """
+    if violations:
+        return phases.REASON_POLICY_VIOLATION
+    if not resolved.warm_pool:
+        return phases.REASON_NO_WARM_POOL
+    if not warm_pool_exists:
+        return phases.REASON_WARM_POOL_NOT_FOUND
+    return None
+
+
 def should_create_claim(
     session: Mapping[str, Any],
     claim_exists: bool,
@@ -71,14 +85,12 @@ def should_create_claim(
         (is_deleting(session), phases.REASON_DELETING),
         (phases.is_terminal(phase), f"Phase{phase}"),
         (is_expired(session, now, effective), phases.REASON_TTL_EXPIRED),
-        (bool(violations), phases.REASON_POLICY_VIOLATION),
-        (not effective.warm_pool, phases.REASON_NO_WARM_POOL),
-        (not warm_pool_exists, phases.REASON_WARM_POOL_NOT_FOUND),
     )
     for blocked, reason in checks:
         if blocked:
             return False, reason
-    return True, "CreateClaim"
+    waiting = why_creation_waits(effective, warm_pool_exists=warm_pool_exists, violations=violations)
+    return (False, waiting) if waiting else (True, "CreateClaim")
 
 
 # --- Activity and idleness ---------------------------------------------------------------------------

@@ -17,11 +17,11 @@ from agentsession_api import phases
 from agentsession_api.phases import Phase
 from agentsession_api.timestamps import parse_time, utc
 
-from agentsession_operator import desired, lifecycle
-from agentsession_operator.conditions import find_condition
-from agentsession_operator.ownership import is_owned_by
-from agentsession_operator.policy import EMPTY_POLICY, EffectivePolicy, resolve
-from agentsession_operator.status import compute_status
+from agentsession_operator.decisions import desired, lifecycle
+from agentsession_operator.decisions.conditions import find_condition
+from agentsession_operator.decisions.ownership import is_owned_by
+from agentsession_operator.decisions.policy import EMPTY_POLICY, EffectivePolicy, resolve
+from agentsession_operator.decisions.status import compute_status
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.rest import ApiException
 
 from agentsession_operator import constants as c
-from agentsession_operator.logs import logger
+from agentsession_operator.infra.logs import logger
 
 _log = logger()
 

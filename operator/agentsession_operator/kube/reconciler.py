@@ -1,4 +1,4 @@
-"""Reconcile one AgentSession: observe (cache, then the API), decide (pure logic), act (kube.py).
+"""Reconcile one AgentSession: observe (cache, then the API), decide (decisions/), act (client.py).
 
 Level-triggered: every trigger (the session's own events, its claim's or Sandbox's events, a policy or
 pool change, a deadline) runs the same full pass, and a pass that finds nothing to change writes
@@ -11,8 +11,7 @@ import asyncio
 import datetime as dt
 import time
 from collections import defaultdict
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from agentsession_api import names, phases
@@ -20,63 +19,17 @@ from agentsession_api.phases import Phase
 from agentsession_api.timestamps import parse_time
 
 from agentsession_operator import constants as c
-from agentsession_operator import lifecycle, metrics, naming, policy, retention
-from agentsession_operator import reconcile as decide
-from agentsession_operator.kube import Kube
-from agentsession_operator.logs import logger
-from agentsession_operator.ownership import is_owned_by
-from agentsession_operator.scheduler import DeadlineScheduler, Key
+from agentsession_operator.decisions import actions as decide
+from agentsession_operator.decisions import lifecycle, naming, policy, retention
+from agentsession_operator.decisions.ownership import is_owned_by
+from agentsession_operator.infra import metrics
+from agentsession_operator.infra.logs import logger
+from agentsession_operator.kube.cache import Cache, Key
+from agentsession_operator.kube.client import Kube
+from agentsession_operator.kube.scheduler import DeadlineScheduler
 
 LABEL_DOMAINS_TTL = 60.0  # seconds between reads of agent-sandbox-config
 MAX_RETRY_DELAY = 60.0
-
-
-def _resource_version(body: dict[str, Any]) -> int:
-    # Opaque by contract, but etcd revisions in practice; unparsable values never block an update.
-    try:
-        return int(body["metadata"].get("resourceVersion", 0))
-    except (TypeError, ValueError):
-        return 0
-
-
-def slim(body: Mapping[str, Any], drop_spec: tuple[str, ...] = ()) -> dict[str, Any]:
-    """A cached copy without what no decision reads: managedFields (often the bulk of an object) and,
-    for Sandboxes, the pod template. Thousands of cached objects stay small."""
-    meta = {k: v for k, v in (body.get("metadata") or {}).items() if k != "managedFields"}
-    out = {**body, "metadata": meta}
-    if drop_spec and isinstance(body.get("spec"), Mapping):
-        out["spec"] = {k: v for k, v in body["spec"].items() if k not in drop_spec}
-    return out
-
-
-SANDBOX_SPEC_UNUSED = ("podTemplate", "volumeClaimTemplates")
-
-
-@dataclass
-class Cache:
-    """What the watches have seen (kept current by the event handlers), keyed by (namespace, name)."""
-
-    claims: dict[Key, dict[str, Any]] = field(default_factory=dict)
-    sandboxes: dict[Key, dict[str, Any]] = field(default_factory=dict)
-    pools: set[Key] = field(default_factory=set)
-    policies: dict[str, dict[str, dict[str, Any]]] = field(default_factory=lambda: defaultdict(dict))
-    sessions: dict[Key, dict[str, Any]] = field(default_factory=dict)  # the latest body seen per session
-
-    def remember_session(self, key: Key, body: dict[str, Any]) -> None:
-        """Keep the newest body: a watch event can arrive after our own, newer write."""
-        known = self.sessions.get(key)
-        if known is not None and _resource_version(known) > _resource_version(body):
-            return
-        self.sessions[key] = slim(body)
-
-    def remember_claim(self, key: Key, body: Mapping[str, Any]) -> None:
-        self.claims[key] = slim(body)
-
-    def remember_sandbox(self, key: Key, body: Mapping[str, Any]) -> None:
-        self.sandboxes[key] = slim(body, SANDBOX_SPEC_UNUSED)
-
-    def sessions_in(self, namespace: str) -> list[Key]:
-        return [key for key in self.sessions if key[0] == namespace]
 
 
 @dataclass
@@ -190,28 +143,6 @@ class Reconciler:
         sandbox = self.cache.sandboxes.get((namespace, bound))
         return sandbox if sandbox is not None else await self.kube.get_sandbox(namespace, bound)
 
-    def _limit_violations(self, session: dict[str, Any], effective: policy.EffectivePolicy) -> list[str]:
-        """maxSessionsPerLabel, decided by creation order so concurrent creations agree on who is over."""
-        out = []
-        meta = session["metadata"]
-        me = (meta.get("creationTimestamp", ""), meta["name"])
-        for limit, value in policy.session_limits_for(session, effective):
-            earlier = 0
-            for (ns, _), other in self.cache.sessions.items():
-                other_meta = other["metadata"]
-                if ns != meta["namespace"] or other_meta.get("uid") == meta.get("uid"):
-                    continue
-                if (other_meta.get("labels") or {}).get(limit.key) != value:
-                    continue
-                if phases.is_terminal(_phase(other.get("status"))):
-                    continue
-                if (other_meta.get("creationTimestamp", ""), other_meta["name"]) < me:
-                    earlier += 1
-            violation = policy.session_limit_violation(earlier, limit, value)
-            if violation:
-                out.append(violation)
-        return out
-
     # ---- the pass ----------------------------------------------------------------------------
     async def reconcile(self, key: Key, cause: str, deadline_lag: float | None = None, fresh: bool = False) -> None:
         """One pass. `fresh` re-reads the session from the API first (deadlines act on the newest state);
@@ -282,7 +213,9 @@ class Reconciler:
         violations = None
         if claim is None:
             violations = policy.violations(session, effective, await self.label_domains())
-            violations += self._limit_violations(session, effective)
+            # maxSessionsPerLabel by creation order, so concurrent creations agree on who is over.
+            others = self.cache.bodies_in(namespace)
+            violations += policy.session_limit_violations(session, effective, others, only_earlier=True)
 
         actions = decide.reconcile_actions(
             session,

@@ -15,8 +15,8 @@ from agentsession_api import phases
 from agentsession_api.phases import Phase
 from agentsession_api.timestamps import parse_time, utc
 
-from agentsession_operator.conditions import find_condition
-from agentsession_operator.status import TERMINAL_CLAIM_REASONS
+from agentsession_operator.decisions.conditions import find_condition
+from agentsession_operator.decisions.status import TERMINAL_CLAIM_REASONS
 
 
 def finished_at(session: Mapping[str, Any]) -> datetime | None:

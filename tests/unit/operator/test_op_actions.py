@@ -6,8 +6,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from agentsession_operator.policy import merge_policies
-from agentsession_operator.reconcile import (
+from agentsession_operator.decisions.actions import (
     CreateClaim,
     DeleteClaim,
     PatchClaim,
@@ -17,6 +16,7 @@ from agentsession_operator.reconcile import (
     patch_changes,
     reconcile_actions,
 )
+from agentsession_operator.decisions.policy import merge_policies
 
 T0 = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
 Make = Callable[..., dict[str, Any]]

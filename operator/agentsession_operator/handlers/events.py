@@ -1,4 +1,4 @@
-"""Every kopf handler of the operator, each a few lines: filter, update the cache, hand over to the service.
+"""The watch handlers, each a few lines: filter, update the reconciler's cache, hand over to the reconciler.
 
 No handler here is a change-handler (on.create/update/delete), a timer or a daemon, so kopf adds no
 finalizer and writes no progress annotations: deleting an AgentSession never waits for the operator,
@@ -7,56 +7,19 @@ and its claim, Sandbox, Pod and PVCs go by ownerReference garbage collection eve
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 import kopf
 from agentsession_api import names
 
 from agentsession_operator import constants as c
-from agentsession_operator import webhook
-from agentsession_operator.kube import Kube
-from agentsession_operator.service import Config, Reconciler
+from agentsession_operator.kube.reconciler import Reconciler
 
 MANAGED = {c.LABEL_MANAGED_BY: c.MANAGED_BY}
 
 
 def _key(body: kopf.Body) -> tuple[str, str]:
     return str(body["metadata"]["namespace"]), str(body["metadata"]["name"])
-
-
-@kopf.on.startup()
-async def startup(
-    settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logging.Logger | logging.LoggerAdapter[Any], **_: Any
-) -> None:
-    # Our own storage names from day one: changing them later makes kopf treat every object as new.
-    settings.persistence.finalizer = c.FINALIZER
-    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=c.KOPF_PREFIX)
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
-        prefix=c.KOPF_PREFIX,
-        key="last-handled-configuration",
-        # Activity reports are not spec changes (and no change-handler exists today): keep it so.
-        ignored_fields=[("metadata", "annotations", names.ANNOTATION_ACTIVITY)],
-    )
-    # Never silently stop watching: bounded server-side watches, and a client timeout just above.
-    settings.watching.server_timeout = 300
-    settings.watching.client_timeout = 330
-    settings.watching.connect_timeout = 30
-    settings.posting.level = logging.WARNING
-    settings.networking.request_timeout = 60
-    webhook.configure(settings, webhook.CONFIG)  # admission: server and managed configuration, when enabled
-    kube = await Kube.connect()
-    reconciler = Reconciler(kube, Config())
-    reconciler.scheduler.start()
-    memo.kube = kube
-    memo.reconciler = reconciler
-    logger.info("agentsession operator started")
-
-
-@kopf.on.cleanup()
-async def cleanup(memo: kopf.Memo, **_: Any) -> None:
-    await memo.reconciler.scheduler.stop()
-    await memo.kube.close()
 
 
 # ---- AgentSession: every event runs one level-triggered pass --------------------------------------

@@ -15,9 +15,10 @@ from typing import Any
 from agentsession_api import names
 from agentsession_api.timestamps import format_time, parse_time
 
-from agentsession_operator import constants, naming
-from agentsession_operator.ownership import session_owner_reference
-from agentsession_operator.resolved import Resolved
+from agentsession_operator import constants
+from agentsession_operator.decisions import naming
+from agentsession_operator.decisions.ownership import session_owner_reference
+from agentsession_operator.decisions.resolved import Resolved
 
 SHUTDOWN_POLICY = "Retain"
 """Retain: at shutdownTime agent-sandbox removes the Sandbox but keeps the claim, so the session can still

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from agentsession_operator import constants as c
-from agentsession_operator.kube import Kube
+from agentsession_operator.kube.client import Kube
 
 REQUIRED = {
     f"{c.CLAIM_PLURAL}.{c.EXTENSIONS_GROUP}": c.EXTENSIONS_VERSION,

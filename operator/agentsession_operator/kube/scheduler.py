@@ -14,7 +14,7 @@ import heapq
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-Key = tuple[str, str]  # (namespace, name)
+from agentsession_operator.kube.cache import Key
 
 
 class DeadlineScheduler:
