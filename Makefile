@@ -9,13 +9,14 @@ export KUBECONFIG ?= $(CURDIR)/.cluster/kubeconfig
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
 
-$(VENV)/.installed: pyproject.toml
+# The three distributions (api/, client/, operator/), editable, plus the dev tools and devcluster's needs.
+$(VENV)/.installed: api/pyproject.toml client/pyproject.toml operator/pyproject.toml requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
-	$(VENV)/bin/pip install -q -e '.[dev]'
+	$(VENV)/bin/pip install -q -e './api[codegen]' -e './client[agent-sandbox]' -e ./operator -r requirements-dev.txt
 	touch $@
 
-venv: $(VENV)/.installed ## create the virtualenv with every extra
+venv: $(VENV)/.installed ## create the virtualenv: the three packages (editable) and the dev tools
 
 demo: venv ## the quick start: control plane + operator + a deep agent in a sandbox, then tear down
 	$(PY) -m examples.demo_agent
@@ -54,7 +55,7 @@ test: venv ## every test: unit first, then end to end (builds the control plane 
 
 lint: venv ## ruff and mypy
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy devcluster api/agentsession_api operator/agentsession_operator langchain_k8s_client
+	$(VENV)/bin/mypy devcluster api/agentsession_api client/langchain_k8s_client operator/agentsession_operator
 
 bench: venv ## benchmarks (print tables of medians and ratios)
 	$(PY) -m benchmarks.bench_cluster

@@ -16,7 +16,6 @@ from typing import Any
 from agentsession_api import phases
 from agentsession_api.phases import Phase
 from agentsession_api.timestamps import parse_time, utc
-
 from agentsession_operator.decisions import desired, lifecycle
 from agentsession_operator.decisions.conditions import find_condition
 from agentsession_operator.decisions.ownership import is_owned_by

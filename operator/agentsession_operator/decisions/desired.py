@@ -14,7 +14,6 @@ from typing import Any
 
 from agentsession_api import names
 from agentsession_api.timestamps import format_time, parse_time
-
 from agentsession_operator import constants
 from agentsession_operator.decisions import naming
 from agentsession_operator.decisions.ownership import session_owner_reference

@@ -16,7 +16,6 @@ from agentsession_api import phases
 from agentsession_api.activity import parse_activity
 from agentsession_api.phases import IdleAction
 from agentsession_api.timestamps import format_time, parse_time, utc
-
 from agentsession_operator import constants
 from agentsession_operator.decisions.policy import resolve
 from agentsession_operator.decisions.resolved import Resolved

@@ -35,7 +35,6 @@ from agentsession_api import names, patterns, phases
 from agentsession_api.durations import format_duration, parse_duration
 from agentsession_api.phases import IdleAction
 from agentsession_api.quantities import format_quantity, parse_quantity
-
 from agentsession_operator.decisions import conditions
 from agentsession_operator.decisions.resolved import Resolved
 from agentsession_operator.decisions.selectors import selector_matches

@@ -14,7 +14,6 @@ from typing import Any
 from agentsession_api import phases
 from agentsession_api.phases import Phase
 from agentsession_api.timestamps import parse_time, utc
-
 from agentsession_operator.decisions.conditions import find_condition
 from agentsession_operator.decisions.status import TERMINAL_CLAIM_REASONS
 

@@ -21,7 +21,6 @@ from agentsession_api import phases
 from agentsession_api.durations import format_duration
 from agentsession_api.phases import IdleAction, Phase
 from agentsession_api.timestamps import format_time, parse_time, utc
-
 from agentsession_operator import constants
 from agentsession_operator.decisions import lifecycle
 from agentsession_operator.decisions.conditions import find_condition, is_true, set_condition

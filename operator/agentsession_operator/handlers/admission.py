@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 import kopf
-from agentsession_api import names
 
+from agentsession_api import names
 from agentsession_operator.decisions import admission, policy
 from agentsession_operator.infra.logs import logger
 from agentsession_operator.infra.webhook_server import namespace_matches

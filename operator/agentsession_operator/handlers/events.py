@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 import kopf
-from agentsession_api import names
 
+from agentsession_api import names
 from agentsession_operator import constants as c
 from agentsession_operator.kube.reconciler import Reconciler
 

@@ -6,8 +6,8 @@ import logging
 from typing import Any
 
 import kopf
-from agentsession_api import names
 
+from agentsession_api import names
 from agentsession_operator import constants as c
 from agentsession_operator.infra import webhook_server
 from agentsession_operator.kube.client import Kube

@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any
 
 import kopf
-from agentsession_api import names
 
+from agentsession_api import names
 from agentsession_operator.infra.logs import logger
 
 MANAGED_CONFIGURATION = names.GROUP

@@ -8,10 +8,10 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from agentsession_api import names
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.rest import ApiException
 
+from agentsession_api import names
 from agentsession_operator import constants as c
 from agentsession_operator.infra.logs import logger
 

@@ -17,7 +17,6 @@ from typing import Any
 from agentsession_api import names, phases
 from agentsession_api.phases import Phase
 from agentsession_api.timestamps import parse_time
-
 from agentsession_operator import constants as c
 from agentsession_operator.decisions import actions as decide
 from agentsession_operator.decisions import lifecycle, naming, policy, retention

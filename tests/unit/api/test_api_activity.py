@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
+
 from agentsession_api.activity import MAX_BUSY_SECONDS, Activity, format_activity, parse_activity
 
 T0 = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)

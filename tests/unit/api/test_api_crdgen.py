@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import yaml
+
 from agentsession_api import crdgen, durations
 
 REPO = Path(__file__).resolve().parents[3]

@@ -7,6 +7,7 @@ from datetime import timedelta
 from typing import Any, cast
 
 import pytest
+
 from agentsession_api import durations
 from agentsession_api.durations import format_duration, is_valid_duration, parse_duration, parse_duration_ns
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from agentsession_api.quantities import format_quantity, parse_quantity
 
 

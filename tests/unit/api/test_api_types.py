@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
+
 from agentsession_api.types import (
     AgentSession,
     AgentSessionPolicy,
@@ -12,7 +14,6 @@ from agentsession_api.types import (
     AgentSessionSpec,
     AgentSessionStatus,
 )
-from pydantic import ValidationError
 
 FULL_SPEC: dict[str, Any] = {
     "warmPoolRef": {"name": "python-pool"},

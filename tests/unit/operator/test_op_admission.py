@@ -8,6 +8,7 @@ from typing import Any, cast
 
 import kopf
 import pytest
+
 from agentsession_operator.decisions import admission
 from agentsession_operator.decisions.policy import effective_policy_for, violations
 from agentsession_operator.handlers import admission as admission_handler

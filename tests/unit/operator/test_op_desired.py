@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+
 from agentsession_operator.decisions.desired import (
     claim_patch_for_ttl,
     desired_claim,

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+
 from agentsession_operator.decisions.lifecycle import (
     activity_patch,
     desired_operating_mode,

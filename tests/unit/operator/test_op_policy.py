@@ -7,6 +7,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+
 from agentsession_operator.decisions.policy import (
     EMPTY_POLICY,
     SessionLimit,

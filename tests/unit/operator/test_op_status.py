@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+
 from agentsession_operator.decisions import status as status_module
 from agentsession_operator.decisions.conditions import find_condition
 from agentsession_operator.decisions.resolved import Resolved

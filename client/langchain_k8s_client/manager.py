@@ -13,7 +13,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from agentsession_api import names
-
 from langchain_k8s_client.backend import AgentSessionSandbox
 from langchain_k8s_client.sessions import SessionStore, SessionView
 

@@ -13,13 +13,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kubernetes import client, config, watch
+from kubernetes.client.rest import ApiException
+
 from agentsession_api import names, patterns, phases
 from agentsession_api.activity import format_activity
 from agentsession_api.phases import Phase
 from agentsession_api.types import AgentSessionStatus, Condition
-from kubernetes import client, config, watch
-from kubernetes.client.rest import ApiException
-
 from langchain_k8s_client.errors import (
     PolicyViolation,
     SessionConflict,

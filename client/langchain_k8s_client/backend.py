@@ -10,17 +10,19 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentsession_api.phases import IdleAction, Phase
-
 from langchain_k8s_client.activity import ActivityThrottle, interval_for
 from langchain_k8s_client.durations import normalize
-from langchain_k8s_client.endpoints import Connection, EndpointResolver
+from langchain_k8s_client.endpoints import EndpointResolver
 from langchain_k8s_client.errors import SessionNotReady
 from langchain_k8s_client.pod_sandbox import PodSandbox
 from langchain_k8s_client.sessions import SessionSpec, SessionStore, SessionView, raise_for_terminal
 from langchain_k8s_client.transport import PodEndpoint
+
+if TYPE_CHECKING:
+    from langchain_k8s_client.endpoints import Connection
 
 log = logging.getLogger(__name__)
 
