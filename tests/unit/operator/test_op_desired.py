@@ -7,15 +7,16 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from agentsession_operator.desired import (
+
+from agentsession_operator.decisions.desired import (
     claim_patch_for_ttl,
     desired_claim,
     identifying_labels,
     sandbox_patch_for_mode,
 )
-from agentsession_operator.naming import claim_name
-from agentsession_operator.policy import resolve
-from agentsession_operator.resolved import Resolved
+from agentsession_operator.decisions.naming import claim_name
+from agentsession_operator.decisions.policy import resolve
+from agentsession_operator.decisions.resolved import Resolved
 
 EXPIRES = datetime(2025, 1, 1, 13, 0, 0, 500000, tzinfo=UTC)
 
