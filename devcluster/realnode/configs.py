@@ -89,6 +89,9 @@ state = "{c / "state"}"
   # Processes here lack CAP_SYS_RESOURCE: without this every pod sandbox fails to set its negative
   # oom_score_adj ("can't get final child's PID from pipe: EOF").
   restrict_oom_score_adj = true
+  # Pod network namespaces under this node's own state directory (not /run/netns, shared by every
+  # cluster on the machine), so tear-down finds exactly this node's.
+  netns_mounts_under_state_dir = true
   [{cri_runtime}.containerd]
     default_runtime_name = "runc"
     [{cri_runtime}.containerd.runtimes.runc]

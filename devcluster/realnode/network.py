@@ -12,24 +12,29 @@ import os
 import subprocess
 from dataclasses import dataclass
 
-# Pods of the real node; the Node's podCIDR (one node: one /24 of it).
-POD_CIDR = "198.18.0.0/16"
-NODE_POD_CIDR = "198.18.0.0/24"
-# Services (cluster-wide, both node kinds): the `kubernetes` Service is the first address, DNS the tenth.
-SERVICE_CIDR = "198.19.0.0/17"
-KUBERNETES_SERVICE_IP = "198.19.0.1"
-DNS_SERVICE_IP = "198.19.0.10"
-# The veth pair between the host and the node's namespace.
-HOST_IP = "198.19.255.1"
-NODE_IP = "198.19.255.2"
+# Several clusters may run side by side (one per checkout): DEVCLUSTER_NET_INDEX (0-7) gives each its own
+# slice of the ranges and its own namespace.
+INDEX = int(os.environ.get("DEVCLUSTER_NET_INDEX", "0"))
+if not 0 <= INDEX <= 7:
+    raise ValueError(f"DEVCLUSTER_NET_INDEX={INDEX}: expected 0 to 7")
+# Pods of the real node; the Node's podCIDR (one node: the first /24 of it).
+POD_CIDR = f"198.18.{32 * INDEX}.0/19"
+NODE_POD_CIDR = f"198.18.{32 * INDEX}.0/24"
+# Services (both node kinds): the `kubernetes` Service is the first address, DNS the tenth.
+SERVICE_CIDR = f"198.19.{16 * INDEX}.0/20"
+KUBERNETES_SERVICE_IP = f"198.19.{16 * INDEX}.1"
+DNS_SERVICE_IP = f"198.19.{16 * INDEX}.10"
+# The veth pair between the host and the node's namespace (a /30 of 198.19.255.0/24).
+HOST_IP = f"198.19.255.{4 * INDEX + 1}"
+NODE_IP = f"198.19.255.{4 * INDEX + 2}"
 LINK_PREFIX = 30
 
 
 @dataclass(frozen=True)
 class NodeNetwork:
-    """Names of one node's namespace and veth pair (override the namespace to run two clusters at once)."""
+    """Names of one node's network namespace and veth pair."""
 
-    netns: str = os.environ.get("DEVCLUSTER_NETNS", "agentsession-node")
+    netns: str = f"agentsession-node{INDEX}"
 
     @property
     def host_link(self) -> str:
@@ -75,13 +80,6 @@ class NodeNetwork:
             proc = subprocess.run(cmd, capture_output=True, text=True)
             if proc.returncode != 0:
                 raise RuntimeError(f"{' '.join(cmd)} failed: {proc.stderr.strip()}")
-
-    def pod_namespaces(self) -> list[str]:
-        """Pod network namespaces CNI made (containerd names them cni-<uuid>)."""
-        try:
-            return [n for n in os.listdir("/run/netns") if n.startswith("cni-")]
-        except FileNotFoundError:
-            return []
 
     def destroy(self) -> None:
         """Remove the namespace (its end of the veth pair and with it the host's end and routes)."""

@@ -220,10 +220,8 @@ class RealNode:
             processes.stop(pids.pop("node-forwarder"))
         self._unmount_below(self.dirs.root)
         self._remove_pod_cgroups()
-        netns = self.cluster.state.get("node_netns", self.net.netns)
-        for ns in self.net.pod_namespaces():
-            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
-        network.NodeNetwork(netns).destroy()
+        # Pod network namespaces are bind mounts below the node's state directory: unmounted above.
+        network.NodeNetwork(self.cluster.state.get("node_netns", self.net.netns)).destroy()
         shutil.rmtree(self.dirs.root, ignore_errors=True)
 
     def _kill_containers(self) -> None:

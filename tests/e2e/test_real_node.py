@@ -6,6 +6,7 @@ containerd under its upstream name.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import time
 import urllib.request
@@ -94,7 +95,7 @@ def test_node_is_ready_with_containerd(kube: Kube) -> None:
 def test_pod_from_local_registry_runs_with_logs_and_exec(kube: Kube, namespace: str) -> None:
     kube.apply(_pod("hello", ["sh", "-c", "echo hello from a real container; exec sleep 600"]), namespace=namespace)
     pod = _running(kube, "hello", namespace)
-    assert pod["status"]["podIP"].startswith("198.18."), pod["status"]
+    assert ipaddress.ip_address(pod["status"]["podIP"]) in ipaddress.ip_network(network.POD_CIDR), pod["status"]
     image_id = pod["status"]["containerStatuses"][0]["imageID"]
     assert image_id.startswith("registry.k8s.io/agent-sandbox/python-runtime-sandbox@sha256:"), image_id
     kube.wait_for(
@@ -156,7 +157,7 @@ def test_service_answers_from_host_and_pods(kube: Kube, namespace: str) -> None:
     _running(kube, "web", namespace)
     _running(kube, "probe", namespace)
     ip = kube.get("service", "web", namespace)["spec"]["clusterIP"]  # type: ignore[index]
-    assert ip.startswith("198.19."), ip
+    assert ipaddress.ip_address(ip) in ipaddress.ip_network(network.SERVICE_CIDR), ip
 
     def from_host() -> bool:
         try:
