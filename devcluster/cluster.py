@@ -348,6 +348,8 @@ class Cluster:
                 "--enable-admission-plugins=NodeRestriction",
                 f"--kubelet-client-certificate={d / 'apiserver-kubelet-client.crt'}",
                 f"--kubelet-client-key={d / 'apiserver-kubelet-client.key'}",
+                # By address, never by a DNS lookup of the node's name (no resolver query leaves the machine).
+                "--kubelet-preferred-address-types=InternalIP",
                 "--allow-privileged=true",
                 "--profiling=false",
                 "--event-ttl=1h",
