@@ -78,8 +78,6 @@ class RuntimeInfo:
     base_dir: str
     hostname: str
     runner: Runner
-    has_python3: bool
-    staging_writable: bool
     has_base64: bool = True
     exec_limit: float | None = None
     """Seconds after which the runtime itself kills a command's whole process group
@@ -120,8 +118,6 @@ def parse_probe(stdout: str) -> RuntimeInfo:
         base_dir=base,
         hostname=fields.get("host", ""),
         runner=runner if runner in ("timeout", "python3") else "none",  # type: ignore[arg-type]
-        has_python3=fields.get("python3") == "1",
-        staging_writable=fields.get("staging") == "1",
         has_base64=fields.get("base64") == "1",
         exec_limit=_exec_limit(fields.get("limit")) if fields.get("group") == "1" else None,
     )

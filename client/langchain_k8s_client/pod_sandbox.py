@@ -26,7 +26,7 @@ import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from deepagents.backends.protocol import (
     DeleteResult,
@@ -254,40 +254,12 @@ class PodSandbox(BaseSandbox):
             )
         return _execute_response(result)
 
-    def execute_with_offload(
-        self,
-        command: str,
-        capture_path: str,
-        *,
-        max_inline_bytes: int,
-        max_capture_bytes: int | None = None,
-        timeout: int | None = None,
-    ) -> ExecuteOffloadResult:
+    def execute_with_offload(self, command: str, capture_path: str, **options: Any) -> ExecuteOffloadResult:
         """BaseSandbox's capture wrapper, with a virtual capture path mapped into the pod."""
-        return super().execute_with_offload(
-            command,
-            self._capture_path(capture_path),
-            max_inline_bytes=max_inline_bytes,
-            max_capture_bytes=max_capture_bytes,
-            timeout=timeout,
-        )
+        return super().execute_with_offload(command, self._capture_path(capture_path), **options)
 
-    async def aexecute_with_offload(
-        self,
-        command: str,
-        capture_path: str,
-        *,
-        max_inline_bytes: int,
-        max_capture_bytes: int | None = None,
-        timeout: int | None = None,
-    ) -> ExecuteOffloadResult:
-        return await super().aexecute_with_offload(
-            command,
-            self._capture_path(capture_path),
-            max_inline_bytes=max_inline_bytes,
-            max_capture_bytes=max_capture_bytes,
-            timeout=timeout,
-        )
+    async def aexecute_with_offload(self, command: str, capture_path: str, **options: Any) -> ExecuteOffloadResult:
+        return await super().aexecute_with_offload(command, self._capture_path(capture_path), **options)
 
     def _capture_path(self, capture_path: str) -> str:
         if not self._policy.virtual_mode or not capture_path.startswith("/"):

@@ -16,9 +16,7 @@ echo "host=$h"
 if timeout -s KILL 5 true 2>/dev/null; then echo runner=timeout
 elif command -v python3 >/dev/null 2>&1; then echo runner=python3
 else echo runner=none; fi
-command -v python3 >/dev/null 2>&1 && echo python3=1
 command -v base64 >/dev/null 2>&1 && echo base64=1
-[ -w "$d" ] && echo staging=1
 if read -r s 2>/dev/null </proc/$$/stat; then
   s=${s##*) }
   # shellcheck disable=SC2086  # split /proc/$$/stat into fields (globbing off)
