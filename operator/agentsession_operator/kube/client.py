@@ -21,7 +21,7 @@ _MERGE = {"Content-Type": "application/merge-patch+json"}
 
 
 class Kube:
-    """A thin async facade over the API: sessions, claims, sandboxes, pools, CRDs, config, events."""
+    """A thin async facade over the API: sessions, policies, claims, sandboxes, pools, CRDs, config, events."""
 
     def __init__(self, api_client: client.ApiClient) -> None:
         self.api_client = api_client
@@ -98,6 +98,10 @@ class Kube:
         except ApiException as exc:
             if exc.status not in (404, 409):
                 raise
+
+    async def list_policies(self) -> list[dict[str, Any]]:
+        """Every AgentSessionPolicy of the cluster (the startup sync; the watch keeps them current after)."""
+        return await self._list(names.GROUP, names.VERSION, names.POLICY_PLURAL, None)
 
     # ---- agent-sandbox objects ---------------------------------------------------------------
     async def get_claim(self, namespace: str, name: str) -> dict[str, Any] | None:

@@ -26,9 +26,13 @@ class FakeKube:
         self.claims: dict[Key, dict[str, Any]] = {}
         self.sandboxes: dict[Key, dict[str, Any]] = {}
         self.pools: set[Key] = set()
+        self.policies: list[dict[str, Any]] = []
         self.writes: list[tuple[str, Any]] = []
         self.fail_status_writes = 0
         self.gate: asyncio.Event | None = None  # when set, status writes wait for it
+
+    async def list_policies(self) -> list[dict[str, Any]]:
+        return [copy.deepcopy(p) for p in self.policies]
 
     async def get_session(self, namespace: str, name: str) -> dict[str, Any] | None:
         return copy.deepcopy(self.sessions.get((namespace, name)))
@@ -131,6 +135,25 @@ async def test_a_missing_pool_waits_without_a_claim(kube: FakeKube, reconciler: 
     await reconciler.reconcile(key, cause="test")
     assert not any(w[0] == "create-claim" for w in kube.writes)
     assert kube.sessions[key]["status"]["conditions"][0]["reason"] == "WarmPoolNotFound"
+
+
+async def test_policies_are_loaded_before_the_first_pass(
+    kube: FakeKube, reconciler: Reconciler, make_session: Make, make_policy: Make
+) -> None:
+    """Startup fills the policy cache from a live list: a session's first pass, even one that comes
+    before the policies' watch events, must not create a claim a policy forbids."""
+    kube.pools.add(("ns", "python-pool"))
+    kube.policies = [
+        make_policy("rules", {"limits": {"allowedWarmPools": ["other"]}}),
+        make_policy("elsewhere", {}, namespace="team-x"),
+    ]
+    await reconciler.load_policies(("ns",))
+    assert list(reconciler.cache.policies) == ["ns"]
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    key = _store(kube, make_session(created=now))
+    await reconciler.reconcile(key, cause="listed")
+    assert not any(w[0] == "create-claim" for w in kube.writes)
+    assert kube.sessions[key]["status"]["phase"] == "Failed"
 
 
 # ---- coalescing ------------------------------------------------------------------------------------
