@@ -106,9 +106,7 @@ def test_pvc_outlives_pod(kube: Kube, namespace: str) -> None:
     assert out["stdout"].strip() == "persisted", out
 
 
-@pytest.mark.kwoknode(
-    reason="the pod runner's bubblewrap root (the real node: test_real_node)"
-)
+@pytest.mark.kwoknode(reason="the pod runner's bubblewrap root (the real node: test_real_node)")
 def test_pods_have_their_own_filesystems(kube: Kube, namespace: str) -> None:
     _runtime_pool(kube, namespace)
     kube.apply(manifests.claim("a", "py"), manifests.claim("b", "py"), namespace=namespace)
