@@ -3,19 +3,23 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 export KUBECONFIG ?= $(CURDIR)/.cluster/kubeconfig
+# The local cluster's node: kwok (simulated, the default) or real (containerd, kubelet, NetworkPolicy).
+NODE ?= $(or $(DEVCLUSTER_NODE),kwok)
+export DEVCLUSTER_NODE := $(NODE)
 
 .PHONY: help venv cluster-up cluster-down cluster-status crds operator test test-unit test-e2e lint bench demo dev
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
 
-$(VENV)/.installed: pyproject.toml
+# The three distributions (api/, client/, operator/), editable, plus the dev tools and devcluster's needs.
+$(VENV)/.installed: api/pyproject.toml client/pyproject.toml operator/pyproject.toml requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
-	$(VENV)/bin/pip install -q -e '.[dev]'
+	$(VENV)/bin/pip install -q -e './api[codegen]' -e './client[agent-sandbox]' -e ./operator -r requirements-dev.txt
 	touch $@
 
-venv: $(VENV)/.installed ## create the virtualenv with every extra
+venv: $(VENV)/.installed ## create the virtualenv: the three packages (editable) and the dev tools
 
 demo: venv ## the quick start: control plane + operator + a deep agent in a sandbox, then tear down
 	$(PY) -m examples.demo_agent
@@ -23,7 +27,7 @@ demo: venv ## the quick start: control plane + operator + a deep agent in a sand
 dev: venv ## like demo, but leave the control plane running
 	$(PY) -m examples.demo_agent --keep
 
-cluster-up: venv ## start the local control plane (builds binaries once; writes .cluster/kubeconfig)
+cluster-up: venv ## start the local control plane (NODE=kwok|real; builds binaries once; writes .cluster/kubeconfig)
 	$(PY) -m devcluster up
 
 cluster-down: venv ## stop the local control plane
@@ -33,8 +37,8 @@ cluster-status: venv ## is the local control plane running?
 	$(PY) -m devcluster status
 
 crds: venv ## regenerate crds/*.yaml from the API types
-	$(PY) -m agentsession_operator.crdgen
-	$(PY) -m agentsession_operator.apidoc
+	$(PY) -m agentsession_api.crdgen
+	$(PY) -m agentsession_api.apidoc
 
 operator: venv ## install the CRDs and run the operator in the foreground against $$KUBECONFIG
 	$(PY) -m devcluster kubectl apply --server-side --force-conflicts -f crds/
@@ -52,9 +56,11 @@ test: venv ## every test: unit first, then end to end (builds the control plane 
 	$(PY) -m devcluster build
 	$(PY) -m pytest tests/integration tests/e2e -q
 
-lint: venv ## ruff and mypy
+lint: venv ## ruff, mypy and shellcheck (the scripts the client runs in the pod, and ours)
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy devcluster operator/agentsession_operator langchain_k8s_client
+	$(VENV)/bin/mypy devcluster api/agentsession_api client/langchain_k8s_client operator/agentsession_operator
+	cd client/langchain_k8s_client/scripts && shellcheck -x *.sh
+	shellcheck kind/*.sh .ci/run
 
 bench: venv ## benchmarks (print tables of medians and ratios)
 	$(PY) -m benchmarks.bench_cluster

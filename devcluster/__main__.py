@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from devcluster import build, prereqs, runtimes
-from devcluster.cluster import Cluster, ClusterError
+from devcluster.cluster import Cluster, ClusterError, node_kind
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -26,10 +26,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # Every host prerequisite first: a missing package stops here, not after a long build.
         if args.command in ("up", "build"):
-            prereqs.ensure([prereqs.KWOK])
+            prereqs.ensure(prereqs.for_node(node_kind()))
         elif args.command == "images":
             prereqs.ensure([prereqs.IMAGES])
-    except prereqs.PrerequisiteError as exc:
+    except (prereqs.PrerequisiteError, ClusterError) as exc:
         print(f"[devcluster] error: {exc}", file=sys.stderr)
         return 1
     if args.command == "images":
@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "down":
             cluster.down()
         elif args.command == "build":
-            build.build_all()
+            build.build_all(node=node_kind())
             runtimes.prepare()
         elif args.command == "restart-agent-sandbox":
             cluster.start_agent_sandbox_controller()

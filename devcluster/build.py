@@ -58,6 +58,24 @@ COMPONENTS = (KUBERNETES, ETCD, KWOK, AGENT_SANDBOX)
 # Only the real node needs it (its images' registry): built on demand by devcluster.registry.
 DISTRIBUTION = Component("distribution", versions.DISTRIBUTION, ("registry",))
 
+# The real node (NODE=real). Same Kubernetes version as the control plane, its own cache entry.
+KUBERNETES_NODE = Component("kubernetes-node", versions.KUBERNETES, ("kubelet", "kube-proxy"))
+CONTAINERD = Component("containerd", versions.CONTAINERD, ("containerd", "ctr", "containerd-shim-runc-v2"))
+CNI_PLUGINS = Component("cni-plugins", versions.CNI_PLUGINS, ("ptp", "host-local", "loopback", "portmap"))
+KUBE_ROUTER = Component("kube-router", versions.KUBE_ROUTER, ("kube-router",))
+NODE_COMPONENTS = (KUBERNETES_NODE, CONTAINERD, CNI_PLUGINS, KUBE_ROUTER)
+
+# kube-router v2.1.0 pins dependencies with published advisories; its tools module raises them to fixed
+# releases (minimum version selection keeps the higher one). Dev cluster only: never shipped.
+KUBE_ROUTER_RAISED = (
+    "golang.org/x/net@v0.38.0",
+    "golang.org/x/crypto@v0.36.0",
+    "golang.org/x/oauth2@v0.27.0",
+    "google.golang.org/grpc@v1.64.1",
+    "google.golang.org/protobuf@v1.34.2",
+    "github.com/docker/docker@v25.0.6+incompatible",
+)
+
 
 class BuildError(RuntimeError):
     pass
@@ -138,8 +156,8 @@ def _tools_module(component: Component, gomod: str, log: Path) -> Path:
     return src
 
 
-def _build_kubernetes(log: Path) -> None:
-    src = _tools_module(KUBERNETES, kubernetes_tools_gomod(), log)
+def _build_kubernetes(log: Path, component: Component = KUBERNETES) -> None:
+    src = _tools_module(component, kubernetes_tools_gomod(), log)
     _run(["go", "get", f"k8s.io/kubernetes@{versions.KUBERNETES}"], src, log)
     minor = versions.KUBERNETES.split(".")[1]
     ldflags = " ".join(
@@ -154,8 +172,64 @@ def _build_kubernetes(log: Path) -> None:
             "-s -w",
         ]
     )
-    packages = [f"k8s.io/kubernetes/cmd/{name}" for name in KUBERNETES.binaries]
-    _run(["go", "build", "-trimpath", "-ldflags", ldflags, "-o", str(KUBERNETES.bin_dir) + "/", *packages], src, log)
+    packages = [f"k8s.io/kubernetes/cmd/{name}" for name in component.binaries]
+    _run(["go", "build", "-trimpath", "-ldflags", ldflags, "-o", str(component.bin_dir) + "/", *packages], src, log)
+
+
+def _build_kubernetes_node(log: Path) -> None:
+    _build_kubernetes(log, KUBERNETES_NODE)
+
+
+def _build_module_packages(
+    component: Component,
+    module: str,
+    packages: list[str],
+    log: Path,
+    tags: str = "",
+    raise_deps: tuple[str, ...] = (),
+    ldflags: str = "",
+) -> None:
+    """Build `packages` of `module`@component.version through a tools module (no `go install`: see below)."""
+    name = component.name
+    gomod = f"module agentsession.dev/devcluster/{name}-tools\n\ngo 1.26\n\nrequire {module} {component.version}\n"
+    src = _tools_module(component, gomod, log)
+    for dep in raise_deps:
+        _run(["go", "get", dep], src, log)
+    cmd = ["go", "build", "-trimpath", "-ldflags", f"-s -w {ldflags}".strip()]
+    if tags:
+        cmd += ["-tags", tags]
+    _run([*cmd, "-o", str(component.bin_dir) + "/", *(f"{module}/{p}" for p in packages)], src, log)
+
+
+def _build_containerd(log: Path) -> None:
+    _build_module_packages(
+        CONTAINERD,
+        "github.com/containerd/containerd/v2",
+        ["cmd/containerd", "cmd/ctr", "cmd/containerd-shim-runc-v2"],
+        log,
+        tags="no_btrfs no_devmapper no_zfs",
+        # What `kubectl get nodes -o wide` shows as the runtime version (else "2.4.2+unknown").
+        ldflags=f"-X github.com/containerd/containerd/v2/version.Version={CONTAINERD.version.removeprefix('v')}",
+    )
+
+
+def _build_cni_plugins(log: Path) -> None:
+    _build_module_packages(
+        CNI_PLUGINS,
+        "github.com/containernetworking/plugins",
+        ["plugins/main/ptp", "plugins/ipam/host-local", "plugins/main/loopback", "plugins/meta/portmap"],
+        log,
+    )
+
+
+def _build_kube_router(log: Path) -> None:
+    _build_module_packages(
+        KUBE_ROUTER,
+        "github.com/cloudnativelabs/kube-router/v2",
+        ["cmd/kube-router"],
+        log,
+        raise_deps=KUBE_ROUTER_RAISED,
+    )
 
 
 def _build_etcd(log: Path) -> None:
@@ -206,6 +280,10 @@ _BUILDERS = {
     KWOK.name: _build_kwok,
     AGENT_SANDBOX.name: _build_agent_sandbox,
     DISTRIBUTION.name: _build_distribution,
+    KUBERNETES_NODE.name: _build_kubernetes_node,
+    CONTAINERD.name: _build_containerd,
+    CNI_PLUGINS.name: _build_cni_plugins,
+    KUBE_ROUTER.name: _build_kube_router,
 }
 
 
@@ -259,8 +337,13 @@ def build_time(component: Component) -> float | None:
     return float(json.loads(stamp.read_text() or "{}").get("seconds", 0.0))
 
 
-def build_all(out=sys.stderr) -> None:
-    for component in COMPONENTS:
+def components(node: str = "kwok") -> tuple[Component, ...]:
+    """What a cluster with this kind of node needs (the control plane always; a real node adds its own)."""
+    return COMPONENTS + (NODE_COMPONENTS if node == "real" else ())
+
+
+def build_all(out=sys.stderr, node: str = "kwok") -> None:
+    for component in components(node):
         build(component, out)
 
 

@@ -1,9 +1,14 @@
 """Bring the local control plane up and down.
 
 Start-up order: certificates -> etcd -> kube-apiserver -> kube-controller-manager -> kube-scheduler ->
-kwok + a fake Node with a 127.x pod CIDR -> agent-sandbox CRDs and controller -> pod runner -> the
-project's CRDs. Every listener is on 127.0.0.1 (pods on their own 127.x address). A half-started cluster
-is torn down, and a failure names the component and the tail of its log.
+the node -> agent-sandbox CRDs and controller -> the project's CRDs. Every listener is on 127.0.0.1. A
+half-started cluster is torn down, and a failure names the component and the tail of its log.
+
+Two kinds of node (`NODE=kwok|real`, env DEVCLUSTER_NODE):
+- kwok (default): a fake node whose pods run as bubblewrap-confined processes (the pod runner) on their
+  own 127.x address. Starts in seconds; serves thousands of pause pods for the scale benchmarks.
+- real: containerd + runc, a kubelet, kube-proxy and a NetworkPolicy controller in a network namespace of
+  their own (see devcluster/realnode): real containers, Services and enforced NetworkPolicies.
 """
 
 from __future__ import annotations
@@ -26,12 +31,25 @@ from typing import Any
 import yaml
 
 from devcluster import build, kubeconfig, pki, processes, runtimes, versions
+from devcluster.realnode import network
+from devcluster.realnode.node import RealNode
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 NODE_NAME = "devcluster-node-1"
 # Loopback, so the host reaches pods as an in-cluster client would. Override to run two clusters at once.
 POD_CIDR = os.environ.get("DEVCLUSTER_POD_CIDR", "127.1.0.0/16")
-SERVICE_CIDR = "10.96.0.0/16"  # virtual only: nothing routes to it, no traffic is ever sent there
+# Routed only into the real node's namespace (on a kwok node nothing routes to it at all).
+SERVICE_CIDR = network.SERVICE_CIDR
+NODE_KINDS = ("kwok", "real")
+
+
+def node_kind() -> str:
+    kind = os.environ.get("DEVCLUSTER_NODE", "kwok") or "kwok"
+    if kind not in NODE_KINDS:
+        raise ClusterError(f"DEVCLUSTER_NODE={kind!r}: expected one of {', '.join(NODE_KINDS)}")
+    return kind
+
+
 AGENT_SANDBOX_NAMESPACE = "agent-sandbox-system"
 AGENT_SANDBOX_CONFIGMAP = "agent-sandbox-config"
 
@@ -112,8 +130,13 @@ class Cluster:
         except (OSError, ValueError):
             return {}
 
-    def _save_state(self) -> None:
+    def save_state(self) -> None:
         self.paths.state.write_text(json.dumps(self.state, indent=2))
+
+    @property
+    def node(self) -> str:
+        """The kind of node of the running (or last started) cluster."""
+        return str(self.state.get("node", "kwok"))
 
     def _say(self, message: str) -> None:
         print(f"[devcluster] {message}", file=self.out, flush=True)
@@ -153,31 +176,39 @@ class Cluster:
         self.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=yaml.safe_dump_all(docs))
 
     # ---- up ----------------------------------------------------------------------------------
-    def up(self) -> bool:
-        """Start everything; returns False (a no-op) when the cluster is already running."""
+    def up(self, node: str | None = None) -> bool:
+        """Start everything; returns False (a no-op) when a cluster with this kind of node is already running."""
+        node = node or node_kind()
         if self.is_running():
+            if self.node != node:
+                raise ClusterError(f"a cluster with a {self.node} node is running; stop it first (make cluster-down)")
             self._say(f"already running (kubeconfig {self.paths.kubeconfig}); nothing to do")
             return False
         if self.state:
             self._say("found a stale cluster; cleaning it up first")
             self.down(quiet=True)
         started = time.monotonic()
-        build.build_all(self.out)
+        build.build_all(self.out, node=node)
         runtimes.prepare(self.out)
         for d in (self.paths.root, self.paths.pki, self.paths.logs, self.paths.pods, self.paths.volumes):
             d.mkdir(parents=True, exist_ok=True)
-        self.state = {"pids": {}, "ports": {}, "started": time.time()}
-        self._save_state()
+        self.state = {"pids": {}, "ports": {}, "started": time.time(), "node": node}
+        self.save_state()
         try:
             self._certificates()
             self._start_etcd()
             self._start_apiserver()
             self._start_controller_manager()
             self._start_scheduler()
-            self._start_kwok()
+            if node == "real":
+                RealNode(self).up()
+                self._say(f"real node {self.node_name} ready (containerd {versions.CONTAINERD}, kube-router)")
+            else:
+                self._start_kwok()
             self._install_agent_sandbox()
             self.start_agent_sandbox_controller()
-            self._start_pod_runner()
+            if node == "kwok":
+                self._start_pod_runner()
             self._install_project_crds()
             self._wait_default_service_account()
         except BaseException:
@@ -205,20 +236,52 @@ class Cluster:
                 "kubernetes.default",
                 "kubernetes.default.svc",
                 "kubernetes.default.svc.cluster.local",
-                "10.96.0.1",
+                network.KUBERNETES_SERVICE_IP,
+                # The real node reaches the API server through a forwarder at its own address.
+                network.NODE_IP,
             ),
         )
         pki.issue(ca, d, "admin", "devcluster-admin", organization="system:masters", client=True)
         pki.issue(ca, d, "controller-manager", "system:kube-controller-manager", client=True)
         pki.issue(ca, d, "scheduler", "system:kube-scheduler", client=True)
+        pki.issue(
+            ca,
+            d,
+            "apiserver-kubelet-client",
+            "kube-apiserver-kubelet-client",
+            organization="system:masters",
+            client=True,
+        )
         pki.service_account_keys(d)
 
-    def _start(self, name: str, cmd: list[str], env: dict[str, str] | None = None) -> int:
+    def start_process(self, name: str, cmd: list[str], env: dict[str, str] | None = None) -> int:
+        """Start a component detached, logging to logs/<name>.log; `down` stops it."""
         log = self.paths.log(name)
         pid = processes.start(cmd, log, env=env)
         self.state["pids"][name] = pid
-        self._save_state()
+        self.save_state()
         return pid
+
+    _start = start_process
+
+    def wait(self, what: str, check: Callable[[], bool], timeout: float, component: str, pid: int) -> None:
+        _wait(what, check, timeout, self.paths.log(component), pid)
+
+    def get_json(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+        args = ["get", kind, name, "-o", "json"] + (["-n", namespace] if namespace else [])
+        proc = self.kubectl(*args, check=False)
+        return dict(json.loads(proc.stdout)) if proc.returncode == 0 else None
+
+    @property
+    def pod_cidr(self) -> str:
+        """Where this cluster's pods get their addresses."""
+        return network.POD_CIDR if self.node == "real" else POD_CIDR
+
+    @property
+    def node_name(self) -> str:
+        from devcluster.realnode.node import NODE_NAME as REAL_NODE_NAME
+
+        return REAL_NODE_NAME if self.node == "real" else NODE_NAME
 
     def _start_etcd(self) -> None:
         d = self.paths.pki
@@ -277,7 +340,7 @@ class Cluster:
                 f"--etcd-certfile={d / 'etcd-client.crt'}",
                 f"--etcd-keyfile={d / 'etcd-client.key'}",
                 "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
+                *self._advertise_flags(),
                 f"--secure-port={port}",
                 f"--tls-cert-file={d / 'apiserver.crt'}",
                 f"--tls-private-key-file={d / 'apiserver.key'}",
@@ -286,10 +349,13 @@ class Cluster:
                 f"--service-account-key-file={d / 'sa.pub'}",
                 f"--service-account-signing-key-file={d / 'sa.key'}",
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
-                "--authorization-mode=RBAC",
+                "--authorization-mode=Node,RBAC",
+                "--enable-admission-plugins=NodeRestriction",
+                f"--kubelet-client-certificate={d / 'apiserver-kubelet-client.crt'}",
+                f"--kubelet-client-key={d / 'apiserver-kubelet-client.key'}",
+                # By address, never by a DNS lookup of the node's name (no resolver query leaves the machine).
+                "--kubelet-preferred-address-types=InternalIP",
                 "--allow-privileged=true",
-                # Loopback addresses are refused in Endpoints; the apiserver must not publish its own.
-                "--endpoint-reconciler-type=none",
                 "--profiling=false",
                 "--event-ttl=1h",
                 "--enable-priority-and-fairness=false",
@@ -319,6 +385,14 @@ class Cluster:
                 f"system:kube-{name}",
             )
         self._say(f"kube-apiserver ready at {server}")
+
+    def _advertise_flags(self) -> list[str]:
+        if self.node == "real":
+            # Pods reach the API server through the `kubernetes` Service, whose endpoint is the node
+            # forwarder's listener (inside the node's namespace) in front of 127.0.0.1.
+            return [f"--advertise-address={network.NODE_IP}"]
+        # Loopback addresses are refused in Endpoints; the apiserver must not publish its own.
+        return ["--advertise-address=127.0.0.1", "--endpoint-reconciler-type=none"]
 
     def _start_controller_manager(self) -> None:
         d = self.paths.pki
@@ -508,6 +582,8 @@ class Cluster:
             if not quiet:
                 self._say("not running; nothing to do")
             return False
+        if self.node == "real" or self.state.get("node_netns"):
+            RealNode(self).down(pids)
         # Reverse start order: the pod runner stops every runtime it started on its way out.
         for name in reversed(list(pids)):
             processes.stop(pids[name])

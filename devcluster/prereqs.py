@@ -18,11 +18,22 @@ from typing import IO
 KWOK = "kwok"  # the simulated node: bubblewrap pods
 REAL_NODE = "real-node"  # kubelet + containerd + CNI + kube-proxy + NetworkPolicy
 IMAGES = "images"  # the real node's images and registry
+LINT = "lint"  # make lint (the client's shell scripts)
 
 # group -> {command: Debian package}
 COMMANDS: dict[str, dict[str, str]] = {
     KWOK: {"bwrap": "bubblewrap", "setpriv": "util-linux"},
-    REAL_NODE: {"runc": "runc", "setpriv": "util-linux"},
+    LINT: {"shellcheck": "shellcheck"},
+    # kube-proxy, kube-router (iptables + ipset), the node's network namespace and veths.
+    REAL_NODE: {
+        "runc": "runc",
+        "setpriv": "util-linux",
+        "iptables": "iptables",
+        "ipset": "ipset",
+        "conntrack": "conntrack",
+        "nft": "nftables",
+        "ip": "iproute2",
+    },
     IMAGES: {
         "mmdebstrap": "mmdebstrap",
         "buildah": "buildah",
@@ -35,6 +46,11 @@ COMMANDS: dict[str, dict[str, str]] = {
 }
 # Files (not commands) a group needs: path -> package. The static pause binary links libc.a.
 FILES: dict[str, dict[str, str]] = {IMAGES: {"/usr/lib/x86_64-linux-gnu/libc.a": "libc6-dev"}}
+
+
+def for_node(kind: str) -> list[str]:
+    """The groups ``python -m devcluster up|build`` needs for a node kind (``kwok`` or ``real``)."""
+    return [KWOK, REAL_NODE, IMAGES] if kind == "real" else [KWOK]
 
 
 def missing(groups: Iterable[str]) -> list[str]:

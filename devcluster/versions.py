@@ -21,3 +21,10 @@ DEBIAN_BASE_SUITE = "bookworm"
 DEBIAN_RUNTIME_SUITE = "trixie"
 # registry.k8s.io/pause tags: containerd 2.4's CRI default sandbox image, and the one our manifests name.
 PAUSE_TAGS = ("3.10.2", "3.10")
+
+# The real node (NODE=real): the kubelet and kube-proxy come from KUBERNETES above.
+CONTAINERD = "v2.4.2"
+CNI_PLUGINS = "v1.10.0"
+# The only kube-router the Go proxy serves here; run as a NetworkPolicy controller only (iptables + ipset:
+# this kernel has no nftables queue). Its vulnerable dependencies are raised in its tools module.
+KUBE_ROUTER = "v2.1.0"

@@ -15,10 +15,23 @@ import pytest
 import yaml
 
 from devcluster import build
-from devcluster.cluster import Cluster, Paths
+from devcluster.cluster import Cluster, Paths, node_kind
 
 # Before anything imports the kubernetes client: it reads $KUBECONFIG once, at import time.
 os.environ["KUBECONFIG"] = str(Paths().kubeconfig)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """One suite, two kinds of node: `realnode` tests need containerd and a kubelet (DEVCLUSTER_NODE=real);
+    `kwoknode` tests exercise the simulated node itself (the pod runner, 127.x pod IPs)."""
+    kind = node_kind()
+    for item in items:
+        if "realnode" in item.keywords and kind != "real":
+            item.add_marker(pytest.mark.skip(reason="needs the real node (make test runs it with NODE=real)"))
+        kwok_only = item.get_closest_marker("kwoknode")
+        if kwok_only and kind != "kwok":
+            why = kwok_only.kwargs.get("reason", "exercises the simulated node")
+            item.add_marker(pytest.mark.skip(reason=f"kwok node only: {why}"))
 
 
 class Kube:

@@ -167,7 +167,7 @@ def test_config_objects(rendered: list[dict[str, Any]]) -> None:
 
 def test_deployment_args_are_the_operators_flags(rendered: list[dict[str, Any]]) -> None:
     """The operator's own argument parser accepts the Deployment's args (as the kubelet expands them)."""
-    from agentsession_operator.__main__ import parse_args
+    from agentsession_operator.cli import parse_args
 
     (container,) = by_kind(rendered, "Deployment")["spec"]["template"]["spec"]["containers"]
     args = parse_args([a.replace("$(POD_NAMESPACE)", OPERATOR_NS) for a in container["args"]])
@@ -215,7 +215,7 @@ def test_samples_apply_with_server_dry_run(kube: Kube, crds: None, restricted_na
 def test_sample_session_complies_with_the_sample_policy() -> None:
     """The operator's own rules (admission and reconcile share them): the sample session passes the
     sample policy, and the policy's env.deny refuses the usual names of credentials."""
-    from agentsession_operator import admission, policy
+    from agentsession_operator.decisions import admission, policy
 
     (pol,) = load(SAMPLES / "30-agentsessionpolicy.yaml")
     (session,) = load(SAMPLES / "40-agentsession.yaml")
@@ -402,21 +402,39 @@ def _dist(name: str) -> str:
 
 
 def test_image_dependencies_cover_the_operators_imports() -> None:
-    """The image installs the `operator` extra only (not the client's base dependencies): every
-    third-party module the operator imports must come from a distribution listed there."""
-    extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["operator"]
-    listed = {_dist(re.split(r"[<>=!~ \[;]", req, maxsplit=1)[0]) for req in extra}
+    """The image installs the operator's distribution (and the API package it depends on), not the
+    client's: every third-party module the operator imports must come from a dependency listed there."""
+    listed: set[str] = set()
+    for project in ("operator", "api"):
+        deps = tomllib.loads((ROOT / project / "pyproject.toml").read_text())["project"]["dependencies"]
+        listed |= {_dist(re.split(r"[<>=!~ \[;]", req, maxsplit=1)[0]) for req in deps}
     modules: set[str] = set()
-    for path in (ROOT / "operator" / "agentsession_operator").glob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Import):
-                modules |= {alias.name.split(".")[0] for alias in node.names}
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                modules.add(node.module.split(".")[0])
-    modules -= set(sys.stdlib_module_names) | {"agentsession_operator", "__future__"}
+    for package in ("operator/agentsession_operator", "api/agentsession_api"):
+        for path in (ROOT / package).rglob("*.py"):
+            if path.name in ("crdgen.py", "apidoc.py"):  # make crds only (the codegen extra)
+                continue
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Import):
+                    modules |= {alias.name.split(".")[0] for alias in node.names}
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    modules.add(node.module.split(".")[0])
+    modules -= set(sys.stdlib_module_names) | {"agentsession_operator", "agentsession_api", "__future__"}
     owners = importlib.metadata.packages_distributions()
     missing = {m: owners.get(m) for m in sorted(modules) if not {_dist(d) for d in owners.get(m) or [m]} & listed}
-    assert missing == {}, f"imported by the operator but not in pyproject's `operator` extra: {missing}"
+    assert missing == {}, f"imported by the operator but not among its dependencies: {missing}"
+
+
+def test_build_context_is_api_and_operator_only() -> None:
+    """The image builds from the repository root: the root .dockerignore (read by docker and buildah)
+    lets in only api/ and operator/, so .cluster/ (the dev cluster's keys) and .venv/ never go out."""
+    assert not (ROOT / "operator" / ".dockerignore").exists()  # would have no effect there
+    lines = [line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()]
+    rules = [line for line in lines if line and not line.startswith("#")]
+    assert rules[0] == "*"
+    assert {rule for rule in rules if rule.startswith("!")} == {"!api/", "!operator/"}
+    text = (ROOT / "operator" / "Dockerfile").read_text()
+    assert "tomllib" not in text and "--no-deps" not in text
+    assert "pip wheel --wheel-dir /wheels ./api ./operator" in text
 
 
 def test_dockerfile_shape() -> None:

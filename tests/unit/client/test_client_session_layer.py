@@ -70,6 +70,9 @@ def test_spec_and_conflicts() -> None:
     assert SessionSpec().conflicts(other) == []  # attaching by name alone
 
 
+T = "2025-01-01T12:00:00Z"
+
+
 def _body(phase: str, **status: object) -> dict[str, object]:
     return {
         "metadata": {"name": "s", "namespace": "n", "uid": "u"},
@@ -83,7 +86,16 @@ def test_view_and_terminal_errors() -> None:
     assert view.ready and view.idle_timeout == "5m" and view.claim_name == "s"
     raise_for_terminal(view)
     expired = _body(
-        "Expired", conditions=[{"type": "Expired", "status": "True", "reason": "IdleTimeout", "message": "idle for 5m"}]
+        "Expired",
+        conditions=[
+            {
+                "type": "Expired",
+                "status": "True",
+                "reason": "IdleTimeout",
+                "message": "idle for 5m",
+                "lastTransitionTime": T,
+            }
+        ],
     )
     with pytest.raises(SessionExpired, match="IdleTimeout"):
         raise_for_terminal(SessionView.of(expired))
@@ -95,6 +107,7 @@ def test_view_and_terminal_errors() -> None:
                 "status": "False",
                 "reason": "PolicyViolation",
                 "message": "spec.ttl 5h exceeds 2h",
+                "lastTransitionTime": T,
             }
         ],
     )
@@ -102,7 +115,15 @@ def test_view_and_terminal_errors() -> None:
         raise_for_terminal(SessionView.of(refused))
     failed = _body(
         "Failed",
-        conditions=[{"type": "Ready", "status": "False", "reason": "InvalidMetadata", "message": "fix spec.podLabels"}],
+        conditions=[
+            {
+                "type": "Ready",
+                "status": "False",
+                "reason": "InvalidMetadata",
+                "message": "fix spec.podLabels",
+                "lastTransitionTime": T,
+            }
+        ],
     )
     with pytest.raises(SessionFailed, match="podLabels"):
         raise_for_terminal(SessionView.of(failed))

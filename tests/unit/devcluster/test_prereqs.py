@@ -20,7 +20,9 @@ def test_every_group_maps_commands_to_packages() -> None:
 def test_missing_names_each_package_once(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(prereqs.shutil, "which", lambda command: None)
     monkeypatch.setattr(prereqs, "FILES", {})
-    assert prereqs.missing([prereqs.KWOK, prereqs.REAL_NODE]) == ["bubblewrap", "runc", "util-linux"]
+    packages = prereqs.missing([prereqs.KWOK, prereqs.REAL_NODE])
+    assert packages == sorted(set(packages))
+    assert {"bubblewrap", "runc", "util-linux", "iptables"} <= set(packages)
 
 
 def test_ensure_without_root_stops_with_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -53,3 +55,8 @@ def test_ensure_installs_once_as_root(monkeypatch: pytest.MonkeyPatch) -> None:
     prereqs.ensure([prereqs.KWOK], out=io.StringIO())
     assert [cmd[1] for cmd in installed] == ["update", "install"]
     assert installed[1][-2:] == ["bubblewrap", "util-linux"]
+
+
+def test_the_real_node_needs_every_group() -> None:
+    assert prereqs.for_node("kwok") == [prereqs.KWOK]
+    assert set(prereqs.for_node("real")) == {prereqs.KWOK, prereqs.REAL_NODE, prereqs.IMAGES}

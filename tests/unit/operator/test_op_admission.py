@@ -8,8 +8,12 @@ from typing import Any, cast
 
 import kopf
 import pytest
-from agentsession_operator import admission, webhook
-from agentsession_operator.policy import effective_policy_for, violations
+
+from agentsession_operator.decisions import admission
+from agentsession_operator.decisions.policy import effective_policy_for, violations
+from agentsession_operator.decisions.selectors import namespace_matches
+from agentsession_operator.handlers import admission as admission_handler
+from agentsession_operator.infra import webhook_server as webhook
 
 Make = Callable[..., dict[str, Any]]
 DOMAINS = ["sandbox.users.io"]
@@ -319,7 +323,7 @@ class FakeKube:
 
 class FakeReconciler:
     def __init__(self, policies: list[dict[str, Any]], kube: FakeKube) -> None:
-        from agentsession_operator.service import Cache
+        from agentsession_operator.kube.cache import Cache
 
         self.cache = Cache()
         for p in policies:
@@ -334,21 +338,21 @@ def as_body(obj: dict[str, Any]) -> Any:
     return kopf.Body(cast(kopf.RawBody, obj))
 
 
-def memo_for(reconciler: Any) -> Any:
-    memo = kopf.Memo()
-    memo.reconciler = reconciler
-    return memo
+def memo_for(reconciler: Any, namespaces: tuple[str, ...] = ()) -> Any:
+    return kopf.Memo(reconciler=reconciler, namespaces=namespaces)
 
 
 async def test_handler_refuses_with_422_and_every_sentence(make_session: Make, policies: list[dict[str, Any]]) -> None:
     memo = memo_for(FakeReconciler(policies, FakeKube([])))
     bad = make_session(spec={"warmPoolRef": {"name": "big"}, "ttl": "2h"}, labels={"team": "a"})
     with pytest.raises(kopf.AdmissionError) as err:
-        await webhook.validate_session(body=as_body(bad), memo=memo, warnings=[], operation="CREATE")
+        await admission_handler.validate_session(body=as_body(bad), memo=memo, warnings=[], operation="CREATE")
     assert err.value.code == 422
     assert str(err.value).startswith("AgentSession refused by AgentSessionPolicy: spec.warmPoolRef.name big")
     assert "; spec.ttl 2h exceeds the policy maximum 1h" in str(err.value)
-    await webhook.validate_session(body=as_body(good(make_session)), memo=memo, warnings=[], operation="CREATE")
+    await admission_handler.validate_session(
+        body=as_body(good(make_session)), memo=memo, warnings=[], operation="CREATE"
+    )
 
 
 async def test_handler_counts_sessions_live_and_falls_back_to_the_cache(
@@ -359,11 +363,11 @@ async def test_handler_counts_sessions_live_and_falls_back_to_the_cache(
     memo = memo_for(FakeReconciler(policies, kube))
     third = as_body(good(make_session, "three", "a"))
     with pytest.raises(kopf.AdmissionError, match="2 unfinished AgentSessions already carry team=a"):
-        await webhook.validate_session(body=third, memo=memo, warnings=[], operation="CREATE")
+        await admission_handler.validate_session(body=third, memo=memo, warnings=[], operation="CREATE")
     assert kube.selectors == ["team=a"]
     # The API failing: the reconciler's cache decides (empty here, so admitted).
     memo = memo_for(FakeReconciler(policies, FakeKube(stored, fail=True)))
-    await webhook.validate_session(body=third, memo=memo, warnings=[], operation="CREATE")
+    await admission_handler.validate_session(body=third, memo=memo, warnings=[], operation="CREATE")
 
 
 async def test_handler_admits_on_internal_errors_and_warns_on_standing_violations(
@@ -375,7 +379,7 @@ async def test_handler_admits_on_internal_errors_and_warns_on_standing_violation
 
     warnings: list[str] = []
     bad = as_body(make_session(spec={"warmPoolRef": {"name": "big"}}, labels={}))
-    await webhook.validate_session(
+    await admission_handler.validate_session(
         body=bad, memo=memo_for(Broken(policies, FakeKube([]))), warnings=warnings, operation="CREATE"
     )
     assert warnings and "not checked at admission (boom)" in warnings[0]
@@ -385,7 +389,7 @@ async def test_handler_admits_on_internal_errors_and_warns_on_standing_violation
     touched["metadata"]["annotations"] = {"agentsession.dev/activity": "x"}
     warnings = []
     memo = memo_for(FakeReconciler(policies, FakeKube([])))
-    await webhook.validate_session(
+    await admission_handler.validate_session(
         body=as_body(touched), old=as_body(stored), memo=memo, warnings=warnings, operation="UPDATE"
     )
     assert warnings == [
@@ -395,12 +399,36 @@ async def test_handler_admits_on_internal_errors_and_warns_on_standing_violation
 
 
 async def test_handler_ignores_namespaces_the_operator_does_not_watch(
-    make_session: Make, policies: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+    make_session: Make, policies: list[dict[str, Any]]
 ) -> None:
-    monkeypatch.setattr(webhook, "CONFIG", webhook.WebhookConfig(namespaces=("team-*",)))
     bad = as_body(make_session(spec={"warmPoolRef": {"name": "big"}}, labels={}))
-    memo = memo_for(FakeReconciler(policies, FakeKube([])))
-    await webhook.validate_session(body=bad, memo=memo, warnings=[], operation="CREATE")  # "ns" is not watched
-    monkeypatch.setattr(webhook, "CONFIG", webhook.WebhookConfig(namespaces=("n*",)))
+    memo = memo_for(FakeReconciler(policies, FakeKube([])), namespaces=("team-*",))
+    await admission_handler.validate_session(
+        body=bad, memo=memo, warnings=[], operation="CREATE"
+    )  # "ns" is not watched
+    memo = memo_for(FakeReconciler(policies, FakeKube([])), namespaces=("team-*, !team-x", "n*"))
     with pytest.raises(kopf.AdmissionError):
-        await webhook.validate_session(body=bad, memo=memo, warnings=[], operation="CREATE")
+        await admission_handler.validate_session(body=bad, memo=memo, warnings=[], operation="CREATE")
+
+
+@pytest.mark.parametrize(
+    ("namespace", "pattern", "expected"),
+    [
+        ("myapp-test", "myapp-*, !*-pr-*, *pr-123", True),
+        ("myapp-pr-123", "myapp-*, !*-pr-*, *pr-123", True),
+        ("myapp-pr-456", "myapp-*, !*-pr-*, *pr-123", False),
+        ("otherapp-pr-123", "myapp-*, !*-pr-*, *pr-123", False),
+        ("otherapp-pr-123", "!*-pr-*, *pr-123", True),
+        ("anyapp", "!*-pr-*", True),
+    ],
+)
+def test_namespace_patterns_follow_kopf(namespace: str, pattern: str, expected: bool) -> None:
+    """The operator's --namespace patterns, matched like kopf matches them (its own matcher is private)."""
+    assert namespace_matches(namespace, pattern) is expected
+
+
+def test_accessible_host() -> None:
+    assert webhook.accessible_host("0.0.0.0") == "127.0.0.1"
+    assert webhook.accessible_host("::") == "::1"
+    assert webhook.accessible_host("127.0.0.7") == "127.0.0.7"
+    assert webhook.accessible_host("op.example") == "op.example"

@@ -1,6 +1,6 @@
 """The reconciler's cache keeps only what decisions read."""
 
-from agentsession_operator.service import SANDBOX_SPEC_UNUSED, Cache, slim
+from agentsession_operator.kube.cache import SANDBOX_SPEC_UNUSED, Cache, slim
 
 
 def test_slim_drops_managed_fields_and_the_pod_template() -> None:

@@ -7,15 +7,16 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from agentsession_operator.desired import (
+
+from agentsession_operator.decisions.desired import (
     claim_patch_for_ttl,
     desired_claim,
     identifying_labels,
     sandbox_patch_for_mode,
 )
-from agentsession_operator.naming import claim_name
-from agentsession_operator.policy import resolve
-from agentsession_operator.resolved import Resolved
+from agentsession_operator.decisions.naming import claim_name
+from agentsession_operator.decisions.policy import resolve
+from agentsession_operator.decisions.resolved import Resolved
 
 EXPIRES = datetime(2025, 1, 1, 13, 0, 0, 500000, tzinfo=UTC)
 
@@ -127,5 +128,20 @@ def test_claim_patch_for_ttl(
 def test_sandbox_patch_for_mode(make_sandbox: Callable[..., dict[str, Any]]) -> None:
     assert sandbox_patch_for_mode(make_sandbox(), "Running") is None
     assert sandbox_patch_for_mode(make_sandbox(mode="Running"), "Suspended") == {"spec": {"operatingMode": "Suspended"}}
-    assert sandbox_patch_for_mode(make_sandbox(mode="Suspended"), "Running") == {"spec": {"operatingMode": "Running"}}
     assert sandbox_patch_for_mode(make_sandbox(mode="Suspended"), "Suspended") is None
+
+
+def _with_suspended_condition(sandbox: dict[str, Any], status: str, reason: str) -> dict[str, Any]:
+    sandbox.setdefault("status", {})["conditions"] = [{"type": "Suspended", "status": status, "reason": reason}]
+    return sandbox
+
+
+def test_resume_waits_until_the_suspended_pod_is_gone(make_sandbox: Callable[..., dict[str, Any]]) -> None:
+    """Found on the real node: resuming while the old Pod still terminated made agent-sandbox report that
+    Pod's PodSucceeded as the resumed Sandbox's (a terminal reason), and the session Failed."""
+    terminating = _with_suspended_condition(make_sandbox(mode="Suspended"), "False", "SuspendedPodTerminating")
+    assert sandbox_patch_for_mode(terminating, "Running") is None
+    unknown = make_sandbox(mode="Suspended")
+    assert sandbox_patch_for_mode(unknown, "Running") is None
+    gone = _with_suspended_condition(make_sandbox(mode="Suspended"), "True", "SuspendedPodTerminated")
+    assert sandbox_patch_for_mode(gone, "Running") == {"spec": {"operatingMode": "Running"}}

@@ -7,18 +7,16 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from agentsession_operator.lifecycle import (
-    MAX_BUSY_SECONDS,
-    Activity,
+
+from agentsession_operator.decisions.lifecycle import (
     activity_patch,
     desired_operating_mode,
     expires_at,
     idle_deadline,
     is_expired,
-    parse_activity,
     should_create_claim,
 )
-from agentsession_operator.resolved import Resolved
+from agentsession_operator.decisions.resolved import Resolved
 
 T0 = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
 Make = Callable[..., dict[str, Any]]
@@ -72,31 +70,6 @@ def test_should_create_claim(
         violations=kwargs.get("violations"),
     )
     assert result == expected
-
-
-@pytest.mark.parametrize(
-    ("value", "expected"),
-    [
-        ("2025-01-01T12:00:00Z busy=0", Activity(T0, 0.0)),
-        ("2025-01-01T12:00:00.123Z busy=30", Activity(T0.replace(microsecond=123000), 30.0)),
-        ("2025-01-01T13:00:00+01:00 busy=1.5", Activity(T0, 1.5)),
-        ("  2025-01-01T12:00:00Z   busy=5  ", Activity(T0, 5.0)),
-        ("2025-01-01T12:00:00Z busy=99999999", Activity(T0, float(MAX_BUSY_SECONDS))),
-        ("2025-01-01T12:00:00Z", None),
-        ("busy=5", None),
-        ("2025-01-01T12:00:00Z busy=-5", None),
-        ("2025-01-01T12:00:00Z busy=abc", None),
-        ("2025-01-01T12:00:00 busy=5", None),  # no offset: not RFC 3339
-        ("yesterday busy=5", None),
-        ("2025-13-01T12:00:00Z busy=5", None),
-        ("", None),
-        (None, None),
-        (42, None),
-        ("2025-01-01T12:00:00Z busy=5 extra", None),
-    ],
-)
-def test_parse_activity(value: object, expected: Activity | None) -> None:
-    assert parse_activity(value) == expected
 
 
 def test_activity_patch_uses_operator_clock() -> None:

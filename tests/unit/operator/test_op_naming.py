@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 
 import pytest
-from agentsession_operator.naming import claim_name, is_dns1035_label, label_value, short_hash
+
+from agentsession_operator.decisions.naming import claim_name, is_dns1035_label, label_value, short_hash
 
 UID = "11111111-2222-3333-4444-555555555555"
 DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from agentsession_operator.conditions import find_condition, is_true, set_condition
-from agentsession_operator.ownership import controller_uid, is_owned_by, owner_uids, session_owner_reference
+from agentsession_operator.decisions.conditions import find_condition, is_true, set_condition
+from agentsession_operator.decisions.ownership import controller_uid, is_owned_by, owner_uids, session_owner_reference
 
 T0 = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
 

@@ -7,7 +7,8 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from agentsession_operator.policy import (
+
+from agentsession_operator.decisions.policy import (
     EMPTY_POLICY,
     SessionLimit,
     applicable_policies,
@@ -371,3 +372,22 @@ def test_session_limits(make_session: Make, make_policy: Make) -> None:
         "2 unfinished AgentSessions already carry team=a; the policy maximum is 2 (AgentSessionPolicy cap)"
     )
     assert "the same team label" in (session_limit_violation(3, limit) or "")
+
+
+def test_unfinished_sessions_are_counted_in_one_place(make_session: Callable[..., dict[str, Any]]) -> None:
+    """Admission counts every other unfinished session; the reconciler only those created earlier."""
+    from agentsession_operator.decisions.policy import count_unfinished
+
+    def one(name: str, created: str, phase: str = "Ready", team: str = "a") -> dict[str, Any]:
+        return make_session(name, uid=f"uid-{name}", labels={"team": team}, created=created, status={"phase": phase})
+
+    me = one("me", "2025-01-01T11:00:00Z")
+    others = [
+        one("early", "2025-01-01T10:00:00Z"),
+        one("late", "2025-01-01T12:00:00Z"),
+        one("done", "2025-01-01T09:00:00Z", phase="Expired"),
+        one("other-team", "2025-01-01T09:00:00Z", team="b"),
+        me,
+    ]
+    assert count_unfinished(me, others, "team", "a") == 2
+    assert count_unfinished(me, others, "team", "a", only_earlier=True) == 1

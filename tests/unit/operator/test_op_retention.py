@@ -6,7 +6,13 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from agentsession_operator.retention import deletion_time, finished_at, is_due, next_deletion, select_for_deletion
+from agentsession_operator.decisions.retention import (
+    deletion_time,
+    finished_at,
+    is_due,
+    next_deletion,
+    select_for_deletion,
+)
 
 T0 = datetime(2025, 1, 2, 12, 0, tzinfo=UTC)
 DAY = timedelta(hours=24)

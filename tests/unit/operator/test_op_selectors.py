@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from agentsession_operator.selectors import selector_matches
+
+from agentsession_operator.decisions.selectors import selector_matches
 
 LABELS = {"team": "a", "tier": "gold"}
 

@@ -7,10 +7,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from agentsession_operator import status as status_module
-from agentsession_operator.conditions import find_condition
-from agentsession_operator.resolved import Resolved
-from agentsession_operator.status import TERMINAL_CLAIM_REASONS, compute_status
+
+from agentsession_operator.decisions import status as status_module
+from agentsession_operator.decisions.conditions import find_condition
+from agentsession_operator.decisions.resolved import Resolved
+from agentsession_operator.decisions.status import TERMINAL_CLAIM_REASONS, compute_status
 
 T0 = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
 Make = Callable[..., dict[str, Any]]
@@ -376,3 +377,14 @@ def test_resolved_values_in_status(make_session: Make) -> None:
         "idleAction": "Suspend",
     }
     assert result["expiresAt"] == "2025-01-01T12:00:00Z"
+
+
+# --- The contract: what the operator writes is what the API (and so the client) reads ---------------
+def test_written_status_is_a_valid_api_status(make_session: Make, make_claim: Make, make_sandbox: Make) -> None:
+    from agentsession_api.types import AgentSessionStatus
+
+    claim = ready_claim(make_claim)
+    written = compute_status(make_session(), claim, make_sandbox(), T0, True, violations=[])
+    status = AgentSessionStatus.model_validate({k: v for k, v in written.items() if v is not None})
+    assert status.phase == written["phase"] and status.pod_ips == written["podIPs"]
+    assert [c.type for c in status.conditions or []] == [c["type"] for c in written["conditions"]]

@@ -1,0 +1,51 @@
+"""The activity annotation ``agentsession.dev/activity``: ``"<RFC 3339 time> busy=<seconds>"``.
+
+The client writes it whenever it uses the sandbox (:func:`format_activity`); the operator parses it
+(:func:`parse_activity`) and restarts the idle clock with its *own* time, so a client whose clock runs
+slow cannot get its sandbox reaped early. ``busy=<seconds>`` pauses the idle clock while a long command runs.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Final
+
+from agentsession_api.timestamps import parse_time, utc
+
+MAX_BUSY_SECONDS: Final = 7 * 24 * 3600
+"""A client cannot pause the idle clock for longer than this with one write."""
+MAX_LENGTH: Final = 256
+"""``status.lastActivityReport`` keeps the annotation's value: the schema's bound."""
+
+_ACTIVITY = re.compile(r"^\s*(\S+)\s+busy=([0-9]+(?:\.[0-9]+)?)\s*$")
+
+
+@dataclass(frozen=True)
+class Activity:
+    """One parsed activity annotation."""
+
+    client_time: datetime
+    busy_seconds: float
+
+
+def format_activity(now: datetime, busy_seconds: float = 0) -> str:
+    """The annotation's value for a report made at ``now`` (microsecond precision, ``Z``)."""
+    stamp = utc(now).isoformat(timespec="microseconds").replace("+00:00", "Z")
+    return f"{stamp} busy={max(busy_seconds, 0):g}"
+
+
+def parse_activity(annotation_value: object) -> Activity | None:
+    """The annotation parsed; None for anything else (never raises on client input)."""
+    if not isinstance(annotation_value, str):
+        return None
+    match = _ACTIVITY.match(annotation_value)
+    if match is None:
+        return None
+    client_time = parse_time(match.group(1))
+    busy = float(match.group(2))
+    if client_time is None or not math.isfinite(busy):
+        return None
+    return Activity(client_time=client_time, busy_seconds=min(busy, MAX_BUSY_SECONDS))

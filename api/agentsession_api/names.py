@@ -1,0 +1,37 @@
+"""Names of the API: group, version, kinds, plurals, and the labels and annotations on objects."""
+
+from __future__ import annotations
+
+from typing import Final
+
+GROUP: Final = "agentsession.dev"
+VERSION: Final = "v1alpha1"
+API_VERSION: Final = f"{GROUP}/{VERSION}"
+
+SESSION_KIND: Final = "AgentSession"
+SESSION_PLURAL: Final = "agentsessions"
+SESSION_SINGULAR: Final = "agentsession"
+SESSION_SHORT_NAMES: Final = ("ags",)
+SESSION_CATEGORIES: Final = ("agentsandbox",)
+
+POLICY_KIND: Final = "AgentSessionPolicy"
+POLICY_PLURAL: Final = "agentsessionpolicies"
+POLICY_SINGULAR: Final = "agentsessionpolicy"
+POLICY_SHORT_NAMES: Final = ("agsp",)
+
+LABEL_SESSION: Final = f"{GROUP}/session"
+"""On every child: the session's name (hashed down to a valid label value when longer than 63)."""
+LABEL_SESSION_UID: Final = f"{GROUP}/session-uid"
+
+ANNOTATION_ACTIVITY: Final = f"{GROUP}/activity"
+"""Written by the client, read by the operator: see :mod:`agentsession_api.activity`."""
+
+RESERVED_LABEL_PREFIXES: Final = (f"{GROUP}/", "agents.x-k8s.io/")
+"""Label key prefixes users may not set in spec.labels: ours and agent-sandbox's."""
+
+# agent-sandbox's rules for Pod metadata, checked at admission so a session fails early, not its claim later.
+DEFAULT_ALLOWED_LABEL_DOMAINS: Final = ("sandbox.users.io",)
+"""agent-sandbox's pod label allowlist when ConfigMap agent-sandbox-config sets none (subdomains count)."""
+RESTRICTED_ANNOTATION_DOMAINS: Final = ("kubernetes.io", "k8s.io", "agents.x-k8s.io")
+"""Pod annotation domains agent-sandbox refuses (subdomains too), with the exemption below."""
+EXEMPT_ANNOTATION_KEYS: Final = ("cluster-autoscaler.kubernetes.io/safe-to-evict",)

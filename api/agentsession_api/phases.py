@@ -1,0 +1,52 @@
+"""What status says: phases (and which of them are terminal), condition types, reasons, idle actions.
+
+The enums are ``str`` subclasses: their members compare equal to the strings in an object's status, so
+code reading raw dicts and code reading :mod:`agentsession_api.types` models use the same names.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Final
+
+
+class Phase(StrEnum):
+    PENDING = "Pending"
+    PROVISIONING = "Provisioning"
+    READY = "Ready"
+    SUSPENDED = "Suspended"
+    EXPIRED = "Expired"
+    FAILED = "Failed"
+    TERMINATING = "Terminating"
+
+
+TERMINAL_PHASES: Final = frozenset({Phase.EXPIRED, Phase.FAILED})
+"""A session in one of these never becomes Ready by waiting: it is finished (it does not count against
+``cleanup.maxSessionsPerLabel``) and no claim is created for it."""
+
+
+def is_terminal(phase: str | None) -> bool:
+    """True for Expired and Failed."""
+    return phase in TERMINAL_PHASES
+
+
+class IdleAction(StrEnum):
+    DELETE = "Delete"
+    SUSPEND = "Suspend"
+
+
+COND_READY: Final = "Ready"
+COND_CLAIM_CREATED: Final = "ClaimCreated"
+COND_POLICY_COMPLIANT: Final = "PolicyCompliant"
+COND_EXPIRED: Final = "Expired"
+COND_FAILED: Final = "Failed"
+
+REASON_TTL_EXPIRED: Final = "TTLExpired"
+REASON_IDLE_TIMEOUT: Final = "IdleTimeout"
+REASON_WARM_POOL_NOT_FOUND: Final = "WarmPoolNotFound"
+REASON_NO_WARM_POOL: Final = "NoWarmPool"
+REASON_POLICY_VIOLATION: Final = "PolicyViolation"
+REASON_CLAIM_CONFLICT: Final = "ClaimConflict"
+REASON_CLAIM_PENDING: Final = "ClaimPending"
+REASON_SUSPEND_REQUESTED: Final = "SuspendRequested"
+REASON_DELETING: Final = "Deleting"

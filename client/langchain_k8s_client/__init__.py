@@ -1,0 +1,41 @@
+"""A deepagents sandbox backend on Kubernetes AgentSessions.
+
+`AgentSessionSandbox` is the backend; `SessionManager` gives one per LangGraph thread; `PodSandbox` is the
+pod side alone (a runtime endpoint you already have).
+"""
+
+from .backend import AgentSessionSandbox
+from .errors import (
+    PolicyViolation,
+    RouterUnreachable,
+    SandboxError,
+    SessionConflict,
+    SessionExpired,
+    SessionFailed,
+    SessionNotFound,
+    SessionNotReady,
+    TransportError,
+    WrongPod,
+)
+from .manager import SessionManager
+from .pod_sandbox import PodSandbox
+from .transport import PodEndpoint, RetryPolicy, RuntimeTransport
+
+__all__ = [
+    "AgentSessionSandbox",
+    "PodEndpoint",
+    "PodSandbox",
+    "PolicyViolation",
+    "RetryPolicy",
+    "RouterUnreachable",
+    "RuntimeTransport",
+    "SandboxError",
+    "SessionConflict",
+    "SessionExpired",
+    "SessionFailed",
+    "SessionManager",
+    "SessionNotFound",
+    "SessionNotReady",
+    "TransportError",
+    "WrongPod",
+]

@@ -1,0 +1,173 @@
+"""`AgentSessionSandbox`: the deepagents backend over an AgentSession.
+
+Creating one creates the AgentSession when it is absent, or attaches to it when present (any process,
+any replica: the state lives in the cluster). The first operation waits for the session to be Ready
+(one watch), then talks to the pod the status names; when the pod changes (resume, replacement), the
+session is read again and the runtime's hostname is checked before anything runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from agentsession_api.phases import IdleAction, Phase
+from langchain_k8s_client.activity import ActivityThrottle, interval_for
+from langchain_k8s_client.durations import normalize
+from langchain_k8s_client.endpoints import EndpointResolver
+from langchain_k8s_client.errors import SessionNotReady
+from langchain_k8s_client.pod_sandbox import PodSandbox
+from langchain_k8s_client.sessions import SessionSpec, SessionStore, SessionView, raise_for_terminal
+from langchain_k8s_client.transport import PodEndpoint
+
+if TYPE_CHECKING:
+    from langchain_k8s_client.endpoints import Connection
+
+log = logging.getLogger(__name__)
+
+# Never contacted: the transport is marked stale at once, so the first operation resolves the real one.
+_UNRESOLVED = PodEndpoint("http://unresolved.invalid")
+
+
+class AgentSessionSandbox(PodSandbox):
+    """A deepagents `BaseSandbox` whose sandbox is the pod of an AgentSession.
+
+    Args:
+        name: the AgentSession (its `id` in deepagents); created if absent, attached if present.
+        namespace: where it lives.
+        warm_pool, ttl, idle_timeout, idle_action, env, labels, pod_labels, pod_annotations,
+        volume_claim_templates, session_labels: the spec (and metadata labels) used when creating;
+            when attaching, any of them that contradicts the existing spec raises `SessionConflict`.
+            Durations are Go-style strings ("2h", "15m") or seconds. env or volumes force a cold start.
+        connection: a k8s-agent-sandbox connection config (default: the pod IP,
+            `SandboxInClusterConnectionConfig`).
+        ready_timeout: seconds to wait for Ready before `SessionNotReady`.
+        keep: as a context manager, keep a session this object created (default: delete it on exit).
+        api_client: a `kubernetes.client.ApiClient` (default: in-cluster config, else kubeconfig).
+        **options: the pod-side options of `PodSandbox` (max_output_size, command_timeout,
+            allow_prefixes, virtual_mode, root_dir, working_dir, enable_capture_offload, retry).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        namespace: str = "default",
+        *,
+        warm_pool: str | None = None,
+        ttl: str | int | None = None,
+        idle_timeout: str | int | None = None,
+        idle_action: str | None = None,
+        env: Mapping[str, str] | None = None,
+        labels: Mapping[str, str] | None = None,
+        pod_labels: Mapping[str, str] | None = None,
+        pod_annotations: Mapping[str, str] | None = None,
+        volume_claim_templates: list[dict[str, Any]] | None = None,
+        session_labels: Mapping[str, str] | None = None,
+        connection: Connection | None = None,
+        ready_timeout: float = 180,
+        keep: bool = False,
+        api_client: Any = None,
+        **options: Any,
+    ) -> None:
+        if idle_action is not None and idle_action not in tuple(IdleAction):
+            raise ValueError(f"idle_action must be 'Delete' or 'Suspend', got {idle_action!r}")
+        spec = SessionSpec(
+            warm_pool=warm_pool,
+            ttl=normalize(ttl),
+            idle_timeout=normalize(idle_timeout),
+            idle_action=idle_action,
+            env=env,
+            labels=labels,
+            pod_labels=pod_labels,
+            pod_annotations=pod_annotations,
+            volume_claim_templates=volume_claim_templates,
+            session_labels=session_labels,
+        )
+        self.namespace = namespace
+        self.ready_timeout = ready_timeout
+        self.keep = keep
+        self._store = SessionStore(api_client)
+        body, self.created = self._store.get_or_create(namespace, name, spec)
+        self.uid: str = body["metadata"]["uid"]
+        raise_for_terminal(SessionView.of(body))
+        self._throttle = ActivityThrottle(interval_for(SessionView.of(body).idle_timeout))
+        self._resolver = EndpointResolver(connection, namespace, self._store.api_client)
+        super().__init__(
+            _UNRESOLVED,
+            sandbox_id=name,
+            resolve_endpoint=self._resolve_endpoint,
+            on_activity=self._report_activity,
+            aon_activity=self._areport_activity,
+            **options,
+        )
+        self.transport.mark_stale()
+
+    # ---- the session side --------------------------------------------------------------------
+    @property
+    def session(self) -> SessionView:
+        """The session as the cluster has it now (one GET)."""
+        return SessionView.of(self._store.require(self.namespace, self.id))
+
+    def _resolve_endpoint(self) -> PodEndpoint:
+        view = self.session
+        if view.phase == Phase.SUSPENDED:
+            if view.suspend_requested:
+                raise SessionNotReady(
+                    "Suspended",
+                    f"AgentSession {self.namespace}/{self.id} is suspended by spec.suspend=true; set it to false "
+                    "to run it again",
+                )
+            # Idle-suspended: activity is what wakes it.
+            self._throttle.forget()
+            self._report_activity(None)
+        view = self._store.wait_ready(self.namespace, self.id, self.ready_timeout)
+        self._throttle.interval = interval_for(view.idle_timeout)
+        return self._resolver.resolve(view)
+
+    def _report_activity(self, busy_seconds: float | None) -> None:
+        busy = self._throttle.claim(busy_seconds)
+        if busy is not None:
+            self._send_activity(busy)
+
+    async def _areport_activity(self, busy_seconds: float | None) -> None:
+        # The throttle decides on the loop (no I/O); the PATCH, when due, goes through a worker thread.
+        busy = self._throttle.claim(busy_seconds)
+        if busy is not None:
+            await asyncio.to_thread(self._send_activity, busy)
+
+    def _send_activity(self, busy: float) -> None:
+        try:
+            self._store.report_activity(self.namespace, self.id, busy)
+        except Exception as exc:  # the operation itself must not fail on its activity report
+            self._throttle.forget()
+            log.warning("could not report activity on AgentSession %s/%s: %s", self.namespace, self.id, exc)
+
+    def wait_ready(self, timeout: float | None = None) -> SessionView:
+        """Block until the session is Ready (typed errors otherwise) and return what its status says."""
+        return self._store.wait_ready(self.namespace, self.id, timeout or self.ready_timeout)
+
+    def delete_session(self) -> bool:
+        """Delete the AgentSession (and nothing else: the operator and GC remove what it owned)."""
+        return self._store.delete(self.namespace, self.id, self.uid)
+
+    def delete(self, file_path: str | None = None) -> Any:
+        """`delete()` deletes the AgentSession; `delete(path)` deletes a file in the sandbox (deepagents)."""
+        if file_path is None:
+            return self.delete_session()
+        return super().delete(file_path)
+
+    def close(self) -> None:
+        super().close()
+        self._resolver.close()
+
+    def __enter__(self) -> AgentSessionSandbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            if self.created and not self.keep:
+                self.delete_session()
+        finally:
+            self.close()

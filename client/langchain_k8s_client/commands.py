@@ -1,0 +1,371 @@
+"""Shell scripts run through the runtime's `/execute` (the files in `scripts/`), with their builders and parsers.
+
+The upstream python runtime shlex-splits the command and execs it without a
+shell, in its base directory, with no stdin, and fails the whole request when the
+output is not UTF-8. So every script here is run as `sh -c <script> lkc <args>`
+(`sh` instead of `lkc` for the execute wrapper, whose user command sees it as $0):
+the script text is constant and all data (paths, the user command) travels as
+positional arguments, never interpolated into shell text. Paths are always
+absolute, so no argument can be mistaken for an option. Scripts print only ASCII
+protocol lines; anything that may carry arbitrary bytes is base64-encoded in the pod.
+
+Everything here is pure (no I/O): `build_*` returns the runtime command string,
+`parse_*` turns the runtime's stdout into results.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import math
+import re
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import resources
+from typing import Final, Literal
+
+from .errors import SandboxError
+
+STAGING_DIRNAME: Final = ".lkc-staging"
+"""Directory under the runtime's base dir for capture files and upload/download staging."""
+
+RUNTIME_TIMEOUT_EXIT: Final = 124
+"""Exit code reported for a command killed at its timeout (as coreutils `timeout`)."""
+
+RUNTIME_DEFAULT_LIMIT: Final = 300.0
+"""The runtime's own per-command limit when SANDBOX_EXEC_TIMEOUT_SECONDS is unset or invalid."""
+
+Runner = Literal["timeout", "python3", "none"]
+
+
+def runtime_command(argv: Sequence[str]) -> str:
+    """Quote argv so the runtime's `shlex.split` gives back exactly these strings."""
+    return shlex.join(argv)
+
+
+def sh_command(script: str, *args: str) -> str:
+    """`sh -c <script>` with positional arguments; `$0` is the fixed word `lkc`."""
+    return runtime_command(["sh", "-c", script, "lkc", *args])
+
+
+_SCRIPTS: Final = resources.files(__package__) / "scripts"
+_INCLUDE: Final = re.compile(r"^\s*\. \./([a-z_]+\.sh)\s*$")
+
+
+def load_script(name: str) -> str:
+    """A script of `scripts/` as it is sent: comment lines dropped (they stay in the file, for readers
+    and shellcheck), and each `. ./other.sh` line replaced by that script (loaded the same way)."""
+    lines: list[str] = []
+    for line in (_SCRIPTS / name).read_text(encoding="utf-8").splitlines():
+        include = _INCLUDE.match(line)
+        if include:
+            lines.append(load_script(include.group(1)))
+        elif not line.lstrip().startswith("#"):
+            lines.append(line)
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------- probe
+
+_PROBE_SCRIPT: Final = load_script("probe.sh")
+
+
+@dataclass(frozen=True)
+class RuntimeInfo:
+    """What the probe learned about the runtime at an endpoint."""
+
+    base_dir: str
+    hostname: str
+    runner: Runner
+    has_base64: bool = True
+    exec_limit: float | None = None
+    """Seconds after which the runtime itself kills a command's whole process group
+    (SANDBOX_EXEC_TIMEOUT_SECONDS, default 300); None when the runtime is not known to."""
+
+    @property
+    def staging_dir(self) -> str:
+        return f"{self.base_dir.rstrip('/')}/{STAGING_DIRNAME}"
+
+    def runner_for(self, timeout: int) -> Runner:
+        """The in-pod watchdog a command with this timeout needs.
+
+        "none" when the runtime's own kill comes first anyway (`timeout` at or above
+        its limit: the default 300 s equals the runtime's default): the wrapper then
+        spawns no watchdog and the runtime's kill is reported as the timeout, without
+        the output (the runtime answers nothing but its error then; a watchdog set
+        at that same limit would fire later, so this loses nothing).
+        """
+        if self.exec_limit is not None and timeout >= self.exec_limit:
+            return "none"
+        return self.runner
+
+
+def build_probe() -> str:
+    return sh_command(_PROBE_SCRIPT, STAGING_DIRNAME)
+
+
+def parse_probe(stdout: str) -> RuntimeInfo:
+    lines = stdout.splitlines()
+    if not lines or lines[0] != "@LKCP":
+        raise SandboxError(f"unexpected probe output from the runtime: {stdout[:200]!r}")
+    fields = dict(line.split("=", 1) for line in lines[1:] if "=" in line)
+    base = fields.get("base", "")
+    if not base.startswith("/"):
+        raise SandboxError(f"runtime reported no usable base directory: {base!r}")
+    runner = fields.get("runner", "none")
+    return RuntimeInfo(
+        base_dir=base,
+        hostname=fields.get("host", ""),
+        runner=runner if runner in ("timeout", "python3") else "none",  # type: ignore[arg-type]
+        has_base64=fields.get("base64") == "1",
+        exec_limit=_exec_limit(fields.get("limit")) if fields.get("group") == "1" else None,
+    )
+
+
+def _exec_limit(raw: str | None) -> float | None:
+    """SANDBOX_EXEC_TIMEOUT_SECONDS as the runtime reads it: 300 unless a finite number > 0."""
+    if raw is None or raw == "?":
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        return RUNTIME_DEFAULT_LIMIT
+    return value if math.isfinite(value) and value > 0 else RUNTIME_DEFAULT_LIMIT
+
+
+# --------------------------------------------------------------------- user commands
+
+# Fallback when the image has no usable `timeout`: a new session killed as a group.
+_PY_TIMEOUT: Final = (
+    "import os,subprocess as s,sys\n"
+    'p=s.Popen(["sh","-c",sys.argv[2]],start_new_session=True)\n'
+    "try:r=p.wait(float(sys.argv[1]))\n"
+    "except s.TimeoutExpired:os.killpg(p.pid,9);p.wait();r=124\n"
+    "sys.exit(r if r>=0 else 128-r)"
+)
+
+_WATCHDOGS: Final[dict[str, str]] = {
+    "timeout": 'timeout -s KILL "$1" sh -c "$4"',
+    "python3": "python3 -S -c '" + _PY_TIMEOUT + '\' "$1" "$4"',
+}
+
+# Images without coreutils/BusyBox `base64` encode with python3 instead.
+_PY_BASE64: Final = (
+    "python3 -S -c 'import base64,sys;sys.stdout.write(base64.b64encode(sys.stdin.buffer.read()).decode())'"
+)
+
+# The user-command wrapper: scripts/watchdog.sh when an in-pod watchdog enforces the timeout,
+# scripts/direct.sh when the runtime's own limit comes first (see RuntimeInfo.runner_for).
+_WATCHDOG_TEMPLATE: Final = load_script("watchdog.sh")
+_DIRECT_TEMPLATE: Final = load_script("direct.sh")
+_SUBSHELL: Final = '( eval "set --;$4" )'
+# In a subshell `$$` and `$PPID` would name the wrapper and its parent (`kill $$`
+# would hit the wrapper), and `$LINENO` is empty under `eval`: a command that
+# mentions them gets its own `sh` (the subshell execs it, so a "Killed" notice
+# cannot reach the capture).
+_OWN_SHELL: Final = '(exec sh -c "$4")'
+_OWN_SHELL_WORDS: Final = ("$$", "{$", "PPID", "LINENO")
+
+
+def needs_own_shell(command: str) -> bool:
+    """Whether `command` refers to what differs between a subshell and its own `sh`."""
+    return any(word in command for word in _OWN_SHELL_WORDS)
+
+
+def build_user_command(
+    command: str,
+    *,
+    timeout: int,
+    max_output: int,
+    staging_dir: str,
+    cwd: str,
+    runner: Runner,
+    has_base64: bool = True,
+) -> str:
+    """Wrap a user command: combined output capped at `max_output` bytes, any bytes kept.
+
+    `runner` is the in-pod watchdog that enforces `timeout` ("none": no watchdog
+    process, see `RuntimeInfo.runner_for`).
+    """
+    encoder = "LC_ALL=C base64" if has_base64 else _PY_BASE64
+    if runner == "none":
+        run = _OWN_SHELL if needs_own_shell(command) else _SUBSHELL
+        script = _DIRECT_TEMPLATE.replace("RUNNER", run)
+    else:
+        script = _WATCHDOG_TEMPLATE.replace("RUNNER", _WATCHDOGS[runner])
+    script = script.replace("ENCODER", encoder)
+    return runtime_command(["sh", "-c", script, "sh", str(timeout), str(max_output + 1), staging_dir, command, cwd])
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    """Decoded result of a wrapped user command."""
+
+    output: str
+    exit_code: int | None
+    truncated: bool
+    timed_out: bool
+
+
+def parse_user_command(
+    stdout: str, stderr: str, exit_code: int, *, timeout: int, max_output: int, runner: Runner
+) -> CommandResult:
+    """Decode the wrapper's answer; `stderr`/`exit_code` are the runtime's own fields."""
+    if stdout.startswith("@LKC! "):
+        what = stdout[6:].strip()
+        detail = {
+            "capture": "cannot create the output capture file in the staging directory",
+            "cwd": "cannot enter the working directory",
+        }.get(what, what)
+        return CommandResult(f"Error: sandbox wrapper failed: {detail}", None, False, False)
+    head, _, body = stdout.partition("\n")
+    fields = head.split(" ")
+    if fields[0] != "@LKC" or len(fields) != 4:
+        return _runtime_failure(stdout, stderr, exit_code)
+    try:
+        code = int(fields[1])
+    except ValueError:
+        return _runtime_failure(stdout, stderr, exit_code)
+    try:
+        raw = base64.b64decode(body)
+    except (binascii.Error, ValueError):
+        return CommandResult(f"Error: undecodable command output: {body[:200]!r}", code, False, False)
+    truncated = len(raw) > max_output
+    text = raw[:max_output].decode("utf-8", errors="replace")
+    timed_out = runner != "none" and _killed_at_deadline(code, fields[2], fields[3], timeout)
+    if timed_out:
+        note = f"Error: command timed out after {timeout} seconds and was killed inside the sandbox."
+        text = f"{text}\n{note}" if text else note
+        code = RUNTIME_TIMEOUT_EXIT
+    return CommandResult(text, code, truncated, timed_out)
+
+
+def _killed_at_deadline(code: int, start: str, end: str, timeout: int) -> bool:
+    # coreutils `timeout -s KILL` dies with its own group (137), the python runner exits 124.
+    if code not in (RUNTIME_TIMEOUT_EXIT, 128 + 9):
+        return False
+    try:
+        elapsed = float(end) - float(start)
+    except ValueError:
+        return True  # no /proc/uptime: trust the exit code
+    return elapsed >= timeout - 0.05
+
+
+_RUNTIME_TIMED_OUT: Final = re.compile(r"timed out after ([0-9]+(?:\.[0-9]+)?) seconds\s*$")
+
+
+def _runtime_failure(stdout: str, stderr: str, exit_code: int) -> CommandResult:
+    # The wrapper did not run to completion: the runtime itself failed (its own
+    # global timeout, exec failure). Report what it said; the exit code is unknown.
+    message = (stderr or stdout).strip() or f"runtime exit code {exit_code}"
+    if "timed out" in message:
+        # The runtime killed the wrapper's process group at SANDBOX_EXEC_TIMEOUT_SECONDS
+        # (the only timeout of a command whose timeout is at or above that limit): the
+        # output captured so far dies with the wrapper. Its message repeats the whole
+        # command line, so only the limit is kept.
+        match = _RUNTIME_TIMED_OUT.search(message)
+        after = f" after {float(match[1]):g} seconds" if match else ""
+        return CommandResult(
+            f"Error: command timed out{after}: the sandbox runtime killed the command at its own timeout"
+            " (SANDBOX_EXEC_TIMEOUT_SECONDS); its output is lost.",
+            RUNTIME_TIMEOUT_EXIT,
+            False,
+            True,
+        )
+    return CommandResult(f"Error: the sandbox runtime failed to run the command: {message}", None, False, False)
+
+
+# ------------------------------------------------------------------- file operations
+
+_UPLOAD_SCRIPT: Final = load_script("upload.sh")
+
+
+def build_upload_finalize(items: Sequence[tuple[str, str, str]]) -> str:
+    """Move staged uploads into place: items are (staging path, target, confine root)."""
+    args = [arg for item in items for arg in item]
+    return sh_command(_UPLOAD_SCRIPT, *args)
+
+
+def parse_upload_finalize(stdout: str, count: int) -> list[str | None]:
+    """One result per item: None on success, else an error code."""
+    codes = [line[3:].strip() for line in stdout.splitlines() if line.startswith("@U ")]
+    if len(codes) != count:
+        raise SandboxError(f"upload finalize answered {len(codes)} of {count} items: {stdout[:200]!r}")
+    return [None if code == "ok" else code for code in codes]
+
+
+_DOWNLOAD_SCRIPT: Final = load_script("download.sh")
+
+
+@dataclass(frozen=True)
+class DownloadPrep:
+    """Per-path answer of the download script: inline content, a staged file, or an error."""
+
+    content: bytes | None = None
+    staged: str | None = None  # file name inside the staging dir
+    error: str | None = None
+
+
+def build_download_prepare(
+    items: Sequence[tuple[str, str]], *, staging_dir: str, token: str, inline_max: int, inline_budget: int
+) -> str:
+    args = [arg for item in items for arg in item]
+    return sh_command(_DOWNLOAD_SCRIPT, staging_dir, token, str(inline_max), str(inline_budget), *args)
+
+
+def parse_download_prepare(stdout: str, count: int) -> list[DownloadPrep]:
+    results: list[DownloadPrep] = []
+    current: list[str] | None = None  # base64 lines of the inline file being read
+
+    def flush() -> None:
+        if current is not None:
+            results.append(DownloadPrep(content=base64.b64decode("".join(current))))
+
+    for line in stdout.splitlines():
+        if line.startswith("@D! "):
+            current = None
+            results.append(DownloadPrep(error="read_error"))
+        elif line.startswith("@D "):
+            flush()
+            current = None
+            kind, _, rest = line[3:].partition(" ")
+            if kind == "inline":
+                current = []
+            elif kind == "staged":
+                results.append(DownloadPrep(staged=rest.split(" ", 1)[1]))
+            else:
+                results.append(DownloadPrep(error=kind))
+        elif current is not None:
+            current.append(line)
+    flush()
+    if len(results) != count:
+        raise SandboxError(f"download prepare answered {len(results)} of {count} paths: {stdout[:200]!r}")
+    return results
+
+
+def build_remove(paths: Sequence[str]) -> str:
+    """Remove staging files; absolute paths, so `rm` runs directly without a shell."""
+    return runtime_command(["rm", "-f", *paths])
+
+
+_DELETE_SCRIPT: Final = load_script("delete.sh")
+
+
+def build_delete(path: str, confine: str) -> str:
+    return sh_command(_DELETE_SCRIPT, path, confine)
+
+
+_CONFINE_SCRIPT: Final = load_script("confine.sh")
+
+
+def build_confine_check(path: str, confine: str) -> str:
+    return sh_command(_CONFINE_SCRIPT, path, confine)
+
+
+def parse_marker(stdout: str, marker: str) -> str:
+    """The word after `marker` on the script's answer line (e.g. "@X ok" -> "ok")."""
+    for line in stdout.splitlines():
+        if line.startswith(marker + " "):
+            return line[len(marker) + 1 :].strip()
+    raise SandboxError(f"unexpected answer from the sandbox (no {marker} line): {stdout[:200]!r}")

@@ -1,0 +1,113 @@
+"""Turn a session's status into a `PodEndpoint`, for each way of reaching the pod.
+
+- pod IP (default, `SandboxInClusterConnectionConfig`): `http://<status.podIPs[0]>:<port>`.
+- router (`SandboxDirectConnectionConfig` with `api_url`, or `SandboxGatewayConnectionConfig`): the
+  router's URL plus the `X-Sandbox-*` headers it routes by.
+- tunnel (`SandboxLocalTunnelConnectionConfig`): `kubectl port-forward` to the router Service.
+The SDK's own connection strategies find the router URL (gateway address, tunnel); the sandbox
+lookup itself comes from the session status, never from reading Sandboxes or claims.
+
+The pod IP needs nothing beyond this package; the other modes take the SDK's configs and strategies,
+from the optional `langchain-k8s-client[agent-sandbox]` (the SDK pulls prometheus-client, which the
+client itself never does).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Final
+
+from langchain_k8s_client.errors import RouterUnreachable
+from langchain_k8s_client.sessions import SessionView
+from langchain_k8s_client.transport import PodEndpoint
+
+if TYPE_CHECKING:
+    from k8s_agent_sandbox.models import (
+        SandboxDirectConnectionConfig,
+        SandboxGatewayConnectionConfig,
+        SandboxInClusterConnectionConfig,
+        SandboxLocalTunnelConnectionConfig,
+    )
+
+    Connection = (
+        SandboxInClusterConnectionConfig
+        | SandboxDirectConnectionConfig
+        | SandboxGatewayConnectionConfig
+        | SandboxLocalTunnelConnectionConfig
+    )
+
+RUNTIME_PORT: Final = 8888
+"""The python runtime's port (the SDK's default server_port)."""
+
+
+def _pod_ip_mode(connection: Any) -> bool:
+    return connection is None or type(connection).__name__ == "SandboxInClusterConnectionConfig"
+
+
+def router_headers(view: SessionView, port: int) -> dict[str, str]:
+    headers = {
+        "X-Sandbox-ID": view.sandbox_name or view.pod_name or "",
+        "X-Sandbox-Namespace": view.namespace,
+        "X-Sandbox-Port": str(port),
+    }
+    if view.pod_ips:
+        headers["X-Sandbox-Pod-IP"] = view.pod_ips[0]
+    return headers
+
+
+class EndpointResolver:
+    """Per-connection-mode resolution; keeps the router URL (and tunnel process) across pod changes."""
+
+    def __init__(self, connection: Connection | None, namespace: str, api_client: Any = None) -> None:
+        self.connection = connection  # None: the pod IP on the runtime's port
+        self.namespace = namespace
+        self.api_client = api_client
+        self._strategy: Any = None
+
+    def _router_url(self, view: SessionView) -> str:
+        if self._strategy is None:
+            from k8s_agent_sandbox import connector
+            from k8s_agent_sandbox.models import (
+                SandboxDirectConnectionConfig,
+                SandboxGatewayConnectionConfig,
+                SandboxLocalTunnelConnectionConfig,
+            )
+
+            conn = self.connection
+            if isinstance(conn, SandboxDirectConnectionConfig):
+                self._strategy = connector.DirectConnectionStrategy(conn)
+            elif isinstance(conn, SandboxGatewayConnectionConfig):
+                from k8s_agent_sandbox.k8s_helper import K8sHelper
+
+                self._strategy = connector.GatewayConnectionStrategy(conn, K8sHelper())
+            elif isinstance(conn, SandboxLocalTunnelConnectionConfig):
+                self._strategy = connector.LocalTunnelConnectionStrategy(
+                    view.sandbox_name or view.name, self.namespace, conn, api_client=self.api_client
+                )
+            else:
+                raise TypeError(f"unsupported connection config {type(conn).__name__}")
+        try:
+            return str(self._strategy.connect())
+        except Exception as exc:  # the SDK's own errors (SandboxPortForwardError, TimeoutError, ...)
+            raise RouterUnreachable(_mode_name(self.connection), exc) from exc
+
+    def resolve(self, view: SessionView) -> PodEndpoint:
+        conn = self.connection
+        port = conn.server_port if conn is not None else RUNTIME_PORT
+        if _pod_ip_mode(conn):
+            ip = view.pod_ips[0]
+            host = f"[{ip}]" if ":" in ip else ip
+            return PodEndpoint(f"http://{host}:{port}", expected_hostname=view.pod_name)
+        headers = router_headers(view, port)
+        headers.update(getattr(conn, "extra_headers", None) or {})  # SandboxDirectConnectionConfig
+        return PodEndpoint(self._router_url(view), headers=headers, expected_hostname=view.pod_name)
+
+    def close(self) -> None:
+        if self._strategy is not None:
+            self._strategy.close()
+            self._strategy = None
+
+
+def _mode_name(conn: Connection | None) -> str:
+    """`tunnel`, `gateway` or `router`: how the client reaches the sandbox router."""
+    name = type(conn).__name__
+    return "tunnel" if "LocalTunnel" in name else "gateway" if "Gateway" in name else "router"

@@ -1,0 +1,291 @@
+"""The client's only Kubernetes API layer: AgentSession objects and nothing else.
+
+It creates, reads, watches and deletes AgentSessions and patches one annotation (activity) on its own
+session. It never touches SandboxClaims, Sandboxes or Pods, and keeps no lifecycle state: everything
+comes from the session's status, which the operator publishes.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubernetes import client, config, watch
+from kubernetes.client.rest import ApiException
+
+from agentsession_api import names, patterns, phases
+from agentsession_api.activity import format_activity
+from agentsession_api.phases import Phase
+from agentsession_api.types import AgentSessionStatus, Condition
+from langchain_k8s_client.errors import (
+    PolicyViolation,
+    SessionConflict,
+    SessionExpired,
+    SessionFailed,
+    SessionNotFound,
+    SessionNotReady,
+)
+
+GROUP, VERSION, PLURAL = names.GROUP, names.VERSION, names.SESSION_PLURAL
+
+
+@dataclass(frozen=True)
+class SessionSpec:
+    """What the caller asks for when a session is created (also what an attach is compared with)."""
+
+    warm_pool: str | None = None
+    ttl: str | None = None
+    idle_timeout: str | None = None
+    idle_action: str | None = None
+    env: Mapping[str, str] | None = None
+    labels: Mapping[str, str] | None = None
+    pod_labels: Mapping[str, str] | None = None
+    pod_annotations: Mapping[str, str] | None = None
+    volume_claim_templates: list[dict[str, Any]] | None = None
+    session_labels: Mapping[str, str] | None = None  # metadata.labels of the AgentSession itself
+
+    def to_spec(self) -> dict[str, Any]:
+        spec: dict[str, Any] = {}
+        if self.warm_pool:
+            spec["warmPoolRef"] = {"name": self.warm_pool}
+        for key, value in (("ttl", self.ttl), ("idleTimeout", self.idle_timeout), ("idleAction", self.idle_action)):
+            if value is not None:
+                spec[key] = value
+        if self.env:
+            spec["env"] = [{"name": k, "value": v} for k, v in self.env.items()]
+        for key, mapping in (
+            ("labels", self.labels),
+            ("podLabels", self.pod_labels),
+            ("podAnnotations", self.pod_annotations),
+        ):
+            if mapping:
+                spec[key] = dict(mapping)
+        if self.volume_claim_templates:
+            spec["volumeClaimTemplates"] = list(self.volume_claim_templates)
+        return spec
+
+    def conflicts(self, existing: Mapping[str, Any]) -> list[str]:
+        """Fields given here that the existing session's spec contradicts (unset fields never conflict)."""
+        wanted = self.to_spec()
+        have = existing.get("spec") or {}
+        out = []
+        for key, value in wanted.items():
+            if key == "env":
+                current = {e["name"]: e.get("value") for e in have.get("env") or []}
+                if current != dict(self.env or {}):
+                    out.append(f"spec.env is {sorted(current)} on the cluster, {sorted(self.env or {})} here")
+            elif have.get(key) != value:
+                out.append(f"spec.{key} is {have.get(key)!r} on the cluster, {value!r} here")
+        return out
+
+
+@dataclass
+class SessionView:
+    """What the status says about reaching the pod."""
+
+    name: str
+    namespace: str
+    uid: str
+    phase: str | None
+    pod_name: str | None
+    pod_ips: list[str]
+    sandbox_name: str | None
+    claim_name: str | None
+    service_fqdn: str | None
+    idle_timeout: str | None
+    conditions: list[Condition] = field(default_factory=list)
+    suspend_requested: bool = False
+
+    @classmethod
+    def of(cls, body: Mapping[str, Any]) -> SessionView:
+        # The status is read through the API's own model: a renamed field fails here, not silently later.
+        status = AgentSessionStatus.model_validate(body.get("status") or {})
+        spec = body.get("spec") or {}
+        return cls(
+            name=body["metadata"]["name"],
+            namespace=body["metadata"]["namespace"],
+            uid=body["metadata"]["uid"],
+            phase=status.phase,
+            pod_name=status.pod_name,
+            pod_ips=list(status.pod_ips or []),
+            sandbox_name=status.sandbox_name,
+            claim_name=status.claim_name,
+            service_fqdn=status.service_fqdn,
+            idle_timeout=(status.resolved.idle_timeout if status.resolved else None) or spec.get("idleTimeout"),
+            conditions=list(status.conditions or []),
+            suspend_requested=bool(spec.get("suspend")),
+        )
+
+    def condition(self, ctype: str) -> Condition | None:
+        return next((c for c in self.conditions if c.type == ctype), None)
+
+    @property
+    def ready(self) -> bool:
+        return self.phase == Phase.READY and bool(self.pod_ips) and bool(self.pod_name)
+
+    @property
+    def finished(self) -> bool:
+        """Expired or Failed: waiting will not make it Ready."""
+        return phases.is_terminal(self.phase)
+
+
+def raise_for_terminal(view: SessionView) -> None:
+    """A typed error for a session that will never become Ready by waiting."""
+    ready = view.condition(phases.COND_READY)
+    who = f"AgentSession {view.namespace}/{view.name}: "
+    if view.phase == Phase.EXPIRED:
+        cond = view.condition(phases.COND_EXPIRED) or ready
+        raise SessionExpired(
+            cond.reason if cond else "Expired", who + (cond.message if cond else "the session has ended")
+        )
+    if view.phase == Phase.FAILED:
+        policy = view.condition(phases.COND_POLICY_COMPLIANT)
+        if policy is not None and policy.status == "False":
+            raise PolicyViolation(policy.reason, who + policy.message)
+        cond = view.condition(phases.COND_FAILED) or ready
+        raise SessionFailed(cond.reason if cond else "Failed", who + (cond.message if cond else ""))
+
+
+def load_api_client(api_client: client.ApiClient | None = None) -> client.ApiClient:
+    if api_client is not None:
+        return api_client
+    try:
+        config.load_incluster_config()
+    except config.ConfigException:
+        config.load_kube_config()
+    return client.ApiClient()
+
+
+class SessionStore:
+    """AgentSession CRUD, the Ready wait (one watch) and the activity annotation."""
+
+    def __init__(self, api_client: client.ApiClient | None = None) -> None:
+        self.api_client = load_api_client(api_client)
+        self.api = client.CustomObjectsApi(self.api_client)
+
+    def get(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            return dict(self.api.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name))
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def list(self, namespace: str, labels: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+        selector = ",".join(f"{k}={v}" for k, v in (labels or {}).items())
+        result = self.api.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, label_selector=selector)
+        return list(result.get("items", []))
+
+    def get_or_create(self, namespace: str, name: str, spec: SessionSpec) -> tuple[dict[str, Any], bool]:
+        """The session, and whether this call created it. An existing one must not contradict `spec`."""
+        if not patterns.is_dns1123_label(name):
+            raise ValueError(
+                f"session name {name!r} must be a DNS label: lowercase letters, digits and '-', "
+                "at most 63 characters, starting and ending with a letter or digit"
+            )
+        existing = self.get(namespace, name)
+        if existing is None:
+            body = {
+                "apiVersion": names.API_VERSION,
+                "kind": names.SESSION_KIND,
+                "metadata": {"name": name, "namespace": namespace, "labels": dict(spec.session_labels or {})},
+                "spec": spec.to_spec(),
+            }
+            try:
+                created = self.api.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, body)
+                return dict(created), True
+            except ApiException as exc:
+                if exc.status == 409:  # another process created it first: attach to that one
+                    existing = self.get(namespace, name)
+                elif exc.status in (400, 403, 422):
+                    raise _refusal(name, exc) from exc
+                else:
+                    raise
+        if existing is None:
+            raise SessionNotFound("NotFound", f"AgentSession {namespace}/{name} vanished while attaching")
+        conflicts = spec.conflicts(existing)
+        if conflicts:
+            raise SessionConflict(
+                "SpecMismatch", f"AgentSession {namespace}/{name} exists with another spec: " + "; ".join(conflicts)
+            )
+        return existing, False
+
+    def require(self, namespace: str, name: str) -> dict[str, Any]:
+        body = self.get(namespace, name)
+        if body is None:
+            raise SessionNotFound("NotFound", f"AgentSession {namespace}/{name} does not exist")
+        return body
+
+    def wait_ready(self, namespace: str, name: str, timeout: float) -> SessionView:
+        """Watch the session until it is Ready (with a pod IP); typed errors for terminal states."""
+        deadline = time.monotonic() + timeout
+        body = self.require(namespace, name)
+        view = SessionView.of(body)
+        while True:
+            if view.ready:
+                return view
+            raise_for_terminal(view)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                ready = view.condition(phases.COND_READY)
+                raise SessionNotReady(
+                    ready.reason if ready else view.phase or Phase.PENDING,
+                    f"not Ready after {timeout:.0f} s: {(ready.message if ready else '') or view.phase}",
+                )
+            w = watch.Watch()
+            try:
+                for event in w.stream(
+                    self.api.list_namespaced_custom_object,
+                    GROUP,
+                    VERSION,
+                    namespace,
+                    PLURAL,
+                    field_selector=f"metadata.name={name}",
+                    resource_version=body["metadata"]["resourceVersion"],
+                    timeout_seconds=max(1, int(remaining)),
+                ):
+                    if event["type"] == "DELETED":
+                        raise SessionNotFound("Deleted", f"AgentSession {namespace}/{name} was deleted")
+                    body = event["object"]
+                    view = SessionView.of(body)
+                    if view.ready or view.finished:
+                        break
+            except ApiException as exc:
+                if exc.status != 410:
+                    raise
+                body = self.require(namespace, name)  # history expired: start again from now
+                view = SessionView.of(body)
+            finally:
+                w.stop()
+
+    def report_activity(self, namespace: str, name: str, busy_seconds: float = 0) -> None:
+        """One merge patch of one annotation: `"<now> busy=<seconds>"`. The operator times it itself."""
+        value = format_activity(dt.datetime.now(dt.UTC), busy_seconds)
+        patch = {"metadata": {"annotations": {names.ANNOTATION_ACTIVITY: value}}}
+        self.api.patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name, patch)
+
+    def delete(self, namespace: str, name: str, uid: str | None = None) -> bool:
+        body = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid) if uid else None)
+        try:
+            self.api.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name, body=body)
+            return True
+        except ApiException as exc:
+            if exc.status in (404, 409):
+                return False
+            raise
+
+
+def _refusal(name: str, exc: ApiException) -> Exception:
+    """Admission refusals become PolicyViolation (policy webhook) or ValueError (schema), with the message."""
+    import json
+
+    try:
+        message = json.loads(exc.body or "{}").get("message") or str(exc.reason)
+    except ValueError:
+        message = str(exc.reason)
+    if "AgentSessionPolicy" in message:
+        return PolicyViolation("AdmissionRefused", message)
+    return ValueError(f"AgentSession {name} refused by the API server: {message}")

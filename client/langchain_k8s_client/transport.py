@@ -1,0 +1,381 @@
+"""The transport to a pod's python runtime: endpoint, retries, sync and async drivers.
+
+`RuntimeTransport` runs the sans-IO operations of `runtime.RuntimeProtocol` over
+httpx, with one `httpx.Client` for the sync API and one `httpx.AsyncClient` per
+event loop for the async API (an AsyncClient's connections belong to the loop
+that opened them). The retry loop, the driving of an operation and the
+reconnection rule are each one flow (see `flows`): the sync API calls its sides,
+the async API awaits them, so only the sending and the waiting differ.
+
+Rules:
+- Idempotent requests (probe, health, download, listings) are retried on
+  connection errors and 502/503/504 with bounded, jittered backoff.
+- A command or a write is never sent twice: a transport failure after it may
+  have reached the runtime raises `TransportError` (`maybe_delivered=True`).
+  Only a request that provably never left (connection refused or timed out while
+  connecting, e.g. the pod was suspended or replaced) is sent once more, to the
+  endpoint `resolve_endpoint` returns.
+- Before the first operation on a connection the runtime is probed and its pod
+  name checked (`WrongPod`). With `resolve_endpoint`, a connection that fails
+  (or a read that fails) asks for the current endpoint once and tries again;
+  after a failed command or write the next operation re-resolves first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import threading
+import time
+import weakref
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Final, TypeVar
+from urllib.parse import urlsplit
+
+import httpx
+
+from .commands import CommandResult, RuntimeInfo
+from .errors import TransportError, WrongPod
+from .flows import Call, Flow, run_async, run_sync
+from .runtime import Downloaded, Op, RuntimeProtocol
+from .wire import HttpRequest, HttpResponse, RuntimeExec
+
+T = TypeVar("T")
+
+CONNECT_TIMEOUT: Final = 5.0
+GATEWAY_STATUSES: Final = frozenset({502, 503, 504})
+
+
+@dataclass(frozen=True)
+class PodEndpoint:
+    """Where a pod's runtime answers.
+
+    `base_url`: e.g. `http://10.0.3.7:8888` (pod IP) or the router's URL.
+    `headers`: sent with every request (router mode: `X-Sandbox-ID`,
+    `X-Sandbox-Namespace`, `X-Sandbox-Port`).
+    `expected_hostname`: the pod name; checked on every (re)connection when set.
+    """
+
+    base_url: str
+    headers: Mapping[str, str] = field(default_factory=dict)
+    expected_hostname: str | None = None
+
+    def __post_init__(self) -> None:
+        parts = urlsplit(self.base_url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ValueError(f"base_url must be an http(s) URL, got {self.base_url!r}")
+        object.__setattr__(self, "base_url", self.base_url.rstrip("/"))
+        object.__setattr__(self, "headers", dict(self.headers))
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Bounded exponential backoff for idempotent requests."""
+
+    attempts: int = 4
+    base_delay: float = 0.1
+    max_delay: float = 1.0
+
+    def delay(self, retry: int) -> float:
+        return min(self.max_delay, self.base_delay * (2**retry)) * (0.5 + random.random() / 2)
+
+
+class _Attempts:
+    """Retry bookkeeping for one request; decides, the drivers wait."""
+
+    def __init__(self, policy: RetryPolicy, request: HttpRequest) -> None:
+        self.policy = policy
+        self.request = request
+        self.retry = 0
+
+    def after_error(self, exc: httpx.TransportError) -> float:
+        """Delay before the next attempt, or raise TransportError when giving up."""
+        not_sent = isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout | httpx.PoolTimeout)
+        error = TransportError(
+            f"{self.request.method} {self.request.path}: {type(exc).__name__}: {exc}", maybe_delivered=not not_sent
+        )
+        # A read timeout means the runtime is alive but slow: waiting again would only double the wait.
+        if not self.request.idempotent or isinstance(exc, httpx.ReadTimeout) or not self._more():
+            raise error from exc
+        return self._next_delay()
+
+    def after_response(self, status: int) -> float | None:
+        """None to accept the response, else the delay before retrying it."""
+        if status not in GATEWAY_STATUSES:
+            return None
+        if not self.request.idempotent or not self._more():
+            raise TransportError(f"{self.request.method} {self.request.path}: gateway answered HTTP {status}")
+        return self._next_delay()
+
+    def _more(self) -> bool:
+        return self.retry + 1 < self.policy.attempts
+
+    def _next_delay(self) -> float:
+        delay = self.policy.delay(self.retry)
+        self.retry += 1
+        return delay
+
+
+def _build(client: httpx.Client | httpx.AsyncClient, endpoint: PodEndpoint, req: HttpRequest) -> httpx.Request:
+    timeout = httpx.Timeout(CONNECT_TIMEOUT, read=req.read_timeout, write=req.read_timeout, pool=req.read_timeout)
+    url = endpoint.base_url + req.path
+    if req.upload is not None:
+        name, content = req.upload
+        files = {"file": (name, content, "application/octet-stream")}
+        return client.build_request(req.method, url, files=files, headers=endpoint.headers, timeout=timeout)
+    headers = dict(endpoint.headers)
+    if req.json_body is not None:
+        headers["Content-Type"] = "application/json"
+    return client.build_request(req.method, url, content=req.json_body, headers=headers, timeout=timeout)
+
+
+class RuntimeTransport:
+    """Sync and async access to one pod's runtime (see the module docstring)."""
+
+    def __init__(
+        self,
+        endpoint: PodEndpoint,
+        *,
+        retry: RetryPolicy | None = None,
+        resolve_endpoint: Callable[[], PodEndpoint] | None = None,
+        client: httpx.Client | None = None,
+        async_client_factory: Callable[[], httpx.AsyncClient] | None = None,
+    ) -> None:
+        self._endpoint = endpoint
+        self._protocol = RuntimeProtocol(endpoint.expected_hostname)
+        self._retry = retry or RetryPolicy()
+        self._resolve_endpoint = resolve_endpoint
+        self._stale = False
+        self._client = client or httpx.Client(trust_env=False)
+        self._async_factory = async_client_factory or (lambda: httpx.AsyncClient(trust_env=False))
+        self._aclients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._lock = threading.Lock()
+
+    # -- state -----------------------------------------------------------------------
+
+    @property
+    def endpoint(self) -> PodEndpoint:
+        return self._endpoint
+
+    @property
+    def info(self) -> RuntimeInfo | None:
+        """What the last probe learned; None before connecting or after `invalidate()`."""
+        return self._protocol.info
+
+    def set_endpoint(self, endpoint: PodEndpoint) -> None:
+        """Point at another endpoint; the next operation probes and checks identity."""
+        with self._lock:
+            self._endpoint = endpoint
+            self._protocol = RuntimeProtocol(endpoint.expected_hostname)
+            self._stale = False
+
+    def invalidate(self) -> None:
+        """Forget the probe (the pod may have changed); the next operation reconnects."""
+        self._protocol.invalidate()
+
+    def mark_stale(self) -> None:
+        """Ask for `resolve_endpoint` before the next operation (the caller's signal)."""
+        self._stale = True
+        self._protocol.invalidate()
+
+    # -- one request, with retries: sending and waiting are the only two calls ------
+
+    def _send_flow(self, req: HttpRequest) -> Flow[HttpResponse]:
+        attempts = _Attempts(self._retry, req)
+        while True:
+            try:
+                resp = yield Call(self._send_once, self._asend_once, (req,))
+            except httpx.TransportError as exc:
+                yield Call(time.sleep, asyncio.sleep, (attempts.after_error(exc),))
+                continue
+            delay = attempts.after_response(resp.status_code)
+            if delay is None:
+                return HttpResponse(resp.status_code, resp.content)
+            yield Call(time.sleep, asyncio.sleep, (delay,))
+
+    def _send_once(self, req: HttpRequest) -> httpx.Response:
+        return self._client.send(_build(self._client, self._endpoint, req))
+
+    async def _asend_once(self, req: HttpRequest) -> httpx.Response:
+        client = self._aclient()
+        return await client.send(_build(client, self._endpoint, req))
+
+    def _aclient(self) -> httpx.AsyncClient:
+        loop = asyncio.get_running_loop()
+        client = self._aclients.get(loop)
+        if client is None:
+            client = self._aclients[loop] = self._async_factory()
+        return client
+
+    def _drive_flow(self, op: Op[T]) -> Flow[T]:
+        """Run one sans-IO operation: each request it yields is sent, each answer sent back in."""
+        try:
+            req = next(op)
+            while True:
+                try:
+                    resp = yield from self._send_flow(req)
+                except Exception as exc:  # let the operation clean up, then re-raise
+                    req = op.throw(exc)
+                    continue
+                req = op.send(resp)
+        except StopIteration as stop:
+            return stop.value
+        finally:
+            op.close()
+
+    # -- the reconnection rule, written once (flows.run_sync / flows.run_async drive it) --------
+
+    def _run_flow(self, make_op: Callable[[RuntimeProtocol], Op[T]], *, idempotent: bool) -> Flow[T]:
+        yield from self._connect_flow()
+        try:
+            return (yield from self._drive_flow(make_op(self._protocol)))
+        except TransportError as exc:
+            if not (self._resolve_endpoint and (idempotent or not exc.maybe_delivered)):
+                self._after_failure()
+                raise
+        # A read, or anything that provably never reached the pod (connection refused: the pod was
+        # suspended or replaced), may be sent again: ask where the pod is now and try once more.
+        self._reresolve((yield self._resolve_call()))
+        yield from self._connect_flow()
+        try:
+            return (yield from self._drive_flow(make_op(self._protocol)))
+        except TransportError:
+            self._after_failure()
+            raise
+
+    def _connect_flow(self) -> Flow[None]:
+        if self._stale and self._resolve_endpoint:
+            self._reresolve((yield self._resolve_call()))
+        if self._protocol.info is not None:
+            return
+        try:
+            yield from self._drive_flow(self._protocol.connect())
+        except (TransportError, WrongPod):
+            if not self._resolve_endpoint:
+                raise
+            self._reresolve((yield self._resolve_call()))
+            yield from self._drive_flow(self._protocol.connect())
+
+    def _resolve_call(self) -> Call:
+        # A sync `resolve_endpoint` (it may read the cluster) runs in a worker thread under the async API.
+        assert self._resolve_endpoint is not None
+        return Call(self._resolve_endpoint, self._aresolve_endpoint)
+
+    async def _aresolve_endpoint(self) -> PodEndpoint:
+        assert self._resolve_endpoint is not None
+        return await asyncio.to_thread(self._resolve_endpoint)
+
+    def run(self, make_op: Callable[[RuntimeProtocol], Op[T]], *, idempotent: bool) -> T:
+        """Connect if needed, then run `make_op(protocol)` with the reconnection rule."""
+        return run_sync(self._run_flow(make_op, idempotent=idempotent))
+
+    async def arun(self, make_op: Callable[[RuntimeProtocol], Op[T]], *, idempotent: bool) -> T:
+        return await run_async(self._run_flow(make_op, idempotent=idempotent))
+
+    def _connect(self) -> None:
+        run_sync(self._connect_flow())
+
+    async def _aconnect(self) -> None:
+        await run_async(self._connect_flow())
+
+    def _reresolve(self, endpoint: PodEndpoint) -> None:
+        self.set_endpoint(endpoint)
+
+    def _after_failure(self) -> None:
+        # The command or write is not re-sent; the next operation reconnects
+        # (re-resolving the endpoint when possible) before doing anything.
+        if self._resolve_endpoint:
+            self._stale = True
+        self._protocol.invalidate()
+
+    # -- public operations (thin: each is a sans-IO op in RuntimeProtocol) ------------
+
+    def check_identity(self) -> RuntimeInfo:
+        """Probe now and verify the pod name; raises WrongPod on a mismatch."""
+        self._protocol.invalidate()
+        self._connect()
+        return self._require_info()
+
+    async def acheck_identity(self) -> RuntimeInfo:
+        self._protocol.invalidate()
+        await self._aconnect()
+        return self._require_info()
+
+    def _require_info(self) -> RuntimeInfo:
+        info = self._protocol.info
+        if info is None:
+            raise TransportError("the connection was reset while probing; try again", maybe_delivered=False)
+        return info
+
+    def health(self) -> bool:
+        """`GET /` answered 200 (retried like any idempotent request)."""
+        return run_sync(self._drive_flow(self._protocol.health()))
+
+    async def ahealth(self) -> bool:
+        return await run_async(self._drive_flow(self._protocol.health()))
+
+    def execute(self, command: str, *, timeout: int, max_output: int, cwd: str = "") -> CommandResult:
+        return self.run(lambda p: p.execute(command, timeout=timeout, max_output=max_output, cwd=cwd), idempotent=False)
+
+    async def aexecute(self, command: str, *, timeout: int, max_output: int, cwd: str = "") -> CommandResult:
+        return await self.arun(
+            lambda p: p.execute(command, timeout=timeout, max_output=max_output, cwd=cwd), idempotent=False
+        )
+
+    def upload(self, items: list[tuple[str, bytes, str]]) -> list[str | None]:
+        """Write (absolute path, content, confinement root or "") items; None per success."""
+        return self.run(lambda p: p.upload(items), idempotent=False)
+
+    async def aupload(self, items: list[tuple[str, bytes, str]]) -> list[str | None]:
+        return await self.arun(lambda p: p.upload(items), idempotent=False)
+
+    def download(self, items: list[tuple[str, str]]) -> list[Downloaded]:
+        """Read (absolute path, confinement root or "") items."""
+        return self.run(lambda p: p.download(items), idempotent=True)
+
+    async def adownload(self, items: list[tuple[str, str]]) -> list[Downloaded]:
+        return await self.arun(lambda p: p.download(items), idempotent=True)
+
+    def script(self, command: str, *, idempotent: bool, read_timeout: float | None = None) -> RuntimeExec:
+        """Run an internal, fully quoted runtime command (no wrapper) and return its raw answer."""
+        return self.run(
+            lambda p: p.script(command, idempotent=idempotent, read_timeout=read_timeout), idempotent=idempotent
+        )
+
+    async def ascript(self, command: str, *, idempotent: bool, read_timeout: float | None = None) -> RuntimeExec:
+        return await self.arun(
+            lambda p: p.script(command, idempotent=idempotent, read_timeout=read_timeout), idempotent=idempotent
+        )
+
+    def staged_script(self, content: bytes, build: Callable[[str], str]) -> RuntimeExec:
+        """Stage `content` in the pod, then run the command `build(staged_path)`; never retried."""
+        return self.run(lambda p: p.staged_script(content, build), idempotent=False)
+
+    async def astaged_script(self, content: bytes, build: Callable[[str], str]) -> RuntimeExec:
+        return await self.arun(lambda p: p.staged_script(content, build), idempotent=False)
+
+    def runtime_info(self) -> RuntimeInfo:
+        """Connect if needed and return what the probe learned."""
+        self._connect()
+        return self._require_info()
+
+    async def aruntime_info(self) -> RuntimeInfo:
+        await self._aconnect()
+        return self._require_info()
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    def close(self) -> None:
+        self._client.close()
+
+    async def aclose(self) -> None:
+        loop = asyncio.get_running_loop()
+        client = self._aclients.pop(loop, None)
+        if client is not None:
+            await client.aclose()
+
+
+__all__ = ["PodEndpoint", "RetryPolicy", "RuntimeTransport"]

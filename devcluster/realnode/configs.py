@@ -1,0 +1,190 @@
+"""The real node's configuration files, as pure functions of paths and addresses (no I/O here)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from devcluster.realnode import network
+
+PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
+CLUSTER_DOMAIN = "cluster.local"
+
+
+@dataclass(frozen=True)
+class NodeDirs:
+    """Every file of the node below one directory (`.cluster/node`), so `down` removes all of it."""
+
+    root: Path
+
+    @property
+    def containerd(self) -> Path:
+        return self.root / "containerd"
+
+    @property
+    def containerd_socket(self) -> Path:
+        return self.containerd / "containerd.sock"
+
+    @property
+    def registry_hosts(self) -> Path:
+        return self.containerd / "certs.d"
+
+    @property
+    def cni_conf(self) -> Path:
+        return self.root / "cni" / "net.d"
+
+    @property
+    def cni_state(self) -> Path:
+        return self.root / "cni" / "networks"
+
+    @property
+    def kubelet(self) -> Path:
+        return self.root / "kubelet"
+
+    @property
+    def resolv_conf(self) -> Path:
+        return self.root / "resolv.conf"
+
+
+def containerd_config(dirs: NodeDirs, cni_bin: Path, runc: str) -> str:
+    """containerd 2.x (config version 3): its own root, state and socket; CRI over runc with cgroupfs."""
+    c = dirs.containerd
+    cri_runtime = 'plugins."io.containerd.cri.v1.runtime"'
+    return f"""version = 3
+root = "{c / "root"}"
+state = "{c / "state"}"
+
+[grpc]
+  address = "{dirs.containerd_socket}"
+
+[ttrpc]
+  address = "{c / "containerd.sock.ttrpc"}"
+
+[debug]
+  address = "{c / "debug.sock"}"
+
+[plugins."io.containerd.internal.v1.opt"]
+  path = "{c / "opt"}"
+
+[plugins."io.containerd.nri.v1.nri"]
+  disable = true
+
+[plugins."io.containerd.grpc.v1.cri"]
+  # Streaming (exec, logs, port-forward) goes through the kubelet; keep the server on loopback.
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+
+[plugins."io.containerd.cri.v1.images"]
+  snapshotter = "overlayfs"
+  [plugins."io.containerd.cri.v1.images".pinned_images]
+    sandbox = "{PAUSE_IMAGE}"
+  [plugins."io.containerd.cri.v1.images".registry]
+    config_path = "{dirs.registry_hosts}"
+
+[{cri_runtime}]
+  # Processes here lack CAP_SYS_RESOURCE: without this every pod sandbox fails to set its negative
+  # oom_score_adj ("can't get final child's PID from pipe: EOF").
+  restrict_oom_score_adj = true
+  # Pod network namespaces under this node's own state directory (not /run/netns, shared by every
+  # cluster on the machine), so tear-down finds exactly this node's.
+  netns_mounts_under_state_dir = true
+  [{cri_runtime}.containerd]
+    default_runtime_name = "runc"
+    [{cri_runtime}.containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [{cri_runtime}.containerd.runtimes.runc.options]
+        BinaryName = "{runc}"
+        Root = "{c / "runc"}"
+        SystemdCgroup = false
+  [{cri_runtime}.cni]
+    bin_dirs = ["{cni_bin}"]
+    conf_dir = "{dirs.cni_conf}"
+"""
+
+
+def cni_conflist(dirs: NodeDirs) -> str:
+    """A routed point-to-point veth per pod (no bridge: all pod traffic crosses the node's iptables)."""
+    conf: dict[str, Any] = {
+        "cniVersion": "1.0.0",
+        "name": "devcluster",
+        "plugins": [
+            {
+                "type": "ptp",
+                "ipMasq": False,
+                "mtu": 1500,
+                "ipam": {
+                    "type": "host-local",
+                    "ranges": [[{"subnet": network.NODE_POD_CIDR}]],
+                    "routes": [{"dst": "0.0.0.0/0"}],
+                    "dataDir": str(dirs.cni_state),
+                },
+            },
+            {"type": "portmap", "capabilities": {"portMappings": True}},
+        ],
+    }
+    return json.dumps(conf, indent=2)
+
+
+def kubelet_config(dirs: NodeDirs, ca: Path, serving: tuple[Path, Path]) -> str:
+    config = {
+        "apiVersion": "kubelet.config.k8s.io/v1beta1",
+        "kind": "KubeletConfiguration",
+        "address": network.NODE_IP,
+        "port": 10250,
+        "readOnlyPort": 0,
+        "healthzBindAddress": "127.0.0.1",
+        "tlsCertFile": str(serving[0]),
+        "tlsPrivateKeyFile": str(serving[1]),
+        "authentication": {
+            "anonymous": {"enabled": False},
+            "webhook": {"enabled": True},
+            "x509": {"clientCAFile": str(ca)},
+        },
+        "authorization": {"mode": "Webhook"},
+        # This machine has cgroup v1 hierarchies (cgroup2 only mounted beside them): say so explicitly.
+        "failCgroupV1": False,
+        "cgroupDriver": "cgroupfs",
+        "cgroupsPerQOS": True,
+        "failSwapOn": False,
+        "enforceNodeAllocatable": [],
+        "containerRuntimeEndpoint": f"unix://{dirs.containerd_socket}",
+        "clusterDNS": [network.DNS_SERVICE_IP],
+        "clusterDomain": CLUSTER_DOMAIN,
+        "resolvConf": str(dirs.resolv_conf),
+        "serializeImagePulls": False,
+        "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%"},
+        "imageGCHighThresholdPercent": 100,
+        "maxPods": 110,
+        "podPidsLimit": 4096,
+        "syncFrequency": "10s",
+        "nodeStatusUpdateFrequency": "5s",
+    }
+    return yaml.safe_dump(config, sort_keys=False)
+
+
+def resolv_conf() -> str:
+    # Pods' DNS goes to the cluster DNS address only, never to the host's resolvers.
+    return f"nameserver {network.DNS_SERVICE_IP}\nsearch {CLUSTER_DOMAIN}\noptions ndots:5\n"
+
+
+def kube_proxy_config(kubeconfig: Path, node_name: str) -> str:
+    config = {
+        "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
+        "kind": "KubeProxyConfiguration",
+        "clientConnection": {"kubeconfig": str(kubeconfig)},
+        "mode": "iptables",
+        "clusterCIDR": network.POD_CIDR,
+        "hostnameOverride": node_name,
+        "bindAddress": network.NODE_IP,
+        "healthzBindAddress": "127.0.0.1:10256",
+        "metricsBindAddress": "127.0.0.1:10249",
+        "nodePortAddresses": [f"{network.NODE_IP}/32"],
+        # Zero leaves the machine-wide conntrack sysctls alone (they are not the namespace's to set).
+        "conntrack": {"maxPerCore": 0, "min": 0, "tcpEstablishedTimeout": "0s", "tcpCloseWaitTimeout": "0s"},
+        "iptables": {"localhostNodePorts": False, "masqueradeAll": False},
+    }
+    return yaml.safe_dump(config, sort_keys=False)

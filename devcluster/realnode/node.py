@@ -1,0 +1,279 @@
+"""A real node: containerd 2.x with runc, a kubelet, kube-proxy and kube-router's NetworkPolicy controller.
+
+Start-up: certificates and kubeconfigs -> the node's network namespace -> the API server forwarder ->
+containerd -> kubelet (wait for the Node to be Ready) -> kube-proxy -> the NetworkPolicy controller -> the
+volume provisioner. Tear-down goes the other way and sweeps whatever a hard kill left behind: containers
+(by runc's state directory), shims, mounts below the node's directory, empty pod cgroups, pod network
+namespaces and the node's own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from devcluster import build, kubeconfig, pki, processes
+from devcluster.realnode import configs, network
+
+if TYPE_CHECKING:
+    from devcluster.cluster import Cluster
+
+NODE_NAME = "devcluster-real-1"
+# Inside the node's namespace, containerd pulls from here; the forwarder carries it to the host's registry.
+NODE_REGISTRY = "127.0.0.1:5000"
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+
+
+class RealNode:
+    def __init__(self, cluster: Cluster, registry_port: int | None = None) -> None:
+        self.cluster = cluster
+        self.net = network.NodeNetwork()
+        self.dirs = configs.NodeDirs(cluster.paths.root / "node")
+        self.registry_port = registry_port
+
+    # ---- helpers -----------------------------------------------------------------------------
+    @property
+    def pki(self) -> Path:
+        return self.cluster.paths.pki
+
+    @property
+    def api_port(self) -> int:
+        return int(self.cluster.state["ports"]["apiserver"])
+
+    def _kubeconfig(self, name: str, user: str) -> Path:
+        return kubeconfig.write(
+            self.dirs.root / f"{name}.kubeconfig",
+            f"https://{network.NODE_IP}:{self.api_port}",
+            self.pki / "ca.crt",
+            pki.KeyPair(self.pki / f"{name}.crt", self.pki / f"{name}.key"),
+            user,
+        )
+
+    def _start_inside(self, name: str, cmd: list[str], env: dict[str, str] | None = None) -> int:
+        return self.cluster.start_process(name, self.net.enter(cmd), env=env)
+
+    # ---- up ----------------------------------------------------------------------------------
+    def certificates(self) -> None:
+        """Node certificates (the API server's own SANs are issued by the cluster, see Cluster)."""
+        ca = pki.KeyPair(self.pki / "ca.crt", self.pki / "ca.key")
+        pki.issue(ca, self.pki, "kubelet", f"system:node:{NODE_NAME}", organization="system:nodes", client=True)
+        pki.issue(ca, self.pki, "kubelet-serving", f"system:node:{NODE_NAME}", server_names=(network.NODE_IP,))
+        pki.issue(ca, self.pki, "kube-proxy", "system:kube-proxy", client=True)
+        # The NetworkPolicy controller of a dev cluster: cluster-wide read of pods, namespaces and policies.
+        pki.issue(ca, self.pki, "kube-router", "devcluster:kube-router", organization="system:masters", client=True)
+
+    def up(self) -> None:
+        for d in (
+            self.dirs.root,
+            self.dirs.containerd,
+            self.dirs.registry_hosts,
+            self.dirs.cni_conf,
+            self.dirs.kubelet,
+        ):
+            d.mkdir(parents=True, exist_ok=True)
+        self.certificates()
+        self.net.create()
+        self.cluster.state["node_netns"] = self.net.netns
+        self.cluster.save_state()
+        self._start_forwarder()
+        self._start_containerd()
+        self._start_kubelet()
+        self._start_kube_proxy()
+        self._start_network_policy()
+        self._start_provisioner()
+
+    def _start_forwarder(self) -> None:
+        maps = [f"{network.NODE_IP}:{self.api_port}=127.0.0.1:{self.api_port}"]
+        if self.registry_port:
+            maps.append(f"{NODE_REGISTRY}=127.0.0.1:{self.registry_port}")
+        ready = self.dirs.root / "forward.ready"
+        ready.unlink(missing_ok=True)
+        args = [sys.executable, "-m", "devcluster.realnode.forward", f"--netns={self.net.netns}"]
+        args += [f"--map={m}" for m in maps] + [f"--ready-file={ready}"]
+        pid = self.cluster.start_process("node-forwarder", args)
+        self.cluster.wait("node forwarder", ready.exists, 30, "node-forwarder", pid)
+
+    def _start_containerd(self) -> None:
+        config = self.dirs.containerd / "config.toml"
+        config.write_text(configs.containerd_config(self.dirs, build.CNI_PLUGINS.bin_dir, _which("runc")))
+        (self.dirs.cni_conf / "10-devcluster.conflist").write_text(configs.cni_conflist(self.dirs))
+        if self.registry_port:
+            from devcluster import registry  # the images layer: what containerd pulls and from where
+
+            for host, text in registry.containerd_registry_hosts(f"http://{NODE_REGISTRY}").items():
+                (self.dirs.registry_hosts / host).mkdir(parents=True, exist_ok=True)
+                (self.dirs.registry_hosts / host / "hosts.toml").write_text(text)
+        env = dict(os.environ, PATH=f"{build.CONTAINERD.bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}")
+        pid = self._start_inside("containerd", [str(build.CONTAINERD.path("containerd")), f"--config={config}"], env)
+        self.cluster.wait("containerd", self.dirs.containerd_socket.exists, 60, "containerd", pid)
+
+    def _start_kubelet(self) -> None:
+        kc = self._kubeconfig("kubelet", f"system:node:{NODE_NAME}")
+        config = self.dirs.root / "kubelet.yaml"
+        config.write_text(
+            configs.kubelet_config(
+                self.dirs, self.pki / "ca.crt", (self.pki / "kubelet-serving.crt", self.pki / "kubelet-serving.key")
+            )
+        )
+        self.dirs.resolv_conf.write_text(configs.resolv_conf())
+        pid = self._start_inside(
+            "kubelet",
+            [
+                str(build.KUBERNETES_NODE.path("kubelet")),
+                f"--config={config}",
+                f"--kubeconfig={kc}",
+                f"--root-dir={self.dirs.kubelet}",
+                f"--cert-dir={self.dirs.kubelet / 'pki'}",
+                f"--hostname-override={NODE_NAME}",
+                f"--node-ip={network.NODE_IP}",
+                "--node-labels=agentsession.dev/node=real",
+                "--v=1",
+            ],
+        )
+
+        def ready() -> bool:
+            node = self.cluster.get_json("node", NODE_NAME)
+            if node is None:
+                return False
+            conditions = node.get("status", {}).get("conditions", [])
+            return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions) and not node["spec"].get(
+                "taints"
+            )
+
+        self.cluster.wait("kubelet (node Ready)", ready, 120, "kubelet", pid)
+        if not (self.cluster.get_json("node", NODE_NAME) or {}).get("spec", {}).get("podCIDR"):
+            patch = {"spec": {"podCIDR": network.NODE_POD_CIDR, "podCIDRs": [network.NODE_POD_CIDR]}}
+            self.cluster.kubectl("patch", "node", NODE_NAME, "--type=merge", "-p", json.dumps(patch))
+
+    def _start_kube_proxy(self) -> None:
+        kc = self._kubeconfig("kube-proxy", "system:kube-proxy")
+        config = self.dirs.root / "kube-proxy.yaml"
+        config.write_text(configs.kube_proxy_config(kc, NODE_NAME))
+        pid = self._start_inside("kube-proxy", [str(build.KUBERNETES_NODE.path("kube-proxy")), f"--config={config}"])
+        self.cluster.wait(
+            "kube-proxy",
+            lambda: (
+                "Starting endpoint slice config controller"
+                in processes.log_tail(self.cluster.paths.log("kube-proxy"), 400)
+                or "Caches are synced" in processes.log_tail(self.cluster.paths.log("kube-proxy"), 400)
+            ),
+            60,
+            "kube-proxy",
+            pid,
+        )
+
+    def _start_network_policy(self) -> None:
+        kc = self._kubeconfig("kube-router", "devcluster:kube-router")
+        pid = self._start_inside(
+            "kube-router",
+            [
+                str(build.KUBE_ROUTER.path("kube-router")),
+                f"--kubeconfig={kc}",
+                f"--hostname-override={NODE_NAME}",
+                "--run-firewall=true",
+                "--run-router=false",
+                "--run-service-proxy=false",
+                "--run-loadbalancer=false",
+                "--enable-ipv4=true",
+                "--enable-ipv6=false",
+                f"--service-cluster-ip-range={network.SERVICE_CIDR}",
+                "--metrics-port=0",
+                "--health-port=0",
+            ],
+        )
+        self.cluster.wait(
+            "kube-router (NetworkPolicy controller)",
+            lambda: "network policy" in processes.log_tail(self.cluster.paths.log("kube-router"), 400).lower(),
+            60,
+            "kube-router",
+            pid,
+        )
+
+    def _start_provisioner(self) -> None:
+        env = dict(
+            os.environ, KUBECONFIG=str(self.cluster.paths.kubeconfig), DEVCLUSTER_DIR=str(self.cluster.paths.root)
+        )
+        self.cluster.start_process(
+            "volume-provisioner", [sys.executable, "-m", "devcluster.podrunner", "--provisioner-only"], env=env
+        )
+
+    # ---- down --------------------------------------------------------------------------------
+    def down(self, pids: dict[str, int]) -> None:
+        """Stop the node's processes and sweep what they leave behind (also after a hard kill)."""
+        for name in ("volume-provisioner", "kube-router", "kube-proxy", "kubelet"):
+            if name in pids:
+                processes.stop(pids.pop(name))
+        self._kill_containers()
+        if "containerd" in pids:
+            processes.stop(pids.pop("containerd"))
+        self._kill_shims()
+        if "node-forwarder" in pids:
+            processes.stop(pids.pop("node-forwarder"))
+        self._unmount_below(self.dirs.root)
+        self._remove_pod_cgroups()
+        # Pod network namespaces are bind mounts below the node's state directory: unmounted above.
+        network.NodeNetwork(self.cluster.state.get("node_netns", self.net.netns)).destroy()
+        shutil.rmtree(self.dirs.root, ignore_errors=True)
+
+    def _kill_containers(self) -> None:
+        runc_root = self.dirs.containerd / "runc"
+        for root in [runc_root, *runc_root.glob("*")] if runc_root.exists() else []:
+            proc = subprocess.run(["runc", f"--root={root}", "list", "-q"], capture_output=True, text=True)
+            for cid in proc.stdout.split():
+                subprocess.run(["runc", f"--root={root}", "delete", "--force", cid], capture_output=True)
+
+    def _kill_shims(self) -> None:
+        needle = str(self.dirs.containerd).encode()
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            with contextlib.suppress(OSError):
+                cmdline = (entry / "cmdline").read_bytes()
+                if b"containerd-shim" in cmdline and needle in cmdline:
+                    os.kill(int(entry.name), signal.SIGKILL)
+        # Shims started by this containerd name its socket's directory in their -address argument.
+
+    @staticmethod
+    def _unmount_below(root: Path) -> None:
+        prefix = str(root.resolve()) + "/"
+        with open("/proc/self/mounts") as f:
+            targets = [line.split()[1].replace("\\040", " ") for line in f]
+        for target in sorted((t for t in targets if t.startswith(prefix)), key=len, reverse=True):
+            subprocess.run(["umount", "-l", target], capture_output=True)
+
+    @staticmethod
+    def _remove_pod_cgroups() -> None:
+        for hierarchy in CGROUP_ROOT.iterdir() if CGROUP_ROOT.exists() else []:
+            top = hierarchy / "kubepods"
+            if not top.is_dir():
+                continue
+            for d in sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+                with contextlib.suppress(OSError):
+                    d.rmdir()
+            with contextlib.suppress(OSError):
+                top.rmdir()
+
+
+def _which(cmd: str) -> str:
+    path = shutil.which(cmd)
+    if path is None:
+        raise RuntimeError(f"{cmd} is not installed")
+    return path
+
+
+def wait_for(check: Callable[[], Any], timeout: float) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if result := check():
+            return result
+        time.sleep(0.2)
+    return None

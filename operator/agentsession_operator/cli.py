@@ -1,0 +1,125 @@
+"""The operator's command line: flags, logging, preflight, metrics, then kopf (one replica; no peering).
+
+`python -m agentsession_operator` and the `agentsession-operator` script run :func:`main`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+
+import kopf
+
+from agentsession_operator.handlers import admission
+from agentsession_operator.infra import logs, metrics
+from agentsession_operator.infra import webhook_server as webhook
+from agentsession_operator.kube import preflight
+from agentsession_operator.kube.client import Kube
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="agentsession-operator", description=__doc__)
+    parser.add_argument(
+        "--namespace",
+        "-n",
+        action="append",
+        default=None,
+        help="watch only this namespace (repeatable; default: all namespaces)",
+    )
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        default=int(os.environ.get("METRICS_PORT", "8080")),
+        help="Prometheus metrics port (0 disables)",
+    )
+    parser.add_argument(
+        "--health-port",
+        type=int,
+        default=int(os.environ.get("HEALTH_PORT", "8081")),
+        help="liveness endpoint port, served at /healthz (0 disables)",
+    )
+    parser.add_argument(
+        "--bind", default=os.environ.get("BIND_ADDRESS", "0.0.0.0"), help="address for the metrics and health endpoints"
+    )
+    parser.add_argument("--log-format", choices=["json", "console"], default=os.environ.get("LOG_FORMAT", "json"))
+    parser.add_argument("--log-level", default=os.environ.get("LOG_LEVEL", "INFO"))
+    hook = parser.add_argument_group("admission webhook (AgentSessionPolicy enforced on CREATE/UPDATE)")
+    hook.add_argument(
+        "--webhook-port",
+        type=int,
+        default=int(os.environ.get("WEBHOOK_PORT", str(webhook.DEFAULT_PORT))),
+        help="HTTPS port of the validating webhook, listening on --bind (0 disables the webhook)",
+    )
+    hook.add_argument(
+        "--webhook-host",
+        default=os.environ.get("WEBHOOK_HOST") or None,
+        help="host in the webhook URL the API server calls (default: the --bind address; 0.0.0.0 gives 127.0.0.1)",
+    )
+    hook.add_argument(
+        "--webhook-service",
+        default=os.environ.get("WEBHOOK_SERVICE") or None,
+        metavar="NAMESPACE/NAME[:PORT]",
+        help="reach the webhook through this Service (port default 443) instead of a URL (in-cluster)",
+    )
+    hook.add_argument("--webhook-cert", default=None, help="serving certificate (PEM); default: a generated one")
+    hook.add_argument("--webhook-key", default=None, help="private key of --webhook-cert (PEM)")
+    hook.add_argument("--webhook-ca", default=None, help="CA bundle for the API server (default: --webhook-cert)")
+    args = parser.parse_args(argv)
+    if bool(args.webhook_cert) != bool(args.webhook_key):
+        parser.error("--webhook-cert and --webhook-key go together")
+    if args.webhook_service:
+        try:
+            webhook.parse_service(args.webhook_service)
+        except ValueError as err:
+            parser.error(f"--webhook-service: {err}")
+    return args
+
+
+def webhook_config(args: argparse.Namespace) -> webhook.WebhookConfig:
+    return webhook.WebhookConfig(
+        port=args.webhook_port,
+        bind=args.bind,
+        host=args.webhook_host,
+        cert=args.webhook_cert,
+        key=args.webhook_key,
+        ca=args.webhook_ca,
+        service=webhook.parse_service(args.webhook_service) if args.webhook_service else None,
+    )
+
+
+async def _preflight() -> None:
+    kube = await Kube.connect()
+    try:
+        await preflight.check_agent_sandbox(kube)
+    finally:
+        await kube.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    logs.configure(args.log_level, json=args.log_format == "json")
+    asyncio.run(_preflight())  # a clear message, not a stack trace, against a too-old agent-sandbox
+    if args.metrics_port:
+        metrics.serve(args.metrics_port, args.bind)
+    registry = kopf.get_default_registry()
+    import agentsession_operator.handlers  # noqa: F401 - registers the startup and watch handlers
+
+    config = webhook_config(args)
+    if config.enabled:
+        try:
+            webhook.ensure_port_free(config)
+        except OSError as err:
+            raise SystemExit(f"agentsession-operator: webhook port {args.bind}:{args.webhook_port}: {err}") from err
+        admission.register(registry)  # handlers.startup then configures the server (settings.admission)
+
+    asyncio.run(
+        kopf.operator(
+            registry=registry,
+            memo=kopf.Memo(webhook=config, namespaces=tuple(args.namespace or ())),
+            standalone=True,
+            clusterwide=not args.namespace,
+            namespaces=args.namespace or [],
+            liveness_endpoint=f"http://{args.bind}:{args.health_port}/healthz" if args.health_port else None,
+        )
+    )

@@ -1,0 +1,180 @@
+"""One reconcile pass as data: given what is observed, the list of actions the reconciler should perform.
+
+The reconciler (kube/reconciler.py) fetches the session, its claim (by :func:`naming.claim_name`), the
+Sandbox named in the claim's status, whether the warm pool exists and the applicable policies, calls
+:func:`reconcile_actions`, and executes the actions in order (claim work first, the status patch after).
+Nothing here does I/O, so every decision is unit-tested without a cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from agentsession_api import phases
+from agentsession_api.phases import Phase
+from agentsession_api.timestamps import parse_time, utc
+from agentsession_operator.decisions import desired, lifecycle
+from agentsession_operator.decisions.conditions import find_condition
+from agentsession_operator.decisions.ownership import is_owned_by
+from agentsession_operator.decisions.policy import EMPTY_POLICY, EffectivePolicy, resolve
+from agentsession_operator.decisions.status import compute_status
+
+
+@dataclass(frozen=True)
+class CreateClaim:
+    """Create this SandboxClaim (a 409 Conflict means it exists already: re-read and reconcile again)."""
+
+    manifest: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class PatchClaim:
+    """Merge-patch the session's SandboxClaim."""
+
+    name: str
+    patch: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class DeleteClaim:
+    """Delete the session's SandboxClaim (the Sandbox, Pod, Service and PVCs follow by garbage collection)."""
+
+    name: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class PatchSandbox:
+    """Merge-patch the Sandbox bound to the claim (operatingMode: the claim has no suspend field)."""
+
+    name: str
+    patch: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class PatchStatus:
+    """Merge-patch the session's status subresource (None values clear fields)."""
+
+    patch: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ScheduleCheck:
+    """Reconcile again at ``at`` (the next TTL or idle deadline) even if nothing changes."""
+
+    at: datetime
+    reason: str
+
+
+Action = CreateClaim | PatchClaim | DeleteClaim | PatchSandbox | PatchStatus | ScheduleCheck
+
+
+def patch_changes(current: Any, patch: Any) -> bool:
+    """True when applying ``patch`` as a JSON merge patch (RFC 7386) would change ``current``."""
+    if not isinstance(patch, Mapping):
+        return bool(current != patch)
+    if not isinstance(current, Mapping):
+        return True
+    for key, value in patch.items():
+        if value is None:
+            if current.get(key) is not None:
+                return True
+        elif patch_changes(current.get(key), value):
+            return True
+    return False
+
+
+def _claim_actions(
+    session: Mapping[str, Any],
+    claim: Mapping[str, Any],
+    sandbox: Mapping[str, Any] | None,
+    status: Mapping[str, Any],
+    now: datetime,
+    effective: EffectivePolicy,
+) -> list[Action]:
+    """Keep a live, owned claim and its Sandbox where the session wants them."""
+    resolved = resolve(session, effective)
+    name = claim["metadata"]["name"]
+    actions: list[Action] = []
+    patch = desired.claim_patch_for_ttl(claim, lifecycle.expires_at(session, resolved))
+    if patch is not None:
+        actions.append(PatchClaim(name, patch))
+    claim_uid = claim["metadata"].get("uid")
+    bound = ((claim.get("status") or {}).get("sandbox") or {}).get("name")
+    if sandbox is not None and bound and sandbox["metadata"].get("name") == bound and is_owned_by(sandbox, claim_uid):
+        mode = lifecycle.desired_operating_mode(session, status, resolved, now)
+        mode_patch = desired.sandbox_patch_for_mode(sandbox, mode)
+        if mode_patch is not None:
+            actions.append(PatchSandbox(bound, mode_patch))
+    return actions
+
+
+def _next_check(status: Mapping[str, Any], now: datetime) -> ScheduleCheck | None:
+    """The earliest future deadline among expiry and idleness."""
+    if phases.is_terminal(status["phase"]) or status["phase"] == Phase.TERMINATING:
+        return None
+    candidates = [
+        (moment, reason)
+        for moment, reason in (
+            (parse_time(status.get("expiresAt")), phases.REASON_TTL_EXPIRED),
+            (parse_time(status.get("idleDeadline")), phases.REASON_IDLE_TIMEOUT),
+        )
+        if moment is not None and moment > now
+    ]
+    if not candidates:
+        return None
+    moment, reason = min(candidates)
+    return ScheduleCheck(moment, reason)
+
+
+def reconcile_actions(
+    session: Mapping[str, Any],
+    claim: Mapping[str, Any] | None,
+    sandbox: Mapping[str, Any] | None,
+    now: datetime,
+    *,
+    warm_pool_exists: bool = True,
+    effective: EffectivePolicy = EMPTY_POLICY,
+    violations: list[str] | None = None,
+) -> list[Action]:
+    """Everything to do for ``session`` now, in order: claim and Sandbox work, status, next check.
+
+    ``claim`` is whatever SandboxClaim carries the session's claim name (a foreign one is never touched),
+    ``sandbox`` the Sandbox named in its status. ``violations`` come from policy.violations; they block
+    creating a claim but never tear down a running one (PolicyCompliant=False reports them).
+    """
+    now = utc(now)
+    resolved = resolve(session, effective)
+    status = compute_status(session, claim, sandbox, now, warm_pool_exists, resolved=resolved, violations=violations)
+    uid = (session.get("metadata") or {}).get("uid")
+    owned = claim if claim is not None and is_owned_by(claim, uid) else None
+    phase = status["phase"]
+    actions: list[Action] = []
+    if phase == Phase.EXPIRED:
+        if owned is not None and not lifecycle.is_deleting(owned):
+            reason = (find_condition(status["conditions"], phases.COND_EXPIRED) or {}).get("reason", "")
+            actions.append(DeleteClaim(owned["metadata"]["name"], reason or phases.REASON_TTL_EXPIRED))
+    elif phase not in (Phase.FAILED, Phase.TERMINATING):
+        if claim is None:
+            create, _ = lifecycle.should_create_claim(
+                {**session, "status": status},  # judge by this pass's phase, not the previous one
+                False,
+                now,
+                resolved=resolved,
+                warm_pool_exists=warm_pool_exists,
+                violations=violations,
+            )
+            if create:
+                manifest = desired.desired_claim(session, resolved, lifecycle.expires_at(session, resolved))
+                actions.append(CreateClaim(manifest))
+        elif owned is not None and not lifecycle.is_deleting(owned):
+            actions += _claim_actions(session, owned, sandbox, status, now, effective)
+    if patch_changes(session.get("status") or {}, status):
+        actions.append(PatchStatus(status))
+    check = _next_check(status, now)
+    if check is not None:
+        actions.append(check)
+    return actions

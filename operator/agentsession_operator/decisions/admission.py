@@ -1,0 +1,86 @@
+"""AgentSessionPolicy at admission: the reconciler's own rules, decided before the object is stored.
+
+Pure (no API calls): the webhook handler (handlers/admission.py) gathers the inputs and refuses a
+request when :func:`review` returns anything. Every sentence comes from policy.py, the same code that writes the
+``PolicyCompliant`` condition, so admission and reconciliation can never disagree on a rule; the
+reconciler stays the backstop for whatever slips past (operator down, a policy not yet seen).
+
+* CREATE: every violation of :func:`policy.violations`, plus ``cleanup.maxSessionsPerLabel`` counted
+  over the other unfinished sessions (phase neither Expired nor Failed) of the namespace.
+* UPDATE: only violations the change introduces. Immutable fields (warmPoolRef, env,
+  volumeClaimTemplates) cannot change, but ttl, idleTimeout, idleAction, labels, podLabels,
+  podAnnotations and metadata.labels can; a session that broke a rule already (say a policy lowered
+  its maxTtl later) must still take unrelated writes such as activity annotations or suspend, so
+  standing violations are reported as warnings (:func:`standing_violations`), never as refusals.
+  The session count is not re-checked on UPDATE (the reconciler only applies it before the claim exists).
+* Anything else, and objects being deleted: nothing to refuse.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from agentsession_operator.decisions import policy
+
+REFUSAL_PREFIX = "AgentSession refused by AgentSessionPolicy: "
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    return obj.get("metadata") or {}
+
+
+def needs_session_count(session: Mapping[str, Any], policies: Iterable[Mapping[str, Any]]) -> bool:
+    """True when a maxSessionsPerLabel limit applies, i.e. :func:`review` on CREATE reads the other sessions."""
+    return bool(policy.session_limits_for(session, policy.effective_policy_for(session, policies)))
+
+
+def _deleting(session: Mapping[str, Any]) -> bool:
+    return bool(_meta(session).get("deletionTimestamp"))
+
+
+def review(
+    session: Mapping[str, Any],
+    policies: Iterable[Mapping[str, Any]],
+    label_domains: Sequence[str],
+    sessions_in_namespace: Sequence[Mapping[str, Any]],
+    operation: str,
+    old: Mapping[str, Any] | None = None,
+) -> list[str]:
+    """Every reason to refuse this CREATE or UPDATE of ``session`` (empty: admit it).
+
+    ``policies`` may hold policies of any namespace (only the session's namespace and matching
+    selectors apply); ``label_domains`` is agent-sandbox's pod label allowlist; ``sessions_in_namespace``
+    is read on CREATE only; ``old`` is the stored object on UPDATE.
+    """
+    if operation not in ("CREATE", "UPDATE") or _deleting(session):
+        return []
+    policies = list(policies)
+    effective = policy.effective_policy_for(session, policies)
+    found = policy.violations(session, effective, label_domains)
+    if operation == "CREATE":
+        return found + policy.session_limit_violations(session, effective, sessions_in_namespace)
+    if old is None:
+        return found
+    before = set(policy.violations(old, policy.effective_policy_for(old, policies), label_domains))
+    return [sentence for sentence in found if sentence not in before]
+
+
+def standing_violations(
+    session: Mapping[str, Any],
+    policies: Iterable[Mapping[str, Any]],
+    label_domains: Sequence[str],
+    old: Mapping[str, Any],
+) -> list[str]:
+    """On UPDATE: violations the stored object had already and the new one keeps (admitted, but warned)."""
+    if _deleting(session):
+        return []
+    policies = list(policies)
+    before = set(policy.violations(old, policy.effective_policy_for(old, policies), label_domains))
+    now = policy.violations(session, policy.effective_policy_for(session, policies), label_domains)
+    return [sentence for sentence in now if sentence in before]
+
+
+def refusal_message(violations: Sequence[str]) -> str:
+    """The message the API server returns to the client (kubectl prints it)."""
+    return REFUSAL_PREFIX + "; ".join(violations)

@@ -1,0 +1,121 @@
+"""Desired child objects and patches: the SandboxClaim a session wants, and how to move a live one there.
+
+Labels on the claim are the session's ``spec.labels`` (plus policy defaults) and our identifying labels,
+never the session's own ``metadata.labels``: those belong to whoever manages the session (GitOps tools,
+selectors) and copying them would leak them into agent-sandbox's objects (kopf.adopt() would do that).
+Pod labels go only through ``additionalPodMetadata``, which agent-sandbox checks against its allowlist.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from agentsession_api import names
+from agentsession_api.timestamps import format_time, parse_time
+from agentsession_operator import constants
+from agentsession_operator.decisions import naming
+from agentsession_operator.decisions.ownership import session_owner_reference
+from agentsession_operator.decisions.resolved import Resolved
+
+SHUTDOWN_POLICY = "Retain"
+"""Retain: at shutdownTime agent-sandbox removes the Sandbox but keeps the claim, so the session can still
+read the claim's final status; the operator deletes the claim itself."""
+
+
+def identifying_labels(session: Mapping[str, Any]) -> dict[str, str]:
+    """Labels that tie a child to its session (they win over user labels with the same key)."""
+    meta = session.get("metadata") or {}
+    return {
+        names.LABEL_SESSION: naming.label_value(meta["name"]),
+        names.LABEL_SESSION_UID: meta["uid"],
+        constants.LABEL_MANAGED_BY: constants.MANAGED_BY,
+    }
+
+
+def _clean(value: Any) -> Any:
+    """Drop None values and empty maps/lists recursively, so manifests carry only what was set."""
+    if isinstance(value, dict):
+        cleaned = {k: _clean(v) for k, v in value.items() if v is not None}
+        return {k: v for k, v in cleaned.items() if v not in ({}, [])}
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    return value
+
+
+def _env(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return [
+        {"name": e["name"], "value": e.get("value", ""), "containerName": e.get("containerName")}
+        for e in spec.get("env") or []
+    ]
+
+
+def desired_claim(session: Mapping[str, Any], resolved: Resolved, expires_at: datetime | None) -> dict[str, Any]:
+    """The SandboxClaim manifest for ``session`` (extensions.agents.x-k8s.io/v1beta1)."""
+    if not resolved.warm_pool:
+        raise ValueError("a SandboxClaim needs a warm pool: spec.warmPoolRef or a policy default")
+    meta = session.get("metadata") or {}
+    spec = session.get("spec") or {}
+    lifecycle: dict[str, Any] = {"shutdownPolicy": SHUTDOWN_POLICY}
+    if expires_at is not None:
+        lifecycle["shutdownTime"] = format_time(expires_at)
+    claim_spec = {
+        "warmPoolRef": {"name": resolved.warm_pool},
+        "lifecycle": lifecycle,
+        "env": _env(spec),
+        "volumeClaimTemplates": spec.get("volumeClaimTemplates"),
+        "additionalPodMetadata": {
+            "labels": dict(resolved.pod_labels),
+            "annotations": dict(spec.get("podAnnotations") or {}),
+        },
+    }
+    return {
+        "apiVersion": constants.EXTENSIONS_API_VERSION,
+        "kind": constants.CLAIM_KIND,
+        "metadata": {
+            "name": naming.claim_name(meta["name"], meta["uid"]),
+            "namespace": meta["namespace"],
+            "labels": {**resolved.labels, **identifying_labels(session)},
+            "ownerReferences": [session_owner_reference(session)],
+        },
+        "spec": _clean(claim_spec),
+    }
+
+
+def claim_patch_for_ttl(claim: Mapping[str, Any], expires_at: datetime | None) -> dict[str, Any] | None:
+    """Merge patch moving the claim's shutdownTime to ``expires_at`` (None: remove it); None when in place."""
+    lifecycle = (claim.get("spec") or {}).get("lifecycle") or {}
+    current = parse_time(lifecycle.get("shutdownTime"))
+    wanted = parse_time(format_time(expires_at)) if expires_at is not None else None
+    if current == wanted:
+        return None
+    return {"spec": {"lifecycle": {"shutdownTime": format_time(expires_at) if expires_at is not None else None}}}
+
+
+def sandbox_operating_mode(sandbox: Mapping[str, Any] | None) -> str:
+    """The Sandbox's spec.operatingMode (Running when unset)."""
+    return ((sandbox or {}).get("spec") or {}).get("operatingMode") or constants.OPERATING_MODE_RUNNING
+
+
+def suspension_complete(sandbox: Mapping[str, Any]) -> bool:
+    """agent-sandbox says the suspended Sandbox's Pod is gone (condition Suspended=True)."""
+    for cond in (sandbox.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Suspended":
+            return cond.get("status") == "True"
+    return False
+
+
+def sandbox_patch_for_mode(sandbox: Mapping[str, Any], mode: str) -> dict[str, Any] | None:
+    """Merge patch setting the Sandbox's operatingMode (the claim has none: suspend goes to the Sandbox).
+
+    A resume waits until the suspension is complete: while the old Pod is still terminating, agent-sandbox
+    would report that Pod's final phase (PodSucceeded when the runtime exits cleanly on SIGTERM) as the
+    resumed Sandbox's, a terminal reason. The Sandbox's status change starts the next pass.
+    """
+    current = sandbox_operating_mode(sandbox)
+    if current == mode:
+        return None
+    if mode == constants.OPERATING_MODE_RUNNING and not suspension_complete(sandbox):
+        return None
+    return {"spec": {"operatingMode": mode}}

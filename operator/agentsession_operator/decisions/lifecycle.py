@@ -1,0 +1,138 @@
+"""Time-based rules of a session: TTL expiry, idle deadlines and when a claim may be created.
+
+Idle clock: the client reports activity in an annotation (format and parser: agentsession_api.activity).
+The operator records *its own* clock when it sees the annotation change (:func:`activity_patch`), not the
+client's timestamp. Becoming Ready (first start, resume) also counts as activity, so a resumed session
+gets a full idle period.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from agentsession_api import phases
+from agentsession_api.activity import parse_activity
+from agentsession_api.phases import IdleAction
+from agentsession_api.timestamps import format_time, parse_time, utc
+from agentsession_operator import constants
+from agentsession_operator.decisions.policy import resolve
+from agentsession_operator.decisions.resolved import Resolved
+
+
+# --- TTL ---------------------------------------------------------------------------------------------
+def _resolved(session: Mapping[str, Any], resolved: Resolved | None) -> Resolved:
+    return resolved if resolved is not None else resolve(session)
+
+
+def created_at(session: Mapping[str, Any]) -> datetime | None:
+    """metadata.creationTimestamp, parsed."""
+    return parse_time((session.get("metadata") or {}).get("creationTimestamp"))
+
+
+def expires_at(session: Mapping[str, Any], resolved: Resolved | None = None) -> datetime | None:
+    """creationTimestamp + the TTL in force; None without a TTL (or before the API server set the timestamp)."""
+    ttl = _resolved(session, resolved).ttl
+    created = created_at(session)
+    return created + ttl if ttl is not None and created is not None else None
+
+
+def is_expired(session: Mapping[str, Any], now: datetime, resolved: Resolved | None = None) -> bool:
+    """True once ``now`` reached the expiry time."""
+    deadline = expires_at(session, resolved)
+    return deadline is not None and utc(now) >= deadline
+
+
+def is_deleting(obj: Mapping[str, Any] | None) -> bool:
+    """True when the object has a deletionTimestamp."""
+    return bool(((obj or {}).get("metadata") or {}).get("deletionTimestamp"))
+
+
+def why_creation_waits(resolved: Resolved, *, warm_pool_exists: bool, violations: list[str] | None) -> str | None:
+    """Why a live session cannot have its claim yet (a reason), or None when it can.
+
+    The one place for this rule: :func:`should_create_claim` acts on it and status.py reports it.
+    """
+    if violations:
+        return phases.REASON_POLICY_VIOLATION
+    if not resolved.warm_pool:
+        return phases.REASON_NO_WARM_POOL
+    if not warm_pool_exists:
+        return phases.REASON_WARM_POOL_NOT_FOUND
+    return None
+
+
+def should_create_claim(
+    session: Mapping[str, Any],
+    claim_exists: bool,
+    now: datetime,
+    *,
+    resolved: Resolved | None = None,
+    warm_pool_exists: bool = True,
+    violations: list[str] | None = None,
+) -> tuple[bool, str]:
+    """Whether to create the SandboxClaim now, and a CamelCase reason either way.
+
+    Never for a session being deleted, in a terminal phase, or past its expiry: a late reconcile must not
+    resurrect a sandbox the TTL already ended.
+    """
+    phase = (session.get("status") or {}).get("phase")
+    effective = _resolved(session, resolved)
+    checks: tuple[tuple[bool, str], ...] = (
+        (claim_exists, "ClaimExists"),
+        (is_deleting(session), phases.REASON_DELETING),
+        (phases.is_terminal(phase), f"Phase{phase}"),
+        (is_expired(session, now, effective), phases.REASON_TTL_EXPIRED),
+    )
+    for blocked, reason in checks:
+        if blocked:
+            return False, reason
+    waiting = why_creation_waits(effective, warm_pool_exists=warm_pool_exists, violations=violations)
+    return (False, waiting) if waiting else (True, "CreateClaim")
+
+
+# --- Activity and idleness ---------------------------------------------------------------------------
+def activity_patch(annotation_value: object, now: datetime) -> dict[str, Any] | None:
+    """Status fields to write when the activity annotation changed; None when the value is garbage.
+
+    Times come from the operator's clock (``now``), see the module docstring.
+    """
+    activity = parse_activity(annotation_value)
+    if activity is None:
+        return None
+    now = utc(now)
+    busy_until = now + timedelta(seconds=activity.busy_seconds) if activity.busy_seconds > 0 else None
+    return {
+        "lastActivityTime": format_time(now),
+        "busyUntil": format_time(busy_until) if busy_until else None,
+    }
+
+
+def idle_deadline(
+    last_activity: datetime | None, busy_until: datetime | None, idle_timeout: timedelta | None
+) -> datetime | None:
+    """When the idle timeout applies: the later of last activity and busy-until, plus the timeout."""
+    if idle_timeout is None or last_activity is None:
+        return None
+    start = max(last_activity, busy_until) if busy_until is not None else last_activity
+    return start + idle_timeout
+
+
+def status_idle_deadline(status: Mapping[str, Any] | None, idle_timeout: timedelta | None) -> datetime | None:
+    """:func:`idle_deadline` from the session's status fields."""
+    status = status or {}
+    return idle_deadline(parse_time(status.get("lastActivityTime")), parse_time(status.get("busyUntil")), idle_timeout)
+
+
+def desired_operating_mode(
+    session: Mapping[str, Any], status: Mapping[str, Any] | None, resolved: Resolved, now: datetime
+) -> str:
+    """``Suspended`` when the user asked for it or the idle timeout passed with idleAction Suspend."""
+    if (session.get("spec") or {}).get("suspend"):
+        return constants.OPERATING_MODE_SUSPENDED
+    if resolved.idle_action == IdleAction.SUSPEND:
+        deadline = status_idle_deadline(status, resolved.idle_timeout)
+        if deadline is not None and utc(now) >= deadline:
+            return constants.OPERATING_MODE_SUSPENDED
+    return constants.OPERATING_MODE_RUNNING

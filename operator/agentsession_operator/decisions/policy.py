@@ -1,0 +1,524 @@
+"""AgentSessionPolicy: which policies apply to a session, how several combine, and what a session breaks.
+
+Merge rules (:func:`merge_policies`), "most restrictive wins":
+
+* Policies are taken in alphabetical order of name; that order breaks every tie.
+* Defaults (``warmPoolRef``, ``ttl``, ``idleTimeout``, ``idleAction``): the first policy that sets one wins.
+  Default ``labels``/``podLabels`` merge key by key, the first policy setting a key wins.
+* ``maxTtl``, ``maxIdleTimeout``, ``maxStorage``, ``cleanup.deleteFinishedAfter``: the smallest wins.
+* ``allowedWarmPools``: the intersection of every list given (a pool must be allowed by all).
+* ``env.deny``, ``labels.required``, ``labels.values``: the union (every deny pattern, required label and
+  value pattern applies; a label must match every pattern given for its key).
+* ``env.allow`` and ``labels.allowedPrefixes``: each policy's list is its own constraint and a name must
+  satisfy all of them, which is the intersection of what each list allows.
+* ``cleanup.maxSessionsPerLabel``: the smallest ``max`` per label key.
+
+Resolution (:func:`resolve`): a session's own value, else the policy default; TTL and idle timeout are
+then capped by the maxima (an unset TTL under a ``maxTtl`` becomes ``maxTtl``). Once the claim exists
+the warm pool in ``status.resolved`` stays, because a claim's pool cannot change.
+
+Which labels the label rules read: ``required`` reads the session's ``metadata.labels`` (what selectors
+and ``maxSessionsPerLabel`` see); ``allowedPrefixes`` reads ``spec.labels`` and ``spec.podLabels`` (what
+the operator copies onto the claim and Pod); ``values`` reads all three.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, Generic, TypeVar
+
+from agentsession_api import names, patterns, phases
+from agentsession_api.durations import format_duration, parse_duration
+from agentsession_api.phases import IdleAction
+from agentsession_api.quantities import format_quantity, parse_quantity
+from agentsession_operator.decisions import conditions
+from agentsession_operator.decisions.resolved import Resolved
+from agentsession_operator.decisions.selectors import selector_matches
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Sourced(Generic[T]):
+    """A value and the policy (or policies) it came from, so messages can name them."""
+
+    value: T
+    policy: str
+    text: str = ""
+
+    def origin(self) -> str:
+        """``(AgentSessionPolicy a)`` or ``(AgentSessionPolicies a, b)``."""
+        kind = "AgentSessionPolicies" if ", " in self.policy else "AgentSessionPolicy"
+        return f"({kind} {self.policy})"
+
+
+@dataclass(frozen=True)
+class SessionLimit:
+    """At most ``max`` unfinished sessions per value of label ``key``."""
+
+    key: str
+    max: int
+    policy: str
+
+
+@dataclass(frozen=True)
+class EffectivePolicy:
+    """Every applicable policy folded into one (see the module docstring for the rules)."""
+
+    policies: tuple[str, ...] = ()
+    default_warm_pool: Sourced[str] | None = None
+    default_ttl: Sourced[timedelta] | None = None
+    default_idle_timeout: Sourced[timedelta] | None = None
+    default_idle_action: Sourced[str] | None = None
+    default_labels: Mapping[str, Sourced[str]] = field(default_factory=dict)
+    default_pod_labels: Mapping[str, Sourced[str]] = field(default_factory=dict)
+    max_ttl: Sourced[timedelta] | None = None
+    max_idle_timeout: Sourced[timedelta] | None = None
+    max_storage: Sourced[int] | None = None
+    allowed_warm_pools: Sourced[frozenset[str]] | None = None
+    env_allow: tuple[Sourced[tuple[str, ...]], ...] = ()
+    env_deny: tuple[Sourced[str], ...] = ()
+    required_labels: tuple[Sourced[str], ...] = ()
+    allowed_prefixes: tuple[Sourced[tuple[str, ...]], ...] = ()
+    label_values: tuple[Sourced[tuple[str, str]], ...] = ()
+    delete_finished_after: Sourced[timedelta] | None = None
+    session_limits: tuple[SessionLimit, ...] = ()
+    errors: tuple[str, ...] = ()
+    """Values that failed to parse (admission should prevent them); such values are ignored."""
+
+
+EMPTY_POLICY = EffectivePolicy()
+
+
+# --- Selection ---------------------------------------------------------------------------------------
+def _name(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("name", ""))
+
+
+def matches(policy: Mapping[str, Any], session_labels: Mapping[str, str] | None) -> bool:
+    """True when the policy's ``spec.selector`` selects a session with these metadata labels."""
+    return selector_matches((policy.get("spec") or {}).get("selector"), session_labels)
+
+
+def applicable_policies(session: Mapping[str, Any], policies: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Policies in the session's namespace whose selector matches it, sorted by name."""
+    meta = session.get("metadata") or {}
+    namespace, labels = meta.get("namespace"), meta.get("labels") or {}
+    chosen = [p for p in policies if (p.get("metadata") or {}).get("namespace") == namespace and matches(p, labels)]
+    return sorted(chosen, key=_name)
+
+
+def effective_policy_for(session: Mapping[str, Any], policies: Iterable[Mapping[str, Any]]) -> EffectivePolicy:
+    """:func:`merge_policies` over :func:`applicable_policies`."""
+    return merge_policies(applicable_policies(session, policies))
+
+
+# --- Merging -----------------------------------------------------------------------------------------
+class _Merger:
+    """Accumulates policies in name order; one instance per merge."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, Any] = {
+            "default_labels": {},
+            "default_pod_labels": {},
+            "env_allow": [],
+            "env_deny": [],
+            "required_labels": [],
+            "allowed_prefixes": [],
+            "label_values": [],
+        }
+        self.limits: dict[str, SessionLimit] = {}
+        self.pools: Sourced[frozenset[str]] | None = None
+        self.errors: list[str] = []
+
+    def first(self, attr: str, value: Sourced[Any] | None) -> None:
+        if value is not None and attr not in self.values:
+            self.values[attr] = value
+
+    def smallest(self, attr: str, value: Sourced[Any] | None) -> None:
+        if value is not None and (attr not in self.values or value.value < self.values[attr].value):
+            self.values[attr] = value
+
+    def duration(self, name: str, path: str, text: Any) -> Sourced[timedelta] | None:
+        if text is None:
+            return None
+        try:
+            return Sourced(parse_duration(text), name, text)
+        except ValueError as err:
+            self.errors.append(f"AgentSessionPolicy {name}: {path}: {err}")
+            return None
+
+    def add(self, policy: Mapping[str, Any]) -> None:
+        name = _name(policy)
+        spec = policy.get("spec") or {}
+        defaults, limits = spec.get("defaults") or {}, spec.get("limits") or {}
+        label_rules, cleanup = spec.get("labels") or {}, spec.get("cleanup") or {}
+
+        pool = (defaults.get("warmPoolRef") or {}).get("name")
+        self.first("default_warm_pool", Sourced(pool, name, pool) if pool else None)
+        self.first("default_ttl", self.duration(name, "spec.defaults.ttl", defaults.get("ttl")))
+        self.first(
+            "default_idle_timeout", self.duration(name, "spec.defaults.idleTimeout", defaults.get("idleTimeout"))
+        )
+        action = defaults.get("idleAction")
+        self.first("default_idle_action", Sourced(action, name, action) if action else None)
+        for target, source in (("default_labels", "labels"), ("default_pod_labels", "podLabels")):
+            for key, value in (defaults.get(source) or {}).items():
+                self.values[target].setdefault(key, Sourced(value, name, value))
+
+        self.smallest("max_ttl", self.duration(name, "spec.limits.maxTtl", limits.get("maxTtl")))
+        self.smallest(
+            "max_idle_timeout", self.duration(name, "spec.limits.maxIdleTimeout", limits.get("maxIdleTimeout"))
+        )
+        self.smallest("max_storage", self._quantity(name, limits.get("maxStorage")))
+        self.smallest(
+            "delete_finished_after",
+            self.duration(name, "spec.cleanup.deleteFinishedAfter", cleanup.get("deleteFinishedAfter")),
+        )
+        if limits.get("allowedWarmPools") is not None:
+            allowed = frozenset(limits["allowedWarmPools"])
+            self.pools = (
+                Sourced(allowed, name)
+                if self.pools is None
+                else Sourced(self.pools.value & allowed, f"{self.pools.policy}, {name}")
+            )
+
+        env = limits.get("env") or {}
+        if env.get("allow") is not None:
+            self.values["env_allow"].append(Sourced(tuple(env["allow"]), name))
+        self.values["env_deny"] += [Sourced(glob, name) for glob in env.get("deny") or []]
+        self.values["required_labels"] += [Sourced(key, name) for key in label_rules.get("required") or []]
+        if label_rules.get("allowedPrefixes") is not None:
+            self.values["allowed_prefixes"].append(Sourced(tuple(label_rules["allowedPrefixes"]), name))
+        self.values["label_values"] += [
+            Sourced((key, regex), name) for key, regex in (label_rules.get("values") or {}).items()
+        ]
+
+        limit = cleanup.get("maxSessionsPerLabel") or {}
+        if limit.get("key") and isinstance(limit.get("max"), int):
+            current = self.limits.get(limit["key"])
+            if current is None or limit["max"] < current.max:
+                self.limits[limit["key"]] = SessionLimit(limit["key"], limit["max"], name)
+
+    def _quantity(self, name: str, text: Any) -> Sourced[int] | None:
+        if text is None:
+            return None
+        try:
+            return Sourced(parse_quantity(text), name, text)
+        except ValueError as err:
+            self.errors.append(f"AgentSessionPolicy {name}: spec.limits.maxStorage: {err}")
+            return None
+
+    def result(self, names: tuple[str, ...]) -> EffectivePolicy:
+        values = dict(self.values)
+        for attr in ("env_allow", "env_deny", "required_labels", "allowed_prefixes", "label_values"):
+            values[attr] = tuple(values[attr])
+        return EffectivePolicy(
+            policies=names,
+            allowed_warm_pools=self.pools,
+            session_limits=tuple(self.limits[k] for k in sorted(self.limits)),
+            errors=tuple(self.errors),
+            **values,
+        )
+
+
+def merge_policies(policies: Iterable[Mapping[str, Any]]) -> EffectivePolicy:
+    """Fold the given (already selected) policies into one; see the module docstring for the rules."""
+    ordered = sorted(policies, key=_name)
+    merger = _Merger()
+    for policy in ordered:
+        merger.add(policy)
+    return merger.result(tuple(_name(p) for p in ordered))
+
+
+def policy_errors(policy: Mapping[str, Any]) -> list[str]:
+    """Problems in one policy the schema cannot catch (bad regular expressions, unparsable values)."""
+    problems = list(merge_policies([policy]).errors)
+    for key, regex in (((policy.get("spec") or {}).get("labels") or {}).get("values") or {}).items():
+        error = _regex_error(regex)
+        if error:
+            problems.append(f"spec.labels.values[{key}] {regex!r} is not a valid regular expression: {error}")
+    return problems
+
+
+# --- Resolution --------------------------------------------------------------------------------------
+def _spec(session: Mapping[str, Any]) -> Mapping[str, Any]:
+    return session.get("spec") or {}
+
+
+def _spec_duration(spec: Mapping[str, Any], key: str) -> timedelta | None:
+    try:
+        return parse_duration(spec[key]) if spec.get(key) is not None else None
+    except ValueError:
+        return None  # admission refuses these; violations() reports it should one slip through
+
+
+def _capped(value: timedelta | None, cap: Sourced[timedelta] | None) -> timedelta | None:
+    if cap is None:
+        return value
+    return cap.value if value is None else min(value, cap.value)
+
+
+def resolve(session: Mapping[str, Any], effective: EffectivePolicy = EMPTY_POLICY) -> Resolved:
+    """Settings in force: the session's values, else policy defaults, capped by policy maxima."""
+    spec = _spec(session)
+    status = session.get("status") or {}
+    pool = (spec.get("warmPoolRef") or {}).get("name")
+    if not pool and conditions.is_true(status.get("conditions"), phases.COND_CLAIM_CREATED):
+        pool = ((status.get("resolved") or {}).get("warmPoolRef") or {}).get("name")
+    if not pool and effective.default_warm_pool:
+        pool = effective.default_warm_pool.value
+    ttl = _spec_duration(spec, "ttl")
+    if ttl is None and effective.default_ttl:
+        ttl = effective.default_ttl.value
+    idle = _spec_duration(spec, "idleTimeout")
+    if idle is None and effective.default_idle_timeout:
+        idle = effective.default_idle_timeout.value
+    action = spec.get("idleAction") or (
+        effective.default_idle_action.value if effective.default_idle_action else IdleAction.DELETE
+    )
+    return Resolved(
+        warm_pool=pool or None,
+        ttl=_capped(ttl, effective.max_ttl),
+        idle_timeout=_capped(idle, effective.max_idle_timeout),
+        idle_action=action,
+        labels={**{k: s.value for k, s in effective.default_labels.items()}, **(spec.get("labels") or {})},
+        pod_labels={**{k: s.value for k, s in effective.default_pod_labels.items()}, **(spec.get("podLabels") or {})},
+    )
+
+
+# --- Violations --------------------------------------------------------------------------------------
+def _regex_error(regex: str) -> str | None:
+    try:
+        re.compile(regex)
+    except re.error as err:
+        return str(err)
+    return None
+
+
+def _pod_label_violations(
+    spec: Mapping[str, Any], effective: EffectivePolicy, resolved: Resolved, domains: Sequence[str]
+) -> list[str]:
+    allowed = " or ".join(domains) + " (or a subdomain)"
+    found = []
+    own = spec.get("podLabels") or {}
+    for key in sorted(resolved.pod_labels):
+        where = "spec.podLabels" if key in own else f"default podLabels {effective.default_pod_labels[key].origin()}"
+        domain = patterns.key_domain(key)
+        if domain is None:
+            found.append(
+                f'{where} key "{key}" has no domain prefix: agent-sandbox only accepts pod labels under {allowed}, '
+                f'e.g. "{domains[0]}/{key}"'
+            )
+        elif not patterns.in_domain(domain, list(domains)):
+            found.append(
+                f'{where} key "{key}" uses the domain {domain}, which agent-sandbox does not allow: use {allowed}, '
+                "or add the domain to allowed-label-domains in the agent-sandbox-config ConfigMap"
+            )
+    return found
+
+
+def _pod_annotation_violations(spec: Mapping[str, Any]) -> list[str]:
+    found = []
+    for key in sorted(spec.get("podAnnotations") or {}):
+        domain = patterns.key_domain(key)
+        if (
+            domain is not None
+            and patterns.in_domain(domain, names.RESTRICTED_ANNOTATION_DOMAINS)
+            and key not in names.EXEMPT_ANNOTATION_KEYS
+        ):
+            found.append(
+                f'spec.podAnnotations key "{key}" is in a domain agent-sandbox refuses '
+                f"({', '.join(names.RESTRICTED_ANNOTATION_DOMAINS)} and their subdomains)"
+            )
+    return found
+
+
+def _limit_violations(spec: Mapping[str, Any], effective: EffectivePolicy, resolved: Resolved) -> list[str]:
+    found = []
+    pools = effective.allowed_warm_pools
+    if pools is not None and resolved.warm_pool and resolved.warm_pool not in pools.value:
+        where = "spec.warmPoolRef.name" if (spec.get("warmPoolRef") or {}).get("name") else "the default warm pool"
+        listed = ", ".join(sorted(pools.value)) or "none"
+        found.append(f"{where} {resolved.warm_pool} is not an allowed warm pool (allowed: {listed}) {pools.origin()}")
+    for key, cap in (("ttl", effective.max_ttl), ("idleTimeout", effective.max_idle_timeout)):
+        text = spec.get(key)
+        if text is None:
+            continue
+        try:
+            value = parse_duration(text)
+        except ValueError as err:
+            found.append(f"spec.{key}: {err}")
+            continue
+        if cap is not None and value > cap.value:
+            found.append(
+                f"spec.{key} {text} exceeds the policy maximum {cap.text or format_duration(cap.value)} {cap.origin()}"
+            )
+    if effective.max_storage is not None:
+        total = 0
+        for template in spec.get("volumeClaimTemplates") or []:
+            size = (((template.get("spec") or {}).get("resources") or {}).get("requests") or {}).get("storage")
+            try:
+                total += parse_quantity(size) if size is not None else 0
+            except ValueError as err:
+                found.append(f"spec.volumeClaimTemplates: {err}")
+        cap_bytes = effective.max_storage
+        if total > cap_bytes.value:
+            found.append(
+                f"spec.volumeClaimTemplates request {format_quantity(total)} in total, more than the policy maximum "
+                f"{cap_bytes.text or format_quantity(cap_bytes.value)} {cap_bytes.origin()}"
+            )
+    return found
+
+
+def _env_violations(spec: Mapping[str, Any], effective: EffectivePolicy) -> list[str]:
+    found = []
+    for variable in spec.get("env") or []:
+        name = variable.get("name", "")
+        for deny in effective.env_deny:
+            if fnmatch.fnmatchcase(name, deny.value):
+                found.append(f"spec.env {name} is denied by the pattern {deny.value} {deny.origin()}")
+        for allow in effective.env_allow:
+            if not any(fnmatch.fnmatchcase(name, glob) for glob in allow.value):
+                listed = ", ".join(allow.value) or "none"
+                found.append(f"spec.env {name} matches none of the allowed patterns ({listed}) {allow.origin()}")
+    return found
+
+
+def _label_violations(session: Mapping[str, Any], effective: EffectivePolicy, resolved: Resolved) -> list[str]:
+    found = []
+    own_labels = (session.get("metadata") or {}).get("labels") or {}
+    for required in effective.required_labels:
+        if required.value not in own_labels:
+            found.append(f"metadata.labels is missing the required label {required.value} {required.origin()}")
+    for where, labels in (("spec.labels", resolved.labels), ("spec.podLabels", resolved.pod_labels)):
+        for key in sorted(labels):
+            for prefixes in effective.allowed_prefixes:
+                if not any(key.startswith(p) for p in prefixes.value):
+                    found.append(
+                        f"{where} key {key} does not start with an allowed prefix "
+                        f"({', '.join(prefixes.value) or 'none'}) {prefixes.origin()}"
+                    )
+    for rule in effective.label_values:
+        key, regex = rule.value
+        error = _regex_error(regex)
+        for where, labels in (
+            ("metadata.labels", own_labels),
+            ("spec.labels", resolved.labels),
+            ("spec.podLabels", resolved.pod_labels),
+        ):
+            if key not in labels:
+                continue
+            if error:
+                found.append(
+                    f"{where} {key} cannot be checked: the policy pattern {regex!r} is not a valid regular "
+                    f"expression ({error}) {rule.origin()}; fix the policy"
+                )
+            elif not re.fullmatch(regex, labels[key]):
+                found.append(f"{where} {key}={labels[key]} does not match the pattern {regex} {rule.origin()}")
+    return found
+
+
+def violations(
+    session: Mapping[str, Any],
+    effective: EffectivePolicy = EMPTY_POLICY,
+    allowed_label_domains: Sequence[str] | None = None,
+) -> list[str]:
+    """Every rule the session breaks, one sentence each naming the field, the rule and the policy.
+
+    Includes agent-sandbox's own Pod metadata rules (label domain allowlist, annotation blocklist), which
+    would otherwise fail the claim later with the terminal reason InvalidMetadata.
+    """
+    domains = list(allowed_label_domains or names.DEFAULT_ALLOWED_LABEL_DOMAINS)
+    spec = _spec(session)
+    resolved = resolve(session, effective)
+    return [
+        *_pod_label_violations(spec, effective, resolved, domains),
+        *_pod_annotation_violations(spec),
+        *_limit_violations(spec, effective, resolved),
+        *_env_violations(spec, effective),
+        *_label_violations(session, effective, resolved),
+    ]
+
+
+def session_limits_for(session: Mapping[str, Any], effective: EffectivePolicy) -> list[tuple[SessionLimit, str]]:
+    """The per-label session caps that apply to this session, each with the session's value of that label."""
+    labels = (session.get("metadata") or {}).get("labels") or {}
+    return [(limit, labels[limit.key]) for limit in effective.session_limits if limit.key in labels]
+
+
+def _same_object(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    ma, mb = a.get("metadata") or {}, b.get("metadata") or {}
+    if ma.get("uid") and ma.get("uid") == mb.get("uid"):
+        return True
+    return bool(ma.get("name")) and ma.get("name") == mb.get("name") and ma.get("namespace") == mb.get("namespace")
+
+
+def _created(obj: Mapping[str, Any]) -> tuple[str, str]:
+    meta = obj.get("metadata") or {}
+    return str(meta.get("creationTimestamp") or ""), str(meta.get("name") or "")
+
+
+def count_unfinished(
+    session: Mapping[str, Any],
+    others: Iterable[Mapping[str, Any]],
+    key: str,
+    value: str,
+    *,
+    only_earlier: bool = False,
+) -> int:
+    """Other sessions of the session's namespace labelled ``key=value`` whose phase is not terminal.
+
+    ``only_earlier`` counts only those created before ``session`` (creation time, then name), so
+    every reconciler pass over a burst of sessions agrees on which ones are over the limit.
+    """
+    namespace = (session.get("metadata") or {}).get("namespace")
+    count = 0
+    for other in others:
+        meta = other.get("metadata") or {}
+        if meta.get("namespace", namespace) != namespace or _same_object(session, other):
+            continue
+        if (meta.get("labels") or {}).get(key) != value:
+            continue
+        if phases.is_terminal((other.get("status") or {}).get("phase")):
+            continue
+        if only_earlier and not _created(other) < _created(session):
+            continue
+        count += 1
+    return count
+
+
+def session_limit_violations(
+    session: Mapping[str, Any],
+    effective: EffectivePolicy,
+    others: Sequence[Mapping[str, Any]],
+    *,
+    only_earlier: bool = False,
+) -> list[str]:
+    """``cleanup.maxSessionsPerLabel``: one sentence per label whose cap the other sessions fill already.
+
+    At admission every stored session counts (the new one comes last); the reconciler counts only the
+    sessions created earlier (``only_earlier``).
+    """
+    found = []
+    for limit, value in session_limits_for(session, effective):
+        count = count_unfinished(session, others, limit.key, value, only_earlier=only_earlier)
+        violation = session_limit_violation(count, limit, value)
+        if violation:
+            found.append(violation)
+    return found
+
+
+def session_limit_violation(existing_count: int, limit: SessionLimit, label_value: str | None = None) -> str | None:
+    """A sentence when ``existing_count`` other unfinished sessions already fill the cap, else None."""
+    if existing_count < limit.max:
+        return None
+    selector = f"{limit.key}={label_value}" if label_value is not None else f"the same {limit.key} label"
+    return (
+        f"{existing_count} unfinished AgentSessions already carry {selector}; the policy maximum is {limit.max} "
+        f"(AgentSessionPolicy {limit.policy})"
+    )

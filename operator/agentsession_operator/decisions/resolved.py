@@ -1,0 +1,31 @@
+"""The settings in force for one session after policy defaults and limits (see policy.resolve)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from agentsession_api.durations import format_duration
+from agentsession_api.phases import IdleAction
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """Effective values: the session's own, else a policy default, capped by policy maxima."""
+
+    warm_pool: str | None = None
+    ttl: timedelta | None = None
+    idle_timeout: timedelta | None = None
+    idle_action: str = IdleAction.DELETE
+    labels: dict[str, str] = field(default_factory=dict)
+    pod_labels: dict[str, str] = field(default_factory=dict)
+
+    def to_status(self) -> dict[str, Any]:
+        """``status.resolved`` (unset values are None so a merge patch clears them)."""
+        return {
+            "warmPoolRef": {"name": self.warm_pool} if self.warm_pool else None,
+            "ttl": format_duration(self.ttl) if self.ttl else None,
+            "idleTimeout": format_duration(self.idle_timeout) if self.idle_timeout else None,
+            "idleAction": self.idle_action,
+        }

@@ -1,0 +1,67 @@
+"""Which finished sessions to delete, per ``cleanup.deleteFinishedAfter``.
+
+The clock starts when the session finished: the lastTransitionTime of its Expired or Failed condition
+turning True, not its creation or its last status write (status writes happen after the end too).
+Non-sticky failures (a policy violation, a name conflict) are not "finished": the user may still fix them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from agentsession_api import phases
+from agentsession_api.phases import Phase
+from agentsession_api.timestamps import parse_time, utc
+from agentsession_operator.decisions.conditions import find_condition
+from agentsession_operator.decisions.status import TERMINAL_CLAIM_REASONS
+
+
+def finished_at(session: Mapping[str, Any]) -> datetime | None:
+    """When the session reached Expired or a sticky Failed; None while it is not finished."""
+    status = session.get("status") or {}
+    phase = status.get("phase")
+    if phase == Phase.EXPIRED:
+        cond = find_condition(status.get("conditions"), phases.COND_EXPIRED)
+    elif phase == Phase.FAILED:
+        cond = find_condition(status.get("conditions"), phases.COND_FAILED)
+        if cond is not None and cond.get("reason") not in TERMINAL_CLAIM_REASONS:
+            return None
+    else:
+        return None
+    if cond is None or cond.get("status") != "True":
+        return None
+    return parse_time(cond.get("lastTransitionTime"))
+
+
+def deletion_time(session: Mapping[str, Any], delete_finished_after: timedelta | None) -> datetime | None:
+    """When the session becomes due for deletion; None when it is not finished or no retention applies."""
+    finished = finished_at(session)
+    if finished is None or delete_finished_after is None:
+        return None
+    return finished + delete_finished_after
+
+
+def is_due(session: Mapping[str, Any], delete_finished_after: timedelta | None, now: datetime) -> bool:
+    """True when the session should be deleted now (never while it is already being deleted)."""
+    if (session.get("metadata") or {}).get("deletionTimestamp"):
+        return False
+    due = deletion_time(session, delete_finished_after)
+    return due is not None and utc(now) >= due
+
+
+def select_for_deletion(
+    sessions: Iterable[Mapping[str, Any]], delete_finished_after: timedelta | None, now: datetime
+) -> list[Mapping[str, Any]]:
+    """The sessions due now, oldest finish first (one retention period for all of them)."""
+    due = [s for s in sessions if is_due(s, delete_finished_after, now)]
+    return sorted(due, key=lambda s: finished_at(s) or utc(now))
+
+
+def next_deletion(
+    sessions: Iterable[Mapping[str, Any]], delete_finished_after: timedelta | None, now: datetime
+) -> datetime | None:
+    """The earliest future deletion time, for scheduling the next cleanup pass."""
+    times = [t for s in sessions if (t := deletion_time(s, delete_finished_after)) is not None and t > utc(now)]
+    return min(times) if times else None

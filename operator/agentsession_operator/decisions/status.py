@@ -1,0 +1,353 @@
+"""The session's status, computed from what is observed: the session, its claim, its Sandbox and the clock.
+
+:func:`compute_status` returns a merge patch for ``status`` holding every field (None clears one), so
+the same function serves the first write and every later one. Decisions live here too (phase Expired
+when the TTL or the idle timeout ends the session), and actions.py turns them into actions.
+
+Phases: Pending (no claim yet) -> Provisioning -> Ready <-> Suspended, and the terminal Expired (planned
+end: reasons TTLExpired, IdleTimeout) and Failed (something the user must fix). Expired is sticky. Failed
+is sticky when agent-sandbox reported a terminal reason (the claim cannot recover); Failed before any
+claim exists (policy violation, name conflict) is re-evaluated, so fixing the spec or policy recovers it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Final
+
+from agentsession_api import phases
+from agentsession_api.durations import format_duration
+from agentsession_api.phases import IdleAction, Phase
+from agentsession_api.timestamps import format_time, parse_time, utc
+from agentsession_operator import constants
+from agentsession_operator.decisions import lifecycle
+from agentsession_operator.decisions.conditions import find_condition, is_true, set_condition
+from agentsession_operator.decisions.desired import sandbox_operating_mode
+from agentsession_operator.decisions.ownership import is_owned_by
+from agentsession_operator.decisions.policy import resolve
+from agentsession_operator.decisions.resolved import Resolved
+
+__all__ = ["TERMINAL_CLAIM_REASONS", "compute_status", "set_condition"]
+
+TERMINAL_CLAIM_REASONS: Final[dict[str, str]] = {
+    "InvalidMetadata": (
+        "the Pod labels or annotations were refused by agent-sandbox: pod label keys must use an allowed domain "
+        "(agent-sandbox-config allowed-label-domains, default sandbox.users.io) and annotations must not use the "
+        "kubernetes.io, k8s.io or agents.x-k8s.io domains; fix spec.podLabels / spec.podAnnotations"
+    ),
+    "EnvVarsInjectionRejected": (
+        "agent-sandbox refused spec.env: the SandboxTemplate behind the warm pool must allow injection "
+        "(envVarsInjectionPolicy Allowed or Overrides, and no envFrom in the target container); fix the template "
+        "or drop spec.env"
+    ),
+    "VolumeClaimTemplatesError": (
+        "agent-sandbox refused spec.volumeClaimTemplates: the SandboxTemplate must allow them "
+        "(volumeClaimTemplatesPolicy Allowed or Overrides) and they must not clash with the template's volumes; "
+        "fix the template or spec.volumeClaimTemplates"
+    ),
+    "InvalidConfiguration": (
+        "agent-sandbox found the configuration invalid; check the SandboxTemplate behind the warm pool and the "
+        "session spec"
+    ),
+    "PodFailed": "the sandbox Pod failed; read its logs and check the SandboxTemplate's image and command",
+    "PodSucceeded": (
+        "the sandbox Pod exited: a sandbox container must keep running; check the SandboxTemplate's command"
+    ),
+}
+"""Reasons agent-sandbox never recovers from, with what the user should change."""
+RECREATE_HINT: Final = "then delete and recreate the AgentSession"
+EXPIRED_CLAIM_REASONS: Final = ("ClaimExpired", "SandboxExpired")
+SUSPENDED_REASON: Final = "SandboxSuspended"
+MAX_POD_IPS: Final = 8
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The phase and why: what the Ready, Expired and Failed conditions report."""
+
+    phase: str
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Observed:
+    """What the claim and Sandbox say, reduced to the fields the status needs."""
+
+    claim_name: str | None = None
+    sandbox_name: str | None = None
+    pod_ips: tuple[str, ...] = ()
+    service_fqdn: str | None = None
+    launch_type: str | None = None
+    ready_status: str | None = None
+    ready_reason: str = ""
+    ready_message: str = ""
+    suspended: bool = False
+
+
+def _meta(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    return (obj or {}).get("metadata") or {}
+
+
+def observe(claim: Mapping[str, Any] | None, sandbox: Mapping[str, Any] | None) -> Observed:
+    """Read claim and Sandbox status. A Sandbox whose name is not the claim's sandbox is ignored."""
+    if claim is None:
+        return Observed()
+    claim_status = claim.get("status") or {}
+    bound = claim_status.get("sandbox") or {}
+    sandbox_name = bound.get("name") or None
+    if sandbox is not None and (sandbox_name is None or _meta(sandbox).get("name") != sandbox_name):
+        sandbox = None
+    sandbox_status = (sandbox or {}).get("status") or {}
+    ready = find_condition(claim_status.get("conditions"), phases.COND_READY) or {}
+    launch = (_meta(sandbox).get("labels") or {}).get(constants.SANDBOX_LAUNCH_TYPE_LABEL) if sandbox else None
+    claim_name = _meta(claim).get("name")
+    if launch not in ("warm", "cold"):
+        launch = None if sandbox_name is None else ("cold" if sandbox_name == claim_name else "warm")
+    return Observed(
+        claim_name=claim_name,
+        sandbox_name=sandbox_name,
+        pod_ips=tuple(bound.get("podIPs") or sandbox_status.get("podIPs") or ())[:MAX_POD_IPS],
+        service_fqdn=sandbox_status.get("serviceFQDN") or bound.get("serviceFQDN") or None,
+        launch_type=launch,
+        ready_status=ready.get("status"),
+        ready_reason=ready.get("reason") or "",
+        ready_message=ready.get("message") or "",
+        suspended=sandbox is not None and sandbox_operating_mode(sandbox) == constants.OPERATING_MODE_SUSPENDED,
+    )
+
+
+def _sticky(session: Mapping[str, Any]) -> Verdict | None:
+    """The verdict to keep when the session already reached a terminal phase."""
+    status = session.get("status") or {}
+    conditions = status.get("conditions")
+    if status.get("phase") == Phase.EXPIRED:
+        cond = find_condition(conditions, phases.COND_EXPIRED) or {}
+        return Verdict(Phase.EXPIRED, cond.get("reason") or phases.REASON_TTL_EXPIRED, cond.get("message", ""))
+    if status.get("phase") == Phase.FAILED:
+        cond = find_condition(conditions, phases.COND_FAILED) or {}
+        if cond.get("reason") in TERMINAL_CLAIM_REASONS:
+            return Verdict(Phase.FAILED, cond["reason"], cond.get("message", ""))
+    return None
+
+
+def _claim_verdict(session: Mapping[str, Any], seen: Observed, warm_pool_exists: bool, resolved: Resolved) -> Verdict:
+    """Phase from an owned claim's Ready condition and the Sandbox's operating mode."""
+    reason = seen.ready_reason
+    if reason in TERMINAL_CLAIM_REASONS:
+        said = f" (agent-sandbox: {seen.ready_message})" if seen.ready_message else ""
+        return Verdict(Phase.FAILED, reason, f"{TERMINAL_CLAIM_REASONS[reason]}{said}; {RECREATE_HINT}")
+    if reason in EXPIRED_CLAIM_REASONS:
+        return Verdict(Phase.EXPIRED, phases.REASON_TTL_EXPIRED, f"agent-sandbox ended the sandbox ({reason})")
+    if seen.suspended or reason == SUSPENDED_REASON:
+        if (session.get("spec") or {}).get("suspend"):
+            return Verdict(Phase.SUSPENDED, phases.REASON_SUSPEND_REQUESTED, "suspended by spec.suspend")
+        if resolved.idle_action == IdleAction.SUSPEND:
+            return Verdict(
+                Phase.SUSPENDED,
+                phases.REASON_IDLE_TIMEOUT,
+                "suspended after the idle timeout; client activity resumes it",
+            )
+        return Verdict(Phase.SUSPENDED, SUSPENDED_REASON, seen.ready_message or "the Sandbox is suspended")
+    if seen.ready_status == "True":
+        where = f" at {seen.pod_ips[0]}" if seen.pod_ips else ""
+        return Verdict(Phase.READY, "SandboxReady", f"Sandbox {seen.sandbox_name} is ready{where}")
+    if reason == phases.REASON_WARM_POOL_NOT_FOUND or not warm_pool_exists:
+        return Verdict(Phase.PENDING, phases.REASON_WARM_POOL_NOT_FOUND, _pool_not_found(session, resolved))
+    return Verdict(
+        Phase.PROVISIONING,
+        reason or "SandboxNotReady",
+        seen.ready_message or "waiting for agent-sandbox to provide a ready Sandbox",
+    )
+
+
+def _unclaimed_verdict(
+    session: Mapping[str, Any], warm_pool_exists: bool, resolved: Resolved, violations: list[str] | None
+) -> Verdict:
+    """Phase while no claim exists yet (or it was deleted): why creation waits (lifecycle decides)."""
+    waiting = lifecycle.why_creation_waits(resolved, warm_pool_exists=warm_pool_exists, violations=violations)
+    if waiting == phases.REASON_POLICY_VIOLATION:
+        return Verdict(Phase.FAILED, waiting, "refused by policy: " + "; ".join(violations or []))
+    if waiting == phases.REASON_NO_WARM_POOL:
+        return Verdict(
+            Phase.PENDING,
+            waiting,
+            "spec.warmPoolRef is not set and no AgentSessionPolicy gives a default warm pool; delete and recreate "
+            "the AgentSession with spec.warmPoolRef.name, or add a policy with defaults.warmPoolRef",
+        )
+    if waiting == phases.REASON_WARM_POOL_NOT_FOUND:
+        return Verdict(Phase.PENDING, waiting, _pool_not_found(session, resolved))
+    return Verdict(Phase.PENDING, phases.REASON_CLAIM_PENDING, "creating the SandboxClaim")
+
+
+def _pool_not_found(session: Mapping[str, Any], resolved: Resolved) -> str:
+    return f"SandboxWarmPool {resolved.warm_pool} not found in namespace {_meta(session).get('namespace')}"
+
+
+def _verdict(
+    session: Mapping[str, Any],
+    claim: Mapping[str, Any] | None,
+    seen: Observed,
+    now: datetime,
+    warm_pool_exists: bool,
+    resolved: Resolved,
+    violations: list[str] | None,
+) -> Verdict:
+    if lifecycle.is_deleting(session):
+        return Verdict(Phase.TERMINATING, phases.REASON_DELETING, "the AgentSession is being deleted")
+    sticky = _sticky(session)
+    if sticky is not None:
+        return sticky
+    expiry = lifecycle.expires_at(session, resolved)
+    if expiry is not None and now >= expiry:
+        ttl = format_duration(resolved.ttl) if resolved.ttl else "?"
+        return Verdict(Phase.EXPIRED, phases.REASON_TTL_EXPIRED, f"the TTL of {ttl} ended at {format_time(expiry)}")
+    if claim is not None and seen.claim_name is None:
+        return Verdict(
+            Phase.FAILED,
+            phases.REASON_CLAIM_CONFLICT,
+            f"a SandboxClaim named {_meta(claim).get('name')} already exists and is not owned by this AgentSession; "
+            "delete that claim or recreate the session under another name",
+        )
+    if seen.claim_name is not None:
+        return _claim_verdict(session, seen, warm_pool_exists, resolved)
+    return _unclaimed_verdict(session, warm_pool_exists, resolved, violations)
+
+
+def _activity_fields(session: Mapping[str, Any], verdict: Verdict, now: datetime) -> tuple[str | None, str | None]:
+    """lastActivityTime and busyUntil; becoming Ready, or a resume asked via spec.suspend, counts as activity."""
+    status = session.get("status") or {}
+    last = status.get("lastActivityTime")
+    conditions = status.get("conditions")
+    ready_before = find_condition(conditions, phases.COND_READY) or {}
+    became_ready = verdict.phase == Phase.READY and ready_before.get("status") != "True"
+    resumed = (
+        not (session.get("spec") or {}).get("suspend")
+        and status.get("phase") == Phase.SUSPENDED
+        and ready_before.get("reason") == phases.REASON_SUSPEND_REQUESTED
+    )
+    if became_ready or resumed:
+        previous = parse_time(last)
+        last = format_time(max(previous, now) if previous else now)
+    return last, status.get("busyUntil")
+
+
+def compute_status(
+    session: Mapping[str, Any],
+    claim: Mapping[str, Any] | None,
+    sandbox: Mapping[str, Any] | None,
+    now: datetime,
+    warm_pool_exists: bool = True,
+    *,
+    resolved: Resolved | None = None,
+    violations: list[str] | None = None,
+) -> dict[str, Any]:
+    """The full status merge patch for ``session`` given what is observed now.
+
+    ``claim`` is the SandboxClaim with the session's claim name (owned or not: a foreign one is a
+    conflict), ``sandbox`` the Sandbox named in the claim's status. ``resolved`` defaults to the session's
+    own values; pass ``violations`` (from policy.violations) to get a PolicyCompliant condition.
+    """
+    now = utc(now)
+    resolved = resolved if resolved is not None else resolve(session)
+    meta = _meta(session)
+    current = session.get("status") or {}
+    generation = meta.get("generation")
+    owned = claim if claim is not None and is_owned_by(claim, meta.get("uid")) else None
+    seen = observe(owned, sandbox)
+    verdict = _verdict(session, claim, seen, now, warm_pool_exists, resolved, violations)
+
+    last_activity, busy_until = _activity_fields(session, verdict, now)
+    deadline = lifecycle.idle_deadline(parse_time(last_activity), parse_time(busy_until), resolved.idle_timeout)
+    if (
+        verdict.phase == Phase.READY
+        and deadline is not None
+        and now >= deadline
+        and resolved.idle_action == IdleAction.DELETE
+        and not (session.get("spec") or {}).get("suspend")
+    ):
+        verdict = Verdict(
+            Phase.EXPIRED,
+            phases.REASON_IDLE_TIMEOUT,
+            f"no client activity for {format_duration(resolved.idle_timeout) if resolved.idle_timeout else '?'} "
+            f"(idle since {last_activity})",
+        )
+
+    conditions = _conditions(current.get("conditions"), verdict, seen, claim, now, generation, violations)
+    terminal = verdict.phase in (Phase.EXPIRED, Phase.TERMINATING)
+    ready_at = current.get("readyAt") or (format_time(now) if verdict.phase == Phase.READY else None)
+    expiry = lifecycle.expires_at(session, resolved)
+    keep = current if terminal else {}
+    return {
+        "phase": verdict.phase,
+        "claimName": seen.claim_name or keep.get("claimName"),
+        "sandboxName": seen.sandbox_name or keep.get("sandboxName"),
+        "podName": seen.sandbox_name or keep.get("podName"),
+        "podIPs": list(seen.pod_ips) if seen.pod_ips and not terminal else None,
+        "serviceFQDN": seen.service_fqdn if not terminal else None,
+        "launchType": seen.launch_type or keep.get("launchType"),
+        "expiresAt": format_time(expiry) if expiry else None,
+        "readyAt": ready_at,
+        "lastActivityTime": last_activity,
+        "busyUntil": busy_until,
+        "idleDeadline": format_time(deadline) if deadline and not terminal else None,
+        "observedGeneration": generation,
+        "resolved": resolved.to_status(),
+        "conditions": conditions,
+    }
+
+
+def _conditions(
+    current: list[dict[str, Any]] | None,
+    verdict: Verdict,
+    seen: Observed,
+    claim: Mapping[str, Any] | None,
+    now: datetime,
+    generation: int | None,
+    violations: list[str] | None,
+) -> list[dict[str, Any]]:
+    """Ready, ClaimCreated, Expired, Failed and (when violations were given) PolicyCompliant."""
+    ready = verdict.phase == Phase.READY
+    conditions = set_condition(current, phases.COND_READY, ready, verdict.reason, verdict.message, now, generation)
+    if seen.claim_name is not None:
+        created = (True, "ClaimExists", f"SandboxClaim {seen.claim_name} exists")
+    elif claim is not None:
+        created = (False, phases.REASON_CLAIM_CONFLICT, verdict.message)
+    elif is_true(current, phases.COND_CLAIM_CREATED) or verdict.phase == Phase.EXPIRED:
+        created = (False, "ClaimGone", "the SandboxClaim no longer exists")
+    else:
+        created = (False, "NotCreated", verdict.message)
+    conditions = set_condition(conditions, phases.COND_CLAIM_CREATED, *created, now, generation)
+    expired = verdict.phase == Phase.EXPIRED
+    conditions = set_condition(
+        conditions,
+        phases.COND_EXPIRED,
+        expired,
+        verdict.reason if expired else "NotExpired",
+        verdict.message if expired else "the session is within its TTL and idle timeout",
+        now,
+        generation,
+    )
+    failed = verdict.phase == Phase.FAILED
+    conditions = set_condition(
+        conditions,
+        phases.COND_FAILED,
+        failed,
+        verdict.reason if failed else "NoFailure",
+        verdict.message if failed else "",
+        now,
+        generation,
+    )
+    if violations is not None:
+        conditions = set_condition(
+            conditions,
+            phases.COND_POLICY_COMPLIANT,
+            not violations,
+            phases.REASON_POLICY_VIOLATION if violations else "Compliant",
+            "; ".join(violations) if violations else "the session meets every applicable AgentSessionPolicy",
+            now,
+            generation,
+        )
+    return conditions

@@ -1,0 +1,92 @@
+"""The validating webhook's handler: AgentSessionPolicy enforced when an AgentSession is written.
+
+It gathers what the reconciler already keeps (its cache of policies, agent-sandbox's label allowlist)
+and decides with decisions/admission.py, which reuses decisions/policy.py: one source of truth for
+every rule. failurePolicy is Ignore, and an unexpected error here admits the request (with a warning):
+the reconciler re-checks each session before it creates a claim.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import kopf
+
+from agentsession_api import names
+from agentsession_operator.decisions import admission, policy
+from agentsession_operator.decisions.selectors import watched
+from agentsession_operator.infra.logs import logger
+
+HANDLER_ID = "policy"
+
+_log = logger(component="webhook")
+
+
+async def _sessions_for_count(reconciler: Any, session: dict[str, Any], namespace: str) -> list[dict[str, Any]]:
+    """The namespace's sessions carrying the limited labels, read live (the cache may lag a burst of creates)."""
+    effective = policy.effective_policy_for(session, list(reconciler.cache.policies.get(namespace, {}).values()))
+    found: dict[str, dict[str, Any]] = {}
+    try:
+        for limit, value in policy.session_limits_for(session, effective):
+            for other in await reconciler.kube.list_sessions(namespace, selector=f"{limit.key}={value}"):
+                found[other["metadata"].get("uid") or other["metadata"]["name"]] = other
+    except Exception as exc:  # the cache is the fallback: slightly stale beats not checking
+        _log.warning("listing sessions for maxSessionsPerLabel failed; using the cache", error=str(exc)[:300])
+        return reconciler.cache.bodies_in(namespace)
+    return list(found.values())
+
+
+async def validate_session(
+    *,
+    body: kopf.Body,
+    memo: kopf.Memo,
+    warnings: list[str],
+    old: kopf.Body | None = None,
+    operation: str | None = None,
+    **_: Any,
+) -> None:
+    """Refuse an AgentSession CREATE/UPDATE that breaks an applicable AgentSessionPolicy."""
+    session = dict(body)
+    meta = session.get("metadata") or {}
+    namespace = meta.get("namespace")
+    # Sessions in namespaces the operator does not watch are not its to judge.
+    if not namespace or not watched(namespace, memo.get("namespaces") or ()) or operation not in ("CREATE", "UPDATE"):
+        return
+    try:
+        reconciler = memo.reconciler
+        policies = list(reconciler.cache.policies.get(namespace, {}).values())
+        domains = await reconciler.label_domains()
+        others: list[dict[str, Any]] = []
+        if operation == "CREATE" and admission.needs_session_count(session, policies):
+            others = await _sessions_for_count(reconciler, session, namespace)
+        previous = dict(old) if old is not None else None
+        violations = admission.review(session, policies, domains, others, operation, old=previous)
+        if previous is not None and not violations:
+            standing = admission.standing_violations(session, policies, domains, previous)
+            warnings.extend(f"AgentSessionPolicy (not enforced on this update): {v}" for v in standing)
+    except Exception as exc:  # failurePolicy Ignore in spirit: never refuse because we broke
+        _log.exception("admission check failed; admitting", namespace=namespace, session=meta.get("name"))
+        warnings.append(f"AgentSessionPolicy not checked at admission ({exc}); the operator checks it later")
+        return
+    if violations:
+        _log.info(
+            "admission refused",
+            namespace=namespace,
+            session=meta.get("name"),
+            operation=operation,
+            violations=violations,
+        )
+        raise kopf.AdmissionError(admission.refusal_message(violations), code=422)
+
+
+def register(registry: kopf.OperatorRegistry) -> None:
+    """Register :func:`validate_session` (only when the webhook is served: kopf refuses it without a server)."""
+    kopf.on.validate(
+        names.GROUP,
+        names.VERSION,
+        names.SESSION_PLURAL,
+        id=HANDLER_ID,
+        operations=["CREATE", "UPDATE"],
+        ignore_failures=True,
+        registry=registry,
+    )(validate_session)

@@ -1,0 +1,89 @@
+"""The watch handlers, each a few lines: filter, update the reconciler's cache, hand over to the reconciler.
+
+No handler here is a change-handler (on.create/update/delete), a timer or a daemon, so kopf adds no
+finalizer and writes no progress annotations: deleting an AgentSession never waits for the operator,
+and its claim, Sandbox, Pod and PVCs go by ownerReference garbage collection even while it is down.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import kopf
+
+from agentsession_api import names
+from agentsession_operator import constants as c
+from agentsession_operator.kube.reconciler import Reconciler
+
+MANAGED = {c.LABEL_MANAGED_BY: c.MANAGED_BY}
+
+
+def _key(body: kopf.Body) -> tuple[str, str]:
+    return str(body["metadata"]["namespace"]), str(body["metadata"]["name"])
+
+
+# ---- AgentSession: every event runs one level-triggered pass --------------------------------------
+@kopf.on.event(names.GROUP, names.VERSION, names.SESSION_PLURAL)
+async def session_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    reconciler: Reconciler = memo.reconciler
+    key = _key(body)
+    if type == "DELETED":
+        reconciler.forget(key)
+        return
+    reconciler.cache.remember_session(key, dict(body))
+    await reconciler.reconcile(key, cause=f"session {type or 'listed'}")
+
+
+# ---- Children and inputs: keep the cache current, then reconcile the session they concern ---------
+@kopf.on.event(c.EXTENSIONS_GROUP, c.EXTENSIONS_VERSION, c.CLAIM_PLURAL, labels=MANAGED)
+async def claim_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    reconciler: Reconciler = memo.reconciler
+    if type == "DELETED":
+        reconciler.cache.claims.pop(_key(body), None)
+    else:
+        reconciler.cache.remember_claim(_key(body), body)
+    session = reconciler.session_for_claim(dict(body))
+    unknown_owner = session is None or session not in reconciler.cache.sessions
+    if type != "DELETED" and unknown_owner and await reconciler.collect_orphan(dict(body)):
+        return
+    if session is not None:
+        await reconciler.reconcile(session, cause=f"claim {type or 'listed'}")
+
+
+@kopf.on.event(c.SANDBOX_GROUP, c.SANDBOX_VERSION, c.SANDBOX_PLURAL)
+async def sandbox_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    reconciler: Reconciler = memo.reconciler
+    session = reconciler.session_for_sandbox(dict(body))
+    if type == "DELETED":
+        reconciler.cache.sandboxes.pop(_key(body), None)
+    elif session is not None:
+        reconciler.cache.remember_sandbox(_key(body), body)
+    if session is not None:
+        await reconciler.reconcile(session, cause=f"sandbox {type or 'listed'}")
+
+
+@kopf.on.event(c.EXTENSIONS_GROUP, c.EXTENSIONS_VERSION, c.WARM_POOL_PLURAL)
+async def warm_pool_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    reconciler: Reconciler = memo.reconciler
+    key = _key(body)
+    known = key in reconciler.cache.pools
+    if type == "DELETED":
+        reconciler.cache.pools.discard(key)
+    else:
+        reconciler.cache.pools.add(key)
+    if known != (key in reconciler.cache.pools):
+        reconciler.trigger_namespace(key[0], cause="warm pool appeared or went")
+
+
+@kopf.on.event(names.GROUP, names.VERSION, names.POLICY_PLURAL)
+async def policy_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    reconciler: Reconciler = memo.reconciler
+    namespace, name = _key(body)
+    policies = reconciler.cache.policies[namespace]
+    before = policies.get(name, {}).get("spec")
+    if type == "DELETED":
+        policies.pop(name, None)
+    else:
+        policies[name] = dict(body)
+    if before != (policies.get(name) or {}).get("spec"):
+        reconciler.trigger_namespace(namespace, cause=f"policy {name} changed")

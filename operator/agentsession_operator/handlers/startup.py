@@ -1,0 +1,49 @@
+"""Start and stop: kopf's storage and watch settings, the webhook server, the API client and the reconciler."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import kopf
+
+from agentsession_api import names
+from agentsession_operator import constants as c
+from agentsession_operator.infra import webhook_server
+from agentsession_operator.kube.client import Kube
+from agentsession_operator.kube.reconciler import Config, Reconciler
+
+
+@kopf.on.startup()
+async def startup(
+    settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logging.Logger | logging.LoggerAdapter[Any], **_: Any
+) -> None:
+    # Our own storage names from day one: changing them later makes kopf treat every object as new.
+    settings.persistence.finalizer = c.FINALIZER
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=c.KOPF_PREFIX)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=c.KOPF_PREFIX,
+        key="last-handled-configuration",
+        # Activity reports are not spec changes (and no change-handler exists today): keep it so.
+        ignored_fields=[("metadata", "annotations", names.ANNOTATION_ACTIVITY)],
+    )
+    # Never silently stop watching: bounded server-side watches, and a client timeout just above.
+    settings.watching.server_timeout = 300
+    settings.watching.client_timeout = 330
+    settings.watching.connect_timeout = 30
+    settings.posting.level = logging.WARNING
+    settings.networking.request_timeout = 60
+    webhook_server.configure(settings, memo.get("webhook"))  # admission: server and managed configuration, when enabled
+    kube = await Kube.connect()
+    reconciler = Reconciler(kube, Config())
+    await reconciler.load_policies(memo.get("namespaces") or ())  # before any pass: see load_policies
+    reconciler.scheduler.start()
+    memo.kube = kube
+    memo.reconciler = reconciler
+    logger.info("agentsession operator started")
+
+
+@kopf.on.cleanup()
+async def cleanup(memo: kopf.Memo, **_: Any) -> None:
+    await memo.reconciler.scheduler.stop()
+    await memo.kube.close()

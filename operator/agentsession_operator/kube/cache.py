@@ -1,0 +1,62 @@
+"""What the watches have seen, kept current by the event handlers: the reconciler reads it before the API."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+Key = tuple[str, str]  # (namespace, name)
+
+
+def _resource_version(body: dict[str, Any]) -> int:
+    # Opaque by contract, but etcd revisions in practice; unparsable values never block an update.
+    try:
+        return int(body["metadata"].get("resourceVersion", 0))
+    except (TypeError, ValueError):
+        return 0
+
+
+def slim(body: Mapping[str, Any], drop_spec: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A cached copy without what no decision reads: managedFields (often the bulk of an object) and,
+    for Sandboxes, the pod template. Thousands of cached objects stay small."""
+    meta = {k: v for k, v in (body.get("metadata") or {}).items() if k != "managedFields"}
+    out = {**body, "metadata": meta}
+    if drop_spec and isinstance(body.get("spec"), Mapping):
+        out["spec"] = {k: v for k, v in body["spec"].items() if k not in drop_spec}
+    return out
+
+
+SANDBOX_SPEC_UNUSED = ("podTemplate", "volumeClaimTemplates")
+
+
+@dataclass
+class Cache:
+    """What the watches have seen (kept current by the event handlers), keyed by (namespace, name)."""
+
+    claims: dict[Key, dict[str, Any]] = field(default_factory=dict)
+    sandboxes: dict[Key, dict[str, Any]] = field(default_factory=dict)
+    pools: set[Key] = field(default_factory=set)
+    policies: dict[str, dict[str, dict[str, Any]]] = field(default_factory=lambda: defaultdict(dict))
+    sessions: dict[Key, dict[str, Any]] = field(default_factory=dict)  # the latest body seen per session
+
+    def remember_session(self, key: Key, body: dict[str, Any]) -> None:
+        """Keep the newest body: a watch event can arrive after our own, newer write."""
+        known = self.sessions.get(key)
+        if known is not None and _resource_version(known) > _resource_version(body):
+            return
+        self.sessions[key] = slim(body)
+
+    def remember_claim(self, key: Key, body: Mapping[str, Any]) -> None:
+        self.claims[key] = slim(body)
+
+    def remember_sandbox(self, key: Key, body: Mapping[str, Any]) -> None:
+        self.sandboxes[key] = slim(body, SANDBOX_SPEC_UNUSED)
+
+    def sessions_in(self, namespace: str) -> list[Key]:
+        return [key for key in self.sessions if key[0] == namespace]
+
+    def bodies_in(self, namespace: str) -> list[dict[str, Any]]:
+        """The cached sessions of a namespace."""
+        return [body for (ns, _), body in self.sessions.items() if ns == namespace]

@@ -1,0 +1,218 @@
+"""Every Kubernetes API call the operator makes, in one place (kubernetes_asyncio: never blocks the loop).
+
+Objects go in and come out as plain dicts, so the pure logic never sees a client model.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from kubernetes_asyncio import client, config
+from kubernetes_asyncio.client.rest import ApiException
+
+from agentsession_api import names
+from agentsession_operator import constants as c
+from agentsession_operator.infra.logs import logger
+
+_log = logger()
+
+_MERGE = {"Content-Type": "application/merge-patch+json"}
+
+
+class Kube:
+    """A thin async facade over the API: sessions, policies, claims, sandboxes, pools, CRDs, config, events."""
+
+    def __init__(self, api_client: client.ApiClient) -> None:
+        self.api_client = api_client
+        self.custom = client.CustomObjectsApi(api_client)
+        self.core = client.CoreV1Api(api_client)
+        self.events = client.EventsV1Api(api_client)
+
+    @classmethod
+    async def connect(cls) -> Kube:
+        try:
+            config.load_incluster_config()
+        except config.ConfigException:
+            await config.load_kube_config()
+        return cls(client.ApiClient())
+
+    async def close(self) -> None:
+        await self.api_client.close()
+
+    # ---- generic helpers ---------------------------------------------------------------------
+    async def _get(self, group: str, version: str, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            return dict(await self.custom.get_namespaced_custom_object(group, version, namespace, plural, name))
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    async def _list(
+        self, group: str, version: str, plural: str, namespace: str | None, selector: str | None = None
+    ) -> list[dict[str, Any]]:
+        kwargs = {"label_selector": selector} if selector else {}
+        if namespace is None:
+            result = await self.custom.list_cluster_custom_object(group, version, plural, **kwargs)
+        else:
+            result = await self.custom.list_namespaced_custom_object(group, version, namespace, plural, **kwargs)
+        return list(result.get("items", []))
+
+    # ---- sessions ---------------------------------------------------------------
+    async def get_session(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return await self._get(names.GROUP, names.VERSION, names.SESSION_PLURAL, namespace, name)
+
+    async def list_sessions(self, namespace: str | None = None, selector: str | None = None) -> list[dict[str, Any]]:
+        return await self._list(names.GROUP, names.VERSION, names.SESSION_PLURAL, namespace, selector)
+
+    async def patch_session_status(self, namespace: str, name: str, status: dict[str, Any]) -> dict[str, Any] | None:
+        """Merge-patch `/status` only: the operator never writes spec (GitOps owns it)."""
+        try:
+            return dict(
+                await self.custom.patch_namespaced_custom_object_status(
+                    names.GROUP,
+                    names.VERSION,
+                    namespace,
+                    names.SESSION_PLURAL,
+                    name,
+                    {"status": status},
+                    _content_type=_MERGE["Content-Type"],
+                )
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    async def delete_session(self, namespace: str, name: str, uid: str) -> None:
+        try:
+            await self.custom.delete_namespaced_custom_object(
+                names.GROUP,
+                names.VERSION,
+                namespace,
+                names.SESSION_PLURAL,
+                name,
+                body=client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid)),
+            )
+        except ApiException as exc:
+            if exc.status not in (404, 409):
+                raise
+
+    async def list_policies(self) -> list[dict[str, Any]]:
+        """Every AgentSessionPolicy of the cluster (the startup sync; the watch keeps them current after)."""
+        return await self._list(names.GROUP, names.VERSION, names.POLICY_PLURAL, None)
+
+    # ---- agent-sandbox objects ---------------------------------------------------------------
+    async def get_claim(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return await self._get(c.EXTENSIONS_GROUP, c.EXTENSIONS_VERSION, c.CLAIM_PLURAL, namespace, name)
+
+    async def create_claim(self, claim: dict[str, Any]) -> dict[str, Any] | None:
+        """Create the claim; None when one of that name already exists (the caller checks its owner)."""
+        try:
+            return dict(
+                await self.custom.create_namespaced_custom_object(
+                    c.EXTENSIONS_GROUP, c.EXTENSIONS_VERSION, claim["metadata"]["namespace"], c.CLAIM_PLURAL, claim
+                )
+            )
+        except ApiException as exc:
+            if exc.status == 409:
+                return None
+            raise
+
+    async def patch_claim(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
+        await self.custom.patch_namespaced_custom_object(
+            c.EXTENSIONS_GROUP,
+            c.EXTENSIONS_VERSION,
+            namespace,
+            c.CLAIM_PLURAL,
+            name,
+            patch,
+            _content_type=_MERGE["Content-Type"],
+        )
+
+    async def delete_claim(self, namespace: str, name: str, uid: str | None = None) -> bool:
+        """Delete (background cascade: the GC removes Sandbox, Pod, PVCs); False when already gone."""
+        body = client.V1DeleteOptions(
+            propagation_policy="Background", preconditions=client.V1Preconditions(uid=uid) if uid else None
+        )
+        try:
+            await self.custom.delete_namespaced_custom_object(
+                c.EXTENSIONS_GROUP, c.EXTENSIONS_VERSION, namespace, c.CLAIM_PLURAL, name, body=body
+            )
+            return True
+        except ApiException as exc:
+            if exc.status in (404, 409):
+                return False
+            raise
+
+    async def get_sandbox(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return await self._get(c.SANDBOX_GROUP, c.SANDBOX_VERSION, c.SANDBOX_PLURAL, namespace, name)
+
+    async def patch_sandbox(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
+        await self.custom.patch_namespaced_custom_object(
+            c.SANDBOX_GROUP,
+            c.SANDBOX_VERSION,
+            namespace,
+            c.SANDBOX_PLURAL,
+            name,
+            patch,
+            _content_type=_MERGE["Content-Type"],
+        )
+
+    async def get_warm_pool(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return await self._get(c.EXTENSIONS_GROUP, c.EXTENSIONS_VERSION, c.WARM_POOL_PLURAL, namespace, name)
+
+    async def crd_served_versions(self, name: str) -> list[str] | None:
+        """The served versions of a CRD (None when it is not installed)."""
+        ext = client.ApiextensionsV1Api(self.api_client)
+        try:
+            crd = await ext.read_custom_resource_definition(name)
+        except ApiException as exc:
+            if exc.status in (403, 404):
+                return None
+            raise
+        return [v.name for v in crd.spec.versions if v.served]
+
+    # ---- agent-sandbox's label allowlist -----------------------------------------------------
+    async def allowed_label_domains(self, namespace: str, name: str) -> list[str]:
+        """The domains agent-sandbox accepts for pod labels, read from the same ConfigMap it reads."""
+        try:
+            cm = await self.core.read_namespaced_config_map(name, namespace)
+        except ApiException as exc:
+            if exc.status in (403, 404):
+                return list(names.DEFAULT_ALLOWED_LABEL_DOMAINS)
+            raise
+        raw = (cm.data or {}).get("allowed-label-domains", "")
+        domains = [d.strip().lower() for d in raw.replace("\n", ",").split(",") if d.strip()]
+        return domains or list(names.DEFAULT_ALLOWED_LABEL_DOMAINS)
+
+    # ---- events ------------------------------------------------------------------------------
+    async def event(
+        self, obj: dict[str, Any], reason: str, message: str, type_: str = "Normal", action: str = "Reconcile"
+    ) -> None:
+        """An events.k8s.io/v1 Event about `obj` (best effort: an event must never fail a reconcile)."""
+        meta = obj["metadata"]
+        now = dt.datetime.now(dt.UTC)
+        body = client.EventsV1Event(
+            metadata=client.V1ObjectMeta(generate_name=f"{meta['name']}-", namespace=meta["namespace"]),
+            event_time=now,
+            reporting_controller="agentsession.dev/operator",
+            reporting_instance="agentsession-operator",
+            action=action,
+            reason=reason,
+            note=message[:1024],
+            type=type_,
+            regarding=client.V1ObjectReference(
+                api_version=obj.get("apiVersion"),
+                kind=obj.get("kind"),
+                name=meta["name"],
+                namespace=meta["namespace"],
+                uid=meta.get("uid"),
+                resource_version=meta.get("resourceVersion"),
+            ),
+        )
+        try:
+            await self.events.create_namespaced_event(meta["namespace"], body)
+        except (ApiException, ValueError) as exc:
+            _log.warning("could not post an event", reason=reason, error=str(exc)[:300])

@@ -1,0 +1,190 @@
+"""reconcile_actions: what a handler does in each situation."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from agentsession_operator.decisions.actions import (
+    CreateClaim,
+    DeleteClaim,
+    PatchClaim,
+    PatchSandbox,
+    PatchStatus,
+    ScheduleCheck,
+    patch_changes,
+    reconcile_actions,
+)
+from agentsession_operator.decisions.policy import merge_policies
+
+T0 = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
+Make = Callable[..., dict[str, Any]]
+
+
+def kinds(actions: list[Any]) -> list[str]:
+    return [type(a).__name__ for a in actions]
+
+
+def status_of(actions: list[Any]) -> dict[str, Any]:
+    (patch,) = [a for a in actions if isinstance(a, PatchStatus)]
+    return patch.patch
+
+
+def ready_claim(make_claim: Make, **kwargs: Any) -> dict[str, Any]:
+    return make_claim(
+        **{"sandbox_name": "demo", "ready": ("True", "DependenciesReady", ""), "pod_ips": ["127.1.0.5"], **kwargs}
+    )
+
+
+def settle(session: dict[str, Any], actions: list[Any]) -> dict[str, Any]:
+    """The session after the status patch was applied (None values dropped, as the API server does)."""
+    if not any(isinstance(a, PatchStatus) for a in actions):
+        return session
+    patch = status_of(actions)
+    return {**session, "status": {k: v for k, v in patch.items() if v is not None}}
+
+
+def test_new_session_creates_claim(make_session: Make) -> None:
+    session = make_session(spec={"warmPoolRef": {"name": "p"}, "ttl": "2h"})
+    actions = reconcile_actions(session, None, None, T0)
+    assert kinds(actions) == ["CreateClaim", "PatchStatus", "ScheduleCheck"]
+    create = actions[0]
+    assert isinstance(create, CreateClaim)
+    assert create.manifest["metadata"]["name"] == "demo"
+    assert create.manifest["spec"]["lifecycle"]["shutdownTime"] == "2025-01-01T13:00:00Z"
+    assert status_of(actions)["phase"] == "Pending"
+    assert actions[-1] == ScheduleCheck(datetime(2025, 1, 1, 13, 0, tzinfo=UTC), "TTLExpired")
+
+
+def test_no_claim_without_pool(make_session: Make) -> None:
+    actions = reconcile_actions(make_session(spec={}), None, None, T0)
+    assert kinds(actions) == ["PatchStatus"]
+    assert status_of(actions)["phase"] == "Pending"
+
+
+def test_policy_default_pool_is_used(make_session: Make, make_policy: Make) -> None:
+    effective = merge_policies([make_policy("p", {"defaults": {"warmPoolRef": {"name": "dflt"}}})])
+    actions = reconcile_actions(make_session(spec={}), None, None, T0, effective=effective)
+    assert isinstance(actions[0], CreateClaim)
+    assert actions[0].manifest["spec"]["warmPoolRef"] == {"name": "dflt"}
+
+
+def test_no_claim_when_pool_missing_or_violations(make_session: Make) -> None:
+    assert kinds(reconcile_actions(make_session(), None, None, T0, warm_pool_exists=False)) == ["PatchStatus"]
+    actions = reconcile_actions(make_session(), None, None, T0, violations=["bad"])
+    assert kinds(actions) == ["PatchStatus"]
+    assert status_of(actions)["phase"] == "Failed"
+
+
+def test_recovers_after_violation_fixed_in_one_pass(make_session: Make) -> None:
+    failed = settle(make_session(), reconcile_actions(make_session(), None, None, T0, violations=["bad"]))
+    actions = reconcile_actions(failed, None, None, T0 + timedelta(seconds=5), violations=[])
+    assert kinds(actions)[:2] == ["CreateClaim", "PatchStatus"]
+
+
+def test_never_create_after_expiry(make_session: Make) -> None:
+    session = make_session(spec={"warmPoolRef": {"name": "p"}, "ttl": "30m"})
+    actions = reconcile_actions(session, None, None, T0)
+    assert kinds(actions) == ["PatchStatus"]
+    assert status_of(actions)["phase"] == "Expired"
+
+
+def test_expired_deletes_the_claim_once(make_session: Make, make_claim: Make) -> None:
+    session = make_session(spec={"warmPoolRef": {"name": "p"}, "ttl": "1h"})
+    actions = reconcile_actions(session, ready_claim(make_claim), None, T0)
+    assert actions[0] == DeleteClaim("demo", "TTLExpired")
+    settled = settle(session, actions)
+    assert kinds(reconcile_actions(settled, ready_claim(make_claim, deleting=True), None, T0)) == []
+    after = reconcile_actions(settled, None, None, T0 + timedelta(seconds=1))
+    assert "CreateClaim" not in kinds(after) and "DeleteClaim" not in kinds(after)
+
+
+def test_idle_delete(make_session: Make, make_claim: Make) -> None:
+    spec = {"warmPoolRef": {"name": "p"}, "idleTimeout": "15m"}
+    first = reconcile_actions(make_session(spec=spec), ready_claim(make_claim), None, T0)
+    assert first[-1] == ScheduleCheck(T0 + timedelta(minutes=15), "IdleTimeout")
+    session = settle(make_session(spec=spec), first)
+    later = reconcile_actions(session, ready_claim(make_claim), None, T0 + timedelta(minutes=16))
+    assert later[0] == DeleteClaim("demo", "IdleTimeout")
+    assert status_of(later)["phase"] == "Expired"
+
+
+def test_idle_suspend_and_resume(make_session: Make, make_claim: Make, make_sandbox: Make) -> None:
+    spec = {"warmPoolRef": {"name": "p"}, "idleTimeout": "15m", "idleAction": "Suspend"}
+    session = settle(
+        make_session(spec=spec), reconcile_actions(make_session(spec=spec), ready_claim(make_claim), make_sandbox(), T0)
+    )
+    idle = reconcile_actions(session, ready_claim(make_claim), make_sandbox(), T0 + timedelta(minutes=20))
+    assert PatchSandbox("demo", {"spec": {"operatingMode": "Suspended"}}) in idle
+    suspended_claim = make_claim(sandbox_name="demo", ready=("False", "SandboxSuspended", "suspended"))
+    session = settle(session, idle)
+    quiet = reconcile_actions(session, suspended_claim, make_sandbox(mode="Suspended"), T0 + timedelta(minutes=21))
+    assert status_of(quiet)["phase"] == "Suspended"
+    assert not [a for a in quiet if isinstance(a, PatchSandbox)]
+    session = settle(session, quiet)
+    session["status"]["lastActivityTime"] = "2025-01-01T12:30:00Z"  # the activity handler recorded a client call
+    # Still terminating the old Pod: the resume waits (else its final phase would read as the new Pod's).
+    terminating = make_sandbox(mode="Suspended")
+    terminating["status"] = {
+        "conditions": [{"type": "Suspended", "status": "False", "reason": "SuspendedPodTerminating"}]
+    }
+    early = reconcile_actions(session, suspended_claim, terminating, T0 + timedelta(minutes=30))
+    assert not [a for a in early if isinstance(a, PatchSandbox)]
+    gone = make_sandbox(mode="Suspended")
+    gone["status"] = {"conditions": [{"type": "Suspended", "status": "True", "reason": "SuspendedPodTerminated"}]}
+    woken = reconcile_actions(session, suspended_claim, gone, T0 + timedelta(minutes=30))
+    assert PatchSandbox("demo", {"spec": {"operatingMode": "Running"}}) in woken
+
+
+def test_spec_suspend(make_session: Make, make_claim: Make, make_sandbox: Make) -> None:
+    session = make_session(spec={"warmPoolRef": {"name": "p"}, "suspend": True})
+    actions = reconcile_actions(session, ready_claim(make_claim), make_sandbox(), T0)
+    assert PatchSandbox("demo", {"spec": {"operatingMode": "Suspended"}}) in actions
+
+
+def test_sandbox_not_owned_by_claim_is_never_patched(make_session: Make, make_claim: Make, make_sandbox: Make) -> None:
+    session = make_session(spec={"warmPoolRef": {"name": "p"}, "suspend": True})
+    actions = reconcile_actions(session, ready_claim(make_claim), make_sandbox(owner_uid="stranger"), T0)
+    assert not [a for a in actions if isinstance(a, PatchSandbox)]
+
+
+def test_ttl_change_moves_shutdown_time(make_session: Make, make_claim: Make) -> None:
+    session = make_session(spec={"warmPoolRef": {"name": "p"}, "ttl": "3h"})
+    claim = ready_claim(make_claim, shutdown_time="2025-01-01T13:00:00Z")
+    actions = reconcile_actions(session, claim, None, T0)
+    assert PatchClaim("demo", {"spec": {"lifecycle": {"shutdownTime": "2025-01-01T14:00:00Z"}}}) in actions
+    same = ready_claim(make_claim, shutdown_time="2025-01-01T14:00:00Z")
+    assert not [a for a in reconcile_actions(session, same, None, T0) if isinstance(a, PatchClaim)]
+
+
+def test_foreign_claim_is_left_alone(make_session: Make, make_claim: Make) -> None:
+    actions = reconcile_actions(make_session(), make_claim(owner_uid="other"), None, T0)
+    assert kinds(actions) == ["PatchStatus"]
+    assert status_of(actions)["phase"] == "Failed"
+
+
+def test_failed_claim_is_kept(make_session: Make, make_claim: Make) -> None:
+    actions = reconcile_actions(make_session(), make_claim(ready=("False", "PodFailed", "x")), None, T0)
+    assert kinds(actions) == ["PatchStatus"]
+
+
+def test_terminating_does_nothing_but_status(make_session: Make, make_claim: Make) -> None:
+    actions = reconcile_actions(make_session(deleting=True), ready_claim(make_claim), None, T0)
+    assert kinds(actions) == ["PatchStatus"]
+    assert status_of(actions)["phase"] == "Terminating"
+
+
+def test_steady_state_writes_nothing(make_session: Make, make_claim: Make) -> None:
+    session = make_session()
+    session = settle(session, reconcile_actions(session, ready_claim(make_claim), None, T0))
+    assert reconcile_actions(session, ready_claim(make_claim), None, T0 + timedelta(minutes=1)) == []
+
+
+def test_patch_changes() -> None:
+    assert not patch_changes({"a": 1, "b": {"c": 2}}, {"a": 1, "b": {"c": 2, "d": None}, "e": None})
+    assert patch_changes({"a": 1}, {"a": 2})
+    assert patch_changes({"a": 1}, {"a": None})
+    assert patch_changes({"b": {"c": 2}}, {"b": {"c": 3}})
+    assert patch_changes({"l": [1]}, {"l": [1, 2]})
+    assert patch_changes({"b": 1}, {"b": {"c": 1}})

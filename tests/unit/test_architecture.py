@@ -1,0 +1,145 @@
+"""The layers of docs/architecture.md, enforced: a module may import only from its own layer or lower ones.
+
+Reads the imports of every module with ``ast`` (nothing is imported), so a violation names the file,
+the line and the rule it breaks.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = {
+    "agentsession_api": ROOT / "api" / "agentsession_api",
+    "langchain_k8s_client": ROOT / "client" / "langchain_k8s_client",
+    "agentsession_operator": ROOT / "operator" / "agentsession_operator",
+    "devcluster": ROOT / "devcluster",
+}
+
+# Each layer, lowest first, with what it may import from the project (its own layer is always allowed).
+LAYERS: dict[str, tuple[str, ...]] = {
+    # The contract: nothing of the project.
+    "agentsession_api": (),
+    # The client: the pure core (no I/O) under the two I/O drivers under the backends.
+    "langchain_k8s_client.core": ("agentsession_api",),
+    "langchain_k8s_client.io": ("agentsession_api", "langchain_k8s_client.core"),
+    "langchain_k8s_client.backends": ("agentsession_api", "langchain_k8s_client.core", "langchain_k8s_client.io"),
+    # The operator: names, then decisions and infra side by side, the I/O shell, the handlers, the CLI.
+    "agentsession_operator.constants": ("agentsession_api",),
+    "agentsession_operator.decisions": ("agentsession_api", "agentsession_operator.constants"),
+    "agentsession_operator.infra": ("agentsession_api", "agentsession_operator.constants"),
+    "agentsession_operator.kube": (
+        "agentsession_api",
+        "agentsession_operator.constants",
+        "agentsession_operator.decisions",
+        "agentsession_operator.infra",
+    ),
+    "agentsession_operator.handlers": (
+        "agentsession_api",
+        "agentsession_operator.constants",
+        "agentsession_operator.decisions",
+        "agentsession_operator.infra",
+        "agentsession_operator.kube",
+    ),
+    "agentsession_operator.cli": (
+        "agentsession_api",
+        "agentsession_operator.constants",
+        "agentsession_operator.decisions",
+        "agentsession_operator.infra",
+        "agentsession_operator.kube",
+        "agentsession_operator.handlers",
+    ),
+    # The dev cluster is a tool beside the products: it imports none of them.
+    "devcluster": (),
+}
+
+CLIENT_CORE = {"errors", "wire", "paths", "commands", "pyscripts", "runtime", "activity", "durations", "flows"}
+CLIENT_IO = {"transport", "sessions"}
+NO_IO = ("asyncio", "socket", "httpx", "kopf", "kubernetes", "kubernetes_asyncio", "structlog", "prometheus_client")
+"""Modules the pure layers (the client's core, the operator's decisions, the contract) never import."""
+
+
+def layer_of(module: str) -> str:
+    """The layer a dotted module name belongs to."""
+    top, _, rest = module.partition(".")
+    first = rest.split(".")[0] if rest else ""
+    if top == "langchain_k8s_client":
+        if first in CLIENT_CORE or first.startswith("scripts"):
+            return "langchain_k8s_client.core"
+        return "langchain_k8s_client.io" if first in CLIENT_IO else "langchain_k8s_client.backends"
+    if top == "agentsession_operator":
+        if first in ("", "__main__", "cli"):
+            return "agentsession_operator.cli"
+        return f"agentsession_operator.{first}"
+    return top
+
+
+def modules() -> Iterator[tuple[str, Path]]:
+    for package, directory in PACKAGES.items():
+        for path in sorted(directory.rglob("*.py")):
+            parts = path.relative_to(directory).with_suffix("").parts
+            name = ".".join((package, *parts)).removesuffix(".__init__")
+            yield name, path
+
+
+def imports(module: str, path: Path) -> Iterator[tuple[int, str]]:
+    """(line, imported module) for every import, relative ones resolved."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                target = ".".join([*base, node.module] if node.module else base)
+            else:
+                target = node.module or ""
+            yield node.lineno, target
+            for alias in node.names:  # `from pkg import module`
+                yield node.lineno, f"{target}.{alias.name}"
+
+
+def _project_module(name: str) -> bool:
+    return name.split(".")[0] in PACKAGES
+
+
+ALL = list(modules())
+
+
+@pytest.mark.parametrize(("module", "path"), ALL, ids=[m for m, _ in ALL])
+def test_imports_go_down_the_layers(module: str, path: Path) -> None:
+    own = layer_of(module)
+    allowed = {own, *LAYERS[own]}
+    known = dict(ALL)
+    wrong = []
+    for line, target in imports(module, path):
+        if not _project_module(target) or target == module.split(".")[0]:
+            continue  # third party, or the own package's top level
+        if target not in known and target.rpartition(".")[0] in known:
+            continue  # `from module import name`: the module itself is checked
+        if layer_of(target) not in allowed:
+            wrong.append(f"{path.relative_to(ROOT)}:{line} ({own}) imports {target} ({layer_of(target)})")
+    assert not wrong, "a lower layer imports a higher one (docs/architecture.md):\n" + "\n".join(wrong)
+
+
+PURE = [
+    (m, p)
+    for m, p in ALL
+    if layer_of(m) in ("agentsession_api", "langchain_k8s_client.core", "agentsession_operator.decisions")
+]
+
+
+@pytest.mark.parametrize(("module", "path"), PURE, ids=[m for m, _ in PURE])
+def test_pure_layers_do_no_io(module: str, path: Path) -> None:
+    found = [f"line {line}: {target}" for line, target in imports(module, path) if target.split(".")[0] in NO_IO]
+    assert not found, f"{module} is in a pure layer but imports " + ", ".join(found)
+
+
+def test_every_layer_is_known() -> None:
+    assert {layer_of(m) for m, _ in ALL} <= set(LAYERS)
