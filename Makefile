@@ -7,7 +7,7 @@ export KUBECONFIG ?= $(CURDIR)/.cluster/kubeconfig
 NODE ?= $(or $(DEVCLUSTER_NODE),kwok)
 export DEVCLUSTER_NODE := $(NODE)
 
-.PHONY: help venv cluster-up cluster-down cluster-status crds operator test test-unit test-e2e lint bench demo dev
+.PHONY: help venv cluster-up cluster-down cluster-status crds operator test test-unit test-e2e install uninstall lint bench demo dev
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -47,14 +47,22 @@ operator: venv ## install the CRDs and run the operator in the foreground agains
 test-unit: venv ## unit tests (no cluster)
 	$(PY) -m pytest tests/unit -q
 
-test-e2e: venv ## end-to-end tests on the local control plane (started and stopped by the tests)
+test-e2e: venv ## end-to-end tests on one kind of node (NODE=kwok|real; the tests start and stop the cluster)
 	$(PY) -m devcluster build
 	$(PY) -m pytest tests/e2e -q
 
-test: venv ## every test: unit first, then end to end (builds the control plane first if needed)
+test: venv ## every test: unit, then end to end on the kwok node, then on the real node (builds what is missing first)
 	$(PY) -m pytest tests/unit -q
-	$(PY) -m devcluster build
-	$(PY) -m pytest tests/integration tests/e2e -q
+	DEVCLUSTER_NODE=kwok $(PY) -m devcluster build
+	DEVCLUSTER_NODE=real $(PY) -m devcluster build
+	DEVCLUSTER_NODE=kwok $(PY) -m pytest tests/integration tests/e2e -q
+	DEVCLUSTER_NODE=real $(PY) -m pytest tests/e2e -q
+
+install: venv ## on a running real-node cluster: build the operator's image, push it, kubectl apply -k config/
+	$(PY) -m devcluster install
+
+uninstall: venv ## remove what make install applied
+	$(PY) -m devcluster uninstall
 
 lint: venv ## ruff, mypy and shellcheck (the scripts the client runs in the pod, and ours)
 	$(VENV)/bin/ruff check .

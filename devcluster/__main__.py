@@ -12,7 +12,8 @@ from devcluster.cluster import Cluster, ClusterError, node_kind
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="devcluster", description=__doc__)
     parser.add_argument(
-        "command", choices=["up", "down", "status", "build", "images", "restart-agent-sandbox", "kubectl"]
+        "command",
+        choices=["up", "down", "status", "build", "images", "install", "uninstall", "restart-agent-sandbox", "kubectl"],
     )
     parser.add_argument("--push", metavar="ADDR", help="images: push them into the registry at ADDR (127.0.0.1:PORT)")
     parser.add_argument("args", nargs=argparse.REMAINDER, help="for kubectl: its arguments")
@@ -25,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
         os.execv(str(build.KUBERNETES.path("kubectl")), ["kubectl", f"--kubeconfig={kubeconfig}", *args.args])
     try:
         # Every host prerequisite first: a missing package stops here, not after a long build.
-        if args.command in ("up", "build"):
+        if args.command in ("up", "build", "install"):
             prereqs.ensure(prereqs.for_node(node_kind()))
         elif args.command == "images":
             prereqs.ensure([prereqs.IMAGES])
@@ -51,14 +52,23 @@ def main(argv: list[str] | None = None) -> int:
             cluster.down()
         elif args.command == "build":
             build.build_all(node=node_kind())
+            if node_kind() == "real":
+                from devcluster import images
+
+                images.build_all()
             runtimes.prepare()
+        elif args.command in ("install", "uninstall"):
+            from devcluster import install
+
+            action = install.install if args.command == "install" else install.uninstall
+            action(cluster)
         elif args.command == "restart-agent-sandbox":
             cluster.start_agent_sandbox_controller()
         else:
             running = cluster.is_running()
             print(f"running (KUBECONFIG={cluster.paths.kubeconfig})" if running else "not running")
             return 0 if running else 1
-    except (ClusterError, build.BuildError) as exc:
+    except (ClusterError, build.BuildError, RuntimeError) as exc:  # ImageError, RegistryError too
         print(f"[devcluster] error: {exc}", file=sys.stderr)
         return 1
     return 0

@@ -201,7 +201,8 @@ class Cluster:
             self._start_controller_manager()
             self._start_scheduler()
             if node == "real":
-                RealNode(self).up()
+                self._start_registry()
+                RealNode(self, registry_port=self.state["ports"]["registry"]).up()
                 self._say(f"real node {self.node_name} ready (containerd {versions.CONTAINERD}, kube-router)")
             else:
                 self._start_kwok()
@@ -209,6 +210,8 @@ class Cluster:
             self.start_agent_sandbox_controller()
             if node == "kwok":
                 self._start_pod_runner()
+            else:
+                self._install_sandbox_router()
             self._install_project_crds()
             self._wait_default_service_account()
         except BaseException:
@@ -557,6 +560,43 @@ class Cluster:
         pid = self._start("pod-runner", [sys.executable, "-m", "devcluster.podrunner", "--node", NODE_NAME], env=env)
         _wait("pod-runner", ready.exists, 60, self.paths.log("pod-runner"), pid)
         self._say("pod runner ready")
+
+    @property
+    def registry_address(self) -> str:
+        """The real node's image registry on the host (containerd reaches it through the node forwarder)."""
+        return f"127.0.0.1:{self.state['ports']['registry']}"
+
+    def _start_registry(self) -> None:
+        """The image registry every pod of the real node pulls from, filled with the images built here.
+
+        Its storage outlives the cluster (one per network index), so a restart pushes only what changed.
+        """
+        from devcluster import images, registry
+
+        port = _free_port()
+        self.state["ports"]["registry"] = port
+        storage = build.cache_root() / "registry" / str(network.INDEX)
+        storage.mkdir(parents=True, exist_ok=True)
+        config = self.paths.root / "registry.yml"
+        config.write_text(registry.config_yaml(storage, f"127.0.0.1:{port}"))
+        # The registry exports OpenTelemetry traces to localhost:4318 unless told not to.
+        env = dict(os.environ, OTEL_TRACES_EXPORTER="none", OTEL_SDK_DISABLED="true")
+        pid = self._start("registry", [str(registry.registry_binary()), "serve", str(config)], env=env)
+
+        def answers() -> bool:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/", timeout=2) as r:
+                return bool(r.status == 200)
+
+        _wait("image registry", answers, 30, self.paths.log("registry"), pid)
+        images.push_all(self.registry_address, out=self.out)
+        self._say(f"image registry at {self.registry_address}")
+
+    def _install_sandbox_router(self) -> None:
+        """agent-sandbox's sandbox router, deployed as upstream documents it (`kubectl apply -f deploy/`)."""
+        deploy = build.module_dir("sigs.k8s.io/agent-sandbox", versions.AGENT_SANDBOX) / "sandbox-router" / "deploy"
+        self.kubectl("apply", "-f", str(deploy))
+        self.kubectl("-n", AGENT_SANDBOX_NAMESPACE, "rollout", "status", "deployment/sandbox-router", "--timeout=120s")
+        self._say("sandbox router running (svc/sandbox-router-svc)")
 
     def _install_project_crds(self) -> None:
         crds = REPO_ROOT / "crds"

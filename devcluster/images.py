@@ -19,6 +19,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -128,9 +129,14 @@ def tree_digest(root: Path, files: Iterable[str]) -> str:
     return digest.hexdigest()
 
 
-def tracked_files(root: Path = REPO_ROOT) -> list[str]:
-    """The repository's tracked files (what a clean clone has), for the operator image's key."""
-    out = subprocess.run(["git", "ls-files", "-z"], cwd=root, capture_output=True, check=True)
+# What operator/Dockerfile builds from (the .dockerignore lets in no more): a change elsewhere (tests,
+# the client) neither rebuilds the image nor restarts an installed operator.
+OPERATOR_CONTEXT = (".dockerignore", "api", "operator")
+
+
+def tracked_files(root: Path = REPO_ROOT, paths: tuple[str, ...] = OPERATOR_CONTEXT) -> list[str]:
+    """The tracked files under `paths` (what a clean clone has), for the operator image's key and context."""
+    out = subprocess.run(["git", "ls-files", "-z", "--", *paths], cwd=root, capture_output=True, check=True)
     return [name for name in out.stdout.decode().split("\0") if name]
 
 
@@ -209,6 +215,22 @@ def _ca_bundle_volume() -> list[str]:
 # ---- the images ---------------------------------------------------------------------------------
 
 
+def debian_mirror() -> str:
+    """The Debian mirror this machine's apt uses (its first `deb` source for the main archive)."""
+    sources = [*sorted(Path("/etc/apt/sources.list.d").glob("*.sources")), Path("/etc/apt/sources.list")]
+    for path in sources:
+        try:
+            text = path.read_text()
+        except OSError:
+            continue
+        for uri in re.findall(r"^URIs:\s*(\S+)", text, re.MULTILINE) + re.findall(
+            r"^deb\s+(?:\[[^]]*\]\s+)?(\S+)", text, re.MULTILINE
+        ):
+            if not uri.rstrip("/").endswith("-security"):
+                return uri
+    raise ImageError("no Debian mirror in /etc/apt/sources.list(.d): configure apt first (images need it)")
+
+
 def _debian_rootfs(suite: str, work: Path, log: Path) -> Path:
     rootfs = work / f"{suite}-rootfs.tar"
     cmd = [
@@ -223,7 +245,7 @@ def _debian_rootfs(suite: str, work: Path, log: Path) -> Path:
         *(f"--customize-hook={hook}" for hook in _BASE_HOOKS),
         suite,
         str(rootfs),
-        versions.DEBIAN_MIRROR,
+        debian_mirror(),
     ]
     _run(cmd, log)
     return rootfs
@@ -233,7 +255,7 @@ def _base_inputs(suite: str) -> Callable[[], dict[str, str]]:
     def inputs() -> dict[str, str]:
         return {
             "suite": suite,
-            "mirror": versions.DEBIAN_MIRROR,
+            "mirror": debian_mirror(),
             "packages": " ".join(_BASE_PACKAGES),
             "hooks": "\n".join(_BASE_HOOKS),
             "env": " ".join(_BASE_ENV),

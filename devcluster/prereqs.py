@@ -28,6 +28,7 @@ COMMANDS: dict[str, dict[str, str]] = {
     REAL_NODE: {
         "runc": "runc",
         "setpriv": "util-linux",
+        "nsenter": "util-linux",
         "iptables": "iptables",
         "ipset": "ipset",
         "conntrack": "conntrack",

@@ -12,8 +12,8 @@ AGENT_SANDBOX = "v1.0.3"
 
 # The local image registry a real node pulls from (github.com/distribution/distribution/v3).
 DISTRIBUTION = "v3.1.2"
-# Root filesystems of the locally built images, from Debian's packages (mmdebstrap).
-DEBIAN_MIRROR = "http://deb.debian.org/debian"
+# Root filesystems of the locally built images come from Debian packages (mmdebstrap), from the mirror
+# this machine's apt is configured with (devcluster.images.debian_mirror).
 # Stands in for python:3.11-slim-bookworm, the base operator/Dockerfile names.
 DEBIAN_BASE_SUITE = "bookworm"
 # Upstream's python runtime image is built FROM python:3.14-slim; its pinned requirements (numpy 2.5,

@@ -16,10 +16,8 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from devcluster import build, kubeconfig, pki, processes
 from devcluster.realnode import configs, network
@@ -107,11 +105,9 @@ class RealNode:
         config.write_text(configs.containerd_config(self.dirs, build.CNI_PLUGINS.bin_dir, _which("runc")))
         (self.dirs.cni_conf / "10-devcluster.conflist").write_text(configs.cni_conflist(self.dirs))
         if self.registry_port:
-            from devcluster import registry  # the images layer: what containerd pulls and from where
+            from devcluster import registry  # what containerd pulls, and from where
 
-            for host, text in registry.containerd_registry_hosts(f"http://{NODE_REGISTRY}").items():
-                (self.dirs.registry_hosts / host).mkdir(parents=True, exist_ok=True)
-                (self.dirs.registry_hosts / host / "hosts.toml").write_text(text)
+            registry.write_containerd_hosts(self.dirs.registry_hosts, NODE_REGISTRY)
         env = dict(os.environ, PATH=f"{build.CONTAINERD.bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}")
         pid = self._start_inside("containerd", [str(build.CONTAINERD.path("containerd")), f"--config={config}"], env)
         self.cluster.wait("containerd", self.dirs.containerd_socket.exists, 60, "containerd", pid)
@@ -232,6 +228,7 @@ class RealNode:
                 subprocess.run(["runc", f"--root={root}", "delete", "--force", cid], capture_output=True)
 
     def _kill_shims(self) -> None:
+        """Shims outlive containerd; this node's name its socket's directory in their -address argument."""
         needle = str(self.dirs.containerd).encode()
         for entry in Path("/proc").iterdir():
             if not entry.name.isdigit():
@@ -240,7 +237,6 @@ class RealNode:
                 cmdline = (entry / "cmdline").read_bytes()
                 if b"containerd-shim" in cmdline and needle in cmdline:
                     os.kill(int(entry.name), signal.SIGKILL)
-        # Shims started by this containerd name its socket's directory in their -address argument.
 
     @staticmethod
     def _unmount_below(root: Path) -> None:
@@ -268,12 +264,3 @@ def _which(cmd: str) -> str:
     if path is None:
         raise RuntimeError(f"{cmd} is not installed")
     return path
-
-
-def wait_for(check: Callable[[], Any], timeout: float) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if result := check():
-            return result
-        time.sleep(0.2)
-    return None

@@ -1,0 +1,49 @@
+"""Install the operator on the real node exactly as users do: its image, then `kubectl apply -k config/`.
+
+`make install` (on a running real-node cluster) builds the operator's image from operator/Dockerfile
+(cached by its sources), pushes it into the cluster's registry under the name config/ uses, applies
+config/ and waits for the Deployment to be available. `make uninstall` deletes what config/ created,
+and the webhook configurations the operator registered.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import IO
+
+from devcluster.cluster import REPO_ROOT, Cluster, ClusterError
+
+CONFIG = REPO_ROOT / "config"
+NAMESPACE = "agentsession-system"
+DEPLOYMENT = "agentsession-operator"
+# The admission webhook's configuration, named after the API group (kopf manages it at run time).
+WEBHOOK_CONFIGURATION = "validatingwebhookconfiguration/agentsession.dev"
+
+
+def _require_real_node(cluster: Cluster) -> None:
+    if not cluster.is_running():
+        raise ClusterError("no local cluster is running: start one with `make cluster-up NODE=real`")
+    if cluster.node != "real":
+        raise ClusterError(
+            "the operator runs as a Pod, which needs the real node: `make cluster-down && make cluster-up NODE=real`"
+        )
+
+
+def install(cluster: Cluster, out: IO[str] = sys.stderr, timeout: str = "180s") -> None:
+    from devcluster import images  # builds with buildah: only needed here and on the real node
+
+    _require_real_node(cluster)
+    images.build_image(images.OPERATOR, out)
+    images.push(images.OPERATOR, cluster.registry_address, images.OPERATOR.dir() / "push.log")
+    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-k", str(CONFIG))
+    # The image tag stays the same while its content changes: restart to run the image just pushed.
+    cluster.kubectl("-n", NAMESPACE, "rollout", "restart", f"deployment/{DEPLOYMENT}")
+    cluster.kubectl("-n", NAMESPACE, "rollout", "status", f"deployment/{DEPLOYMENT}", f"--timeout={timeout}")
+    print(f"[devcluster] operator installed from {images.OPERATOR.refs[0]} (config/)", file=out, flush=True)
+
+
+def uninstall(cluster: Cluster, out: IO[str] = sys.stderr) -> None:
+    _require_real_node(cluster)
+    cluster.kubectl("delete", "-k", str(CONFIG), "--ignore-not-found", "--wait=true", "--timeout=120s")
+    cluster.kubectl("delete", WEBHOOK_CONFIGURATION, "--ignore-not-found")
+    print("[devcluster] operator uninstalled", file=out, flush=True)

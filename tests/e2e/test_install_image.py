@@ -1,0 +1,104 @@
+"""`make install` on the real node: the operator from its own image, applied with `kubectl apply -k config/`.
+
+The operator runs as a Pod with its ServiceAccount, probes, a read-only root filesystem and Pod Security
+"restricted"; the API server calls its admission webhook through the Service. `make uninstall` leaves
+nothing behind. The host-process operator the other e2e tests share is stopped meanwhile (two operators
+would both reconcile, and share one webhook configuration).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+
+from devcluster import install
+from devcluster.cluster import Cluster
+from tests.e2e import manifests
+from tests.e2e.conftest import Kube, OperatorProcess
+
+pytestmark = [pytest.mark.e2e, pytest.mark.realnode]
+
+NS = install.NAMESPACE
+
+
+@pytest.fixture(scope="module")
+def installed(
+    cluster: Cluster, kube: Kube, operator: OperatorProcess, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[None]:
+    from tests.e2e import install as rbac
+
+    operator.stop()
+    try:
+        install.install(cluster)
+        yield
+    finally:
+        install.uninstall(cluster)
+        # uninstall deleted config/'s CRDs and the operator's ServiceAccount (so its token): the other tests
+        # and their operator need both back.
+        kube.wait_for("the operator's namespace gone", lambda: kube.get("namespace", NS) is None, timeout=120)
+        kube.run("apply", "--server-side", "--force-conflicts", "-f", str(install.REPO_ROOT / "crds"))
+        kube.run("wait", "--for=condition=Established", "--timeout=60s", "-f", str(install.REPO_ROOT / "crds"))
+        operator.kubeconfig = rbac.service_account_kubeconfig(kube, cluster, tmp_path_factory.mktemp("rbac-again"))
+        operator.start()
+
+
+def _operator_pod(kube: Kube) -> dict:
+    pods = kube.list("pod", NS, "app.kubernetes.io/name=agentsession-operator")
+    assert len(pods) == 1, [p["metadata"]["name"] for p in pods]
+    return pods[0]
+
+
+def test_operator_runs_from_its_image_as_a_restricted_pod(installed: None, kube: Kube) -> None:
+    pod = _operator_pod(kube)
+    assert kube.is_true(pod, "Ready"), pod["status"]
+    container = pod["status"]["containerStatuses"][0]
+    assert container["imageID"].startswith("ghcr.io/agentsession/operator@sha256:"), container
+    assert container["restartCount"] == 0, container
+    # What the kubelet enforced: the process runs as 65532 and cannot write its root filesystem.
+    name = pod["metadata"]["name"]
+    assert (
+        kube.run("exec", "-n", NS, name, "--", "python", "-c", "import os; print(os.getuid())").stdout.strip()
+        == "65532"
+    )
+    denied = kube.run("exec", "-n", NS, name, "--", "python", "-c", "open('/usr/x', 'w')", check=False)
+    assert denied.returncode != 0 and "Read-only file system" in denied.stderr, denied
+    namespace = kube.get("namespace", NS)
+    assert namespace and namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+
+
+def test_webhook_through_the_service_refuses_a_policy_violation(installed: None, kube: Kube, namespace: str) -> None:
+    def registered() -> bool:
+        config = kube.get("validatingwebhookconfiguration", "agentsession.dev")
+        hooks = (config or {}).get("webhooks") or []
+        return bool(hooks) and all(h["clientConfig"].get("service", {}).get("namespace") == NS for h in hooks)
+
+    kube.wait_for("the webhook configuration naming the operator's Service", registered, timeout=60)
+    policy = {
+        "apiVersion": "agentsession.dev/v1alpha1",
+        "kind": "AgentSessionPolicy",
+        "metadata": {"name": "caps"},
+        "spec": {"limits": {"maxTtl": "1h"}},
+    }
+    kube.apply(policy, namespace=namespace)
+    refused = kube.apply(manifests.session("too-long", "py", ttl="10h"), namespace=namespace, check=False)
+    assert refused.returncode != 0, refused.stdout
+    assert "denied the request" in refused.stderr and "exceeds the policy maximum 1h" in refused.stderr, refused.stderr
+    allowed = kube.apply(manifests.session("fine", "py", ttl="30m"), namespace=namespace, check=False)
+    assert allowed.returncode == 0, allowed.stderr
+
+
+def test_uninstall_leaves_nothing_behind(installed: None, cluster: Cluster, kube: Kube) -> None:
+    install.uninstall(cluster)
+    assert kube.get("namespace", NS) is None or kube.get("namespace", NS)["status"]["phase"] == "Terminating"  # type: ignore[index]
+    for kind, name in (
+        ("customresourcedefinition", "agentsessions.agentsession.dev"),
+        ("customresourcedefinition", "agentsessionpolicies.agentsession.dev"),
+        ("clusterrole", "agentsession-operator"),
+        ("clusterrolebinding", "agentsession-operator"),
+        ("validatingwebhookconfiguration", "agentsession.dev"),
+    ):
+        assert kube.get(kind, name) is None, f"{kind}/{name} left behind"
+    left = json.loads(kube.run("get", "clusterroles,clusterrolebindings", "-o", "json").stdout)["items"]
+    assert not [o["metadata"]["name"] for o in left if "agentsession" in o["metadata"]["name"]]
