@@ -14,12 +14,16 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
+from kubernetes_asyncio.client.rest import ApiException
+
 from agentsession_api import names, phases
+from agentsession_api.activity import report_key
 from agentsession_api.phases import Phase
 from agentsession_api.timestamps import parse_time
 from agentsession_operator import constants as c
 from agentsession_operator.decisions import actions as decide
 from agentsession_operator.decisions import lifecycle, naming, policy, retention
+from agentsession_operator.decisions import status as session_status
 from agentsession_operator.decisions.ownership import is_owned_by
 from agentsession_operator.infra import metrics
 from agentsession_operator.infra.logs import logger
@@ -191,9 +195,10 @@ class Reconciler:
         status_extra: dict[str, Any] = {}
         report = (session["metadata"].get("annotations") or {}).get(names.ANNOTATION_ACTIVITY)
         status = dict(session.get("status") or {})
-        if report and report != status.get("lastActivityReport"):
+        # Only a bounded key of the annotation goes to status (a long one made every status write fail).
+        if isinstance(report, str) and report and report_key(report) != status.get("lastActivityReport"):
             observed = lifecycle.activity_patch(report, now)
-            status_extra["lastActivityReport"] = report
+            status_extra["lastActivityReport"] = report_key(report)
             if observed is not None:
                 status.update(observed)
                 status_extra.update(observed)
@@ -293,7 +298,18 @@ class Reconciler:
 
     async def _write_status(self, key: Key, session: dict[str, Any], patch: dict[str, Any], log: Any) -> None:
         before = _phase(session.get("status"))
-        written = await self.kube.patch_session_status(key[0], key[1], patch)
+        patch = session_status.bounded_status(patch)
+        try:
+            written = await self.kube.patch_session_status(key[0], key[1], patch)
+        except ApiException as exc:
+            if exc.status != 422:
+                raise
+            # Refused by the schema: never let that freeze the session. Write the phase and the idle
+            # clock alone (what reaping reads), say so, and let the pass go on.
+            log.warning("status refused by the API server; wrote the minimal status", error=str(exc.reason))
+            self._event(session, "StatusRejected", f"status update refused: {str(exc.reason)[:512]}", "Warning")
+            patch = session_status.minimal_status(patch)
+            written = await self.kube.patch_session_status(key[0], key[1], patch)
         if written is not None:
             self.cache.remember_session(key, written)
         after = patch.get("phase", before)
