@@ -93,16 +93,22 @@ def should_create_claim(
 
 
 # --- Activity and idleness ---------------------------------------------------------------------------
-def activity_patch(annotation_value: object, now: datetime) -> dict[str, Any] | None:
+def activity_patch(
+    annotation_value: object, now: datetime, idle_timeout: timedelta | None = None
+) -> dict[str, Any] | None:
     """Status fields to write when the activity annotation changed; None when the value is garbage.
 
-    Times come from the operator's clock (``now``), see the module docstring.
+    Times come from the operator's clock (``now``), see the module docstring. ``busy=`` counts for at
+    most ``idle_timeout`` (the one in force): a client cannot buy more than one idle period per report.
     """
     activity = parse_activity(annotation_value)
     if activity is None:
         return None
     now = utc(now)
-    busy_until = now + timedelta(seconds=activity.busy_seconds) if activity.busy_seconds > 0 else None
+    busy = timedelta(seconds=activity.busy_seconds)
+    if idle_timeout is not None:
+        busy = min(busy, idle_timeout)
+    busy_until = now + busy if busy > timedelta(0) else None
     return {
         "lastActivityTime": format_time(now),
         "busyUntil": format_time(busy_until) if busy_until else None,
@@ -112,10 +118,16 @@ def activity_patch(annotation_value: object, now: datetime) -> dict[str, Any] | 
 def idle_deadline(
     last_activity: datetime | None, busy_until: datetime | None, idle_timeout: timedelta | None
 ) -> datetime | None:
-    """When the idle timeout applies: the later of last activity and busy-until, plus the timeout."""
+    """When the idle timeout applies: the later of last activity and busy-until, plus the timeout.
+
+    Busy-until counts for at most one idle timeout after the last activity, with the timeout in force
+    now: a ``busy=`` recorded under a looser policy (or forged) cannot outlast a tightened one.
+    """
     if idle_timeout is None or last_activity is None:
         return None
-    start = max(last_activity, busy_until) if busy_until is not None else last_activity
+    start = last_activity
+    if busy_until is not None:
+        start = max(last_activity, min(busy_until, last_activity + idle_timeout))
     return start + idle_timeout
 
 

@@ -134,6 +134,10 @@ class Reconciler:
             self._label_domains = cached
         return cached[1]
 
+    def _effective(self, session: dict[str, Any]) -> policy.EffectivePolicy:
+        namespace = session["metadata"]["namespace"]
+        return policy.effective_policy_for(session, list(self.cache.policies.get(namespace, {}).values()))
+
     async def _observe_claim(self, namespace: str, name: str) -> dict[str, Any] | None:
         claim = self.cache.claims.get((namespace, name))
         # The cache may lag our own create: ask the API before deciding a claim is missing.
@@ -197,7 +201,8 @@ class Reconciler:
         status = dict(session.get("status") or {})
         # Only a bounded key of the annotation goes to status (a long one made every status write fail).
         if isinstance(report, str) and report and report_key(report) != status.get("lastActivityReport"):
-            observed = lifecycle.activity_patch(report, now)
+            idle_in_force = policy.resolve(session, self._effective(session)).idle_timeout
+            observed = lifecycle.activity_patch(report, now, idle_in_force)
             status_extra["lastActivityReport"] = report_key(report)
             if observed is not None:
                 status.update(observed)
@@ -207,7 +212,7 @@ class Reconciler:
         claim_name = naming.claim_name(name, uid)
         claim = await self._observe_claim(namespace, claim_name)
         sandbox = await self._observe_sandbox(namespace, claim)
-        effective = policy.effective_policy_for(session, list(self.cache.policies.get(namespace, {}).values()))
+        effective = self._effective(session)
         resolved = policy.resolve(session, effective)
         warm_pool_exists = True
         if claim is None and resolved.warm_pool:
