@@ -39,3 +39,31 @@ def test_busy_status_written_under_a_looser_policy_is_capped_when_it_tightens(
     status["busyUntil"] = format_time(T0 + timedelta(days=7))
     later = compute_status(make_session(status=status), claim, None, T0 + timedelta(minutes=11), resolved=resolved)
     assert later["phase"] == "Expired"
+
+
+# --- 8: policy label regexes run in linear time -------------------------------------------------------
+CATASTROPHIC = "([a-z0-9]+-?)+"
+HOSTILE_VALUE = "a" * 61 + "_a"  # a valid 63-character label value that almost matches
+
+
+def test_catastrophic_label_regex_is_evaluated_fast(make_session: Make, make_policy: Make) -> None:
+    """Attack: a policy pattern with nested quantifiers stalled the operator's event loop (minutes of CPU)."""
+    import time
+
+    from agentsession_operator.decisions import policy
+
+    session = make_session(labels={"team": HOSTILE_VALUE})
+    effective = policy.merge_policies([make_policy("p", spec={"labels": {"values": {"team": CATASTROPHIC}}})])
+    started = time.monotonic()
+    found = policy.violations(session, effective)
+    assert time.monotonic() - started < 1.0
+    assert any("does not match the pattern" in v for v in found)
+
+
+def test_valid_and_invalid_regexes_still_judged(make_session: Make, make_policy: Make) -> None:
+    from agentsession_operator.decisions import policy
+
+    effective = policy.merge_policies([make_policy("p", spec={"labels": {"values": {"team": "[a-z]+"}}})])
+    assert policy.violations(make_session(labels={"team": "abc"}), effective) == []
+    assert policy.violations(make_session(labels={"team": "ABC"}), effective)
+    assert policy.policy_errors(make_policy("p", spec={"labels": {"values": {"team": "([a-z"}}}))

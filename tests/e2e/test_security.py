@@ -1,0 +1,51 @@
+"""Issue 11 end to end: a tenant's attacks on the operator, tried against the real API server and the
+operator process (items that need the cluster; pure rules are in tests/unit/operator/test_op_security.py)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from tests.e2e import manifests
+from tests.e2e.conftest import Kube, OperatorProcess
+from tests.e2e.test_policy import REFUSED, refusal, wait_enforced
+
+pytestmark = pytest.mark.e2e
+
+CATASTROPHIC = "([a-z0-9]+-?)+"
+HOSTILE_VALUE = "a" * 61 + "_a"  # a valid 63-character label value that almost matches
+
+
+def policy(name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "agentsession.dev/v1alpha1",
+        "kind": "AgentSessionPolicy",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def test_catastrophic_regex_does_not_stall_admission(kube: Kube, namespace: str, operator: OperatorProcess) -> None:
+    """Item 8. Attack: a policy pattern with nested quantifiers plus a 63-character label that almost
+    matches. Before: the webhook timed out (30 s), admission fell open, the operator ignored SIGTERM.
+    Now: refused at once, and the webhook still answers the next request at once."""
+    kube.apply(
+        manifests.template("pause"),
+        manifests.warm_pool("pool", "pause", 0),
+        policy("rules", {"labels": {"values": {"team": "^(a|b)$"}}}),
+        namespace=namespace,
+    )
+    wait_enforced(kube, namespace)
+    kube.apply(policy("slow", {"labels": {"values": {"app": CATASTROPHIC}}}), namespace=namespace)
+    time.sleep(2)  # the operator's watch sees the policy
+    body = manifests.session("hostile", "pool", {"team": "a", "app": HOSTILE_VALUE})
+    started = time.monotonic()
+    error = refusal(kube, body, namespace)
+    took = time.monotonic() - started
+    assert error is not None and REFUSED in error and "does not match the pattern" in error, error
+    assert took < 5, f"admission took {took:.1f} s"
+    started = time.monotonic()
+    assert REFUSED in (refusal(kube, manifests.session("probe2", "pool", {"team": "c"}), namespace, True) or "")
+    assert time.monotonic() - started < 5
