@@ -49,3 +49,21 @@ def test_catastrophic_regex_does_not_stall_admission(kube: Kube, namespace: str,
     started = time.monotonic()
     assert REFUSED in (refusal(kube, manifests.session("probe2", "pool", {"team": "c"}), namespace, True) or "")
     assert time.monotonic() - started < 5
+
+
+def test_reserved_label_subdomain_and_loader_env_refused(kube: Kube, namespace: str, operator: OperatorProcess) -> None:
+    """Item 9. Attacks: a label under extensions.agents.x-k8s.io (the CRD checked prefixes, not domains),
+    and LD_PRELOAD in spec.env with no policy at all. Both are refused when the session is created."""
+    kube.apply(manifests.template("pause"), manifests.warm_pool("pool", "pause", 0), namespace=namespace)
+    labelled = manifests.session("spoof", "pool")
+    labelled["spec"]["labels"] = {"extensions.agents.x-k8s.io/x": "v"}
+    error = refusal(kube, labelled, namespace, dry_run=True)
+    assert error is not None and "reserved for the operator and agent-sandbox" in error, error
+    preload = manifests.session("preload", "pool", env=[{"name": "LD_PRELOAD", "value": "/tmp/x.so"}])
+    error = kube.wait_for(
+        "the webhook to refuse LD_PRELOAD",
+        lambda: refusal(kube, preload, namespace, dry_run=True),
+        timeout=30,
+        interval=0.5,
+    )
+    assert "spec.env LD_PRELOAD is denied by the pattern LD_*" in error, error

@@ -389,6 +389,12 @@ def _env_violations(spec: Mapping[str, Any], effective: EffectivePolicy) -> list
     found = []
     for variable in spec.get("env") or []:
         name = variable.get("name", "")
+        builtin = next((glob for glob in names.DENIED_ENV_DEFAULTS if fnmatch.fnmatchcase(name, glob)), None)
+        if builtin is not None:
+            found.append(
+                f"spec.env {name} is denied by the pattern {builtin} (built in: it would run code inside every "
+                "process of the sandbox runtime)"
+            )
         for deny in effective.env_deny:
             if fnmatch.fnmatchcase(name, deny.value):
                 found.append(f"spec.env {name} is denied by the pattern {deny.value} {deny.origin()}")
@@ -396,6 +402,19 @@ def _env_violations(spec: Mapping[str, Any], effective: EffectivePolicy) -> list
             if not any(fnmatch.fnmatchcase(name, glob) for glob in allow.value):
                 listed = ", ".join(allow.value) or "none"
                 found.append(f"spec.env {name} matches none of the allowed patterns ({listed}) {allow.origin()}")
+    return found
+
+
+def _reserved_label_violations(spec: Mapping[str, Any]) -> list[str]:
+    """The CRD refuses these too; checked here for sessions stored before that rule covered subdomains."""
+    found = []
+    for key in sorted(spec.get("labels") or {}):
+        domain = patterns.key_domain(key)
+        if domain is not None and patterns.in_domain(domain, names.RESERVED_LABEL_DOMAINS):
+            found.append(
+                f'spec.labels key "{key}" is in a domain reserved for the operator and agent-sandbox '
+                f"({', '.join(names.RESERVED_LABEL_DOMAINS)} and their subdomains)"
+            )
     return found
 
 
@@ -449,6 +468,7 @@ def violations(
     return [
         *_pod_label_violations(spec, effective, resolved, domains),
         *_pod_annotation_violations(spec),
+        *_reserved_label_violations(spec),
         *_limit_violations(spec, effective, resolved),
         *_env_violations(spec, effective),
         *_label_violations(session, effective, resolved),

@@ -67,3 +67,38 @@ def test_valid_and_invalid_regexes_still_judged(make_session: Make, make_policy:
     assert policy.violations(make_session(labels={"team": "abc"}), effective) == []
     assert policy.violations(make_session(labels={"team": "ABC"}), effective)
     assert policy.policy_errors(make_policy("p", spec={"labels": {"values": {"team": "([a-z"}}}))
+
+
+# --- 9: env deny defaults, reserved label subdomains ----------------------------------------------------
+import pytest  # noqa: E402
+
+
+@pytest.mark.parametrize(
+    "variable", ["LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "PYTHONPATH", "PYTHONSTARTUP", "BASH_ENV", "ENV"]
+)
+def test_loader_and_interpreter_hooks_are_denied_by_default(make_session: Make, variable: str) -> None:
+    """Attack: spec.env LD_PRELOAD / PYTHONPATH / BASH_ENV run the tenant's code inside every process of
+    the sandbox's runtime, with no policy needed to allow it."""
+    from agentsession_operator.decisions import policy
+
+    session = make_session(spec={"warmPoolRef": {"name": "p"}, "env": [{"name": variable, "value": "/tmp/x"}]})
+    assert any(variable in v and "denied" in v for v in policy.violations(session))
+
+
+def test_ordinary_env_still_allowed(make_session: Make) -> None:
+    from agentsession_operator.decisions import policy
+
+    session = make_session(spec={"warmPoolRef": {"name": "p"}, "env": [{"name": "OPENAI_MODEL", "value": "x"}]})
+    assert policy.violations(session) == []
+
+
+@pytest.mark.parametrize("key", ["extensions.agents.x-k8s.io/x", "a.agentsession.dev/session-uid"])
+def test_reserved_label_subdomains_are_refused(make_session: Make, key: str) -> None:
+    """Attack: `extensions.agents.x-k8s.io/x` slipped past a check that compared prefixes, not domains."""
+    from agentsession_api import cel_rules
+    from agentsession_operator.decisions import policy
+
+    session = make_session(spec={"warmPoolRef": {"name": "p"}, "labels": {key: "v"}})
+    assert any(key in v and "reserved" in v for v in policy.violations(session))
+    rule = cel_rules.unreserved_label_keys("spec.labels")["rule"]
+    assert "matches(" in rule and "startsWith(" not in rule
