@@ -67,3 +67,33 @@ def test_reserved_label_subdomain_and_loader_env_refused(kube: Kube, namespace: 
         interval=0.5,
     )
     assert "spec.env LD_PRELOAD is denied by the pattern LD_*" in error, error
+
+
+def test_policy_refuses_mesh_opt_out_and_storage_class(kube: Kube, namespace: str, operator: OperatorProcess) -> None:
+    """Item 9. Attacks: `sidecar.istio.io/inject: "false"` (out of the mesh's egress control) and a PVC on
+    a storage class the tenant should not use. The policy's new limits refuse both at admission."""
+    kube.apply(
+        manifests.template("pause"),
+        manifests.warm_pool("pool", "pause", 0),
+        policy(
+            "rules",
+            {
+                "labels": {"values": {"team": "^(a|b)$"}},
+                "limits": {"podAnnotations": {"deny": ["sidecar.istio.io/*"]}, "allowedStorageClasses": ["standard"]},
+            },
+        ),
+        namespace=namespace,
+    )
+    wait_enforced(kube, namespace)
+    meshless = manifests.session("meshless", "pool", {"team": "a"})
+    meshless["spec"]["podAnnotations"] = {"sidecar.istio.io/inject": "false"}
+    error = refusal(kube, meshless, namespace, dry_run=True) or ""
+    assert "spec.podAnnotations key sidecar.istio.io/inject is denied by the pattern sidecar.istio.io/*" in error
+    volume = {
+        "metadata": {"name": "data"},
+        "spec": {"storageClassName": "retain-forever", "resources": {"requests": {"storage": "1Gi"}}},
+    }
+    stored = manifests.session("stored", "pool", {"team": "a"})
+    stored["spec"]["volumeClaimTemplates"] = [volume]
+    error = refusal(kube, stored, namespace, dry_run=True) or ""
+    assert "storageClassName retain-forever is not an allowed storage class" in error, error

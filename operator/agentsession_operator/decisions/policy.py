@@ -6,7 +6,10 @@ Merge rules (:func:`merge_policies`), "most restrictive wins":
 * Defaults (``warmPoolRef``, ``ttl``, ``idleTimeout``, ``idleAction``): the first policy that sets one wins.
   Default ``labels``/``podLabels`` merge key by key, the first policy setting a key wins.
 * ``maxTtl``, ``maxIdleTimeout``, ``maxStorage``, ``cleanup.deleteFinishedAfter``: the smallest wins.
-* ``allowedWarmPools``: the intersection of every list given (a pool must be allowed by all).
+* ``allowedWarmPools``, ``allowedStorageClasses``: the intersection of every list given.
+* ``podAnnotations``/``volumeAnnotations`` (key globs): like ``env``, every deny applies and each allow list
+  is its own constraint. Built in, whatever the policies: :data:`names.DENIED_ENV_DEFAULTS` and the
+  reserved label domains (with subdomains).
 * ``env.deny``, ``labels.required``, ``labels.values``: the union (every deny pattern, required label and
   value pattern applies; a label must match every pattern given for its key).
 * ``env.allow`` and ``labels.allowedPrefixes``: each policy's list is its own constraint and a name must
@@ -84,6 +87,11 @@ class EffectivePolicy:
     allowed_warm_pools: Sourced[frozenset[str]] | None = None
     env_allow: tuple[Sourced[tuple[str, ...]], ...] = ()
     env_deny: tuple[Sourced[str], ...] = ()
+    pod_annotation_allow: tuple[Sourced[tuple[str, ...]], ...] = ()
+    pod_annotation_deny: tuple[Sourced[str], ...] = ()
+    volume_annotation_allow: tuple[Sourced[tuple[str, ...]], ...] = ()
+    volume_annotation_deny: tuple[Sourced[str], ...] = ()
+    allowed_storage_classes: Sourced[frozenset[str]] | None = None
     required_labels: tuple[Sourced[str], ...] = ()
     allowed_prefixes: tuple[Sourced[tuple[str, ...]], ...] = ()
     label_values: tuple[Sourced[tuple[str, str]], ...] = ()
@@ -129,12 +137,17 @@ class _Merger:
             "default_pod_labels": {},
             "env_allow": [],
             "env_deny": [],
+            "pod_annotation_allow": [],
+            "pod_annotation_deny": [],
+            "volume_annotation_allow": [],
+            "volume_annotation_deny": [],
             "required_labels": [],
             "allowed_prefixes": [],
             "label_values": [],
         }
         self.limits: dict[str, SessionLimit] = {}
         self.pools: Sourced[frozenset[str]] | None = None
+        self.classes: Sourced[frozenset[str]] | None = None
         self.errors: list[str] = []
 
     def first(self, attr: str, value: Sourced[Any] | None) -> None:
@@ -189,6 +202,19 @@ class _Merger:
                 else Sourced(self.pools.value & allowed, f"{self.pools.policy}, {name}")
             )
 
+        if limits.get("allowedStorageClasses") is not None:
+            classes = frozenset(limits["allowedStorageClasses"])
+            self.classes = (
+                Sourced(classes, name)
+                if self.classes is None
+                else Sourced(self.classes.value & classes, f"{self.classes.policy}, {name}")
+            )
+        for field_name, attr in (("podAnnotations", "pod_annotation"), ("volumeAnnotations", "volume_annotation")):
+            rules = limits.get(field_name) or {}
+            if rules.get("allow") is not None:
+                self.values[f"{attr}_allow"].append(Sourced(tuple(rules["allow"]), name))
+            self.values[f"{attr}_deny"] += [Sourced(glob, name) for glob in rules.get("deny") or []]
+
         env = limits.get("env") or {}
         if env.get("allow") is not None:
             self.values["env_allow"].append(Sourced(tuple(env["allow"]), name))
@@ -217,11 +243,22 @@ class _Merger:
 
     def result(self, names: tuple[str, ...]) -> EffectivePolicy:
         values = dict(self.values)
-        for attr in ("env_allow", "env_deny", "required_labels", "allowed_prefixes", "label_values"):
+        for attr in (
+            "env_allow",
+            "env_deny",
+            "pod_annotation_allow",
+            "pod_annotation_deny",
+            "volume_annotation_allow",
+            "volume_annotation_deny",
+            "required_labels",
+            "allowed_prefixes",
+            "label_values",
+        ):
             values[attr] = tuple(values[attr])
         return EffectivePolicy(
             policies=names,
             allowed_warm_pools=self.pools,
+            allowed_storage_classes=self.classes,
             session_limits=tuple(self.limits[k] for k in sorted(self.limits)),
             errors=tuple(self.errors),
             **values,
@@ -418,6 +455,59 @@ def _reserved_label_violations(spec: Mapping[str, Any]) -> list[str]:
     return found
 
 
+def _key_violations(
+    where: str,
+    keys: Iterable[str],
+    allow: Sequence[Sourced[tuple[str, ...]]],
+    deny: Sequence[Sourced[str]],
+) -> list[str]:
+    found = []
+    for key in sorted(keys):
+        for rule in deny:
+            if fnmatch.fnmatchcase(key, rule.value):
+                found.append(f"{where} key {key} is denied by the pattern {rule.value} {rule.origin()}")
+        for allowed in allow:
+            if not any(fnmatch.fnmatchcase(key, glob) for glob in allowed.value):
+                listed = ", ".join(allowed.value) or "none"
+                found.append(f"{where} key {key} matches none of the allowed patterns ({listed}) {allowed.origin()}")
+    return found
+
+
+def _annotation_and_volume_violations(spec: Mapping[str, Any], effective: EffectivePolicy) -> list[str]:
+    """limits.podAnnotations, limits.volumeAnnotations and limits.allowedStorageClasses."""
+    found = _key_violations(
+        "spec.podAnnotations",
+        (spec.get("podAnnotations") or {}).keys(),
+        effective.pod_annotation_allow,
+        effective.pod_annotation_deny,
+    )
+    classes = effective.allowed_storage_classes
+    for template in spec.get("volumeClaimTemplates") or []:
+        name = (template.get("metadata") or {}).get("name", "?")
+        where = f"spec.volumeClaimTemplates[{name}]"
+        found += _key_violations(
+            f"{where}.metadata.annotations",
+            ((template.get("metadata") or {}).get("annotations") or {}).keys(),
+            effective.volume_annotation_allow,
+            effective.volume_annotation_deny,
+        )
+        if classes is None:
+            continue
+        listed = ", ".join(sorted(classes.value)) or "none"
+        chosen = (template.get("spec") or {}).get("storageClassName")
+        if chosen is None:
+            found.append(
+                f"{where} leaves storageClassName unset (the cluster default storage class), but only these are "
+                f"allowed: {listed} {classes.origin()}"
+            )
+        elif chosen not in classes.value:
+            found.append(
+                f"{where}.spec.storageClassName {chosen} is not an allowed storage class (allowed: {listed}) "
+                f"{classes.origin()}"
+            )
+    return found
+
+
 def _label_violations(session: Mapping[str, Any], effective: EffectivePolicy, resolved: Resolved) -> list[str]:
     found = []
     own_labels = (session.get("metadata") or {}).get("labels") or {}
@@ -471,6 +561,7 @@ def violations(
         *_reserved_label_violations(spec),
         *_limit_violations(spec, effective, resolved),
         *_env_violations(spec, effective),
+        *_annotation_and_volume_violations(spec, effective),
         *_label_violations(session, effective, resolved),
     ]
 

@@ -102,3 +102,69 @@ def test_reserved_label_subdomains_are_refused(make_session: Make, key: str) -> 
     assert any(key in v and "reserved" in v for v in policy.violations(session))
     rule = cel_rules.unreserved_label_keys("spec.labels")["rule"]
     assert "matches(" in rule and "startsWith(" not in rule
+
+
+# --- 9b: policies restrict pod annotations, storage classes and PVC annotations -------------------------
+def volume(name: str, storage_class: str | None = None, annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"resources": {"requests": {"storage": "1Gi"}}}
+    if storage_class is not None:
+        spec["storageClassName"] = storage_class
+    meta: dict[str, Any] = {"name": name}
+    if annotations is not None:
+        meta["annotations"] = annotations
+    return {"metadata": meta, "spec": spec}
+
+
+RESTRICTIVE = {
+    "limits": {
+        "podAnnotations": {"deny": ["sidecar.istio.io/*", "*.linkerd.io/*"]},
+        "allowedStorageClasses": ["standard"],
+        "volumeAnnotations": {"allow": ["backup.example.com/*"]},
+    }
+}
+
+
+def test_policy_denies_mesh_opt_out_annotation(make_session: Make, make_policy: Make) -> None:
+    """Attack: `sidecar.istio.io/inject: "false"` took the sandbox out of the mesh's egress control."""
+    from agentsession_operator.decisions import policy
+
+    effective = policy.merge_policies([make_policy("p", spec=RESTRICTIVE)])
+    session = make_session(
+        spec={"warmPoolRef": {"name": "p"}, "podAnnotations": {"sidecar.istio.io/inject": "false", "note": "x"}}
+    )
+    found = policy.violations(session, effective)
+    assert len(found) == 1 and "sidecar.istio.io/inject" in found[0] and "(AgentSessionPolicy p)" in found[0]
+
+
+def test_policy_restricts_storage_classes_and_volume_annotations(make_session: Make, make_policy: Make) -> None:
+    """Attack: a PVC on an unencrypted or retained storage class, or annotated for another provisioner."""
+    from agentsession_operator.decisions import policy
+
+    effective = policy.merge_policies([make_policy("p", spec=RESTRICTIVE)])
+    fine = make_session(
+        spec={
+            "warmPoolRef": {"name": "p"},
+            "volumeClaimTemplates": [volume("a", "standard", {"backup.example.com/daily": "y"})],
+        }
+    )
+    assert policy.violations(fine, effective) == []
+    bad = make_session(
+        spec={
+            "warmPoolRef": {"name": "p"},
+            "volumeClaimTemplates": [
+                volume("a", "fast-retain"),
+                volume("b", None, {"volume.beta.kubernetes.io/x": "y"}),
+            ],
+        }
+    )
+    found = policy.violations(bad, effective)
+    assert any("storageClassName fast-retain" in v for v in found), found
+    assert any("the cluster default storage class" in v for v in found), found
+    assert any("volume.beta.kubernetes.io/x" in v for v in found), found
+
+
+def test_schema_carries_the_new_policy_fields() -> None:
+    from agentsession_api.types import AgentSessionPolicySpec
+
+    parsed = AgentSessionPolicySpec.model_validate(RESTRICTIVE)
+    assert parsed.model_dump(by_alias=True, exclude_none=True)["limits"] == RESTRICTIVE["limits"]
