@@ -212,6 +212,14 @@ def _verdict(
             f"a SandboxClaim named {_meta(claim).get('name')} already exists and is not owned by this AgentSession; "
             "delete that claim or recreate the session under another name",
         )
+    if seen.claim_name is not None and violations:
+        # A running session that breaks a policy (it arrived after admission, or the policy changed) is
+        # stopped: suspended with its volumes kept, not deleted. Not sticky: fixing either resumes it.
+        return Verdict(
+            Phase.FAILED,
+            phases.REASON_POLICY_VIOLATION,
+            "stopped by policy (the sandbox is suspended, its volumes kept): " + "; ".join(violations),
+        )
     if seen.claim_name is not None:
         return _claim_verdict(session, seen, warm_pool_exists, resolved)
     return _unclaimed_verdict(session, warm_pool_exists, resolved, violations)

@@ -36,6 +36,7 @@ async def startup(
     webhook_server.configure(settings, memo.get("webhook"))  # admission: server and managed configuration, when enabled
     kube = await Kube.connect()
     reconciler = Reconciler(kube, Config())
+    await reconciler.prime()  # before any watch event: no session is judged without its policies
     reconciler.scheduler.start()
     memo.kube = kube
     memo.reconciler = reconciler

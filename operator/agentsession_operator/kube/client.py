@@ -99,7 +99,7 @@ class Kube:
             if exc.status not in (404, 409):
                 raise
 
-    async def list_policies(self, namespace: str) -> list[dict[str, Any]]:
+    async def list_policies(self, namespace: str | None) -> list[dict[str, Any]]:
         return await self._list(names.GROUP, names.VERSION, names.POLICY_PLURAL, namespace)
 
     async def patch_policy_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
@@ -176,6 +176,9 @@ class Kube:
             patch,
             _content_type=_MERGE["Content-Type"],
         )
+
+    async def list_warm_pools(self) -> list[dict[str, Any]]:
+        return await self._list(c.EXTENSIONS_GROUP, c.EXTENSIONS_VERSION, c.WARM_POOL_PLURAL, None)
 
     async def get_warm_pool(self, namespace: str, name: str) -> dict[str, Any] | None:
         return await self._get(c.EXTENSIONS_GROUP, c.EXTENSIONS_VERSION, c.WARM_POOL_PLURAL, namespace, name)

@@ -123,6 +123,16 @@ class Reconciler:
             logger(namespace=namespace, claim=meta["name"]).info("orphan claim deleted", owner_uid=owner_uid)
         return True
 
+    async def prime(self) -> None:
+        """List every policy and warm pool once, before any session is acted on (see Cache.loaded)."""
+        for body in await self.kube.list_policies(None):
+            meta = body["metadata"]
+            self.cache.policies[meta["namespace"]][meta["name"]] = body
+        for body in await self.kube.list_warm_pools():
+            self.cache.pools.add((body["metadata"]["namespace"], body["metadata"]["name"]))
+        self.cache.loaded = True
+        logger().info("policies and warm pools loaded", policies=sum(map(len, self.cache.policies.values())))
+
     # ---- observation -------------------------------------------------------------------------
     async def label_domains(self) -> list[str]:
         cached = self._label_domains
@@ -154,6 +164,10 @@ class Reconciler:
     async def reconcile(self, key: Key, cause: str, deadline_lag: float | None = None, fresh: bool = False) -> None:
         """One pass. `fresh` re-reads the session from the API first (deadlines act on the newest state);
         otherwise the newest body the watch or our own writes delivered is used."""
+        if not self.cache.loaded:
+            # Never judge a session without its policies: try again once they are loaded.
+            self.scheduler.schedule(key, _now() + dt.timedelta(seconds=1))
+            return
         lock = self._locks[key]
         if lock.locked():
             # A pass is running: it will run once more for everything that arrived meanwhile.
@@ -219,9 +233,10 @@ class Reconciler:
             warm_pool_exists = (namespace, resolved.warm_pool) in self.cache.pools or (
                 await self.kube.get_warm_pool(namespace, resolved.warm_pool) is not None
             )
-        violations = None
+        # Every pass, claim or not: PolicyCompliant is always the current verdict, and a running session
+        # that breaks a policy is stopped (decisions.actions).
+        violations = policy.violations(session, effective, await self.label_domains())
         if claim is None:
-            violations = policy.violations(session, effective, await self.label_domains())
             # maxSessionsPerLabel by creation order, so concurrent creations agree on who is over.
             others = self.cache.bodies_in(namespace)
             violations += policy.session_limit_violations(session, effective, others, only_earlier=True)

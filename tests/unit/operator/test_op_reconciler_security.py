@@ -84,10 +84,11 @@ def session_with(annotation: str, created: datetime) -> Obj:
     }
 
 
-async def reconcile(fake: FakeKube) -> Reconciler:
-    rec = Reconciler(Kube.__new__(Kube))
-    rec.kube = fake  # type: ignore[assignment]
-    rec.cache.policies_loaded = True  # type: ignore[attr-defined]
+async def reconcile(fake: FakeKube, rec: Reconciler | None = None) -> Reconciler:
+    if rec is None:
+        rec = Reconciler(Kube.__new__(Kube))
+        rec.kube = fake  # type: ignore[assignment]
+        rec.cache.loaded = True
     await rec.reconcile(("tenant-a", "s1"), cause="test")
     await asyncio.gather(*rec._background)  # Events are posted in the background
     return rec
@@ -138,3 +139,34 @@ async def test_status_refused_by_validation_falls_back_to_a_minimal_write(monkey
 
 def test_reconciler_module_is_importable() -> None:
     assert reconciler_module.Reconciler is Reconciler
+
+
+async def test_no_session_is_acted_on_before_policies_are_loaded() -> None:
+    """Item 3. Attack: policy and session applied together (GitOps), or an operator restart: the session
+    was reconciled before its policy arrived and got a claim with an env the policy forbids."""
+    session = session_with(format_activity(datetime.now(UTC)), datetime.now(UTC) - timedelta(minutes=1))
+    session["spec"]["env"] = [{"name": "AWS_SECRET", "value": "x"}]
+    fake = FakeKube(session)
+    forbidding = {
+        "apiVersion": names.API_VERSION,
+        "kind": names.POLICY_KIND,
+        "metadata": {"name": "p", "namespace": "tenant-a"},
+        "spec": {"limits": {"env": {"deny": ["AWS_*"]}}},
+    }
+
+    async def list_policies(namespace: str | None) -> list[Obj]:
+        return [forbidding]
+
+    async def list_warm_pools() -> list[Obj]:
+        return [{"metadata": {"name": "python-pool", "namespace": "tenant-a"}}]
+
+    fake.list_policies = list_policies  # type: ignore[attr-defined]
+    fake.list_warm_pools = list_warm_pools  # type: ignore[attr-defined]
+    rec = Reconciler(Kube.__new__(Kube))
+    rec.kube = fake  # type: ignore[assignment]
+    await reconcile(fake, rec)  # the session's watch event arrives first
+    assert fake.claims == [] and "status" not in fake.session
+    await rec.prime()
+    await reconcile(fake, rec)
+    assert fake.claims == []
+    assert fake.session["status"]["phase"] == "Failed"

@@ -168,3 +168,33 @@ def test_schema_carries_the_new_policy_fields() -> None:
 
     parsed = AgentSessionPolicySpec.model_validate(RESTRICTIVE)
     assert parsed.model_dump(by_alias=True, exclude_none=True)["limits"] == RESTRICTIVE["limits"]
+
+
+# --- 3: a running session that breaks a policy is stopped, and PolicyCompliant is always current -------
+def test_running_session_that_violates_a_policy_is_suspended_not_deleted(
+    make_session: Make, make_claim: Make, make_sandbox: Make
+) -> None:
+    """Attack: a session reconciled before its policy arrived kept a claim with a forbidden env, and
+    PolicyCompliant stayed True (violations were only checked while no claim existed)."""
+    from agentsession_api import phases
+    from agentsession_operator.decisions import actions as decide
+    from agentsession_operator.decisions.conditions import find_condition
+
+    claim = make_claim(sandbox_name="demo", ready=("True", "DependenciesReady", "Pod is Ready"), pod_ips=["127.1.0.5"])
+    compliant = compute_status(make_session(), claim, make_sandbox(), T0, violations=[])
+    session = make_session(status=compliant)
+    found = ["spec.env AWS_SECRET is denied by the pattern AWS_* (AgentSessionPolicy p)"]
+    acts = decide.reconcile_actions(session, claim, make_sandbox(), T0 + timedelta(seconds=5), violations=found)
+    assert not any(isinstance(a, decide.DeleteClaim) for a in acts)
+    assert any(isinstance(a, decide.PatchSandbox) and a.patch["spec"]["operatingMode"] == "Suspended" for a in acts)
+    status = next(a.patch for a in acts if isinstance(a, decide.PatchStatus))
+    assert status["phase"] == "Failed"
+    failed = find_condition(status["conditions"], phases.COND_FAILED) or {}
+    assert failed.get("reason") == phases.REASON_POLICY_VIOLATION
+    compliant_cond = find_condition(status["conditions"], phases.COND_POLICY_COMPLIANT) or {}
+    assert compliant_cond.get("status") == "False" and "AWS_SECRET" in compliant_cond.get("message", "")
+    # The policy is fixed: the session recovers (Failed by policy is not sticky) and resumes.
+    again = decide.reconcile_actions(
+        make_session(status=status), claim, make_sandbox(mode="Suspended"), T0, violations=[]
+    )
+    assert any(isinstance(a, decide.PatchSandbox) and a.patch["spec"]["operatingMode"] == "Running" for a in again)
