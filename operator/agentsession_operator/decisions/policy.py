@@ -385,7 +385,9 @@ def _pod_annotation_violations(spec: Mapping[str, Any]) -> list[str]:
     return found
 
 
-def _limit_violations(spec: Mapping[str, Any], effective: EffectivePolicy, resolved: Resolved) -> list[str]:
+def _limit_violations(
+    spec: Mapping[str, Any], effective: EffectivePolicy, resolved: Resolved, running: bool = False
+) -> list[str]:
     found = []
     pools = effective.allowed_warm_pools
     if pools is not None and resolved.warm_pool and resolved.warm_pool not in pools.value:
@@ -401,7 +403,8 @@ def _limit_violations(spec: Mapping[str, Any], effective: EffectivePolicy, resol
         except ValueError as err:
             found.append(f"spec.{key}: {err}")
             continue
-        if cap is not None and value > cap.value:
+        if cap is not None and value > cap.value and not running:
+            # A running session is held to the cap by resolve() (expiry moves earlier): not a reason to stop it.
             found.append(
                 f"spec.{key} {text} exceeds the policy maximum {cap.text or format_duration(cap.value)} {cap.origin()}"
             )
@@ -546,8 +549,13 @@ def violations(
     session: Mapping[str, Any],
     effective: EffectivePolicy = EMPTY_POLICY,
     allowed_label_domains: Sequence[str] | None = None,
+    *,
+    running: bool = False,
 ) -> list[str]:
     """Every rule the session breaks, one sentence each naming the field, the rule and the policy.
+
+    ``running`` (a claim exists): leaves out ``spec.ttl``/``spec.idleTimeout`` over a maximum, which the
+    caps in :func:`resolve` enforce on a running session without stopping it.
 
     Includes agent-sandbox's own Pod metadata rules (label domain allowlist, annotation blocklist), which
     would otherwise fail the claim later with the terminal reason InvalidMetadata.
@@ -559,7 +567,7 @@ def violations(
         *_pod_label_violations(spec, effective, resolved, domains),
         *_pod_annotation_violations(spec),
         *_reserved_label_violations(spec),
-        *_limit_violations(spec, effective, resolved),
+        *_limit_violations(spec, effective, resolved, running),
         *_env_violations(spec, effective),
         *_annotation_and_volume_violations(spec, effective),
         *_label_violations(session, effective, resolved),

@@ -235,7 +235,7 @@ class Reconciler:
             )
         # Every pass, claim or not: PolicyCompliant is always the current verdict, and a running session
         # that breaks a policy is stopped (decisions.actions).
-        violations = policy.violations(session, effective, await self.label_domains())
+        violations = policy.violations(session, effective, await self.label_domains(), running=claim is not None)
         if claim is None:
             # maxSessionsPerLabel by creation order, so concurrent creations agree on who is over.
             others = self.cache.bodies_in(namespace)

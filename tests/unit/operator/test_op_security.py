@@ -198,3 +198,12 @@ def test_running_session_that_violates_a_policy_is_suspended_not_deleted(
         make_session(status=status), claim, make_sandbox(mode="Suspended"), T0, violations=[]
     )
     assert any(isinstance(a, decide.PatchSandbox) and a.patch["spec"]["operatingMode"] == "Running" for a in again)
+
+
+def test_running_session_over_a_lowered_max_ttl_is_capped_not_stopped(make_session: Make, make_policy: Make) -> None:
+    from agentsession_operator.decisions import policy
+
+    effective = policy.merge_policies([make_policy("p", spec={"limits": {"maxTtl": "1h"}})])
+    session = make_session(spec={"warmPoolRef": {"name": "p"}, "ttl": "2h"})
+    assert policy.violations(session, effective)  # refused before a claim exists
+    assert policy.violations(session, effective, running=True) == []  # capped by resolve() once running
