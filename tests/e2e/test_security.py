@@ -10,7 +10,7 @@ import pytest
 
 from tests.e2e import manifests
 from tests.e2e.conftest import Kube, OperatorProcess
-from tests.e2e.test_policy import REFUSED, refusal, wait_enforced
+from tests.e2e.test_policy import REFUSED, refusal, status_of, wait_enforced
 
 pytestmark = pytest.mark.e2e
 
@@ -97,3 +97,36 @@ def test_policy_refuses_mesh_opt_out_and_storage_class(kube: Kube, namespace: st
     stored["spec"]["volumeClaimTemplates"] = [volume]
     error = refusal(kube, stored, namespace, dry_run=True) or ""
     assert "storageClassName retain-forever is not an allowed storage class" in error, error
+
+
+def test_running_session_that_breaks_a_new_policy_is_stopped(
+    kube: Kube, namespace: str, operator: OperatorProcess
+) -> None:
+    """Item 3. Attack: a session running before its policy arrived (GitOps sync, restart) kept its
+    forbidden pod annotation and PolicyCompliant stayed True. Now: Failed/PolicyViolation, the Sandbox suspended,
+    the claim (and its volumes) kept."""
+    kube.apply(manifests.template("pause"), manifests.warm_pool("pool", "pause", 0), namespace=namespace)
+    body = manifests.session("early", "pool", {"team": "a"})
+    body["spec"]["podAnnotations"] = {"mesh.example.com/inject": "false"}
+    kube.apply(body, namespace=namespace)
+    kube.wait_for("early Ready", lambda: status_of(kube, "early", namespace).get("phase") == "Ready", timeout=90)
+    kube.apply(policy("rules", {"limits": {"podAnnotations": {"deny": ["mesh.example.com/*"]}}}), namespace=namespace)
+    kube.wait_for(
+        "early stopped by policy",
+        lambda: status_of(kube, "early", namespace).get("phase") == "Failed",
+        timeout=30,
+    )
+    status = status_of(kube, "early", namespace)
+    compliant = next(c for c in status["conditions"] if c["type"] == "PolicyCompliant")
+    assert compliant["status"] == "False" and "mesh.example.com/inject" in compliant["message"]
+    assert kube.get("sandboxclaim", status["claimName"], namespace) is not None  # volumes kept
+    sandbox = kube.wait_for(
+        "the Sandbox suspended",
+        lambda: (
+            (s := kube.get("sandbox", status["sandboxName"], namespace))
+            and s["spec"].get("operatingMode") == "Suspended"
+            and s
+        ),
+        timeout=30,
+    )
+    assert sandbox
