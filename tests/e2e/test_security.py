@@ -130,3 +130,26 @@ def test_running_session_that_breaks_a_new_policy_is_stopped(
         timeout=30,
     )
     assert sandbox
+
+
+def test_waiting_session_proceeds_when_a_slot_frees(kube: Kube, namespace: str, operator: OperatorProcess) -> None:
+    """Item 5. Before: a session Failed over maxSessionsPerLabel stayed Failed after a slot freed.
+    Now: deleting the session holding the slot lets the waiting one proceed at once."""
+    kube.apply(
+        manifests.template("pause"),
+        manifests.warm_pool("pool", "pause", 0),
+        policy("cap", {"cleanup": {"maxSessionsPerLabel": {"key": "team", "max": 1}}}),
+        namespace=namespace,
+    )
+    time.sleep(2)  # the operator's watch sees the policy
+    kube.apply(manifests.session("first", "pool", {"team": "a"}), namespace=namespace)
+    kube.wait_for("first Ready", lambda: status_of(kube, "first", namespace).get("phase") == "Ready", timeout=90)
+    # Past the webhook (which counts every stored session): stored while the operator is down (Ignore).
+    operator.kill()
+    try:
+        kube.apply(manifests.session("second", "pool", {"team": "a"}), namespace=namespace)
+    finally:
+        operator.start()
+    kube.wait_for("second waiting", lambda: status_of(kube, "second", namespace).get("phase") == "Failed", timeout=30)
+    kube.run("delete", "agentsession", "first", "-n", namespace, "--wait=false")
+    kube.wait_for("second to proceed", lambda: status_of(kube, "second", namespace).get("phase") == "Ready", timeout=60)

@@ -79,6 +79,26 @@ class Reconciler:
         for key in self.cache.sessions_in(namespace):
             self.scheduler.schedule(key, now)
 
+    def slot_may_have_freed(self, namespace: str) -> None:
+        """A session of the namespace was deleted or finished: sessions waiting on maxSessionsPerLabel
+        (Failed, PolicyViolation, no claim) are judged again now. Only those, and only when a policy of
+        the namespace sets a cap, so thousands of finishing sessions cause no storm of passes."""
+        capped = any(
+            ((p.get("spec") or {}).get("cleanup") or {}).get("maxSessionsPerLabel")
+            for p in self.cache.policies.get(namespace, {}).values()
+        )
+        if not capped:
+            return
+        now = _now()
+        for key in self.cache.sessions_in(namespace):
+            status = self.cache.sessions[key].get("status") or {}
+            failed: dict[str, Any] = next(
+                (x for x in status.get("conditions") or [] if x.get("type") == phases.COND_FAILED), {}
+            )
+            waiting = status.get("phase") == Phase.FAILED and not status.get("claimName")
+            if waiting and failed.get("reason") == phases.REASON_POLICY_VIOLATION:
+                self.scheduler.schedule(key, now)
+
     def session_for_claim(self, claim: dict[str, Any]) -> Key | None:
         for ref in claim["metadata"].get("ownerReferences") or []:
             if ref.get("kind") == names.SESSION_KIND and ref.get("apiVersion", "").startswith(f"{names.GROUP}/"):
@@ -339,6 +359,8 @@ class Reconciler:
                 metrics.SESSIONS_BY_PHASE.labels(namespace=key[0], phase=previous).dec()
             metrics.SESSIONS_BY_PHASE.labels(namespace=key[0], phase=after).inc()
             self._phases[key] = after
+        if after != before and after in phases.TERMINAL_PHASES:
+            self.slot_may_have_freed(key[0])
         if after != before and after:
             ready: dict[str, Any] = next(
                 (x for x in patch.get("conditions") or [] if x.get("type") == phases.COND_READY), {}
@@ -386,3 +408,4 @@ class Reconciler:
         phase = self._phases.pop(key, None)
         if phase:
             metrics.SESSIONS_BY_PHASE.labels(namespace=key[0], phase=phase).dec()
+        self.slot_may_have_freed(key[0])

@@ -170,3 +170,38 @@ async def test_no_session_is_acted_on_before_policies_are_loaded() -> None:
     await reconcile(fake, rec)
     assert fake.claims == []
     assert fake.session["status"]["phase"] == "Failed"
+
+
+def _limited_reconciler() -> Reconciler:
+    rec = Reconciler(Kube.__new__(Kube))
+    rec.cache.loaded = True
+    rec.cache.policies["tenant-a"]["cap"] = {
+        "metadata": {"name": "cap", "namespace": "tenant-a"},
+        "spec": {"cleanup": {"maxSessionsPerLabel": {"key": "team", "max": 1}}},
+    }
+    waiting_status = {
+        "phase": "Failed",
+        "conditions": [{"type": "Failed", "status": "True", "reason": "PolicyViolation", "message": "1 unfinished"}],
+    }
+    rec.cache.sessions[("tenant-a", "s1")] = {"metadata": {"name": "s1", "namespace": "tenant-a"}, "status": {}}
+    rec.cache.sessions[("tenant-a", "s2")] = {
+        "metadata": {"name": "s2", "namespace": "tenant-a"},
+        "status": waiting_status,
+    }
+    return rec
+
+
+async def test_a_freed_slot_wakes_the_sessions_waiting_for_it() -> None:
+    """Item 5. Attack (on the tenant's own quota): s2 Failed over maxSessionsPerLabel was never re-checked
+    when s1 went away, so it stayed Failed for good. Now the waiting sessions of the namespace are
+    reconciled again when a session is deleted or finishes."""
+    rec = _limited_reconciler()
+    rec.forget(("tenant-a", "s1"))
+    assert rec.scheduler.due(("tenant-a", "s2")) is not None
+
+
+async def test_a_finished_session_wakes_the_waiting_ones() -> None:
+    rec = _limited_reconciler()
+    rec.slot_may_have_freed("tenant-a")
+    assert rec.scheduler.due(("tenant-a", "s2")) is not None
+    assert rec.scheduler.due(("tenant-a", "s1")) is None  # only the waiting ones: no O(n) storm
