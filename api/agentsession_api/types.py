@@ -346,6 +346,19 @@ class ResolvedSettings(_Status):
         None, alias="idleTimeout", description="Idle timeout in force.", max_length=durations.DURATION_MAX_LENGTH
     )
     idle_action: IdleAction | None = Field(None, alias="idleAction", description="Idle action in force.")
+    max_ttl: str | None = Field(
+        None,
+        alias="maxTtl",
+        description="Policy maximum TTL in force; once the session runs, it never loosens (removing a label "
+        "that selected a policy lifts nothing).",
+        max_length=durations.DURATION_MAX_LENGTH,
+    )
+    max_idle_timeout: str | None = Field(
+        None,
+        alias="maxIdleTimeout",
+        description="Policy maximum idle timeout in force; never loosens once the session runs.",
+        max_length=durations.DURATION_MAX_LENGTH,
+    )
 
 
 class AgentSessionStatus(_Status):

@@ -153,3 +153,28 @@ def test_waiting_session_proceeds_when_a_slot_frees(kube: Kube, namespace: str, 
     kube.wait_for("second waiting", lambda: status_of(kube, "second", namespace).get("phase") == "Failed", timeout=30)
     kube.run("delete", "agentsession", "first", "-n", namespace, "--wait=false")
     kube.wait_for("second to proceed", lambda: status_of(kube, "second", namespace).get("phase") == "Ready", timeout=60)
+
+
+def test_removing_a_label_does_not_escape_the_policy(kube: Kube, namespace: str, operator: OperatorProcess) -> None:
+    """Item 4 (the reconcile half). Attack: `kubectl label ags s1 team-` unselected the policy that capped
+    the TTL, and the session ran without an expiry. Now the maximum recorded in status.resolved holds."""
+    kube.apply(
+        manifests.template("pause"),
+        manifests.warm_pool("pool", "pause", 0),
+        policy("cap", {"selector": {"matchLabels": {"team": "a"}}, "limits": {"maxTtl": "10m"}}),
+        namespace=namespace,
+    )
+    time.sleep(2)  # the operator's watch sees the policy
+    kube.apply(manifests.session("capped", "pool", {"team": "a"}), namespace=namespace)
+    kube.wait_for("capped Ready", lambda: status_of(kube, "capped", namespace).get("phase") == "Ready", timeout=90)
+    before = status_of(kube, "capped", namespace)
+    assert before["expiresAt"] and before["resolved"]["maxTtl"] == "10m"
+    kube.run("label", "agentsession", "capped", "-n", namespace, "team-")
+    kube.wait_for(
+        "a pass after the label went",
+        lambda: status_of(kube, "capped", namespace).get("observedGeneration") is not None and True,
+        timeout=10,
+    )
+    time.sleep(3)
+    after = status_of(kube, "capped", namespace)
+    assert after["expiresAt"] == before["expiresAt"] and after["resolved"]["maxTtl"] == "10m", after

@@ -302,6 +302,19 @@ def _capped(value: timedelta | None, cap: Sourced[timedelta] | None) -> timedelt
     return cap.value if value is None else min(value, cap.value)
 
 
+def _stricter(a: Sourced[timedelta] | None, b: Sourced[timedelta] | None) -> Sourced[timedelta] | None:
+    if a is None or b is None:
+        return a or b
+    return a if a.value <= b.value else b
+
+
+def _recorded(text: Any) -> Sourced[timedelta] | None:
+    try:
+        return Sourced(parse_duration(text), "status.resolved") if text else None
+    except ValueError:
+        return None
+
+
 def resolve(session: Mapping[str, Any], effective: EffectivePolicy = EMPTY_POLICY) -> Resolved:
     """Settings in force: the session's values, else policy defaults, capped by policy maxima."""
     spec = _spec(session)
@@ -320,10 +333,19 @@ def resolve(session: Mapping[str, Any], effective: EffectivePolicy = EMPTY_POLIC
     action = spec.get("idleAction") or (
         effective.default_idle_action.value if effective.default_idle_action else IdleAction.DELETE
     )
+    max_ttl, max_idle = effective.max_ttl, effective.max_idle_timeout
+    if conditions.is_true(status.get("conditions"), phases.COND_CLAIM_CREATED):
+        # Once running, a session only becomes more constrained: the maxima that applied before
+        # (status.resolved) still cap it, so unselecting a policy (removing a label) lifts nothing.
+        before = status.get("resolved") or {}
+        max_ttl = _stricter(max_ttl, _recorded(before.get("maxTtl")))
+        max_idle = _stricter(max_idle, _recorded(before.get("maxIdleTimeout")))
     return Resolved(
         warm_pool=pool or None,
-        ttl=_capped(ttl, effective.max_ttl),
-        idle_timeout=_capped(idle, effective.max_idle_timeout),
+        ttl=_capped(ttl, max_ttl),
+        idle_timeout=_capped(idle, max_idle),
+        max_ttl=max_ttl.value if max_ttl else None,
+        max_idle_timeout=max_idle.value if max_idle else None,
         idle_action=action,
         labels={**{k: s.value for k, s in effective.default_labels.items()}, **(spec.get("labels") or {})},
         pod_labels={**{k: s.value for k, s in effective.default_pod_labels.items()}, **(spec.get("podLabels") or {})},

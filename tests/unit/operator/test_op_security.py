@@ -207,3 +207,22 @@ def test_running_session_over_a_lowered_max_ttl_is_capped_not_stopped(make_sessi
     session = make_session(spec={"warmPoolRef": {"name": "p"}, "ttl": "2h"})
     assert policy.violations(session, effective)  # refused before a claim exists
     assert policy.violations(session, effective, running=True) == []  # capped by resolve() once running
+
+
+# --- 4: a running session only becomes more constrained ------------------------------------------------
+def test_removing_the_selected_label_does_not_lift_the_ttl_cap(make_session: Make, make_policy: Make) -> None:
+    """Attack: `kubectl label ags s1 team-` unselected the policy capping the TTL, so spec.ttl (longer)
+    applied again. Now the strictest of what applied before (status.resolved) and what applies now wins."""
+    from agentsession_operator.decisions import policy
+
+    capping = make_policy("cap", spec={"selector": {"matchLabels": {"team": "a"}}, "limits": {"maxTtl": "1h"}})
+    session = make_session(spec={"warmPoolRef": {"name": "p"}, "ttl": "24h"}, labels={"team": "a"})
+    before = policy.resolve(session, policy.effective_policy_for(session, [capping]))
+    assert before.ttl == timedelta(hours=1)
+    status = {
+        "resolved": before.to_status(),
+        "conditions": [{"type": "ClaimCreated", "status": "True", "reason": "ClaimExists", "message": ""}],
+    }
+    unlabelled = make_session(spec={"warmPoolRef": {"name": "p"}, "ttl": "24h"}, labels={}, status=status)
+    after = policy.resolve(unlabelled, policy.effective_policy_for(unlabelled, [capping]))
+    assert after.ttl == timedelta(hours=1)
