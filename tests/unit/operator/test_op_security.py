@@ -226,3 +226,20 @@ def test_removing_the_selected_label_does_not_lift_the_ttl_cap(make_session: Mak
     unlabelled = make_session(spec={"warmPoolRef": {"name": "p"}, "ttl": "24h"}, labels={}, status=status)
     after = policy.resolve(unlabelled, policy.effective_policy_for(unlabelled, [capping]))
     assert after.ttl == timedelta(hours=1)
+
+
+# --- 2: run locally, the operator listens on loopback only --------------------------------------------
+def test_operator_binds_loopback_unless_told_otherwise(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Attack: run locally (make dev), the webhook, metrics and health ports answered on every address of
+    the machine. The Deployment asks for 0.0.0.0 explicitly (config/manager/deployment.yaml)."""
+    from agentsession_operator import cli
+    from agentsession_operator.infra import metrics, webhook_server
+
+    monkeypatch.delenv("BIND_ADDRESS", raising=False)
+    args = cli.parse_args([])
+    assert args.bind == "127.0.0.1"
+    assert cli.webhook_config(args).bind == "127.0.0.1"
+    assert webhook_server.WebhookConfig().bind == "127.0.0.1"
+    import inspect
+
+    assert inspect.signature(metrics.serve).parameters["addr"].default == "127.0.0.1"
