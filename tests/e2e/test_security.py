@@ -178,3 +178,48 @@ def test_removing_a_label_does_not_escape_the_policy(kube: Kube, namespace: str,
     time.sleep(3)
     after = status_of(kube, "capped", namespace)
     assert after["expiresAt"] == before["expiresAt"] and after["resolved"]["maxTtl"] == "10m", after
+
+
+def test_policy_status_is_written(kube: Kube, namespace: str, operator: OperatorProcess) -> None:
+    """The policy's Valid condition and matchedSessions (the Matched column) are written by the operator;
+    a pattern RE2 refuses (a backreference) shows Valid=False with the reason, or is refused outright."""
+    kube.apply(policy("fine", {"selector": {"matchLabels": {"team": "a"}}}), namespace=namespace)
+    valid = kube.wait_for(
+        "policy fine Valid",
+        lambda: next(
+            (
+                c
+                for c in ((kube.get("agentsessionpolicy", "fine", namespace) or {}).get("status") or {}).get(
+                    "conditions"
+                )
+                or []
+                if c["type"] == "Valid"
+            ),
+            None,
+        ),
+        timeout=30,
+    )
+    assert valid["status"] == "True"
+    bad = policy("bad", {"labels": {"values": {"team": "(a)\\1"}}})
+    proc = kube.apply(bad, namespace=namespace, check=False)
+    if proc.returncode == 0:
+        cond = kube.wait_for(
+            "policy bad Valid=False",
+            lambda: next(
+                (
+                    c
+                    for c in ((kube.get("agentsessionpolicy", "bad", namespace) or {}).get("status") or {}).get(
+                        "conditions"
+                    )
+                    or []
+                    if c["type"] == "Valid" and c["status"] == "False"
+                ),
+                None,
+            ),
+            timeout=30,
+        )
+        assert "not a valid regular expression" in cond["message"]
+    else:
+        assert "not a valid regular expression" in proc.stderr, proc.stderr
+    status = (kube.get("agentsessionpolicy", "fine", namespace) or {}).get("status") or {}
+    assert status.get("matchedSessions") == 0

@@ -31,7 +31,7 @@ import fnmatch
 import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar
 
 import re2  # google-re2: linear time, so a policy cannot stall the loop
@@ -282,6 +282,38 @@ def policy_errors(policy: Mapping[str, Any]) -> list[str]:
         if error:
             problems.append(f"spec.labels.values[{key}] {regex!r} is not a valid regular expression: {error}")
     return problems
+
+
+COND_VALID = "Valid"
+
+
+def policy_status(policy: Mapping[str, Any], sessions: Iterable[Mapping[str, Any]], now: datetime) -> dict[str, Any]:
+    """The policy's own status: ``Valid`` (False with every problem, e.g. a pattern RE2 refuses, so GitOps
+    tools show it unhealthy), ``matchedSessions`` (sessions of its namespace it selects now) and
+    ``observedGeneration``."""
+    meta = policy.get("metadata") or {}
+    namespace = meta.get("namespace")
+    matched = sum(
+        1
+        for s in sessions
+        if (s.get("metadata") or {}).get("namespace") == namespace
+        and matches(policy, (s.get("metadata") or {}).get("labels") or {})
+    )
+    problems = policy_errors(policy)
+    generation = meta.get("generation")
+    return {
+        "observedGeneration": generation,
+        "matchedSessions": matched,
+        "conditions": conditions.set_condition(
+            ((policy.get("status") or {}).get("conditions")),
+            COND_VALID,
+            not problems,
+            "InvalidSpec" if problems else "Valid",
+            "; ".join(problems) if problems else "the policy parsed and every pattern compiles",
+            now,
+            generation,
+        ),
+    }
 
 
 # --- Resolution --------------------------------------------------------------------------------------

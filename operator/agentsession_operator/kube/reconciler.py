@@ -99,6 +99,15 @@ class Reconciler:
             if waiting and failed.get("reason") == phases.REASON_POLICY_VIOLATION:
                 self.scheduler.schedule(key, now)
 
+    async def update_policy_status(self, namespace: str, name: str) -> None:
+        """Valid, matchedSessions, observedGeneration of one policy (written when they change)."""
+        body = self.cache.policies.get(namespace, {}).get(name)
+        if body is None:
+            return
+        status = policy.policy_status(body, self.cache.bodies_in(namespace), _now())
+        if decide.patch_changes(body.get("status") or {}, status):
+            await self.kube.patch_policy_status(namespace, name, status)
+
     def session_for_claim(self, claim: dict[str, Any]) -> Key | None:
         for ref in claim["metadata"].get("ownerReferences") or []:
             if ref.get("kind") == names.SESSION_KIND and ref.get("apiVersion", "").startswith(f"{names.GROUP}/"):

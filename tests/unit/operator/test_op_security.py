@@ -243,3 +243,20 @@ def test_operator_binds_loopback_unless_told_otherwise(monkeypatch: pytest.Monke
     import inspect
 
     assert inspect.signature(metrics.serve).parameters["addr"].default == "127.0.0.1"
+
+
+# --- AgentSessionPolicy status: Valid and matchedSessions are written ---------------------------------
+def test_policy_status_reports_an_invalid_regex_and_what_it_matches(make_session: Make, make_policy: Make) -> None:
+    """Argo CD and Flux read health from status: a policy whose pattern RE2 refuses shows Valid=False."""
+    from agentsession_operator.decisions import policy
+
+    bad = make_policy("p", spec={"selector": {"matchLabels": {"team": "a"}}, "labels": {"values": {"team": "(a)\\1"}}})
+    bad["metadata"]["generation"] = 3
+    sessions = [make_session("s1", labels={"team": "a"}), make_session("s2", labels={"team": "b"})]
+    status = policy.policy_status(bad, sessions, T0)
+    assert status["observedGeneration"] == 3 and status["matchedSessions"] == 1
+    valid = status["conditions"][0]
+    assert valid["type"] == "Valid" and valid["status"] == "False" and valid["reason"] == "InvalidSpec"
+    assert "spec.labels.values[team]" in valid["message"] and "not a valid regular expression" in valid["message"]
+    good = policy.policy_status(make_policy("q", spec={}), sessions, T0)
+    assert good["matchedSessions"] == 2 and good["conditions"][0]["status"] == "True"
