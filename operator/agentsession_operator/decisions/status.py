@@ -269,7 +269,9 @@ def compute_status(
     verdict = _verdict(session, claim, seen, now, warm_pool_exists, resolved, violations)
 
     last_activity, busy_until = _activity_fields(session, verdict, now)
-    deadline = lifecycle.idle_deadline(parse_time(last_activity), parse_time(busy_until), resolved.idle_timeout)
+    deadline = lifecycle.idle_deadline(
+        parse_time(last_activity), parse_time(busy_until), resolved.idle_timeout, resolved.max_idle_timeout
+    )
     if (
         verdict.phase == Phase.READY
         and deadline is not None

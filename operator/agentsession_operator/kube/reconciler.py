@@ -244,8 +244,8 @@ class Reconciler:
         status = dict(session.get("status") or {})
         # Only a bounded key of the annotation goes to status (a long one made every status write fail).
         if isinstance(report, str) and report and report_key(report) != status.get("lastActivityReport"):
-            idle_in_force = policy.resolve(session, self._effective(session)).idle_timeout
-            observed = lifecycle.activity_patch(report, now, idle_in_force)
+            busy_cap = policy.resolve(session, self._effective(session)).max_idle_timeout
+            observed = lifecycle.activity_patch(report, now, busy_cap)
             status_extra["lastActivityReport"] = report_key(report)
             if observed is not None:
                 status.update(observed)

@@ -15,25 +15,33 @@ T0 = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
 Make = Callable[..., dict[str, Any]]
 
 
-# --- 6: busy= cannot pause the idle clock longer than the idle timeout in force -----------------------
-def test_busy_cannot_outlast_the_idle_timeout_in_force() -> None:
+# --- 6: busy= cannot pause the idle clock longer than the policy's maximum idle timeout ---------------
+def test_busy_cannot_outlast_the_policy_max_idle_timeout() -> None:
     """Attack: `busy=604800` kept a session alive 7 days whatever maxIdleTimeout said."""
     last = T0
-    deadline = lifecycle.idle_deadline(last, last + timedelta(days=7), timedelta(minutes=10))
-    assert deadline == last + timedelta(minutes=20)  # busy for at most one idle timeout, then idle for one
+    deadline = lifecycle.idle_deadline(last, last + timedelta(days=7), timedelta(minutes=10), timedelta(minutes=10))
+    assert deadline == last + timedelta(minutes=20)  # busy for at most the maximum, then idle for one timeout
+    # Without a policy maximum the tenant chooses its own idle timeout anyway: busy protects a long command.
+    assert lifecycle.idle_deadline(last, last + timedelta(hours=1), timedelta(minutes=10)) == last + timedelta(
+        minutes=70
+    )
 
 
-def test_busy_recorded_by_the_operator_is_capped_by_the_idle_timeout() -> None:
-    patch = lifecycle.activity_patch("2025-01-01T12:00:00Z busy=604800", T0, idle_timeout=timedelta(minutes=10))
+def test_busy_recorded_by_the_operator_is_capped_by_the_policy_maximum() -> None:
+    patch = lifecycle.activity_patch("2025-01-01T12:00:00Z busy=604800", T0, busy_cap=timedelta(minutes=10))
     assert patch is not None
     assert parse_time(patch["busyUntil"]) == T0 + timedelta(minutes=10)
 
 
-def test_busy_status_written_under_a_looser_policy_is_capped_when_it_tightens(
-    make_session: Make, make_claim: Make
-) -> None:
-    """busyUntil recorded under a loose policy counts only one idle timeout of the policy now in force."""
-    resolved = Resolved(warm_pool="python-pool", ttl=None, idle_timeout=timedelta(minutes=5), idle_action="Delete")
+def test_busy_status_written_before_a_policy_tightened_is_capped(make_session: Make, make_claim: Make) -> None:
+    """busyUntil recorded under a loose policy counts only up to the maximum of the policy now in force."""
+    resolved = Resolved(
+        warm_pool="python-pool",
+        ttl=None,
+        idle_timeout=timedelta(minutes=5),
+        idle_action="Delete",
+        max_idle_timeout=timedelta(minutes=5),
+    )
     claim = make_claim(sandbox_name="demo", ready=("True", "DependenciesReady", "Pod is Ready"), pod_ips=["127.1.0.5"])
     status = compute_status(make_session(), claim, None, T0, resolved=resolved)
     status["busyUntil"] = format_time(T0 + timedelta(days=7))

@@ -288,12 +288,12 @@ def test_busy_until_holds_the_idle_clock(make_session: Make, make_claim: Make) -
     status = compute_status(
         make_session(spec={"warmPoolRef": {"name": "p"}, "idleTimeout": "15m"}), ready_claim(make_claim), None, T0, True
     )
-    status["busyUntil"] = "2025-01-01T12:10:00Z"
+    status["busyUntil"] = "2025-01-01T13:00:00Z"
     session = make_session(spec={"warmPoolRef": {"name": "p"}, "idleTimeout": "15m"}, status=status)
-    result = compute_status(session, ready_claim(make_claim), None, T0 + timedelta(minutes=20), True)
+    result = compute_status(session, ready_claim(make_claim), None, T0 + timedelta(minutes=30), True)
     assert result["phase"] == "Ready"
-    assert result["idleDeadline"] == "2025-01-01T12:25:00Z"
-    assert result["busyUntil"] == "2025-01-01T12:10:00Z"
+    assert result["idleDeadline"] == "2025-01-01T13:15:00Z"
+    assert result["busyUntil"] == "2025-01-01T13:00:00Z"
 
 
 def test_idle_with_suspend_does_not_expire(make_session: Make, make_claim: Make) -> None:
