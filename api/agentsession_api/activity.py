@@ -7,6 +7,7 @@ slow cannot get its sandbox reaped early. ``busy=<seconds>`` pauses the idle clo
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from dataclasses import dataclass
@@ -19,6 +20,8 @@ MAX_BUSY_SECONDS: Final = 7 * 24 * 3600
 """A client cannot pause the idle clock for longer than this with one write."""
 MAX_LENGTH: Final = 256
 """``status.lastActivityReport`` keeps the annotation's value: the schema's bound."""
+
+REPORT_DIGEST_PREFIX: Final = "sha256:"
 
 _ACTIVITY = re.compile(r"^\s*(\S+)\s+busy=([0-9]+(?:\.[0-9]+)?)\s*$")
 
@@ -49,3 +52,12 @@ def parse_activity(annotation_value: object) -> Activity | None:
     if client_time is None or not math.isfinite(busy):
         return None
     return Activity(client_time=client_time, busy_seconds=min(busy, MAX_BUSY_SECONDS))
+
+
+def report_key(annotation_value: str) -> str:
+    """What ``status.lastActivityReport`` keeps of an annotation: the value itself when it is short,
+    printable ASCII, else ``sha256:<hex>`` of it (always within :data:`MAX_LENGTH`, and stable, so the
+    operator still tells a new report from one it counted already)."""
+    if len(annotation_value) <= MAX_LENGTH and annotation_value.isascii() and annotation_value.isprintable():
+        return annotation_value
+    return REPORT_DIGEST_PREFIX + hashlib.sha256(annotation_value.encode("utf-8", "surrogatepass")).hexdigest()

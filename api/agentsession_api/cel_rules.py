@@ -59,11 +59,14 @@ def prefixed_pod_label_keys(path: str) -> Rule:
 
 def unreserved_label_keys(path: str) -> Rule:
     """Our identifying labels and agent-sandbox's must not be set (or spoofed) by users."""
-    prefixes = names.RESERVED_LABEL_PREFIXES
-    checks = " && ".join(f"!k.startsWith('{p}')" for p in prefixes)
+    domains = "|".join(d.replace(".", r"\.") for d in names.RESERVED_LABEL_DOMAINS)
     return {
-        "rule": f"self.all(k, {checks})",
-        "message": f"{path} keys under {' and '.join(prefixes)} are reserved for the operator and agent-sandbox",
+        # A domain and its subdomains (extensions.agents.x-k8s.io/x too).
+        "rule": f"self.all(k, !k.matches(r'^([^/]*\\.)?({domains})/'))",
+        "message": (
+            f"{path} keys in the {' and '.join(names.RESERVED_LABEL_DOMAINS)} domains (and their subdomains) are "
+            "reserved for the operator and agent-sandbox"
+        ),
         "reason": FIELD_VALUE_FORBIDDEN,
     }
 

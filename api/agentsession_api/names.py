@@ -26,8 +26,36 @@ LABEL_SESSION_UID: Final = f"{GROUP}/session-uid"
 ANNOTATION_ACTIVITY: Final = f"{GROUP}/activity"
 """Written by the client, read by the operator: see :mod:`agentsession_api.activity`."""
 
-RESERVED_LABEL_PREFIXES: Final = (f"{GROUP}/", "agents.x-k8s.io/")
-"""Label key prefixes users may not set in spec.labels: ours and agent-sandbox's."""
+RESERVED_LABEL_DOMAINS: Final = (GROUP, "agents.x-k8s.io")
+"""Label key domains users may not set in spec.labels, subdomains included: ours and agent-sandbox's."""
+RESERVED_LABEL_PREFIXES: Final = tuple(f"{domain}/" for domain in RESERVED_LABEL_DOMAINS)
+
+DENIED_ENV_DEFAULTS: Final = (
+    "LD_*",
+    "PYTHONPATH",
+    "PYTHONSTARTUP",
+    "PYTHONHOME",
+    "PYTHONUSERBASE",
+    "PYTHONINSPECT",
+    "PYTHONBREAKPOINT",
+    "BASH_ENV",
+    "ENV",
+    "PROMPT_COMMAND",
+    "SHELLOPTS",
+    "PERL5LIB",
+    "PERL5OPT",
+    "RUBYOPT",
+    "RUBYLIB",
+    "NODE_OPTIONS",
+    "NODE_PATH",
+    "JAVA_TOOL_OPTIONS",
+    "_JAVA_OPTIONS",
+    "GCONV_PATH",
+    "MALLOC_*",
+    "GLIBC_TUNABLES",
+)
+"""spec.env names refused whatever the policies say: loader and interpreter hooks that run the tenant's
+code inside every process of the sandbox runtime (globs, case-sensitive)."""
 
 # agent-sandbox's rules for Pod metadata, checked at admission so a session fails early, not its claim later.
 DEFAULT_ALLOWED_LABEL_DOMAINS: Final = ("sandbox.users.io",)

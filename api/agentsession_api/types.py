@@ -339,6 +339,19 @@ class ResolvedSettings(_Status):
         None, alias="idleTimeout", description="Idle timeout in force.", max_length=durations.DURATION_MAX_LENGTH
     )
     idle_action: IdleAction | None = Field(None, alias="idleAction", description="Idle action in force.")
+    max_ttl: str | None = Field(
+        None,
+        alias="maxTtl",
+        description="Policy maximum TTL in force; once the session runs, it never loosens (removing a label "
+        "that selected a policy lifts nothing).",
+        max_length=durations.DURATION_MAX_LENGTH,
+    )
+    max_idle_timeout: str | None = Field(
+        None,
+        alias="maxIdleTimeout",
+        description="Policy maximum idle timeout in force; never loosens once the session runs.",
+        max_length=durations.DURATION_MAX_LENGTH,
+    )
 
 
 class AgentSessionStatus(_Status):
@@ -480,6 +493,20 @@ class EnvRules(_Spec):
     )
 
 
+KeyGlob = Annotated[str, Field(min_length=1, max_length=patterns.QUALIFIED_NAME_MAX)]
+
+
+class KeyRules(_Spec):
+    """Patterns for annotation keys; '*' matches any run of characters (including '/' and '.'), '?' one."""
+
+    allow: list[KeyGlob] | None = Field(
+        None, description="When set, every key must match one of these.", max_length=MAX_PATTERNS
+    )
+    deny: list[KeyGlob] | None = Field(
+        None, description="No key may match any of these (e.g. sidecar.istio.io/*).", max_length=MAX_PATTERNS
+    )
+
+
 class PolicyLimits(_Spec):
     """Upper bounds; a session over a bound is refused before any sandbox is claimed."""
 
@@ -493,6 +520,27 @@ class PolicyLimits(_Spec):
     ) = Field(None, alias="allowedWarmPools", description="Warm pools sessions may use.", max_length=MAX_PATTERNS)
     max_storage: QuantityText | None = quantity_field("Largest total of spec.volumeClaimTemplates requests")
     env: EnvRules | None = Field(None, description="Rules for spec.env names.")
+    pod_annotations: KeyRules | None = Field(
+        None,
+        alias="podAnnotations",
+        description="Rules for spec.podAnnotations keys (e.g. deny sidecar.istio.io/* so no session opts out of "
+        "the mesh).",
+    )
+    allowed_storage_classes: (
+        list[Annotated[str, Field(max_length=patterns.DNS1123_SUBDOMAIN_MAX, pattern=patterns.DNS1123_SUBDOMAIN)]]
+        | None
+    ) = Field(
+        None,
+        alias="allowedStorageClasses",
+        description="When set, every spec.volumeClaimTemplates[] must name one of these storageClassName values "
+        "(an unset class, which means the cluster default, is refused).",
+        max_length=MAX_PATTERNS,
+    )
+    volume_annotations: KeyRules | None = Field(
+        None,
+        alias="volumeAnnotations",
+        description="Rules for the keys of spec.volumeClaimTemplates[].metadata.annotations.",
+    )
 
 
 class LabelRules(_Spec):

@@ -40,7 +40,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="liveness endpoint port, served at /healthz (0 disables)",
     )
     parser.add_argument(
-        "--bind", default=os.environ.get("BIND_ADDRESS", "0.0.0.0"), help="address for the metrics and health endpoints"
+        "--bind",
+        default=os.environ.get("BIND_ADDRESS", "127.0.0.1"),
+        help="address for the webhook, metrics and health endpoints (default loopback; the Deployment sets 0.0.0.0)",
     )
     parser.add_argument("--log-format", choices=["json", "console"], default=os.environ.get("LOG_FORMAT", "json"))
     parser.add_argument("--log-level", default=os.environ.get("LOG_LEVEL", "INFO"))

@@ -16,6 +16,7 @@ from typing import Any
 from agentsession_api import phases
 from agentsession_api.phases import Phase
 from agentsession_api.timestamps import parse_time, utc
+from agentsession_operator import constants
 from agentsession_operator.decisions import desired, lifecycle
 from agentsession_operator.decisions.conditions import find_condition
 from agentsession_operator.decisions.ownership import is_owned_by
@@ -112,6 +113,17 @@ def _claim_actions(
     return actions
 
 
+def _stop_for_policy(claim: Mapping[str, Any], sandbox: Mapping[str, Any] | None) -> list[Action]:
+    """Suspend the Sandbox of a session that now breaks a policy (the claim and its volumes stay)."""
+    bound = ((claim.get("status") or {}).get("sandbox") or {}).get("name")
+    if sandbox is None or not bound or sandbox["metadata"].get("name") != bound:
+        return []
+    if not is_owned_by(sandbox, claim["metadata"].get("uid")):
+        return []
+    patch = desired.sandbox_patch_for_mode(sandbox, constants.OPERATING_MODE_SUSPENDED)
+    return [PatchSandbox(bound, patch)] if patch is not None else []
+
+
 def _next_check(status: Mapping[str, Any], now: datetime) -> ScheduleCheck | None:
     """The earliest future deadline among expiry and idleness."""
     if phases.is_terminal(status["phase"]) or status["phase"] == Phase.TERMINATING:
@@ -144,7 +156,8 @@ def reconcile_actions(
 
     ``claim`` is whatever SandboxClaim carries the session's claim name (a foreign one is never touched),
     ``sandbox`` the Sandbox named in its status. ``violations`` come from policy.violations; they block
-    creating a claim but never tear down a running one (PolicyCompliant=False reports them).
+    creating a claim, and stop a running one (phase Failed, reason PolicyViolation, the Sandbox suspended,
+    claim and volumes kept) until the session or the policy is fixed. PolicyCompliant reports them.
     """
     now = utc(now)
     resolved = resolve(session, effective)
@@ -157,6 +170,8 @@ def reconcile_actions(
         if owned is not None and not lifecycle.is_deleting(owned):
             reason = (find_condition(status["conditions"], phases.COND_EXPIRED) or {}).get("reason", "")
             actions.append(DeleteClaim(owned["metadata"]["name"], reason or phases.REASON_TTL_EXPIRED))
+    elif phase == Phase.FAILED and violations and owned is not None and not lifecycle.is_deleting(owned):
+        actions += _stop_for_policy(owned, sandbox)
     elif phase not in (Phase.FAILED, Phase.TERMINATING):
         if claim is None:
             create, _ = lifecycle.should_create_claim(

@@ -93,16 +93,21 @@ def should_create_claim(
 
 
 # --- Activity and idleness ---------------------------------------------------------------------------
-def activity_patch(annotation_value: object, now: datetime) -> dict[str, Any] | None:
+def activity_patch(annotation_value: object, now: datetime, busy_cap: timedelta | None = None) -> dict[str, Any] | None:
     """Status fields to write when the activity annotation changed; None when the value is garbage.
 
-    Times come from the operator's clock (``now``), see the module docstring.
+    Times come from the operator's clock (``now``), see the module docstring. ``busy=`` counts for at
+    most ``busy_cap``: the policy's maximum idle timeout in force (without one, the tenant chooses its
+    own idle timeout anyway, and busy protects a long command).
     """
     activity = parse_activity(annotation_value)
     if activity is None:
         return None
     now = utc(now)
-    busy_until = now + timedelta(seconds=activity.busy_seconds) if activity.busy_seconds > 0 else None
+    busy = timedelta(seconds=activity.busy_seconds)
+    if busy_cap is not None:
+        busy = min(busy, busy_cap)
+    busy_until = now + busy if busy > timedelta(0) else None
     return {
         "lastActivityTime": format_time(now),
         "busyUntil": format_time(busy_until) if busy_until else None,
@@ -110,19 +115,33 @@ def activity_patch(annotation_value: object, now: datetime) -> dict[str, Any] | 
 
 
 def idle_deadline(
-    last_activity: datetime | None, busy_until: datetime | None, idle_timeout: timedelta | None
+    last_activity: datetime | None,
+    busy_until: datetime | None,
+    idle_timeout: timedelta | None,
+    busy_cap: timedelta | None = None,
 ) -> datetime | None:
-    """When the idle timeout applies: the later of last activity and busy-until, plus the timeout."""
+    """When the idle timeout applies: the later of last activity and busy-until, plus the timeout.
+
+    Busy-until counts for at most ``busy_cap`` (the policy's maximum idle timeout in force now) after
+    the last activity: a ``busy=`` recorded earlier, or forged, cannot outlast what the policy allows.
+    """
     if idle_timeout is None or last_activity is None:
         return None
-    start = max(last_activity, busy_until) if busy_until is not None else last_activity
+    start = last_activity
+    if busy_until is not None:
+        capped = busy_until if busy_cap is None else min(busy_until, last_activity + busy_cap)
+        start = max(last_activity, capped)
     return start + idle_timeout
 
 
-def status_idle_deadline(status: Mapping[str, Any] | None, idle_timeout: timedelta | None) -> datetime | None:
+def status_idle_deadline(
+    status: Mapping[str, Any] | None, idle_timeout: timedelta | None, busy_cap: timedelta | None = None
+) -> datetime | None:
     """:func:`idle_deadline` from the session's status fields."""
     status = status or {}
-    return idle_deadline(parse_time(status.get("lastActivityTime")), parse_time(status.get("busyUntil")), idle_timeout)
+    return idle_deadline(
+        parse_time(status.get("lastActivityTime")), parse_time(status.get("busyUntil")), idle_timeout, busy_cap
+    )
 
 
 def desired_operating_mode(
@@ -132,7 +151,7 @@ def desired_operating_mode(
     if (session.get("spec") or {}).get("suspend"):
         return constants.OPERATING_MODE_SUSPENDED
     if resolved.idle_action == IdleAction.SUSPEND:
-        deadline = status_idle_deadline(status, resolved.idle_timeout)
+        deadline = status_idle_deadline(status, resolved.idle_timeout, resolved.max_idle_timeout)
         if deadline is not None and utc(now) >= deadline:
             return constants.OPERATING_MODE_SUSPENDED
     return constants.OPERATING_MODE_RUNNING

@@ -6,7 +6,10 @@ Merge rules (:func:`merge_policies`), "most restrictive wins":
 * Defaults (``warmPoolRef``, ``ttl``, ``idleTimeout``, ``idleAction``): the first policy that sets one wins.
   Default ``labels``/``podLabels`` merge key by key, the first policy setting a key wins.
 * ``maxTtl``, ``maxIdleTimeout``, ``maxStorage``, ``cleanup.deleteFinishedAfter``: the smallest wins.
-* ``allowedWarmPools``: the intersection of every list given (a pool must be allowed by all).
+* ``allowedWarmPools``, ``allowedStorageClasses``: the intersection of every list given.
+* ``podAnnotations``/``volumeAnnotations`` (key globs): like ``env``, every deny applies and each allow list
+  is its own constraint. Built in, whatever the policies: :data:`names.DENIED_ENV_DEFAULTS` and the
+  reserved label domains (with subdomains).
 * ``env.deny``, ``labels.required``, ``labels.values``: the union (every deny pattern, required label and
   value pattern applies; a label must match every pattern given for its key).
 * ``env.allow`` and ``labels.allowedPrefixes``: each policy's list is its own constraint and a name must
@@ -25,11 +28,13 @@ the operator copies onto the claim and Pod); ``values`` reads all three.
 from __future__ import annotations
 
 import fnmatch
-import re
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar
+
+import re2  # google-re2: linear time, so a policy cannot stall the loop
 
 from agentsession_api import names, patterns, phases
 from agentsession_api.durations import format_duration, parse_duration
@@ -82,6 +87,11 @@ class EffectivePolicy:
     allowed_warm_pools: Sourced[frozenset[str]] | None = None
     env_allow: tuple[Sourced[tuple[str, ...]], ...] = ()
     env_deny: tuple[Sourced[str], ...] = ()
+    pod_annotation_allow: tuple[Sourced[tuple[str, ...]], ...] = ()
+    pod_annotation_deny: tuple[Sourced[str], ...] = ()
+    volume_annotation_allow: tuple[Sourced[tuple[str, ...]], ...] = ()
+    volume_annotation_deny: tuple[Sourced[str], ...] = ()
+    allowed_storage_classes: Sourced[frozenset[str]] | None = None
     required_labels: tuple[Sourced[str], ...] = ()
     allowed_prefixes: tuple[Sourced[tuple[str, ...]], ...] = ()
     label_values: tuple[Sourced[tuple[str, str]], ...] = ()
@@ -127,12 +137,17 @@ class _Merger:
             "default_pod_labels": {},
             "env_allow": [],
             "env_deny": [],
+            "pod_annotation_allow": [],
+            "pod_annotation_deny": [],
+            "volume_annotation_allow": [],
+            "volume_annotation_deny": [],
             "required_labels": [],
             "allowed_prefixes": [],
             "label_values": [],
         }
         self.limits: dict[str, SessionLimit] = {}
         self.pools: Sourced[frozenset[str]] | None = None
+        self.classes: Sourced[frozenset[str]] | None = None
         self.errors: list[str] = []
 
     def first(self, attr: str, value: Sourced[Any] | None) -> None:
@@ -187,6 +202,19 @@ class _Merger:
                 else Sourced(self.pools.value & allowed, f"{self.pools.policy}, {name}")
             )
 
+        if limits.get("allowedStorageClasses") is not None:
+            classes = frozenset(limits["allowedStorageClasses"])
+            self.classes = (
+                Sourced(classes, name)
+                if self.classes is None
+                else Sourced(self.classes.value & classes, f"{self.classes.policy}, {name}")
+            )
+        for field_name, attr in (("podAnnotations", "pod_annotation"), ("volumeAnnotations", "volume_annotation")):
+            rules = limits.get(field_name) or {}
+            if rules.get("allow") is not None:
+                self.values[f"{attr}_allow"].append(Sourced(tuple(rules["allow"]), name))
+            self.values[f"{attr}_deny"] += [Sourced(glob, name) for glob in rules.get("deny") or []]
+
         env = limits.get("env") or {}
         if env.get("allow") is not None:
             self.values["env_allow"].append(Sourced(tuple(env["allow"]), name))
@@ -215,11 +243,22 @@ class _Merger:
 
     def result(self, names: tuple[str, ...]) -> EffectivePolicy:
         values = dict(self.values)
-        for attr in ("env_allow", "env_deny", "required_labels", "allowed_prefixes", "label_values"):
+        for attr in (
+            "env_allow",
+            "env_deny",
+            "pod_annotation_allow",
+            "pod_annotation_deny",
+            "volume_annotation_allow",
+            "volume_annotation_deny",
+            "required_labels",
+            "allowed_prefixes",
+            "label_values",
+        ):
             values[attr] = tuple(values[attr])
         return EffectivePolicy(
             policies=names,
             allowed_warm_pools=self.pools,
+            allowed_storage_classes=self.classes,
             session_limits=tuple(self.limits[k] for k in sorted(self.limits)),
             errors=tuple(self.errors),
             **values,
@@ -245,6 +284,38 @@ def policy_errors(policy: Mapping[str, Any]) -> list[str]:
     return problems
 
 
+COND_VALID = "Valid"
+
+
+def policy_status(policy: Mapping[str, Any], sessions: Iterable[Mapping[str, Any]], now: datetime) -> dict[str, Any]:
+    """The policy's own status: ``Valid`` (False with every problem, e.g. a pattern RE2 refuses, so GitOps
+    tools show it unhealthy), ``matchedSessions`` (sessions of its namespace it selects now) and
+    ``observedGeneration``."""
+    meta = policy.get("metadata") or {}
+    namespace = meta.get("namespace")
+    matched = sum(
+        1
+        for s in sessions
+        if (s.get("metadata") or {}).get("namespace") == namespace
+        and matches(policy, (s.get("metadata") or {}).get("labels") or {})
+    )
+    problems = policy_errors(policy)
+    generation = meta.get("generation")
+    return {
+        "observedGeneration": generation,
+        "matchedSessions": matched,
+        "conditions": conditions.set_condition(
+            ((policy.get("status") or {}).get("conditions")),
+            COND_VALID,
+            not problems,
+            "InvalidSpec" if problems else "Valid",
+            "; ".join(problems) if problems else "the policy parsed and every pattern compiles",
+            now,
+            generation,
+        ),
+    }
+
+
 # --- Resolution --------------------------------------------------------------------------------------
 def _spec(session: Mapping[str, Any]) -> Mapping[str, Any]:
     return session.get("spec") or {}
@@ -261,6 +332,19 @@ def _capped(value: timedelta | None, cap: Sourced[timedelta] | None) -> timedelt
     if cap is None:
         return value
     return cap.value if value is None else min(value, cap.value)
+
+
+def _stricter(a: Sourced[timedelta] | None, b: Sourced[timedelta] | None) -> Sourced[timedelta] | None:
+    if a is None or b is None:
+        return a or b
+    return a if a.value <= b.value else b
+
+
+def _recorded(text: Any) -> Sourced[timedelta] | None:
+    try:
+        return Sourced(parse_duration(text), "status.resolved") if text else None
+    except ValueError:
+        return None
 
 
 def resolve(session: Mapping[str, Any], effective: EffectivePolicy = EMPTY_POLICY) -> Resolved:
@@ -281,10 +365,19 @@ def resolve(session: Mapping[str, Any], effective: EffectivePolicy = EMPTY_POLIC
     action = spec.get("idleAction") or (
         effective.default_idle_action.value if effective.default_idle_action else IdleAction.DELETE
     )
+    max_ttl, max_idle = effective.max_ttl, effective.max_idle_timeout
+    if conditions.is_true(status.get("conditions"), phases.COND_CLAIM_CREATED):
+        # Once running, a session only becomes more constrained: the maxima that applied before
+        # (status.resolved) still cap it, so unselecting a policy (removing a label) lifts nothing.
+        before = status.get("resolved") or {}
+        max_ttl = _stricter(max_ttl, _recorded(before.get("maxTtl")))
+        max_idle = _stricter(max_idle, _recorded(before.get("maxIdleTimeout")))
     return Resolved(
         warm_pool=pool or None,
-        ttl=_capped(ttl, effective.max_ttl),
-        idle_timeout=_capped(idle, effective.max_idle_timeout),
+        ttl=_capped(ttl, max_ttl),
+        idle_timeout=_capped(idle, max_idle),
+        max_ttl=max_ttl.value if max_ttl else None,
+        max_idle_timeout=max_idle.value if max_idle else None,
         idle_action=action,
         labels={**{k: s.value for k, s in effective.default_labels.items()}, **(spec.get("labels") or {})},
         pod_labels={**{k: s.value for k, s in effective.default_pod_labels.items()}, **(spec.get("podLabels") or {})},
@@ -292,12 +385,20 @@ def resolve(session: Mapping[str, Any], effective: EffectivePolicy = EMPTY_POLIC
 
 
 # --- Violations --------------------------------------------------------------------------------------
-def _regex_error(regex: str) -> str | None:
+@functools.lru_cache(maxsize=1024)
+def _compiled(regex: str) -> tuple[Any, str | None]:
+    """RE2, never Python's re: a policy's pattern runs in time linear in the value, whatever the pattern
+    (Python's backtracking took minutes on ``([a-z0-9]+-?)+`` and blocked the event loop). RE2 refuses
+    backreferences and lookarounds: such a pattern is reported as invalid."""
     try:
-        re.compile(regex)
-    except re.error as err:
-        return str(err)
-    return None
+        return re2.compile(regex), None
+    except re2.error as err:
+        text = err.args[0] if err.args else err
+        return None, text.decode(errors="replace") if isinstance(text, bytes) else str(text)
+
+
+def _regex_error(regex: str) -> str | None:
+    return _compiled(regex)[1]
 
 
 def _pod_label_violations(
@@ -338,7 +439,9 @@ def _pod_annotation_violations(spec: Mapping[str, Any]) -> list[str]:
     return found
 
 
-def _limit_violations(spec: Mapping[str, Any], effective: EffectivePolicy, resolved: Resolved) -> list[str]:
+def _limit_violations(
+    spec: Mapping[str, Any], effective: EffectivePolicy, resolved: Resolved, running: bool = False
+) -> list[str]:
     found = []
     pools = effective.allowed_warm_pools
     if pools is not None and resolved.warm_pool and resolved.warm_pool not in pools.value:
@@ -354,7 +457,8 @@ def _limit_violations(spec: Mapping[str, Any], effective: EffectivePolicy, resol
         except ValueError as err:
             found.append(f"spec.{key}: {err}")
             continue
-        if cap is not None and value > cap.value:
+        if cap is not None and value > cap.value and not running:
+            # A running session is held to the cap by resolve() (expiry moves earlier): not a reason to stop it.
             found.append(
                 f"spec.{key} {text} exceeds the policy maximum {cap.text or format_duration(cap.value)} {cap.origin()}"
             )
@@ -379,6 +483,12 @@ def _env_violations(spec: Mapping[str, Any], effective: EffectivePolicy) -> list
     found = []
     for variable in spec.get("env") or []:
         name = variable.get("name", "")
+        builtin = next((glob for glob in names.DENIED_ENV_DEFAULTS if fnmatch.fnmatchcase(name, glob)), None)
+        if builtin is not None:
+            found.append(
+                f"spec.env {name} is denied by the pattern {builtin} (built in: it would run code inside every "
+                "process of the sandbox runtime)"
+            )
         for deny in effective.env_deny:
             if fnmatch.fnmatchcase(name, deny.value):
                 found.append(f"spec.env {name} is denied by the pattern {deny.value} {deny.origin()}")
@@ -386,6 +496,72 @@ def _env_violations(spec: Mapping[str, Any], effective: EffectivePolicy) -> list
             if not any(fnmatch.fnmatchcase(name, glob) for glob in allow.value):
                 listed = ", ".join(allow.value) or "none"
                 found.append(f"spec.env {name} matches none of the allowed patterns ({listed}) {allow.origin()}")
+    return found
+
+
+def _reserved_label_violations(spec: Mapping[str, Any]) -> list[str]:
+    """The CRD refuses these too; checked here for sessions stored before that rule covered subdomains."""
+    found = []
+    for key in sorted(spec.get("labels") or {}):
+        domain = patterns.key_domain(key)
+        if domain is not None and patterns.in_domain(domain, names.RESERVED_LABEL_DOMAINS):
+            found.append(
+                f'spec.labels key "{key}" is in a domain reserved for the operator and agent-sandbox '
+                f"({', '.join(names.RESERVED_LABEL_DOMAINS)} and their subdomains)"
+            )
+    return found
+
+
+def _key_violations(
+    where: str,
+    keys: Iterable[str],
+    allow: Sequence[Sourced[tuple[str, ...]]],
+    deny: Sequence[Sourced[str]],
+) -> list[str]:
+    found = []
+    for key in sorted(keys):
+        for rule in deny:
+            if fnmatch.fnmatchcase(key, rule.value):
+                found.append(f"{where} key {key} is denied by the pattern {rule.value} {rule.origin()}")
+        for allowed in allow:
+            if not any(fnmatch.fnmatchcase(key, glob) for glob in allowed.value):
+                listed = ", ".join(allowed.value) or "none"
+                found.append(f"{where} key {key} matches none of the allowed patterns ({listed}) {allowed.origin()}")
+    return found
+
+
+def _annotation_and_volume_violations(spec: Mapping[str, Any], effective: EffectivePolicy) -> list[str]:
+    """limits.podAnnotations, limits.volumeAnnotations and limits.allowedStorageClasses."""
+    found = _key_violations(
+        "spec.podAnnotations",
+        (spec.get("podAnnotations") or {}).keys(),
+        effective.pod_annotation_allow,
+        effective.pod_annotation_deny,
+    )
+    classes = effective.allowed_storage_classes
+    for template in spec.get("volumeClaimTemplates") or []:
+        name = (template.get("metadata") or {}).get("name", "?")
+        where = f"spec.volumeClaimTemplates[{name}]"
+        found += _key_violations(
+            f"{where}.metadata.annotations",
+            ((template.get("metadata") or {}).get("annotations") or {}).keys(),
+            effective.volume_annotation_allow,
+            effective.volume_annotation_deny,
+        )
+        if classes is None:
+            continue
+        listed = ", ".join(sorted(classes.value)) or "none"
+        chosen = (template.get("spec") or {}).get("storageClassName")
+        if chosen is None:
+            found.append(
+                f"{where} leaves storageClassName unset (the cluster default storage class), but only these are "
+                f"allowed: {listed} {classes.origin()}"
+            )
+        elif chosen not in classes.value:
+            found.append(
+                f"{where}.spec.storageClassName {chosen} is not an allowed storage class (allowed: {listed}) "
+                f"{classes.origin()}"
+            )
     return found
 
 
@@ -418,7 +594,7 @@ def _label_violations(session: Mapping[str, Any], effective: EffectivePolicy, re
                     f"{where} {key} cannot be checked: the policy pattern {regex!r} is not a valid regular "
                     f"expression ({error}) {rule.origin()}; fix the policy"
                 )
-            elif not re.fullmatch(regex, labels[key]):
+            elif not _compiled(regex)[0].fullmatch(labels[key]):
                 found.append(f"{where} {key}={labels[key]} does not match the pattern {regex} {rule.origin()}")
     return found
 
@@ -427,8 +603,13 @@ def violations(
     session: Mapping[str, Any],
     effective: EffectivePolicy = EMPTY_POLICY,
     allowed_label_domains: Sequence[str] | None = None,
+    *,
+    running: bool = False,
 ) -> list[str]:
     """Every rule the session breaks, one sentence each naming the field, the rule and the policy.
+
+    ``running`` (a claim exists): leaves out ``spec.ttl``/``spec.idleTimeout`` over a maximum, which the
+    caps in :func:`resolve` enforce on a running session without stopping it.
 
     Includes agent-sandbox's own Pod metadata rules (label domain allowlist, annotation blocklist), which
     would otherwise fail the claim later with the terminal reason InvalidMetadata.
@@ -439,8 +620,10 @@ def violations(
     return [
         *_pod_label_violations(spec, effective, resolved, domains),
         *_pod_annotation_violations(spec),
-        *_limit_violations(spec, effective, resolved),
+        *_reserved_label_violations(spec),
+        *_limit_violations(spec, effective, resolved, running),
         *_env_violations(spec, effective),
+        *_annotation_and_volume_violations(spec, effective),
         *_label_violations(session, effective, resolved),
     ]
 

@@ -20,6 +20,8 @@ class Resolved:
     idle_action: str = IdleAction.DELETE
     labels: dict[str, str] = field(default_factory=dict)
     pod_labels: dict[str, str] = field(default_factory=dict)
+    max_ttl: timedelta | None = None
+    max_idle_timeout: timedelta | None = None
 
     def to_status(self) -> dict[str, Any]:
         """``status.resolved`` (unset values are None so a merge patch clears them)."""
@@ -28,4 +30,6 @@ class Resolved:
             "ttl": format_duration(self.ttl) if self.ttl else None,
             "idleTimeout": format_duration(self.idle_timeout) if self.idle_timeout else None,
             "idleAction": self.idle_action,
+            "maxTtl": format_duration(self.max_ttl) if self.max_ttl else None,
+            "maxIdleTimeout": format_duration(self.max_idle_timeout) if self.max_idle_timeout else None,
         }

@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Any, Final
 
 from agentsession_api import phases
+from agentsession_api.activity import report_key
 from agentsession_api.durations import format_duration
 from agentsession_api.phases import IdleAction, Phase
 from agentsession_api.timestamps import format_time, parse_time, utc
@@ -29,7 +30,7 @@ from agentsession_operator.decisions.ownership import is_owned_by
 from agentsession_operator.decisions.policy import resolve
 from agentsession_operator.decisions.resolved import Resolved
 
-__all__ = ["TERMINAL_CLAIM_REASONS", "compute_status", "set_condition"]
+__all__ = ["TERMINAL_CLAIM_REASONS", "bounded_status", "compute_status", "minimal_status", "set_condition"]
 
 TERMINAL_CLAIM_REASONS: Final[dict[str, str]] = {
     "InvalidMetadata": (
@@ -211,6 +212,14 @@ def _verdict(
             f"a SandboxClaim named {_meta(claim).get('name')} already exists and is not owned by this AgentSession; "
             "delete that claim or recreate the session under another name",
         )
+    if seen.claim_name is not None and violations:
+        # A running session that breaks a policy (it arrived after admission, or the policy changed) is
+        # stopped: suspended with its volumes kept, not deleted. Not sticky: fixing either resumes it.
+        return Verdict(
+            Phase.FAILED,
+            phases.REASON_POLICY_VIOLATION,
+            "stopped by policy (the sandbox is suspended, its volumes kept): " + "; ".join(violations),
+        )
     if seen.claim_name is not None:
         return _claim_verdict(session, seen, warm_pool_exists, resolved)
     return _unclaimed_verdict(session, warm_pool_exists, resolved, violations)
@@ -260,7 +269,9 @@ def compute_status(
     verdict = _verdict(session, claim, seen, now, warm_pool_exists, resolved, violations)
 
     last_activity, busy_until = _activity_fields(session, verdict, now)
-    deadline = lifecycle.idle_deadline(parse_time(last_activity), parse_time(busy_until), resolved.idle_timeout)
+    deadline = lifecycle.idle_deadline(
+        parse_time(last_activity), parse_time(busy_until), resolved.idle_timeout, resolved.max_idle_timeout
+    )
     if (
         verdict.phase == Phase.READY
         and deadline is not None
@@ -351,3 +362,62 @@ def _conditions(
             generation,
         )
     return conditions
+
+
+# --- Bounds: a status the API server refuses must never be written ----------------------------------
+STRING_BOUNDS: Final[dict[str, int]] = {
+    "claimName": 63,
+    "sandboxName": 253,
+    "podName": 253,
+    "serviceFQDN": 512,
+}
+"""The schema's maxLength of each status string copied from other objects (api/agentsession_api/types.py)."""
+POD_IP_MAX: Final = 64
+CONDITION_REASON_MAX: Final = 1024
+CONDITION_MESSAGE_MAX: Final = 32_768
+MINIMAL_FIELDS: Final = (
+    "phase",
+    "lastActivityTime",
+    "busyUntil",
+    "lastActivityReport",
+    "idleDeadline",
+    "expiresAt",
+    "observedGeneration",
+)
+"""What a fallback write keeps when the API server refused the full status: the phase and the idle clock."""
+
+
+def _clip(value: Any, limit: int) -> Any:
+    return value[: limit - 1] + "…" if isinstance(value, str) and len(value) > limit else value
+
+
+def bounded_status(patch: Mapping[str, Any]) -> dict[str, Any]:
+    """``patch`` with every string that comes from another object (claim, Sandbox, agent-sandbox's
+    messages, the activity annotation) cut to the schema's bound, so no outside value can make the
+    API server refuse the write."""
+    result = dict(patch)
+    for key, limit in STRING_BOUNDS.items():
+        if key in result:
+            result[key] = _clip(result[key], limit)
+    if result.get("podIPs"):
+        result["podIPs"] = [ip for ip in result["podIPs"] if isinstance(ip, str) and len(ip) <= POD_IP_MAX][
+            :MAX_POD_IPS
+        ] or None
+    if isinstance(result.get("lastActivityReport"), str):
+        result["lastActivityReport"] = report_key(result["lastActivityReport"])
+    if result.get("conditions"):
+        result["conditions"] = [
+            {
+                **cond,
+                "reason": _clip(cond.get("reason"), CONDITION_REASON_MAX),
+                "message": _clip(cond.get("message"), CONDITION_MESSAGE_MAX),
+            }
+            for cond in result["conditions"]
+        ]
+    return result
+
+
+def minimal_status(patch: Mapping[str, Any]) -> dict[str, Any]:
+    """The fallback write after a refusal: :data:`MINIMAL_FIELDS` only, so the phase and the idle clock
+    (what idle reaping reads) keep moving whatever else the API server objected to."""
+    return {key: patch[key] for key in MINIMAL_FIELDS if key in patch}

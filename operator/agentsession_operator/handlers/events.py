@@ -87,3 +87,5 @@ async def policy_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: 
         policies[name] = dict(body)
     if before != (policies.get(name) or {}).get("spec"):
         reconciler.trigger_namespace(namespace, cause=f"policy {name} changed")
+    if type != "DELETED":
+        await reconciler.update_policy_status(namespace, name)

@@ -25,5 +25,5 @@ REAP_LAG = Histogram(
 )
 
 
-def serve(port: int, addr: str = "0.0.0.0") -> None:
+def serve(port: int, addr: str = "127.0.0.1") -> None:
     start_http_server(port, addr=addr)

@@ -49,7 +49,7 @@ class WebhookConfig:
     """Where the webhook listens, how the API server reaches it, and with which certificate."""
 
     port: int = DEFAULT_PORT
-    bind: str = "0.0.0.0"
+    bind: str = "127.0.0.1"
     host: str | None = None
     """Host in the webhook URL the API server calls; default: derived from ``bind`` (0.0.0.0: 127.0.0.1)."""
     cert: str | None = None

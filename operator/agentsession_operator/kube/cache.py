@@ -40,6 +40,9 @@ class Cache:
     pools: set[Key] = field(default_factory=set)
     policies: dict[str, dict[str, dict[str, Any]]] = field(default_factory=lambda: defaultdict(dict))
     sessions: dict[Key, dict[str, Any]] = field(default_factory=dict)  # the latest body seen per session
+    loaded: bool = False
+    """Policies and warm pools were listed once: before that no session is acted on (a session judged
+    without its policy would get a claim the policy forbids)."""
 
     def remember_session(self, key: Key, body: dict[str, Any]) -> None:
         """Keep the newest body: a watch event can arrive after our own, newer write."""

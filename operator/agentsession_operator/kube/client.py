@@ -99,9 +99,23 @@ class Kube:
             if exc.status not in (404, 409):
                 raise
 
-    async def list_policies(self) -> list[dict[str, Any]]:
-        """Every AgentSessionPolicy of the cluster (the startup sync; the watch keeps them current after)."""
-        return await self._list(names.GROUP, names.VERSION, names.POLICY_PLURAL, None)
+    async def list_policies(self, namespace: str | None) -> list[dict[str, Any]]:
+        return await self._list(names.GROUP, names.VERSION, names.POLICY_PLURAL, namespace)
+
+    async def patch_policy_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+        try:
+            await self.custom.patch_namespaced_custom_object_status(
+                names.GROUP,
+                names.VERSION,
+                namespace,
+                names.POLICY_PLURAL,
+                name,
+                {"status": status},
+                _content_type=_MERGE["Content-Type"],
+            )
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
 
     # ---- agent-sandbox objects ---------------------------------------------------------------
     async def get_claim(self, namespace: str, name: str) -> dict[str, Any] | None:
@@ -159,6 +173,9 @@ class Kube:
             patch,
             _content_type=_MERGE["Content-Type"],
         )
+
+    async def list_warm_pools(self) -> list[dict[str, Any]]:
+        return await self._list(c.EXTENSIONS_GROUP, c.EXTENSIONS_VERSION, c.WARM_POOL_PLURAL, None)
 
     async def get_warm_pool(self, namespace: str, name: str) -> dict[str, Any] | None:
         return await self._get(c.EXTENSIONS_GROUP, c.EXTENSIONS_VERSION, c.WARM_POOL_PLURAL, namespace, name)

@@ -17,10 +17,12 @@ from typing import Any
 from kubernetes_asyncio.client.rest import ApiException
 
 from agentsession_api import names, phases
+from agentsession_api.activity import report_key
 from agentsession_api.phases import Phase
 from agentsession_api.timestamps import parse_time
 from agentsession_operator import constants as c
 from agentsession_operator.decisions import lifecycle, naming, policy, retention
+from agentsession_operator.decisions import status as session_status
 from agentsession_operator.decisions.actions import (
     Action,
     CreateClaim,
@@ -29,6 +31,7 @@ from agentsession_operator.decisions.actions import (
     PatchSandbox,
     PatchStatus,
     ScheduleCheck,
+    patch_changes,
     reconcile_actions,
 )
 from agentsession_operator.decisions.ownership import is_owned_by
@@ -87,6 +90,35 @@ class Reconciler:
         for key in self.cache.sessions_in(namespace):
             self.scheduler.schedule(key, now)
 
+    def slot_may_have_freed(self, namespace: str) -> None:
+        """A session of the namespace was deleted or finished: sessions waiting on maxSessionsPerLabel
+        (Failed, PolicyViolation, no claim) are judged again now. Only those, and only when a policy of
+        the namespace sets a cap, so thousands of finishing sessions cause no storm of passes."""
+        capped = any(
+            ((p.get("spec") or {}).get("cleanup") or {}).get("maxSessionsPerLabel")
+            for p in self.cache.policies.get(namespace, {}).values()
+        )
+        if not capped:
+            return
+        now = _now()
+        for key in self.cache.sessions_in(namespace):
+            status = self.cache.sessions[key].get("status") or {}
+            failed: dict[str, Any] = next(
+                (x for x in status.get("conditions") or [] if x.get("type") == phases.COND_FAILED), {}
+            )
+            waiting = status.get("phase") == Phase.FAILED and not status.get("claimName")
+            if waiting and failed.get("reason") == phases.REASON_POLICY_VIOLATION:
+                self.scheduler.schedule(key, now)
+
+    async def update_policy_status(self, namespace: str, name: str) -> None:
+        """Valid, matchedSessions, observedGeneration of one policy (written when they change)."""
+        body = self.cache.policies.get(namespace, {}).get(name)
+        if body is None:
+            return
+        status = policy.policy_status(body, self.cache.bodies_in(namespace), _now())
+        if patch_changes(body.get("status") or {}, status):
+            await self.kube.patch_policy_status(namespace, name, status)
+
     def session_for_claim(self, claim: dict[str, Any]) -> Key | None:
         for ref in claim["metadata"].get("ownerReferences") or []:
             if ref.get("kind") == names.SESSION_KIND and ref.get("apiVersion", "").startswith(f"{names.GROUP}/"):
@@ -131,19 +163,20 @@ class Reconciler:
             logger(namespace=namespace, claim=meta["name"]).info("orphan claim deleted", owner_uid=owner_uid)
         return True
 
-    async def load_policies(self, namespaces: tuple[str, ...] = ()) -> None:
-        """Fill the policy cache from one live list, before the watches start (kopf runs startup handlers
-        first): otherwise a session's first pass could run before the policies' and create a claim a
-        policy forbids. Without the RBAC to list cluster-wide, the watch fills the cache as before."""
-        try:
-            found = await self.kube.list_policies()
-        except ApiException as exc:
-            logger().warning("could not list AgentSessionPolicies at startup", status=exc.status)
-            return
-        for body in found:
+    async def prime(self, namespaces: tuple[str, ...] = ()) -> None:
+        """List every policy and warm pool once, before any session is acted on (see Cache.loaded).
+
+        kopf runs startup handlers before its watches: without this, a session's first pass could run before
+        the policies' and create a claim a policy forbids. A failed list fails the start (and kopf retries it)
+        rather than act without policies."""
+        for body in await self.kube.list_policies(None):
             meta = body["metadata"]
             if watched(meta.get("namespace"), namespaces):
                 self.cache.policies[meta["namespace"]][meta["name"]] = dict(body)
+        for body in await self.kube.list_warm_pools():
+            self.cache.pools.add((body["metadata"]["namespace"], body["metadata"]["name"]))
+        self.cache.loaded = True
+        logger().info("policies and warm pools loaded", policies=sum(map(len, self.cache.policies.values())))
 
     # ---- observation -------------------------------------------------------------------------
     async def label_domains(self) -> list[str]:
@@ -155,6 +188,10 @@ class Reconciler:
             cached = (time.monotonic(), domains)
             self._label_domains = cached
         return cached[1]
+
+    def _effective(self, session: dict[str, Any]) -> policy.EffectivePolicy:
+        namespace = session["metadata"]["namespace"]
+        return policy.effective_policy_for(session, list(self.cache.policies.get(namespace, {}).values()))
 
     async def _observe_claim(self, namespace: str, name: str) -> dict[str, Any] | None:
         claim = self.cache.claims.get((namespace, name))
@@ -172,6 +209,10 @@ class Reconciler:
     async def reconcile(self, key: Key, cause: str, deadline_lag: float | None = None, fresh: bool = False) -> None:
         """One pass. `fresh` re-reads the session from the API first (deadlines act on the newest state);
         otherwise the newest body the watch or our own writes delivered is used."""
+        if not self.cache.loaded:
+            # Never judge a session without its policies: try again once they are loaded.
+            self.scheduler.schedule(key, _now() + dt.timedelta(seconds=1))
+            return
         lock = self._locks[key]
         if lock.locked():
             # A pass is running: it will run once more for everything that arrived meanwhile.
@@ -217,9 +258,11 @@ class Reconciler:
         status_extra: dict[str, Any] = {}
         report = (session["metadata"].get("annotations") or {}).get(names.ANNOTATION_ACTIVITY)
         status = dict(session.get("status") or {})
-        if report and report != status.get("lastActivityReport"):
-            observed = lifecycle.activity_patch(report, now)
-            status_extra["lastActivityReport"] = report
+        # Only a bounded key of the annotation goes to status (a long one made every status write fail).
+        if isinstance(report, str) and report and report_key(report) != status.get("lastActivityReport"):
+            busy_cap = policy.resolve(session, self._effective(session)).max_idle_timeout
+            observed = lifecycle.activity_patch(report, now, busy_cap)
+            status_extra["lastActivityReport"] = report_key(report)
             if observed is not None:
                 status.update(observed)
                 status_extra.update(observed)
@@ -228,16 +271,17 @@ class Reconciler:
         claim_name = naming.claim_name(name, uid)
         claim = await self._observe_claim(namespace, claim_name)
         sandbox = await self._observe_sandbox(namespace, claim)
-        effective = policy.effective_policy_for(session, list(self.cache.policies.get(namespace, {}).values()))
+        effective = self._effective(session)
         resolved = policy.resolve(session, effective)
         warm_pool_exists = True
         if claim is None and resolved.warm_pool:
             warm_pool_exists = (namespace, resolved.warm_pool) in self.cache.pools or (
                 await self.kube.get_warm_pool(namespace, resolved.warm_pool) is not None
             )
-        violations = None
+        # Every pass, claim or not: PolicyCompliant is always the current verdict, and a running session
+        # that breaks a policy is stopped (decisions.actions).
+        violations = policy.violations(session, effective, await self.label_domains(), running=claim is not None)
         if claim is None:
-            violations = policy.violations(session, effective, await self.label_domains())
             # maxSessionsPerLabel by creation order, so concurrent creations agree on who is over.
             others = self.cache.bodies_in(namespace)
             violations += policy.session_limit_violations(session, effective, others, only_earlier=True)
@@ -319,7 +363,18 @@ class Reconciler:
 
     async def _write_status(self, key: Key, session: dict[str, Any], patch: dict[str, Any], log: Any) -> None:
         before = _phase(session.get("status"))
-        written = await self.kube.patch_session_status(key[0], key[1], patch)
+        patch = session_status.bounded_status(patch)
+        try:
+            written = await self.kube.patch_session_status(key[0], key[1], patch)
+        except ApiException as exc:
+            if exc.status != 422:
+                raise
+            # Refused by the schema: never let that freeze the session. Write the phase and the idle
+            # clock alone (what reaping reads), say so, and let the pass go on.
+            log.warning("status refused by the API server; wrote the minimal status", error=str(exc.reason))
+            self._event(session, "StatusRejected", f"status update refused: {str(exc.reason)[:512]}", "Warning")
+            patch = session_status.minimal_status(patch)
+            written = await self.kube.patch_session_status(key[0], key[1], patch)
         if written is not None:
             self.cache.remember_session(key, written)
         after = patch.get("phase", before)
@@ -329,6 +384,8 @@ class Reconciler:
                 metrics.SESSIONS_BY_PHASE.labels(namespace=key[0], phase=previous).dec()
             metrics.SESSIONS_BY_PHASE.labels(namespace=key[0], phase=after).inc()
             self._phases[key] = after
+        if after != before and after in phases.TERMINAL_PHASES:
+            self.slot_may_have_freed(key[0])
         if after != before and after:
             ready: dict[str, Any] = next(
                 (x for x in patch.get("conditions") or [] if x.get("type") == phases.COND_READY), {}
@@ -376,3 +433,4 @@ class Reconciler:
         phase = self._phases.pop(key, None)
         if phase:
             metrics.SESSIONS_BY_PHASE.labels(namespace=key[0], phase=phase).dec()
+        self.slot_may_have_freed(key[0])

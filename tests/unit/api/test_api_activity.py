@@ -41,3 +41,14 @@ def test_what_the_client_writes_the_operator_reads(busy: float) -> None:
     written = format_activity(T0.replace(microsecond=123456), busy)
     assert written == f"2025-01-01T12:00:00.123456Z busy={max(busy, 0):g}"
     assert parse_activity(written) == Activity(T0.replace(microsecond=123456), max(busy, 0.0))
+
+
+def test_report_key_is_bounded_printable_and_stable() -> None:
+    from agentsession_api.activity import MAX_LENGTH, report_key
+
+    short = "2025-01-01T00:00:00Z busy=0"
+    assert report_key(short) == short
+    for hostile in ("x" * 10_000, "a\x00b", "é" * 10, short + " " * 300):
+        key = report_key(hostile)
+        assert len(key) <= MAX_LENGTH and key.isascii() and key.isprintable()
+        assert key == report_key(hostile) and key != report_key(hostile + "!")

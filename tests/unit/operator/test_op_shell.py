@@ -31,8 +31,11 @@ class FakeKube:
         self.fail_status_writes = 0
         self.gate: asyncio.Event | None = None  # when set, status writes wait for it
 
-    async def list_policies(self) -> list[dict[str, Any]]:
+    async def list_policies(self, namespace: str | None = None) -> list[dict[str, Any]]:
         return [copy.deepcopy(p) for p in self.policies]
+
+    async def list_warm_pools(self) -> list[dict[str, Any]]:
+        return [{"metadata": {"namespace": ns, "name": name}} for ns, name in self.pools]
 
     async def get_session(self, namespace: str, name: str) -> dict[str, Any] | None:
         return copy.deepcopy(self.sessions.get((namespace, name)))
@@ -101,6 +104,7 @@ def kube() -> FakeKube:
 @pytest.fixture
 async def reconciler(kube: FakeKube) -> Any:
     rec = Reconciler(kube)  # type: ignore[arg-type]
+    rec.cache.loaded = True  # what prime() does at startup (tested on its own below)
     yield rec
     await rec.scheduler.stop()
 
@@ -147,7 +151,7 @@ async def test_policies_are_loaded_before_the_first_pass(
         make_policy("rules", {"limits": {"allowedWarmPools": ["other"]}}),
         make_policy("elsewhere", {}, namespace="team-x"),
     ]
-    await reconciler.load_policies(("ns",))
+    await reconciler.prime(("ns",))
     assert list(reconciler.cache.policies) == ["ns"]
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     key = _store(kube, make_session(created=now))

@@ -53,6 +53,8 @@ def test_pending_while_claim_is_created(make_session: Make) -> None:
         "ttl": None,
         "idleTimeout": None,
         "idleAction": "Delete",
+        "maxTtl": None,
+        "maxIdleTimeout": None,
     }
 
 
@@ -375,6 +377,8 @@ def test_resolved_values_in_status(make_session: Make) -> None:
         "ttl": "1h",
         "idleTimeout": "5m",
         "idleAction": "Suspend",
+        "maxTtl": None,
+        "maxIdleTimeout": None,
     }
     assert result["expiresAt"] == "2025-01-01T12:00:00Z"
 

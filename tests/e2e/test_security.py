@@ -1,0 +1,225 @@
+"""Issue 11 end to end: a tenant's attacks on the operator, tried against the real API server and the
+operator process (items that need the cluster; pure rules are in tests/unit/operator/test_op_security.py)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from tests.e2e import manifests
+from tests.e2e.conftest import Kube, OperatorProcess
+from tests.e2e.test_policy import REFUSED, refusal, status_of, wait_enforced
+
+pytestmark = pytest.mark.e2e
+
+CATASTROPHIC = "([a-z0-9]+-?)+"
+HOSTILE_VALUE = "a" * 61 + "_a"  # a valid 63-character label value that almost matches
+
+
+def policy(name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "agentsession.dev/v1alpha1",
+        "kind": "AgentSessionPolicy",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def test_catastrophic_regex_does_not_stall_admission(kube: Kube, namespace: str, operator: OperatorProcess) -> None:
+    """Item 8. Attack: a policy pattern with nested quantifiers plus a 63-character label that almost
+    matches. Before: the webhook timed out (30 s), admission fell open, the operator ignored SIGTERM.
+    Now: refused at once, and the webhook still answers the next request at once."""
+    kube.apply(
+        manifests.template("pause"),
+        manifests.warm_pool("pool", "pause", 0),
+        policy("rules", {"labels": {"values": {"team": "^(a|b)$"}}}),
+        namespace=namespace,
+    )
+    wait_enforced(kube, namespace)
+    kube.apply(policy("slow", {"labels": {"values": {"app": CATASTROPHIC}}}), namespace=namespace)
+    time.sleep(2)  # the operator's watch sees the policy
+    body = manifests.session("hostile", "pool", {"team": "a", "app": HOSTILE_VALUE})
+    started = time.monotonic()
+    error = refusal(kube, body, namespace)
+    took = time.monotonic() - started
+    assert error is not None and REFUSED in error and "does not match the pattern" in error, error
+    assert took < 5, f"admission took {took:.1f} s"
+    started = time.monotonic()
+    assert REFUSED in (refusal(kube, manifests.session("probe2", "pool", {"team": "c"}), namespace, True) or "")
+    assert time.monotonic() - started < 5
+
+
+def test_reserved_label_subdomain_and_loader_env_refused(kube: Kube, namespace: str, operator: OperatorProcess) -> None:
+    """Item 9. Attacks: a label under extensions.agents.x-k8s.io (the CRD checked prefixes, not domains),
+    and LD_PRELOAD in spec.env with no policy at all. Both are refused when the session is created."""
+    kube.apply(manifests.template("pause"), manifests.warm_pool("pool", "pause", 0), namespace=namespace)
+    labelled = manifests.session("spoof", "pool")
+    labelled["spec"]["labels"] = {"extensions.agents.x-k8s.io/x": "v"}
+    error = refusal(kube, labelled, namespace, dry_run=True)
+    assert error is not None and "reserved for the operator and agent-sandbox" in error, error
+    preload = manifests.session("preload", "pool", env=[{"name": "LD_PRELOAD", "value": "/tmp/x.so"}])
+    error = kube.wait_for(
+        "the webhook to refuse LD_PRELOAD",
+        lambda: refusal(kube, preload, namespace, dry_run=True),
+        timeout=30,
+        interval=0.5,
+    )
+    assert "spec.env LD_PRELOAD is denied by the pattern LD_*" in error, error
+
+
+def test_policy_refuses_mesh_opt_out_and_storage_class(kube: Kube, namespace: str, operator: OperatorProcess) -> None:
+    """Item 9. Attacks: `sidecar.istio.io/inject: "false"` (out of the mesh's egress control) and a PVC on
+    a storage class the tenant should not use. The policy's new limits refuse both at admission."""
+    kube.apply(
+        manifests.template("pause"),
+        manifests.warm_pool("pool", "pause", 0),
+        policy(
+            "rules",
+            {
+                "labels": {"values": {"team": "^(a|b)$"}},
+                "limits": {"podAnnotations": {"deny": ["sidecar.istio.io/*"]}, "allowedStorageClasses": ["standard"]},
+            },
+        ),
+        namespace=namespace,
+    )
+    wait_enforced(kube, namespace)
+    meshless = manifests.session("meshless", "pool", {"team": "a"})
+    meshless["spec"]["podAnnotations"] = {"sidecar.istio.io/inject": "false"}
+    error = refusal(kube, meshless, namespace, dry_run=True) or ""
+    assert "spec.podAnnotations key sidecar.istio.io/inject is denied by the pattern sidecar.istio.io/*" in error
+    volume = {
+        "metadata": {"name": "data"},
+        "spec": {"storageClassName": "retain-forever", "resources": {"requests": {"storage": "1Gi"}}},
+    }
+    stored = manifests.session("stored", "pool", {"team": "a"})
+    stored["spec"]["volumeClaimTemplates"] = [volume]
+    error = refusal(kube, stored, namespace, dry_run=True) or ""
+    assert "storageClassName retain-forever is not an allowed storage class" in error, error
+
+
+def test_running_session_that_breaks_a_new_policy_is_stopped(
+    kube: Kube, namespace: str, operator: OperatorProcess
+) -> None:
+    """Item 3. Attack: a session running before its policy arrived (GitOps sync, restart) kept its
+    forbidden pod annotation and PolicyCompliant stayed True. Now: Failed/PolicyViolation, the Sandbox suspended,
+    the claim (and its volumes) kept."""
+    kube.apply(manifests.template("pause"), manifests.warm_pool("pool", "pause", 0), namespace=namespace)
+    body = manifests.session("early", "pool", {"team": "a"})
+    body["spec"]["podAnnotations"] = {"mesh.example.com/inject": "false"}
+    kube.apply(body, namespace=namespace)
+    kube.wait_for("early Ready", lambda: status_of(kube, "early", namespace).get("phase") == "Ready", timeout=90)
+    kube.apply(policy("rules", {"limits": {"podAnnotations": {"deny": ["mesh.example.com/*"]}}}), namespace=namespace)
+    kube.wait_for(
+        "early stopped by policy",
+        lambda: status_of(kube, "early", namespace).get("phase") == "Failed",
+        timeout=30,
+    )
+    status = status_of(kube, "early", namespace)
+    compliant = next(c for c in status["conditions"] if c["type"] == "PolicyCompliant")
+    assert compliant["status"] == "False" and "mesh.example.com/inject" in compliant["message"]
+    assert kube.get("sandboxclaim", status["claimName"], namespace) is not None  # volumes kept
+    sandbox = kube.wait_for(
+        "the Sandbox suspended",
+        lambda: (
+            (s := kube.get("sandbox", status["sandboxName"], namespace))
+            and s["spec"].get("operatingMode") == "Suspended"
+            and s
+        ),
+        timeout=30,
+    )
+    assert sandbox
+
+
+def test_waiting_session_proceeds_when_a_slot_frees(kube: Kube, namespace: str, operator: OperatorProcess) -> None:
+    """Item 5. Before: a session Failed over maxSessionsPerLabel stayed Failed after a slot freed.
+    Now: deleting the session holding the slot lets the waiting one proceed at once."""
+    kube.apply(
+        manifests.template("pause"),
+        manifests.warm_pool("pool", "pause", 0),
+        policy("cap", {"cleanup": {"maxSessionsPerLabel": {"key": "team", "max": 1}}}),
+        namespace=namespace,
+    )
+    time.sleep(2)  # the operator's watch sees the policy
+    kube.apply(manifests.session("first", "pool", {"team": "a"}), namespace=namespace)
+    kube.wait_for("first Ready", lambda: status_of(kube, "first", namespace).get("phase") == "Ready", timeout=90)
+    # Past the webhook (which counts every stored session): stored while the operator is down (Ignore).
+    operator.kill()
+    try:
+        kube.apply(manifests.session("second", "pool", {"team": "a"}), namespace=namespace)
+    finally:
+        operator.start()
+    kube.wait_for("second waiting", lambda: status_of(kube, "second", namespace).get("phase") == "Failed", timeout=30)
+    kube.run("delete", "agentsession", "first", "-n", namespace, "--wait=false")
+    kube.wait_for("second to proceed", lambda: status_of(kube, "second", namespace).get("phase") == "Ready", timeout=60)
+
+
+def test_removing_a_label_does_not_escape_the_policy(kube: Kube, namespace: str, operator: OperatorProcess) -> None:
+    """Item 4 (the reconcile half). Attack: `kubectl label ags s1 team-` unselected the policy that capped
+    the TTL, and the session ran without an expiry. Now the maximum recorded in status.resolved holds."""
+    kube.apply(
+        manifests.template("pause"),
+        manifests.warm_pool("pool", "pause", 0),
+        policy("cap", {"selector": {"matchLabels": {"team": "a"}}, "limits": {"maxTtl": "10m"}}),
+        namespace=namespace,
+    )
+    time.sleep(2)  # the operator's watch sees the policy
+    kube.apply(manifests.session("capped", "pool", {"team": "a"}), namespace=namespace)
+    kube.wait_for("capped Ready", lambda: status_of(kube, "capped", namespace).get("phase") == "Ready", timeout=90)
+    before = status_of(kube, "capped", namespace)
+    assert before["expiresAt"] and before["resolved"]["maxTtl"] == "10m"
+    kube.run("label", "agentsession", "capped", "-n", namespace, "team-")
+    kube.wait_for(
+        "a pass after the label went",
+        lambda: status_of(kube, "capped", namespace).get("observedGeneration") is not None and True,
+        timeout=10,
+    )
+    time.sleep(3)
+    after = status_of(kube, "capped", namespace)
+    assert after["expiresAt"] == before["expiresAt"] and after["resolved"]["maxTtl"] == "10m", after
+
+
+def test_policy_status_is_written(kube: Kube, namespace: str, operator: OperatorProcess) -> None:
+    """The policy's Valid condition and matchedSessions (the Matched column) are written by the operator;
+    a pattern RE2 refuses (a backreference) shows Valid=False with the reason, or is refused outright."""
+    kube.apply(policy("fine", {"selector": {"matchLabels": {"team": "a"}}}), namespace=namespace)
+    valid = kube.wait_for(
+        "policy fine Valid",
+        lambda: next(
+            (
+                c
+                for c in ((kube.get("agentsessionpolicy", "fine", namespace) or {}).get("status") or {}).get(
+                    "conditions"
+                )
+                or []
+                if c["type"] == "Valid"
+            ),
+            None,
+        ),
+        timeout=30,
+    )
+    assert valid["status"] == "True"
+    bad = policy("bad", {"labels": {"values": {"team": "(a)\\1"}}})
+    proc = kube.apply(bad, namespace=namespace, check=False)
+    if proc.returncode == 0:
+        cond = kube.wait_for(
+            "policy bad Valid=False",
+            lambda: next(
+                (
+                    c
+                    for c in ((kube.get("agentsessionpolicy", "bad", namespace) or {}).get("status") or {}).get(
+                        "conditions"
+                    )
+                    or []
+                    if c["type"] == "Valid" and c["status"] == "False"
+                ),
+                None,
+            ),
+            timeout=30,
+        )
+        assert "not a valid regular expression" in cond["message"]
+    else:
+        assert "not a valid regular expression" in proc.stderr, proc.stderr
+    status = (kube.get("agentsessionpolicy", "fine", namespace) or {}).get("status") or {}
+    assert status.get("matchedSessions") == 0
