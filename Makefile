@@ -40,8 +40,15 @@ crds: venv ## regenerate crds/*.yaml from the API types
 	$(PY) -m agentsession_api.crdgen
 	$(PY) -m agentsession_api.apidoc
 
-operator: venv ## install the CRDs and run the operator in the foreground against $$KUBECONFIG
+# REPLICAS=2: a leader and a hot standby (one Lease); each further replica on ports +10 (metrics, health, webhook).
+REPLICAS ?= 1
+operator: venv ## install the CRDs and run the operator in the foreground against $$KUBECONFIG (REPLICAS=n)
 	$(PY) -m devcluster kubectl apply --server-side --force-conflicts -f crds/
+	@trap 'kill $$(jobs -p) 2>/dev/null' EXIT INT TERM; \
+	for i in $$(seq 2 $(REPLICAS)); do \
+	  $(PY) -m agentsession_operator --metrics-port $$((8070 + 10 * i)) --health-port $$((8071 + 10 * i)) \
+	    --webhook-port $$((9433 + 10 * i)) & \
+	done; \
 	$(PY) -m agentsession_operator
 
 test-unit: venv ## unit tests (no cluster)

@@ -131,6 +131,8 @@ def test_config_objects(rendered: list[dict[str, Any]]) -> None:
             # kustomize's namespace must not have moved these next to the operator.
             ("Role", "agentsession-operator-agent-sandbox-config", "agent-sandbox-system"),
             ("RoleBinding", "agentsession-operator-agent-sandbox-config", "agent-sandbox-system"),
+            ("Role", "agentsession-operator-leader-election", OPERATOR_NS),
+            ("RoleBinding", "agentsession-operator-leader-election", OPERATOR_NS),
             ("Service", "agentsession-operator", OPERATOR_NS),
             ("Deployment", "agentsession-operator", OPERATOR_NS),
         ]
@@ -140,7 +142,7 @@ def test_config_objects(rendered: list[dict[str, Any]]) -> None:
 
     deploy = by_kind(rendered, "Deployment")
     spec = deploy["spec"]
-    assert spec["replicas"] == 1 and spec["strategy"] == {"type": "Recreate"}
+    assert spec["replicas"] == 2 and spec["strategy"]["type"] == "RollingUpdate"  # one leader, one standby
     pod = spec["template"]["spec"]
     assert pod["serviceAccountName"] == "agentsession-operator" and pod["automountServiceAccountToken"] is True
     (container,) = pod["containers"]
