@@ -176,6 +176,9 @@ def test_sigkill_at_random_points_during_200_sessions(kube: Kube, namespace: str
             operator.kill()
             kills += 1
             operator.start()
+    patch = [manifests.session(n, "pool", ttl="3h") for n in batches[-1] if n in updated]
+    if patch:
+        apply_retrying(kube, namespace, patch)
     gone = [n for n in batches[-1] if n in deleted]
     if gone:
         kube.run("delete", "agentsession", "-n", namespace, "--wait=false", *gone)
