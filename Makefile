@@ -7,7 +7,7 @@ export KUBECONFIG ?= $(CURDIR)/.cluster/kubeconfig
 NODE ?= $(or $(DEVCLUSTER_NODE),kwok)
 export DEVCLUSTER_NODE := $(NODE)
 
-.PHONY: help venv cluster-up cluster-down cluster-status crds operator test test-unit test-e2e lint bench demo dev
+.PHONY: help venv cluster-up cluster-down cluster-status crds operator test test-unit test-e2e test-faults lint bench demo dev
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -57,6 +57,10 @@ test-unit: venv ## unit tests (no cluster)
 test-e2e: venv ## end-to-end tests on the local control plane (started and stopped by the tests)
 	$(PY) -m devcluster build
 	$(PY) -m pytest tests/e2e -q
+
+test-faults: venv ## only the fault-injection e2e tests (failover, restarts, SIGKILLs; docs/reliability.md)
+	$(PY) -m devcluster build
+	$(PY) -m pytest -m faults tests/e2e -q
 
 test: venv ## every test: unit first, then end to end (builds the control plane first if needed)
 	$(PY) -m pytest tests/unit -q
