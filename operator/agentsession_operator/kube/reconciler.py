@@ -16,12 +16,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from kubernetes_asyncio.client.rest import ApiException
+
 from agentsession_api import names, phases
 from agentsession_api.phases import Phase
 from agentsession_api.timestamps import parse_time
 from agentsession_operator import constants as c
 from agentsession_operator.decisions import actions as decide
-from agentsession_operator.decisions import lifecycle, naming, policy, retention
+from agentsession_operator.decisions import lifecycle, naming, policy, refusals, retention
 from agentsession_operator.decisions.ownership import is_owned_by
 from agentsession_operator.infra import metrics
 from agentsession_operator.infra.logs import logger
@@ -259,6 +261,19 @@ class Reconciler:
                 status_patch = {**action.patch, **status_extra}
             elif isinstance(action, decide.ScheduleCheck):
                 self.scheduler.schedule(key, action.at)
+            elif isinstance(action, decide.CreateClaim | decide.PatchClaim):
+                try:
+                    await self._act(action, session, claim, log, deadline_lag)
+                except ApiException as exc:
+                    if not refusals.is_refusal(exc.status):
+                        raise
+                    # Say why on the status before the pass fails (and is retried with backoff).
+                    planned = next((a.patch for a in actions if isinstance(a, decide.PatchStatus)), None)
+                    verb = "create" if isinstance(action, decide.CreateClaim) else "patch"
+                    message = refusals.api_message(exc.body)
+                    patch = refusals.refusal_status(session, planned, verb, int(exc.status), message, now)
+                    await self._write_status(key, session, {**patch, **status_extra}, log)
+                    raise
             else:
                 await self._act(action, session, claim, log, deadline_lag)
         if status_patch is None and status_extra:
