@@ -188,3 +188,67 @@ def test_sigkill_at_random_points_during_200_sessions(kube: Kube, namespace: str
         if s["metadata"]["name"] in updated:
             assert s["status"].get("resolved", {}).get("ttl", "3h") in ("3h", "3h0m0s", "10800s"), s["status"]
     print(f"200 sessions, {kills} SIGKILLs: {len(live)} live converged, 0 orphans, 0 duplicates")
+
+
+def test_claim_create_refused_is_on_the_status(kube: Kube, namespace: str, operator: OperatorProcess) -> None:
+    """A ValidatingAdmissionPolicy refuses every SandboxClaim in this namespace: the session says so."""
+    name = f"deny-claims-{namespace}"
+    policy = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": name},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {
+                "resourceRules": [
+                    {
+                        "apiGroups": ["extensions.agents.x-k8s.io"],
+                        "apiVersions": ["*"],
+                        "operations": ["CREATE"],
+                        "resources": ["sandboxclaims"],
+                    }
+                ]
+            },
+            "validations": [{"expression": "false", "message": "claims are frozen in this namespace"}],
+        },
+    }
+    binding = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": name},
+        "spec": {
+            "policyName": name,
+            "validationActions": ["Deny"],
+            "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}},
+        },
+    }
+    kube.apply(policy, binding)
+    try:
+        setup_pool(kube, namespace)
+        # The binding takes effect asynchronously: prove it with a claim of our own first.
+        probe = yaml.safe_dump(manifests.claim("probe", "pool"))
+        kube.wait_for(
+            "the policy in force",
+            lambda: (
+                "claims are frozen"
+                in kube.run("create", "--dry-run=server", "-n", namespace, "-f", "-", input=probe, check=False).stderr
+            ),
+            timeout=30,
+            interval=1.0,
+        )
+        kube.apply(manifests.session("refused", "pool"), namespace=namespace)
+        cond = kube.wait_for(
+            "a ClaimRefused reason",
+            lambda: (
+                (c := kube.condition(kube.get("agentsession", "refused", namespace), "Ready"))
+                and c.get("reason") == "ClaimRefused"
+                and c
+            ),
+            timeout=30,
+        )
+        assert "create" in cond["message"] and "claims are frozen" in cond["message"], cond
+        print("refused:", cond["message"])
+    finally:
+        kube.run("delete", "validatingadmissionpolicybinding", name, check=False)
+        kube.run("delete", "validatingadmissionpolicy", name, check=False)
+    converged(kube, namespace)  # retried with backoff, it proceeds once the refusal is gone
