@@ -304,6 +304,10 @@ OPERATOR_ALLOWED = [
     ("get", "configmaps/agent-sandbox-config", None, "agent-sandbox-system"),
     ("create", WEBHOOKS, None, None),
     ("patch", f"{WEBHOOKS}/agentsession.dev", None, None),
+    # Leader election: its one Lease, in its own namespace.
+    ("create", "leases.coordination.k8s.io", None, "agentsession-system"),
+    ("get", "leases.coordination.k8s.io/agentsession-operator", None, "agentsession-system"),
+    ("update", "leases.coordination.k8s.io/agentsession-operator", None, "agentsession-system"),
 ]
 OPERATOR_DENIED = [
     ("get", "secrets", None, "TEST"),
@@ -323,6 +327,8 @@ OPERATOR_DENIED = [
     ("get", "configmaps/other", None, "agent-sandbox-system"),
     ("list", "configmaps", None, "agent-sandbox-system"),
     ("create", "leases.coordination.k8s.io", None, "TEST"),
+    ("update", "leases.coordination.k8s.io/someone-elses", None, "agentsession-system"),
+    ("delete", "leases.coordination.k8s.io/agentsession-operator", None, "agentsession-system"),
     ("patch", f"{WEBHOOKS}/someone-elses", None, None),
     ("delete", WEBHOOKS, None, None),
     ("create", "clusterrolebindings.rbac.authorization.k8s.io", None, None),
