@@ -7,7 +7,7 @@ export KUBECONFIG ?= $(CURDIR)/.cluster/kubeconfig
 NODE ?= $(or $(DEVCLUSTER_NODE),kwok)
 export DEVCLUSTER_NODE := $(NODE)
 
-.PHONY: help venv cluster-up cluster-down cluster-status crds operator test test-unit test-e2e install uninstall lint bench demo dev
+.PHONY: help venv cluster-up cluster-down cluster-status crds operator test test-unit test-e2e test-faults install uninstall lint bench demo dev
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -40,8 +40,15 @@ crds: venv ## regenerate crds/*.yaml from the API types
 	$(PY) -m agentsession_api.crdgen
 	$(PY) -m agentsession_api.apidoc
 
-operator: venv ## install the CRDs and run the operator in the foreground against $$KUBECONFIG
+# REPLICAS=2: a leader and a hot standby (one Lease); each further replica on ports +10 (metrics, health, webhook).
+REPLICAS ?= 1
+operator: venv ## install the CRDs and run the operator in the foreground against $$KUBECONFIG (REPLICAS=n)
 	$(PY) -m devcluster kubectl apply --server-side --force-conflicts -f crds/
+	@trap 'kill $$(jobs -p) 2>/dev/null' EXIT INT TERM; \
+	for i in $$(seq 2 $(REPLICAS)); do \
+	  $(PY) -m agentsession_operator --metrics-port $$((8070 + 10 * i)) --health-port $$((8071 + 10 * i)) \
+	    --webhook-port $$((9433 + 10 * i)) & \
+	done; \
 	$(PY) -m agentsession_operator
 
 test-unit: venv ## unit tests (no cluster)
@@ -51,12 +58,16 @@ test-e2e: venv ## end-to-end tests on one kind of node (NODE=kwok|real; the test
 	$(PY) -m devcluster build
 	$(PY) -m pytest tests/e2e -q
 
+test-faults: venv ## only the fault-injection e2e tests (failover, restarts, SIGKILLs; docs/reliability.md)
+	$(PY) -m devcluster build
+	$(PY) -m pytest -m faults tests/e2e -q
+
 test: venv ## every test: unit, then end to end on the kwok node, then on the real node (builds what is missing first)
 	$(PY) -m pytest tests/unit -q
 	DEVCLUSTER_NODE=kwok $(PY) -m devcluster build
 	DEVCLUSTER_NODE=real $(PY) -m devcluster build
 	DEVCLUSTER_NODE=kwok $(PY) -m pytest tests/integration tests/e2e -q
-	DEVCLUSTER_NODE=real $(PY) -m pytest tests/e2e -q
+	DEVCLUSTER_NODE=real $(PY) -m pytest tests/e2e -q -m "not faults"
 
 install: venv ## on a running real-node cluster: build the operator's image, push it, kubectl apply -k config/
 	$(PY) -m devcluster install

@@ -288,7 +288,8 @@ class Cluster:
 
     def _start_etcd(self) -> None:
         d = self.paths.pki
-        client, peer = _free_port(), _free_port()
+        ports = self.state["ports"]  # a restart keeps the ports the API server and clients know
+        client, peer = ports.get("etcd") or _free_port(), ports.get("etcd_peer") or _free_port()
         self.state["ports"].update(etcd=client, etcd_peer=peer)
         tls = [
             f"--trusted-ca-file={d / 'etcd-ca.crt'}",
@@ -332,7 +333,7 @@ class Cluster:
 
     def _start_apiserver(self) -> None:
         d = self.paths.pki
-        port = _free_port()
+        port = self.state["ports"].get("apiserver") or _free_port()
         self.state["ports"]["apiserver"] = port
         pid = self._start(
             "kube-apiserver",
@@ -615,6 +616,24 @@ class Cluster:
         )
 
     # ---- down --------------------------------------------------------------------------------
+    # ---- fault injection (tests): stop and restart one component, keeping its ports and data ----
+    def stop_component(self, name: str) -> None:
+        """Stop one component (SIGTERM, then SIGKILL after a grace period), e.g. "etcd", "kube-apiserver"."""
+        pid = self.state["pids"].pop(name, None)
+        if pid:
+            processes.stop(pid)
+        self.save_state()
+
+    def restart_etcd(self, down_for: float = 0.0) -> None:
+        self.stop_component("etcd")
+        time.sleep(down_for)
+        self._start_etcd()
+
+    def restart_apiserver(self, down_for: float = 0.0) -> None:
+        self.stop_component("kube-apiserver")
+        time.sleep(down_for)
+        self._start_apiserver()
+
     def down(self, quiet: bool = False, keep_logs: bool = False) -> bool:
         """Stop everything; returns False (a no-op) when nothing was running."""
         pids: dict[str, int] = self.state.get("pids", {})

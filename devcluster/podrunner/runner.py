@@ -411,7 +411,12 @@ class Runner:
         serializer = client.ApiClient()
         first = True
         while not self.stopping.is_set():
-            listing = self.api.list_pod_for_all_namespaces(field_selector=selector)
+            try:
+                listing = self.api.list_pod_for_all_namespaces(field_selector=selector)
+            except Exception as exc:  # the API server is restarting: a kubelet keeps trying, so do we
+                log.warning("pod list failed: %s; retrying", exc)
+                time.sleep(1)
+                continue
             seen = set()
             for item in listing.items:
                 pod = serializer.sanitize_for_serialization(item)

@@ -1,4 +1,7 @@
-"""The operator's command line: flags, logging, preflight, metrics, then kopf (one replica; no peering).
+"""The operator's command line: flags, logging, preflight, metrics, then kopf (standalone: no peering).
+
+Several replicas may run: all watch and serve the webhook, and only the holder of a coordination.k8s.io
+Lease reconciles (kube/leader.py; kopf's priority-based peering would freeze equal replicas).
 
 `python -m agentsession_operator` and the `agentsession-operator` script run :func:`main`.
 """
@@ -8,14 +11,26 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+from dataclasses import dataclass
 
 import kopf
+from kubernetes_asyncio import config as kube_config
 
+from agentsession_operator.decisions.lease import Timing
 from agentsession_operator.handlers import admission
 from agentsession_operator.infra import logs, metrics
 from agentsession_operator.infra import webhook_server as webhook
 from agentsession_operator.kube import preflight
 from agentsession_operator.kube.client import Kube
+from agentsession_operator.kube.leader import default_identity
+
+
+@dataclass(frozen=True)
+class Election:
+    namespace: str
+    name: str
+    identity: str
+    timing: Timing
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -46,6 +61,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--log-format", choices=["json", "console"], default=os.environ.get("LOG_FORMAT", "json"))
     parser.add_argument("--log-level", default=os.environ.get("LOG_LEVEL", "INFO"))
+    lead = parser.add_argument_group("leader election (run several replicas: one reconciles, the others stand by)")
+    lead.add_argument(
+        "--leader-elect",
+        action=argparse.BooleanOptionalAction,
+        default=os.environ.get("LEADER_ELECT", "true").lower() not in ("0", "false", "no"),
+        help="reconcile only while holding the Lease (default: on; off: this process always reconciles)",
+    )
+    lead.add_argument(
+        "--lease-namespace",
+        default=os.environ.get("LEASE_NAMESPACE") or os.environ.get("POD_NAMESPACE") or None,
+        help="namespace of the Lease (default: $POD_NAMESPACE, else the service account's or kubeconfig's namespace)",
+    )
+    lead.add_argument("--lease-name", default=os.environ.get("LEASE_NAME", "agentsession-operator"))
+    lead.add_argument("--lease-duration", type=float, default=10.0, help="seconds a standby waits on a silent leader")
+    lead.add_argument("--renew-deadline", type=float, default=7.0, help="seconds the leader acts after a renewal")
+    lead.add_argument("--retry-period", type=float, default=2.0, help="seconds between lease rounds")
     hook = parser.add_argument_group("admission webhook (AgentSessionPolicy enforced on CREATE/UPDATE)")
     hook.add_argument(
         "--webhook-port",
@@ -70,6 +101,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if bool(args.webhook_cert) != bool(args.webhook_key):
         parser.error("--webhook-cert and --webhook-key go together")
+    try:
+        Timing(args.lease_duration, args.renew_deadline, args.retry_period)
+    except ValueError as err:
+        parser.error(str(err))
     if args.webhook_service:
         try:
             webhook.parse_service(args.webhook_service)
@@ -88,6 +123,27 @@ def webhook_config(args: argparse.Namespace) -> webhook.WebhookConfig:
         ca=args.webhook_ca,
         service=webhook.parse_service(args.webhook_service) if args.webhook_service else None,
     )
+
+
+def election(args: argparse.Namespace) -> Election | None:
+    if not args.leader_elect:
+        return None
+    timing = Timing(args.lease_duration, args.renew_deadline, args.retry_period)
+    return Election(args.lease_namespace or _own_namespace(), args.lease_name, default_identity(), timing)
+
+
+def _own_namespace() -> str:
+    """In a pod, the service account's namespace; outside, the kubeconfig context's; else default."""
+    try:
+        with open("/var/run/secrets/kubernetes.io/serviceaccount/namespace") as f:
+            return f.read().strip() or "default"
+    except OSError:
+        pass
+    try:
+        _, active = kube_config.list_kube_config_contexts()
+        return str((active.get("context") or {}).get("namespace") or "default")
+    except Exception:  # no kubeconfig: the connection fails later with a clearer message
+        return "default"
 
 
 async def _preflight() -> None:
@@ -118,7 +174,7 @@ def main(argv: list[str] | None = None) -> None:
     asyncio.run(
         kopf.operator(
             registry=registry,
-            memo=kopf.Memo(webhook=config, namespaces=tuple(args.namespace or ())),
+            memo=kopf.Memo(webhook=config, namespaces=tuple(args.namespace or ()), election=election(args)),
             standalone=True,
             clusterwide=not args.namespace,
             namespaces=args.namespace or [],

@@ -131,6 +131,8 @@ def test_config_objects(rendered: list[dict[str, Any]]) -> None:
             # kustomize's namespace must not have moved these next to the operator.
             ("Role", "agentsession-operator-agent-sandbox-config", "agent-sandbox-system"),
             ("RoleBinding", "agentsession-operator-agent-sandbox-config", "agent-sandbox-system"),
+            ("Role", "agentsession-operator-leader-election", OPERATOR_NS),
+            ("RoleBinding", "agentsession-operator-leader-election", OPERATOR_NS),
             ("Service", "agentsession-operator", OPERATOR_NS),
             ("Deployment", "agentsession-operator", OPERATOR_NS),
         ]
@@ -140,7 +142,8 @@ def test_config_objects(rendered: list[dict[str, Any]]) -> None:
 
     deploy = by_kind(rendered, "Deployment")
     spec = deploy["spec"]
-    assert spec["replicas"] == 1 and spec["strategy"] == {"type": "Recreate"}
+    # One replica until replicas share a webhook certificate (see the manifest); leader election is on.
+    assert spec["replicas"] == 1 and spec["strategy"]["type"] == "RollingUpdate"
     pod = spec["template"]["spec"]
     assert pod["serviceAccountName"] == "agentsession-operator" and pod["automountServiceAccountToken"] is True
     (container,) = pod["containers"]
@@ -302,6 +305,10 @@ OPERATOR_ALLOWED = [
     ("get", "configmaps/agent-sandbox-config", None, "agent-sandbox-system"),
     ("create", WEBHOOKS, None, None),
     ("patch", f"{WEBHOOKS}/agentsession.dev", None, None),
+    # Leader election: its one Lease, in its own namespace.
+    ("create", "leases.coordination.k8s.io", None, "agentsession-system"),
+    ("get", "leases.coordination.k8s.io/agentsession-operator", None, "agentsession-system"),
+    ("update", "leases.coordination.k8s.io/agentsession-operator", None, "agentsession-system"),
 ]
 OPERATOR_DENIED = [
     ("get", "secrets", None, "TEST"),
@@ -321,6 +328,8 @@ OPERATOR_DENIED = [
     ("get", "configmaps/other", None, "agent-sandbox-system"),
     ("list", "configmaps", None, "agent-sandbox-system"),
     ("create", "leases.coordination.k8s.io", None, "TEST"),
+    ("update", "leases.coordination.k8s.io/someone-elses", None, "agentsession-system"),
+    ("delete", "leases.coordination.k8s.io/agentsession-operator", None, "agentsession-system"),
     ("patch", f"{WEBHOOKS}/someone-elses", None, None),
     ("delete", WEBHOOKS, None, None),
     ("create", "clusterrolebindings.rbac.authorization.k8s.io", None, None),

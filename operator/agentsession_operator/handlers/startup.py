@@ -11,6 +11,7 @@ from agentsession_api import names
 from agentsession_operator import constants as c
 from agentsession_operator.infra import webhook_server
 from agentsession_operator.kube.client import Kube
+from agentsession_operator.kube.leader import KubeLeaseAPI, LeaderElector
 from agentsession_operator.kube.reconciler import Config, Reconciler
 
 
@@ -28,9 +29,12 @@ async def startup(
         ignored_fields=[("metadata", "annotations", names.ANNOTATION_ACTIVITY)],
     )
     # Never silently stop watching: bounded server-side watches, and a client timeout just above.
+    # A watch the server keeps open but that delivers nothing (a stalled apiserver or etcd, a cut TCP
+    # connection) ends after inactivity_timeout and kopf lists again.
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
     settings.watching.connect_timeout = 30
+    settings.watching.inactivity_timeout = 600
     settings.posting.level = logging.WARNING
     settings.networking.request_timeout = 60
     webhook_server.configure(settings, memo.get("webhook"))  # admission: server and managed configuration, when enabled
@@ -40,10 +44,26 @@ async def startup(
     reconciler.scheduler.start()
     memo.kube = kube
     memo.reconciler = reconciler
+    election = memo.get("election")  # cli.Election, or None: the only replica, always leader
+    memo.elector = None
+    if election is not None:
+        elector = LeaderElector(
+            KubeLeaseAPI(kube.api_client),
+            election.namespace,
+            election.name,
+            election.identity,
+            election.timing,
+            on_started_leading=reconciler.take_over,
+        )
+        reconciler.is_leader = elector.is_leader
+        elector.start()
+        memo.elector = elector
     logger.info("agentsession operator started")
 
 
 @kopf.on.cleanup()
 async def cleanup(memo: kopf.Memo, **_: Any) -> None:
+    if memo.get("elector") is not None:
+        await memo.elector.stop()  # stop acting, then release the Lease: the standby takes over at once
     await memo.reconciler.scheduler.stop()
     await memo.kube.close()

@@ -8,9 +8,11 @@ nothing, so the operator's own status writes settle after one extra pass.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +23,7 @@ from agentsession_api.activity import report_key
 from agentsession_api.phases import Phase
 from agentsession_api.timestamps import parse_time
 from agentsession_operator import constants as c
-from agentsession_operator.decisions import lifecycle, naming, policy, retention
+from agentsession_operator.decisions import lifecycle, naming, policy, refusals, retention
 from agentsession_operator.decisions import status as session_status
 from agentsession_operator.decisions.actions import (
     Action,
@@ -56,6 +58,10 @@ def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
+class NotLeader(Exception):
+    """This replica is (no longer) the leader: it must not write; the leader's pass covers it."""
+
+
 def _phase(status: dict[str, Any] | None) -> str | None:
     return (status or {}).get("phase")
 
@@ -72,6 +78,23 @@ class Reconciler:
         self._label_domains: tuple[float, list[str]] | None = None
         self._background: set[asyncio.Task[None]] = set()
         self._dirty: dict[Key, tuple[str, bool]] = {}
+        # Leadership gate (kube/leader.py): a standby keeps its cache current but never writes.
+        self.is_leader: Callable[[], bool] = lambda: True
+
+    def _fence(self) -> None:
+        if not self.is_leader():
+            raise NotLeader()
+
+    async def take_over(self) -> None:
+        """Just became leader: reconcile every known session and look for orphans the standby ignored."""
+        now = _now()
+        for key in list(self.cache.sessions):
+            self.scheduler.schedule(key, now)
+        for claim in list(self.cache.claims.values()):
+            session = self.session_for_claim(claim)
+            if session is None or session not in self.cache.sessions:
+                with contextlib.suppress(Exception):  # the next claim event retries
+                    await self.collect_orphan(dict(claim))
 
     def _event(self, obj: dict[str, Any], reason: str, message: str, type_: str = "Normal") -> None:
         """Post an Event in the background: a pass never waits for (or fails on) an Event."""
@@ -141,7 +164,7 @@ class Reconciler:
         session-uid label), and the verdict comes from the API, not the cache. True when deleted.
         """
         meta = claim["metadata"]
-        if meta.get("deletionTimestamp"):
+        if meta.get("deletionTimestamp") or not self.is_leader():
             return False
         owner = next((r for r in meta.get("ownerReferences") or [] if r.get("kind") == names.SESSION_KIND), None)
         labels = meta.get("labels") or {}
@@ -158,6 +181,7 @@ class Reconciler:
             alive = session is not None and session["metadata"]["uid"] == owner_uid
         if alive:
             return False
+        self._fence()
         if await self.kube.delete_claim(namespace, meta["name"], meta.get("uid")):
             metrics.CLAIMS_DELETED.labels(reason="Orphaned").inc()
             logger(namespace=namespace, claim=meta["name"]).info("orphan claim deleted", owner_uid=owner_uid)
@@ -209,6 +233,8 @@ class Reconciler:
     async def reconcile(self, key: Key, cause: str, deadline_lag: float | None = None, fresh: bool = False) -> None:
         """One pass. `fresh` re-reads the session from the API first (deadlines act on the newest state);
         otherwise the newest body the watch or our own writes delivered is used."""
+        if not self.is_leader():
+            return  # take_over() reconciles every session when this replica becomes leader
         if not self.cache.loaded:
             # Never judge a session without its policies: try again once they are loaded.
             self.scheduler.schedule(key, _now() + dt.timedelta(seconds=1))
@@ -230,6 +256,8 @@ class Reconciler:
         try:
             await self._reconcile(key, cause, deadline_lag, fresh or deadline_lag is not None)
             self._failures.pop(key, None)
+        except NotLeader:
+            logger(namespace=key[0], session=key[1]).info("not leader: pass abandoned before writing", cause=cause)
         except Exception as exc:
             metrics.RECONCILE_ERRORS.labels(kind=type(exc).__name__).inc()
             failures = self._failures[key] = self._failures[key] + 1
@@ -301,6 +329,19 @@ class Reconciler:
                 status_patch = {**action.patch, **status_extra}
             elif isinstance(action, ScheduleCheck):
                 self.scheduler.schedule(key, action.at)
+            elif isinstance(action, CreateClaim | PatchClaim):
+                try:
+                    await self._act(action, session, claim, log, deadline_lag)
+                except ApiException as exc:
+                    if not refusals.is_refusal(exc.status):
+                        raise
+                    # Say why on the status before the pass fails (and is retried with backoff).
+                    planned = next((a.patch for a in actions if isinstance(a, PatchStatus)), None)
+                    verb = "create" if isinstance(action, CreateClaim) else "patch"
+                    message = refusals.api_message(exc.body)
+                    patch = refusals.refusal_status(session, planned, verb, int(exc.status), message, now)
+                    await self._write_status(key, session, {**patch, **status_extra}, log)
+                    raise
             else:
                 await self._act(action, session, claim, log, deadline_lag)
         if status_patch is None and status_extra:
@@ -318,6 +359,7 @@ class Reconciler:
         deadline_lag: float | None,
     ) -> None:
         namespace, name = session["metadata"]["namespace"], session["metadata"]["name"]
+        self._fence()
         if isinstance(action, CreateClaim):
             created = await self.kube.create_claim(action.manifest)
             claim_name = action.manifest["metadata"]["name"]
@@ -364,6 +406,7 @@ class Reconciler:
     async def _write_status(self, key: Key, session: dict[str, Any], patch: dict[str, Any], log: Any) -> None:
         before = _phase(session.get("status"))
         patch = session_status.bounded_status(patch)
+        self._fence()
         try:
             written = await self.kube.patch_session_status(key[0], key[1], patch)
         except ApiException as exc:
@@ -374,6 +417,7 @@ class Reconciler:
             log.warning("status refused by the API server; wrote the minimal status", error=str(exc.reason))
             self._event(session, "StatusRejected", f"status update refused: {str(exc.reason)[:512]}", "Warning")
             patch = session_status.minimal_status(patch)
+            self._fence()
             written = await self.kube.patch_session_status(key[0], key[1], patch)
         if written is not None:
             self.cache.remember_session(key, written)
@@ -419,6 +463,7 @@ class Reconciler:
             return
         view = {**session, "status": {**(session.get("status") or {}), **(patch or {})}}
         if retention.is_due(view, after, now):
+            self._fence()
             await self.kube.delete_session(key[0], key[1], session["metadata"]["uid"])
             logger(namespace=key[0], session=key[1]).info("finished session deleted by retention", after=str(after))
             return

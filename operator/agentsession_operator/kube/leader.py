@@ -1,0 +1,212 @@
+"""Leader election on a coordination.k8s.io Lease: the I/O around decisions/lease.py.
+
+Every replica runs kopf standalone (no peering: it freezes equal-priority replicas) and keeps its watch
+caches warm; only the replica for which :meth:`LeaderElector.is_leader` is true reconciles. The check
+is a pure function of the monotonic clock and the last successful renewal, so a replica whose renewals
+stall (API down, event loop starved, network cut) stops acting by itself before a standby may take over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import os
+import socket
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.rest import ApiException
+
+from agentsession_operator.decisions import lease as rules
+from agentsession_operator.infra.logs import logger
+
+_log = logger()
+
+
+class Conflict(Exception):
+    """Someone else wrote the Lease first (HTTP 409): re-read and decide again."""
+
+
+class LeaseAPI(Protocol):
+    async def get(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+    async def create(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]: ...
+    async def replace(self, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]: ...
+
+
+class KubeLeaseAPI:
+    """LeaseAPI over kubernetes_asyncio (plain dicts in and out; 409 as Conflict)."""
+
+    def __init__(self, api_client: client.ApiClient) -> None:
+        self.api_client = api_client
+        self.api = client.CoordinationV1Api(api_client)
+
+    def _plain(self, obj: Any) -> dict[str, Any]:
+        return dict(self.api_client.sanitize_for_serialization(obj))
+
+    async def get(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            return self._plain(await self.api.read_namespaced_lease(name, namespace))
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    async def create(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return self._plain(await self.api.create_namespaced_lease(namespace, body))
+        except ApiException as exc:
+            if exc.status == 409:
+                raise Conflict(str(exc.reason)) from exc
+            raise
+
+    async def replace(self, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return self._plain(await self.api.replace_namespaced_lease(name, namespace, body))
+        except ApiException as exc:
+            if exc.status == 409:
+                raise Conflict(str(exc.reason)) from exc
+            raise
+
+
+def default_identity() -> str:
+    """Unique per process: the pod name (hostname) plus a random suffix, so a restarted pod is a new holder."""
+    return f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+
+
+def _utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+class LeaderElector:
+    def __init__(
+        self,
+        api: LeaseAPI,
+        namespace: str,
+        name: str,
+        identity: str,
+        timing: rules.Timing | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], dt.datetime] = _utcnow,
+        on_started_leading: Callable[[], Awaitable[None] | None] | None = None,
+    ) -> None:
+        self.api = api
+        self.namespace = namespace
+        self.name = name
+        self.identity = identity
+        self.timing = timing or rules.Timing()
+        self._clock = clock
+        self._wall = wall
+        self._on_started = on_started_leading
+        self._renewed_at: float | None = None  # monotonic time at which our last successful write was *sent*
+        self._seen: tuple[tuple[Any, ...], float] | None = None  # (the record's fingerprint, when first seen)
+        self._record: rules.Record | None = None
+        self._was_leader = False
+        self._task: asyncio.Task[None] | None = None
+        self.transitions = 0  # how often this replica became leader
+
+    def is_leader(self) -> bool:
+        return rules.holds(self._renewed_at, self._clock(), self.timing)
+
+    async def try_once(self) -> bool:
+        """One round: read the Lease, then create, take or renew it when the rules allow. True when leader."""
+        sent = self._clock()
+        lease = await self.api.get(self.namespace, self.name)
+        record = rules.record_from(lease) if lease is not None else None
+        now = self._clock()
+        fingerprint = record.fingerprint() if record is not None else (None, None, None)
+        if self._seen is None or self._seen[0] != fingerprint:
+            self._seen = (fingerprint, now)
+        step = rules.next_step(record, self.identity, now - self._seen[1])
+        if step is rules.Step.WAIT:
+            self._record = record
+            if record is not None and record.holder != self.identity:
+                self._renewed_at = None  # someone else holds it: never act on an old renewal
+            return False
+        spec = rules.spec_for(step, record, self.identity, self.timing, self._wall())
+        body: dict[str, Any] = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": self.name, "namespace": self.namespace},
+            "spec": spec,
+        }
+        try:
+            if step is rules.Step.CREATE:
+                written = await self.api.create(self.namespace, body)
+            else:
+                assert record is not None
+                body["metadata"]["resourceVersion"] = record.resource_version
+                written = await self.api.replace(self.namespace, self.name, body)
+        except Conflict:
+            return self.is_leader()  # lost a race (or our renewal raced a take-over): decide next round
+        self._renewed_at = sent
+        self._record = rules.record_from(written)
+        self._seen = (self._record.fingerprint(), self._clock())
+        if step is not rules.Step.RENEW:
+            _log.info("leader lease acquired", lease=f"{self.namespace}/{self.name}", identity=self.identity)
+        return True
+
+    async def _notify(self) -> None:
+        leader = self.is_leader()
+        if leader and not self._was_leader:
+            self.transitions += 1
+            if self._on_started is not None:
+                result = self._on_started()
+                if result is not None:
+                    await result
+        elif self._was_leader and not leader:
+            _log.warning("leadership lost: reconciling stops", identity=self.identity)
+        self._was_leader = leader
+
+    async def run(self) -> None:
+        while True:
+            try:
+                await self.try_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the API is down or slow: keep trying; is_leader() expires by itself
+                _log.warning("leader lease round failed", error=str(exc), leader=self.is_leader())
+            await self._notify()
+            await asyncio.sleep(self.timing.retry_period)
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self.run(), name="leader-election")
+
+    async def stop(self) -> None:
+        """Stop campaigning and release the Lease when we hold it (a graceful shutdown)."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        await self.release()
+
+    async def release(self) -> None:
+        held = self.is_leader()
+        self._renewed_at = None  # stop acting first, then let go
+        if not held:
+            return
+        try:
+            lease = await self.api.get(self.namespace, self.name)
+            if lease is None:
+                return
+            record = rules.record_from(lease)
+            if record.holder != self.identity:
+                return
+            body = {
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": {
+                    "name": self.name,
+                    "namespace": self.namespace,
+                    "resourceVersion": record.resource_version,
+                },
+                "spec": rules.released_spec(record, self._wall()),
+            }
+            await self.api.replace(self.namespace, self.name, body)
+            _log.info("leader lease released", identity=self.identity)
+        except Exception as exc:  # the standby then takes over after lease_duration instead
+            _log.warning("leader lease not released", error=str(exc))
