@@ -297,3 +297,15 @@ async def test_scheduler_wakes_for_an_earlier_deadline_and_stops_cleanly() -> No
     await asyncio.wait_for(started.wait(), 1)  # woken at once for the earlier one
     await scheduler.stop()  # cancels the running firing too
     assert scheduler.due(("ns", "late")) is not None
+
+
+async def test_the_api_session_does_no_env_lookups_per_call() -> None:
+    from kubernetes_asyncio import client
+
+    from agentsession_operator.kube.client import without_env_lookups
+
+    api_client = without_env_lookups(client.ApiClient(client.Configuration()))
+    try:
+        assert api_client.rest_client.pool_manager.trust_env is False
+    finally:
+        await api_client.close()
