@@ -81,8 +81,13 @@ lint: venv ## ruff, mypy and shellcheck (the scripts the client runs in the pod,
 	cd client/langchain_k8s_client/scripts && shellcheck -x *.sh
 	shellcheck kind/*.sh .ci/run
 
-bench: venv ## benchmarks (print tables of medians and ratios)
+# The scale points (numbers of sessions, one run each); the 10,000 point alone takes about an hour.
+SCALE_POINTS ?= 100,1000,5000
+
+bench: venv ## benchmarks (print tables of medians and ratios; needs benchmarks/requirements.txt)
 	$(PY) -m benchmarks.bench_cluster
-	$(PY) -m benchmarks.bench_operator
+	$(PY) -m benchmarks.bench_client
+	$(PY) -m benchmarks.bench_operator --rounds 25
 	$(PY) -m benchmarks.bench_transport
-	$(PY) -m benchmarks.bench_scale
+	$(PY) -m benchmarks.bench_scale --points $(SCALE_POINTS) --json docs/scale-results.json
+	$(PY) -m benchmarks.plot_scale docs/scale-results.json docs/scale.png

@@ -54,15 +54,15 @@ _INCLUDE: Final = re.compile(r"^\s*\. \./([a-z_]+\.sh)\s*$")
 
 
 def load_script(name: str) -> str:
-    """A script of `scripts/` as it is sent: comment lines dropped (they stay in the file, for readers
-    and shellcheck), and each `. ./other.sh` line replaced by that script (loaded the same way)."""
+    """A script of `scripts/` as it is sent: comment lines and indentation dropped (they stay in the
+    file, for readers and shellcheck), and each `. ./other.sh` line replaced by that script (loaded the same way)."""
     lines: list[str] = []
     for line in (_SCRIPTS / name).read_text(encoding="utf-8").splitlines():
         include = _INCLUDE.match(line)
         if include:
             lines.append(load_script(include.group(1)))
         elif not line.lstrip().startswith("#"):
-            lines.append(line)
+            lines.append(line.lstrip())  # indentation is for readers: every byte is parsed twice per call
     return "\n".join(lines)
 
 
@@ -82,6 +82,8 @@ class RuntimeInfo:
     exec_limit: float | None = None
     """Seconds after which the runtime itself kills a command's whole process group
     (SANDBOX_EXEC_TIMEOUT_SECONDS, default 300); None when the runtime is not known to."""
+    gnu_grep: bool = False
+    """GNU grep is there: grep() uses it (see `build_gnu_grep`)."""
 
     @property
     def staging_dir(self) -> str:
@@ -119,6 +121,7 @@ def parse_probe(stdout: str) -> RuntimeInfo:
         hostname=fields.get("host", ""),
         runner=runner if runner in ("timeout", "python3") else "none",  # type: ignore[arg-type]
         has_base64=fields.get("base64") == "1",
+        gnu_grep=fields.get("grep") == "gnu",
         exec_limit=_exec_limit(fields.get("limit")) if fields.get("group") == "1" else None,
     )
 
@@ -173,6 +176,81 @@ def needs_own_shell(command: str) -> bool:
     return any(word in command for word in _OWN_SHELL_WORDS)
 
 
+# A single simple command of plain words (no quoting, expansion, redirection, operator, comment or
+# line break) whose first word can change nothing the wrapper still needs runs in the wrapper shell
+# itself: no subshell fork, as cheap as a bare `sh -c`. It cannot name the wrapper's variables or
+# positional parameters (no `$`), and the words left out are the special builtins (an error in one
+# exits the shell), reserved words and the builtins that change the shell's state. An external
+# command is forked and exec'd either way (caught signals reset on exec); a builtin now costs nothing.
+_IN_PLACE: Final = 'eval "$4"'
+_PLAIN_WORDS: Final = re.compile(r"[A-Za-z0-9_./:,+@%^*?\[\] -]+")
+_NOT_IN_PLACE: Final = frozenset(
+    [
+        "break",
+        ":",
+        "continue",
+        ".",
+        "eval",
+        "exec",
+        "exit",
+        "export",
+        "readonly",
+        "return",
+        "set",
+        "shift",
+        "times",
+        "trap",
+        "unset",
+        "alias",
+        "unalias",
+        "read",
+        "getopts",
+        "wait",
+        "umask",
+        "ulimit",
+        "hash",
+        "command",
+        "builtin",
+        "local",
+        "kill",
+        "fg",
+        "bg",
+        "jobs",
+        "type",
+        "if",
+        "then",
+        "else",
+        "elif",
+        "fi",
+        "do",
+        "done",
+        "case",
+        "esac",
+        "while",
+        "until",
+        "for",
+        "in",
+        "function",
+        "select",
+        "time",
+        "{",
+        "}",
+        "!",
+        "[[",
+        "]]",
+        "",
+    ]
+)
+
+
+def runs_in_place(command: str) -> bool:
+    """Whether `command` may run in the wrapper shell itself (see `_IN_PLACE`)."""
+    if not _PLAIN_WORDS.fullmatch(command):
+        return False
+    words = command.split()
+    return bool(words) and "=" not in words[0] and words[0] not in _NOT_IN_PLACE
+
+
 def build_user_command(
     command: str,
     *,
@@ -182,20 +260,25 @@ def build_user_command(
     cwd: str,
     runner: Runner,
     has_base64: bool = True,
+    capture: str = "o",
+    sweep: bool = False,
 ) -> str:
     """Wrap a user command: combined output capped at `max_output` bytes, any bytes kept.
 
     `runner` is the in-pod watchdog that enforces `timeout` ("none": no watchdog
-    process, see `RuntimeInfo.runner_for`).
+    process, see `RuntimeInfo.runner_for`). The capture file is `<staging_dir>/<capture>.<pid>`;
+    `sweep` removes this client's capture files in the background once the answer is written
+    (see scripts/capture.sh: no call pays an `rm`).
     """
     encoder = "LC_ALL=C base64" if has_base64 else _PY_BASE64
     if runner == "none":
-        run = _OWN_SHELL if needs_own_shell(command) else _SUBSHELL
+        run = _IN_PLACE if runs_in_place(command) else _OWN_SHELL if needs_own_shell(command) else _SUBSHELL
         script = _DIRECT_TEMPLATE.replace("RUNNER", run)
     else:
         script = _WATCHDOG_TEMPLATE.replace("RUNNER", _WATCHDOGS[runner])
     script = script.replace("ENCODER", encoder)
-    return runtime_command(["sh", "-c", script, "sh", str(timeout), str(max_output + 1), staging_dir, command, cwd])
+    args = [str(timeout), str(max_output + 1), staging_dir, command, cwd, capture, "1" if sweep else ""]
+    return runtime_command(["sh", "-c", script, "sh", *args])
 
 
 @dataclass(frozen=True)
@@ -369,3 +452,86 @@ def parse_marker(stdout: str, marker: str) -> str:
         if line.startswith(marker + " "):
             return line[len(marker) + 1 :].strip()
     raise SandboxError(f"unexpected answer from the sandbox (no {marker} line): {stdout[:200]!r}")
+
+
+# ------------------------------------------------------------------------------ grep
+
+_GREP_SCRIPT: Final = load_script("grep.sh")
+_GLOB_CHARS: Final = frozenset("*?[\\")
+
+
+def gnu_grep_fits(root: str, exclude_dirs: Sequence[str], glob: str | None, confine: str) -> bool:
+    """Whether GNU grep answers exactly as the python version would: no glob filter, no
+    confinement root, excluded names without glob characters and not naming the root itself."""
+    if glob or confine:
+        return False
+    if any(_GLOB_CHARS.intersection(name) for name in exclude_dirs):
+        return False
+    return root.rstrip("/").rsplit("/", 1)[-1] not in exclude_dirs
+
+
+def build_gnu_grep(
+    alternatives: Sequence[str], root: str, *, exclude_dirs: Sequence[str], cap: int, budget: float | None
+) -> str:
+    """scripts/grep.sh: fixed-string alternatives under `root`, at most `cap` records."""
+    args = [f"--exclude-dir={name}" for name in exclude_dirs]
+    for pattern in alternatives:
+        args += ["-e", pattern]
+    budget_arg = "" if budget is None else f"{budget:g}"
+    return sh_command(_GREP_SCRIPT, str(cap), budget_arg, *args, "--", root)
+
+
+@dataclass(frozen=True)
+class GrepRecord:
+    path: str
+    line: int
+    text: str
+
+
+def parse_gnu_grep(stdout: str) -> tuple[list[GrepRecord], int | None]:
+    """The records (in the python version's order: a directory's files by name, then its
+    subdirectories) and grep's exit status (None when `head` cut it off)."""
+    keyed: list[tuple[list[str], int, GrepRecord]] = []
+    status: int | None = None
+    lines = stdout.split("\n")[:-1]  # after the last line break: nothing, or a record cut short
+    for index, line in enumerate(lines):
+        if line.startswith("@E"):
+            status = int(line[2:]) if line[2:].isdigit() else None
+            break
+        path, nul, rest = line.partition("\0")
+        number, colon, text = rest.partition(":")
+        if not (nul and colon and number.isdigit()):
+            if not nul and index + 1 < len(lines):
+                return _parse_gnu_grep_slowly(stdout)  # a file name with a line break in it
+            break  # a record cut short (timeout): what came before stands
+        record = GrepRecord(path, int(number), text)
+        keyed.append((_walk_key(path), record.line, record))
+    keyed.sort(key=lambda item: (item[0], item[1]))
+    return [record for _, _, record in keyed], status
+
+
+def _parse_gnu_grep_slowly(stdout: str) -> tuple[list[GrepRecord], int | None]:
+    records: list[GrepRecord] = []
+    status: int | None = None
+    pos = 0
+    while pos < len(stdout):
+        if stdout.startswith("@E", pos):
+            end = stdout.find("\n", pos)
+            word = stdout[pos + 2 : end if end >= 0 else len(stdout)]
+            status = int(word) if word.isdigit() else None
+            break
+        nul = stdout.find("\0", pos)
+        colon = stdout.find(":", nul + 1) if nul >= 0 else -1
+        end = stdout.find("\n", colon) if colon >= 0 else -1
+        if end < 0 or not stdout[nul + 1 : colon].isdigit():
+            break  # a record cut short (timeout): what came before stands
+        records.append(GrepRecord(stdout[pos:nul], int(stdout[nul + 1 : colon]), stdout[colon + 1 : end]))
+        pos = end + 1
+    records.sort(key=lambda r: (_walk_key(r.path), r.line))
+    return records, status
+
+
+def _walk_key(path: str) -> list[str]:
+    # os.walk top-down with sorted names: a directory's files ("\0" first) come before its subdirectories.
+    directory, _, name = path.rpartition("/")
+    return ["\1" + part for part in directory.split("/")] + ["\0" + name]

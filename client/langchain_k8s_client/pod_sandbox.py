@@ -441,18 +441,45 @@ class PodSandbox(BaseSandbox):
             return await run_async(self._grep_flow(pattern, path, glob, max_count))
 
     def _grep_flow(self, pattern: str, path: str | None, glob: str | None, max_count: int | None) -> Flow[GrepResult]:
-        base = ""
-        if self._needs_base_dir(path):
-            info: RuntimeInfo = yield Call(self._transport.runtime_info, self._transport.aruntime_info)
-            base = info.base_dir
-        root = self._search_root(path, base)
+        info: RuntimeInfo = yield Call(self._transport.runtime_info, self._transport.aruntime_info)
+        root = self._search_root(path, info.base_dir if self._needs_base_dir(path) else "")
         if isinstance(root, GrepResult):
             return root
+        if info.gnu_grep and commands.gnu_grep_fits(root.real, self.grep_exclude_dirs, glob, root.confine):
+            cap = max_count + 1 if max_count is not None else pyscripts.GREP_MATCH_LIMIT + 1
+            gnu = commands.build_gnu_grep(
+                [p for p in pattern.split("\n") if p] or [pattern],
+                root.real,
+                exclude_dirs=self.grep_exclude_dirs,
+                cap=cap,
+                budget=pyscripts.GREP_TIME_BUDGET if info.runner == "timeout" else None,
+            )
+            raw = yield self._script(gnu, idempotent=True, read_timeout=_GREP_READ_TIMEOUT)
+            found = self._gnu_grep_result(raw, cap, max_count)
+            if found is not None:
+                return found
+            # grep failed with nothing found (the path is missing or unreadable), or its output was
+            # not UTF-8 (the runtime refuses that): the python version says exactly what happened.
         command = self._grep_command(pattern, root, glob, max_count)
         if isinstance(command, GrepResult):
             return command
         raw = yield self._script(command, idempotent=True, read_timeout=_GREP_READ_TIMEOUT)
         return self._grep_result(raw, path, max_count)
+
+    def _gnu_grep_result(self, raw: RuntimeExec, cap: int, max_count: int | None) -> GrepResult | None:
+        if raw.exit_code != 0 or not (raw.stdout.startswith("/") or raw.stdout.startswith("@E")):
+            return None
+        records, status = commands.parse_gnu_grep(raw.stdout)
+        if not records and status not in (0, 1):
+            return None
+        matches: list[GrepMatch] = [
+            {"path": self._policy.display(r.path), "line": r.line, "text": r.text} for r in records[:cap]
+        ]
+        # Cut by `head` (status None), or killed at the time budget (137): what was found stands.
+        truncated = len(records) >= cap or status not in (0, 1, 2)
+        if max_count is not None and len(matches) > max_count:
+            matches, truncated = matches[:max_count], True
+        return GrepResult(matches=matches, truncated=truncated)
 
     def _script(self, command: str, *, idempotent: bool, read_timeout: float | None = None) -> Call:
         """One internal script on the transport, for either API."""

@@ -6,7 +6,6 @@
 # get the default actions back), so a command that signals its whole process group is reported.
 trap : HUP INT QUIT TERM USR1 USR2 ALRM
 . ./capture.sh
-LC_ALL=C rm -f "$3/o.$$"
 RUNNER >&3 2>&1 </dev/null 3>&- 4<&-
 echo "@LKC $? - -"
 . ./encode.sh

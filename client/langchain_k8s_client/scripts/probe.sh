@@ -1,7 +1,7 @@
 # Run once per (re)connection, as `sh -c <this> lkc .lkc-staging`. It learns the base dir (the
 # runtime's cwd), the pod's name (the pod runner sets HOSTNAME to it), how to enforce timeouts, and
-# sweeps staging files that a broken connection left behind. `group=1`: the probe leads its own
-# session and process group, as the runtime (v1.0+) starts every command so that it can kill the
+# sweeps staging files that a broken connection left behind. `grep=gnu`: grep() may use it.
+# `group=1`: the probe leads its own session and process group, as the runtime (v1.0+) starts every command so that it can kill the
 # whole group at its own limit; `limit=` is that limit's raw setting, parsed by commands.parse_probe
 # exactly as the runtime parses it (`?` when it holds anything but letters, digits and `.+_-`, e.g.
 # a line break or blanks: then the limit is treated as unknown).
@@ -17,6 +17,7 @@ if timeout -s KILL 5 true 2>/dev/null; then echo runner=timeout
 elif command -v python3 >/dev/null 2>&1; then echo runner=python3
 else echo runner=none; fi
 command -v base64 >/dev/null 2>&1 && echo base64=1
+case $(grep -V 2>/dev/null) in *GNU*) echo grep=gnu;; esac
 if read -r s 2>/dev/null </proc/$$/stat; then
   s=${s##*) }
   # shellcheck disable=SC2086  # split /proc/$$/stat into fields (globbing off)

@@ -170,16 +170,16 @@ def _unclaimed_verdict(
     """Phase while no claim exists yet (or it was deleted): why creation waits (lifecycle decides)."""
     waiting = lifecycle.why_creation_waits(resolved, warm_pool_exists=warm_pool_exists, violations=violations)
     if waiting == phases.REASON_POLICY_VIOLATION:
-        return Verdict(Phase.FAILED, waiting, "refused by policy: " + "; ".join(violations or []))
+        return Verdict(Phase.FAILED, phases.REASON_POLICY_VIOLATION, "refused by policy: " + "; ".join(violations or []))
     if waiting == phases.REASON_NO_WARM_POOL:
         return Verdict(
             Phase.PENDING,
-            waiting,
+            phases.REASON_NO_WARM_POOL,
             "spec.warmPoolRef is not set and no AgentSessionPolicy gives a default warm pool; delete and recreate "
             "the AgentSession with spec.warmPoolRef.name, or add a policy with defaults.warmPoolRef",
         )
     if waiting == phases.REASON_WARM_POOL_NOT_FOUND:
-        return Verdict(Phase.PENDING, waiting, _pool_not_found(session, resolved))
+        return Verdict(Phase.PENDING, phases.REASON_WARM_POOL_NOT_FOUND, _pool_not_found(session, resolved))
     return Verdict(Phase.PENDING, phases.REASON_CLAIM_PENDING, "creating the SandboxClaim")
 
 

@@ -78,6 +78,7 @@ class Reconciler:
         self._label_domains: tuple[float, list[str]] | None = None
         self._background: set[asyncio.Task[None]] = set()
         self._dirty: dict[Key, tuple[str, bool]] = {}
+        self._create_refused: set[Key] = set()  # sessions whose claim create met an existing claim
         # Leadership gate (kube/leader.py): a standby keeps its cache current but never writes.
         self.is_leader: Callable[[], bool] = lambda: True
 
@@ -217,10 +218,19 @@ class Reconciler:
         namespace = session["metadata"]["namespace"]
         return policy.effective_policy_for(session, list(self.cache.policies.get(namespace, {}).values()))
 
-    async def _observe_claim(self, namespace: str, name: str) -> dict[str, Any] | None:
+    async def _observe_claim(self, namespace: str, name: str, session: dict[str, Any]) -> dict[str, Any] | None:
         claim = self.cache.claims.get((namespace, name))
+        if claim is not None:
+            return claim
+        # A session whose status names no claim has never had one created by a pass that finished (a
+        # pass creates the claim, then writes claimName): skip the GET, the one API round trip before a
+        # new session's claim create. The cache remembers our own creates; a claim that exists anyway (a
+        # crashed pass's, or someone else's) answers the create with 409, and from then on it is read.
+        key = (namespace, session["metadata"]["name"])
+        if not (session.get("status") or {}).get("claimName") and key not in self._create_refused:
+            return None
         # The cache may lag our own create: ask the API before deciding a claim is missing.
-        return claim if claim is not None else await self.kube.get_claim(namespace, name)
+        return await self.kube.get_claim(namespace, name)
 
     async def _observe_sandbox(self, namespace: str, claim: dict[str, Any] | None) -> dict[str, Any] | None:
         bound = (((claim or {}).get("status") or {}).get("sandbox") or {}).get("name")
@@ -297,7 +307,7 @@ class Reconciler:
             session = {**session, "status": status}
 
         claim_name = naming.claim_name(name, uid)
-        claim = await self._observe_claim(namespace, claim_name)
+        claim = await self._observe_claim(namespace, claim_name, session)
         sandbox = await self._observe_sandbox(namespace, claim)
         effective = self._effective(session)
         resolved = policy.resolve(session, effective)
@@ -364,6 +374,7 @@ class Reconciler:
             created = await self.kube.create_claim(action.manifest)
             claim_name = action.manifest["metadata"]["name"]
             if created is None:
+                self._create_refused.add((namespace, name))
                 existing = await self.kube.get_claim(namespace, claim_name)
                 if existing is not None and is_owned_by(existing, session["metadata"]["uid"]):
                     self.cache.remember_claim((namespace, claim_name), existing)
@@ -475,6 +486,7 @@ class Reconciler:
         self.cache.sessions.pop(key, None)
         self.scheduler.cancel(key)
         self._locks.pop(key, None)
+        self._create_refused.discard(key)
         phase = self._phases.pop(key, None)
         if phase:
             metrics.SESSIONS_BY_PHASE.labels(namespace=key[0], phase=phase).dec()

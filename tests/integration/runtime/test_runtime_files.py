@@ -151,7 +151,9 @@ def test_staging_is_left_clean(pod_sandbox: PodSandbox, runtime_server: RuntimeS
     pod_sandbox.download_files([f"{scratch}/a", f"{scratch}/b"])
     pod_sandbox.edit(f"{scratch}/b", "b", "c" * 20000)  # payload above the inline limit: staged
     pod_sandbox.execute("echo hi")
-    assert sorted(os.listdir(runtime_server.base_dir / STAGING_DIRNAME)) == []
+    staging = runtime_server.base_dir / STAGING_DIRNAME
+    # Only the commands' capture files stay between sweeps, empty (see scripts/capture.sh).
+    assert {(p.name[:2], p.stat().st_size) for p in staging.iterdir()} <= {("o.", 0)}
 
 
 def test_edit_large_payload_and_crlf_files(pod_sandbox: PodSandbox, scratch: Path) -> None:

@@ -92,10 +92,10 @@ def test_user_command_travels_as_one_argument() -> None:
     nasty = "echo '$(x)' \"`y`\"\n\t; exit 3 # \\ '\"'"
     argv = shlex.split(wrap(nasty, Path("/st age"), timeout=7, max_output=10, cwd="/w d"))
     assert argv[:2] == ["sh", "-c"]
-    assert argv[3:] == ["sh", "7", "11", "/st age", nasty, "/w d"]  # $0 is `sh`, as under `sh -c`
+    assert argv[3:] == ["sh", "7", "11", "/st age", nasty, "/w d", "o", ""]  # $0 is `sh`, as under `sh -c`
     assert nasty not in argv[2]  # never interpolated into the script text
     direct = shlex.split(wrap(nasty, Path("/s"), runner="none"))
-    assert direct[4:] == ["30", "1001", "/s", nasty, ""] and nasty not in direct[2]
+    assert direct[4:] == ["30", "1001", "/s", nasty, "", "o", ""] and nasty not in direct[2]
 
 
 @pytest.mark.parametrize(
@@ -103,7 +103,8 @@ def test_user_command_travels_as_one_argument() -> None:
     [
         ("timeout", "x", 'timeout -s KILL "$1" sh -c "$4"'),
         ("python3", "x", "python3 -S -c"),
-        ("none", "x", '( eval "set --;$4" )'),
+        ("none", "x", 'eval "$4" >&3'),  # a plain command: in the wrapper shell itself
+        ("none", "x; y", '( eval "set --;$4" )'),
         ("none", "kill $$", '(exec sh -c "$4")'),
         ("none", "echo ${$}", '(exec sh -c "$4")'),
         ("none", "kill $PPID", '(exec sh -c "$4")'),
@@ -266,14 +267,14 @@ def test_wrapper_keeps_order_exit_code_and_bytes(tmp_path: Path, shell: str, run
     result = execute_locally(r"echo out; echo err >&2; printf '\377\000'; exit 9", tmp_path, shell, runner=runner)
     assert result.output == "out\nerr\n\ufffd\x00"
     assert result.exit_code == 9
-    assert os.listdir(tmp_path / "stage") == []  # capture file removed
+    assert _capture_sizes(tmp_path / "stage") == [0]  # emptied once read (no `rm` per call)
 
 
 @pytest.mark.parametrize("runner", RUNNERS)
-def test_wrapper_empty_output_and_no_leftovers(tmp_path: Path, runner: str) -> None:
+def test_wrapper_empty_output_and_no_content_left(tmp_path: Path, runner: str) -> None:
     for _ in range(3):
         assert execute_locally("true", tmp_path, runner=runner) == commands.CommandResult("", 0, False, False)
-    assert os.listdir(tmp_path / "stage") == []
+    assert set(_capture_sizes(tmp_path / "stage")) == {0}  # empty files, until a sweeping call
 
 
 # What a user command sees must not depend on running in the wrapper's subshell
@@ -312,7 +313,7 @@ def test_wrapper_shell_semantics(
         assert direct.exit_code == code
     if output is not None:
         assert direct.output == watched.output == output
-    assert os.listdir(tmp_path / "stage") == []
+    assert set(_capture_sizes(tmp_path / "stage")) <= {0}
 
 
 @pytest.mark.parametrize("shell", SHELLS)
@@ -345,25 +346,76 @@ def test_wrapper_survives_a_command_that_signals_its_process_group(tmp_path: Pat
     # Without a watchdog the command shares the wrapper's process group.
     result = execute_locally("echo before; kill 0; echo after", tmp_path, runner="none")
     assert (result.output, result.exit_code) == ("before\n", 143)
-    assert os.listdir(tmp_path / "stage") == []
+    assert set(_capture_sizes(tmp_path / "stage")) == {0}
 
 
-def test_killed_wrapper_leaves_no_capture_file(tmp_path: Path) -> None:
-    # The runtime kills the wrapper's whole process group at its own limit.
+def _capture_sizes(staging: Path) -> list[int]:
+    return [p.stat().st_size for p in staging.iterdir()]
+
+
+def test_a_sweeping_call_removes_the_clients_capture_files(tmp_path: Path) -> None:
+    # The runtime kills the wrapper's whole process group at its own limit: its capture stays.
     staging = tmp_path / "stage"
     marker = tmp_path / "started"
-    argv = shlex.split(wrap(f"echo partial; : >'{marker}'; sleep 30", staging, runner="none"))
-    proc = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, start_new_session=True)
+    killed = commands.build_user_command(
+        f"echo partial; : >'{marker}'; sleep 30",
+        timeout=30,
+        max_output=1000,
+        staging_dir=str(staging),
+        cwd="",
+        runner="none",
+        capture="o.me",
+    )
+    proc = subprocess.Popen(shlex.split(killed), cwd=tmp_path, stdout=subprocess.PIPE, start_new_session=True)
     try:
         deadline = time.monotonic() + 10
         while not marker.exists():
             assert time.monotonic() < deadline
             time.sleep(0.01)
-        assert os.listdir(staging) == []  # unlinked before the command started
     finally:
         os.killpg(proc.pid, 9)
         proc.communicate(timeout=10)
-    assert os.listdir(staging) == []
+    other = staging / "o.other.1"
+    other.write_text("another client's")
+    assert len(os.listdir(staging)) == 2
+    sweep = commands.build_user_command(
+        "echo hi",
+        timeout=30,
+        max_output=1000,
+        staging_dir=str(staging),
+        cwd="",
+        runner="none",
+        capture="o.me",
+        sweep=True,
+    )
+    stdout, _, _ = run_like_runtime(sweep, tmp_path)
+    assert stdout.startswith("@LKC 0 ")
+    deadline = time.monotonic() + 10  # the sweep runs in the background, after the answer
+    while os.listdir(staging) != ["o.other.1"]:
+        assert time.monotonic() < deadline, os.listdir(staging)
+        time.sleep(0.01)
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+@pytest.mark.parametrize(
+    "command",
+    ["true", "false", "echo hi", "pwd", "cd /", "ls -d /", "nonexistent-command-lkc", "[ -d / ]", "printf a%sb x"],
+)
+def test_plain_commands_in_place_answer_as_sh_c(tmp_path: Path, shell: str, command: str) -> None:
+    assert commands.runs_in_place(command)
+    result = execute_locally(command, tmp_path, shell, runner="none")
+    proc = subprocess.run([shell, "-c", command], cwd=tmp_path, capture_output=True, text=True, check=False)
+    expected = (proc.stdout + proc.stderr).replace(f"{shell}: ", "").replace("line 1: ", "")
+    assert result.exit_code == proc.returncode
+    assert result.output.replace("sh: ", "").replace("line 1: ", "").split(":")[-1] == expected.split(":")[-1]
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["exit 3", "set -e", "FOO=1 true", "echo $x", "a; b", "a | b", "echo 'x'", "x=1", "if true", "", "kill 0"],
+)
+def test_anything_else_runs_in_a_subshell(command: str) -> None:
+    assert not commands.runs_in_place(command)
 
 
 def _exec_log(tmp_path: Path, tools: tuple[str, ...]) -> tuple[Path, dict[str, str]]:
@@ -383,10 +435,10 @@ def _exec_log(tmp_path: Path, tools: tuple[str, ...]) -> tuple[Path, dict[str, s
 @pytest.mark.parametrize(
     ("runner", "command", "spawned"),
     [
-        ("none", "true", ["rm"]),  # the common case: no watchdog, no output
-        ("none", "echo hi", ["base64", "head", "rm"]),
-        ("none", "echo $$", ["base64", "head", "rm", "sh"]),  # its own shell
-        ("timeout", "true", ["rm", "sh", "timeout"]),
+        ("none", "true", []),  # the common case: no watchdog, no output, no process at all
+        ("none", "echo hi", ["base64", "head"]),
+        ("none", "echo $$", ["base64", "head", "sh"]),  # its own shell
+        ("timeout", "true", ["sh", "timeout"]),
     ],
 )
 def test_wrapper_spawns_few_processes(tmp_path: Path, runner: str, command: str, spawned: list[str]) -> None:

@@ -28,6 +28,7 @@ class FakeKube:
         self.pools: set[Key] = set()
         self.policies: list[dict[str, Any]] = []
         self.writes: list[tuple[str, Any]] = []
+        self.reads: list[tuple[str, Any]] = []
         self.fail_status_writes = 0
         self.gate: asyncio.Event | None = None  # when set, status writes wait for it
 
@@ -63,6 +64,7 @@ class FakeKube:
         self.writes.append(("delete-session", name))
 
     async def get_claim(self, namespace: str, name: str) -> dict[str, Any] | None:
+        self.reads.append(("get-claim", name))
         return copy.deepcopy(self.claims.get((namespace, name)))
 
     async def create_claim(self, claim: dict[str, Any]) -> dict[str, Any] | None:
@@ -132,6 +134,29 @@ async def test_a_pass_creates_the_claim_and_writes_status(
     writes = len(kube.writes)
     await reconciler.reconcile(key, cause="again")  # nothing changed: nothing is written (level-triggered)
     assert kube.writes[writes:] == []
+
+
+async def test_a_new_session_creates_its_claim_without_reading_it_first(
+    kube: FakeKube, reconciler: Reconciler, make_session: Make
+) -> None:
+    kube.pools.add(("ns", "python-pool"))
+    key = _store(kube, make_session(spec={"warmPoolRef": {"name": "python-pool"}}))
+    await reconciler.reconcile(key, cause="test")
+    assert ("create-claim", "demo") in kube.writes
+    assert kube.reads == []  # no GET before the create: nothing was ever created for it
+
+
+async def test_a_claim_that_exists_anyway_is_read_and_reported(
+    kube: FakeKube, reconciler: Reconciler, make_session: Make
+) -> None:
+    kube.pools.add(("ns", "python-pool"))
+    key = _store(kube, make_session(spec={"warmPoolRef": {"name": "python-pool"}}))
+    kube.claims[("ns", "demo")] = {"metadata": {"name": "demo", "namespace": "ns", "uid": "foreign"}}
+    await reconciler.reconcile(key, cause="test")
+    await reconciler.reconcile(key, cause="rescheduled")
+    assert kube.writes.count(("create-claim", "demo")) == 1  # then read, never created again
+    assert ("get-claim", "demo") in kube.reads
+    assert kube.sessions[key]["status"]["phase"] == "Failed"
 
 
 async def test_a_missing_pool_waits_without_a_claim(kube: FakeKube, reconciler: Reconciler, make_session: Make) -> None:
@@ -276,3 +301,15 @@ async def test_scheduler_wakes_for_an_earlier_deadline_and_stops_cleanly() -> No
     await asyncio.wait_for(started.wait(), 1)  # woken at once for the earlier one
     await scheduler.stop()  # cancels the running firing too
     assert scheduler.due(("ns", "late")) is not None
+
+
+async def test_the_api_session_does_no_env_lookups_per_call() -> None:
+    from kubernetes_asyncio import client
+
+    from agentsession_operator.kube.client import without_env_lookups
+
+    api_client = without_env_lookups(client.ApiClient(client.Configuration()))
+    try:
+        assert api_client.rest_client.pool_manager.trust_env is False
+    finally:
+        await api_client.close()

@@ -1,0 +1,48 @@
+"""Plot bench_scale's rows (its --json file) as docs/scale.png: how cost grows with the number of sessions.
+
+Run: `.venv/bin/python -m benchmarks.plot_scale docs/scale-results.json docs/scale.png` (matplotlib:
+benchmarks/requirements.txt).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+
+def main() -> None:
+    source, target = Path(sys.argv[1]), Path(sys.argv[2])
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = sorted(json.loads(source.read_text()), key=lambda r: r["sessions"])
+    n = [r["sessions"] for r in rows]
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+    panels = [
+        ("operator peak RSS (MiB)", [r["rss_mib"] for r in rows], 400, "target <= 400 MiB"),
+        ("reap lag p99 (s)", [r["reap_p99"] for r in rows], 1.0, "target <= 1 s"),
+        ("Ready per second", [r["session_rate"] for r in rows], None, ""),
+    ]
+    for ax, (title, values, limit, label) in zip(axes, panels, strict=True):
+        ax.plot(n, values, marker="o", label="AgentSessions (operator)")
+        if title.startswith("Ready"):
+            ax.plot(n, [r["claim_rate"] for r in rows], marker="s", label="SandboxClaims created directly")
+        if limit is not None:
+            ax.axhline(limit, color="red", linestyle="--", linewidth=1, label=label)
+        ax.set_xscale("log")
+        ax.set_xlabel("live sessions")
+        ax.set_title(title)
+        ax.set_ylim(bottom=0)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle("One operator replica on a kwok node, pause-image pools (bench_scale)")
+    fig.tight_layout()
+    fig.savefig(target, dpi=110)
+    print(f"wrote {target}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,93 @@
+"""GNU grep (scripts/grep.sh) answers as the python grep does, run locally as the runtime runs it."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from langchain_k8s_client import commands, pyscripts
+
+pytestmark = pytest.mark.skipif(
+    b"GNU" not in subprocess.run(["grep", "-V"], capture_output=True, check=False).stdout, reason="no GNU grep"
+)
+
+
+def run(command: str, cwd: Path | None = None) -> bytes:
+    proc = subprocess.run(shlex.split(command), capture_output=True, timeout=60, check=False, cwd=cwd)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def gnu(root: Path, pattern: str, cap: int = 10_001, budget: float | None = 20.0) -> list[tuple[str, int, str]]:
+    alternatives = [p for p in pattern.split("\n") if p] or [pattern]
+    command = commands.build_gnu_grep(alternatives, str(root), exclude_dirs=(".git",), cap=cap, budget=budget)
+    records, status = commands.parse_gnu_grep(run(command).decode("utf-8"))  # strict, as the runtime
+    assert status in (0, 1, None)
+    return [(r.path, r.line, r.text) for r in records]
+
+
+def python(root: Path, pattern: str) -> list[tuple[str, int, str]]:
+    command = pyscripts.build_grep(pattern, str(root), None, max_count=None, exclude_dirs=(".git",), confine="")
+    answer = pyscripts.parse_json_lines(run(command).decode("ascii"))
+    return [(r["p"], r["l"], r["t"]) for r in answer.records]
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    for d in ("src/pkg/deep", "src/z", ".git", ".hidden", "a b"):
+        (tmp_path / d).mkdir(parents=True, exist_ok=True)
+    (tmp_path / "src" / "a.py").write_text("needle one\nno\nneedle two\r\n")
+    (tmp_path / "src" / "pkg" / "b.py").write_text("x needle:y\n")
+    (tmp_path / "src" / "pkg" / "deep" / "c").write_text("needle\n")
+    (tmp_path / "src" / "z" / "d").write_text("needle é\n")
+    (tmp_path / "src" / "zz").write_text("needle")
+    (tmp_path / ".git" / "objects").write_text("needle in git\n")
+    (tmp_path / ".hidden" / "h.py").write_text("needle hidden\n")
+    (tmp_path / "a b" / "sp ace").write_text("$(x) needle [y]\n")
+    (tmp_path / "bin.dat").write_bytes(b"needle\x00binary")
+    os.symlink(tmp_path / "src" / "a.py", tmp_path / "link.py")
+    return tmp_path
+
+
+@pytest.mark.parametrize("pattern", ["needle", "needle two\nx needle", "$(x) needle [y]", "", "absent"])
+def test_same_records_in_the_same_order(tree: Path, pattern: str) -> None:
+    assert gnu(tree, pattern) == python(tree, pattern)
+
+
+def test_a_single_file_and_no_timeout_tool(tree: Path) -> None:
+    assert gnu(tree / "src" / "a.py", "two", budget=None) == python(tree / "src" / "a.py", "two")
+
+
+def test_cap_bounds_the_output(tree: Path) -> None:
+    assert len(gnu(tree, "needle", cap=3)) == 3
+
+
+def test_a_missing_root_is_an_error_without_records(tmp_path: Path) -> None:
+    command = commands.build_gnu_grep(["x"], str(tmp_path / "nope"), exclude_dirs=(), cap=5, budget=20.0)
+    assert commands.parse_gnu_grep(run(command).decode()) == ([], 2)
+
+
+def test_non_utf8_output_is_refused_by_the_runtime(tmp_path: Path) -> None:
+    # The runtime fails such a request; the client then runs the python version.
+    (tmp_path / "latin1.txt").write_bytes(b"caf\xe9 needle\n")
+    command = commands.build_gnu_grep(["needle"], str(tmp_path), exclude_dirs=(), cap=5, budget=20.0)
+    with pytest.raises(UnicodeDecodeError):
+        run(command).decode("utf-8")
+
+
+def test_what_gnu_grep_may_serve() -> None:
+    assert commands.gnu_grep_fits("/w", (".git",), None, "")
+    assert not commands.gnu_grep_fits("/w", (".git",), "*.py", "")
+    assert not commands.gnu_grep_fits("/w", (".git",), None, "/w")
+    assert not commands.gnu_grep_fits("/w/.git", (".git",), None, "")
+    assert not commands.gnu_grep_fits("/w", ("*.egg",), None, "")
+
+
+def test_probe_reports_gnu_grep(tmp_path: Path) -> None:
+    info = commands.parse_probe(run(commands.build_probe(), cwd=tmp_path).decode())
+    assert info.gnu_grep is (shutil.which("grep") is not None)
