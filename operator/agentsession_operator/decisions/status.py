@@ -170,7 +170,9 @@ def _unclaimed_verdict(
     """Phase while no claim exists yet (or it was deleted): why creation waits (lifecycle decides)."""
     waiting = lifecycle.why_creation_waits(resolved, warm_pool_exists=warm_pool_exists, violations=violations)
     if waiting == phases.REASON_POLICY_VIOLATION:
-        return Verdict(Phase.FAILED, phases.REASON_POLICY_VIOLATION, "refused by policy: " + "; ".join(violations or []))
+        return Verdict(
+            Phase.FAILED, phases.REASON_POLICY_VIOLATION, "refused by policy: " + "; ".join(violations or [])
+        )
     if waiting == phases.REASON_NO_WARM_POOL:
         return Verdict(
             Phase.PENDING,
