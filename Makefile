@@ -39,6 +39,7 @@ cluster-status: venv ## is the local control plane running?
 crds: venv ## regenerate crds/*.yaml from the API types
 	$(PY) -m agentsession_api.crdgen
 	$(PY) -m agentsession_api.apidoc
+	cp crds/agentsession.dev_*.yaml charts/agentsession/crds/  # Helm installs crds/ verbatim
 
 operator: venv ## install the CRDs and run the operator in the foreground against $$KUBECONFIG
 	$(PY) -m devcluster kubectl apply --server-side --force-conflicts -f crds/

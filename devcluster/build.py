@@ -268,6 +268,21 @@ def _build_agent_sandbox(log: Path) -> None:
     _run(["go", "build", "-trimpath", "-ldflags", "-s -w", "-o", str(AGENT_SANDBOX.bin_dir) + "/", *packages], src, log)
 
 
+# Tools beside the cluster (built on demand, never by build_all): helm for charts/agentsession.
+HELM = Component("helm", versions.HELM, ("helm",))
+
+
+def _build_helm(log: Path) -> None:
+    # A tools module, like agent-sandbox: only the exact version is asked of the proxy.
+    gomod = f"module agentsession.dev/devcluster/helm-tools\n\ngo 1.26\n\nrequire helm.sh/helm/v3 {versions.HELM}\n"
+    src = _tools_module(HELM, gomod, log)
+    _run(
+        ["go", "build", "-trimpath", "-ldflags", "-s -w", "-o", str(HELM.bin_dir) + "/", "helm.sh/helm/v3/cmd/helm"],
+        src,
+        log,
+    )
+
+
 _BUILDERS = {
     KUBERNETES.name: _build_kubernetes,
     ETCD.name: _build_etcd,
@@ -277,6 +292,7 @@ _BUILDERS = {
     CONTAINERD.name: _build_containerd,
     CNI_PLUGINS.name: _build_cni_plugins,
     KUBE_ROUTER.name: _build_kube_router,
+    HELM.name: _build_helm,
 }
 
 
