@@ -57,9 +57,11 @@ test: venv ## every test: unit first, then end to end (builds the control plane 
 	$(PY) -m devcluster build
 	$(PY) -m pytest tests/integration tests/e2e -q
 
-lint: venv ## ruff and mypy
+lint: venv ## ruff, mypy and shellcheck (the scripts the client runs in the pod, and ours)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy devcluster api/agentsession_api client/langchain_k8s_client operator/agentsession_operator
+	cd client/langchain_k8s_client/scripts && shellcheck -x *.sh
+	shellcheck kind/*.sh .ci/run
 
 bench: venv ## benchmarks (print tables of medians and ratios)
 	$(PY) -m benchmarks.bench_cluster

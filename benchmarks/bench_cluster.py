@@ -141,50 +141,68 @@ def runtime_rss_mib(cluster: Cluster) -> float:
     return sum(kib for pid, kib in rss.items() if below_root(pid)) / 1024
 
 
+def measure_node(node: str, ups_count: int, claims: int) -> dict[str, float | None]:
+    """Start-up (cached binaries and images) and claim-to-Ready on one kind of node."""
+    cluster = Cluster(out=io.StringIO())
+    ups = []
+    for i in range(ups_count):
+        started = time.monotonic()
+        cluster.up(node=node)
+        ups.append(time.monotonic() - started)
+        if i < ups_count - 1:
+            cluster.down()
+    try:
+        pause = measure_claims(cluster, manifests.PAUSE_IMAGE, "pause", claims)
+        python = measure_claims(cluster, manifests.PYTHON_RUNTIME_IMAGE, "python", claims)
+        rss = runtime_rss_mib(cluster) if node == "kwok" else None
+    finally:
+        cluster.down()
+    return {
+        "up": statistics.median(ups),
+        "pause-cold": pause["cold"],
+        "pause-warm": pause["warm"],
+        "python-cold": python["cold"],
+        "python-warm": python["warm"],
+        "rss": rss,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--ups", type=int, default=3, help="cluster start-ups to time")
     parser.add_argument("--claims", type=int, default=7, help="claims per cold/warm measurement")
+    parser.add_argument("--node", choices=["kwok", "real", "both"], default="both")
     args = parser.parse_args()
-    cluster = Cluster(out=io.StringIO())
-    if cluster.is_running():
+    if Cluster().is_running():
         raise SystemExit("a local cluster is already running: stop it first (make cluster-down)")
-    build.build_all()
-    ups = []
-    for i in range(args.ups):
-        started = time.monotonic()
-        cluster.up()
-        ups.append(time.monotonic() - started)
-        if i < args.ups - 1:
-            cluster.down()
-    try:
-        pause = measure_claims(cluster, manifests.PAUSE_IMAGE, "pause", args.claims)
-        python = measure_claims(cluster, manifests.PYTHON_RUNTIME_IMAGE, "python", args.claims)
-        rss = runtime_rss_mib(cluster)
-    finally:
-        cluster.down()
+    nodes = ["kwok", "real"] if args.node == "both" else [args.node]
+    for node in nodes:
+        build.build_all(node=node)
+    results = {node: measure_node(node, args.ups, args.claims) for node in nodes}
+
+    def cell(value: float | None, unit: str) -> str:
+        return "n/a" if value is None else f"{value:.2f} {unit}"
+
     rows = [
-        (f"cluster-up, cached binaries (median of {args.ups})", f"{statistics.median(ups):.1f} s", "< 30 s"),
-        ("pause claim -> Ready, cold", f"{pause['cold']:.2f} s", ""),
-        ("pause claim -> Ready, warm", f"{pause['warm']:.2f} s", ""),
-        ("python-runtime claim -> Ready, cold", f"{python['cold']:.2f} s", "< 3 s"),
-        ("python-runtime claim -> Ready, warm", f"{python['warm']:.2f} s", "< 1 s"),
-        ("python runtime pod RSS (bwrap + uvicorn)", f"{rss:.1f} MiB", ""),
-        ("warm/cold ratio, python runtime", f"{python['warm'] / python['cold']:.2f}", ""),
+        (f"cluster-up, cached (median of {args.ups})", "up", "s", "< 30 s"),
+        ("pause claim -> Ready, cold", "pause-cold", "s", ""),
+        ("pause claim -> Ready, warm", "pause-warm", "s", ""),
+        ("python-runtime claim -> Ready, cold", "python-cold", "s", "< 3 s"),
+        ("python-runtime claim -> Ready, warm", "python-warm", "s", "< 1 s"),
+        ("python runtime pod RSS (bwrap + uvicorn)", "rss", "MiB", ""),
     ]
-    for component in build.COMPONENTS:
+    width = max(len(r[0]) for r in rows) + 2
+    print(f"claims per measure: {args.claims}; medians")
+    print("measure".ljust(width) + "".join(f"{node:>14}" for node in nodes) + "  target")
+    for name, key, unit, target in rows:
+        print(name.ljust(width) + "".join(f"{cell(results[n][key], unit):>14}" for n in nodes) + f"  {target}")
+    if len(nodes) == 2:
+        for key in ("python-cold", "python-warm"):
+            print(f"real/kwok ratio, {key}: {results['real'][key] / results['kwok'][key]:.2f}")  # type: ignore[operator]
+    print()
+    for component in build.components("real"):
         seconds = build.build_time(component)
-        rows.append(
-            (
-                f"first build: {component.name} {component.version}",
-                f"{seconds:.0f} s" if seconds is not None else "n/a",
-                "",
-            )
-        )
-    width = max(len(r[0]) for r in rows)
-    print(f"{'measure'.ljust(width)}  {'median':>10}  target")
-    for name, value, target in rows:
-        print(f"{name.ljust(width)}  {value:>10}  {target}")
+        print(f"first build: {component.name} {component.version}: " + (f"{seconds:.0f} s" if seconds else "n/a"))
 
 
 if __name__ == "__main__":

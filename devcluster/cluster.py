@@ -273,6 +273,11 @@ class Cluster:
         return dict(json.loads(proc.stdout)) if proc.returncode == 0 else None
 
     @property
+    def pod_cidr(self) -> str:
+        """Where this cluster's pods get their addresses."""
+        return network.POD_CIDR if self.node == "real" else POD_CIDR
+
+    @property
     def node_name(self) -> str:
         from devcluster.realnode.node import NODE_NAME as REAL_NODE_NAME
 
@@ -348,6 +353,8 @@ class Cluster:
                 "--enable-admission-plugins=NodeRestriction",
                 f"--kubelet-client-certificate={d / 'apiserver-kubelet-client.crt'}",
                 f"--kubelet-client-key={d / 'apiserver-kubelet-client.key'}",
+                # By address, never by a DNS lookup of the node's name (no resolver query leaves the machine).
+                "--kubelet-preferred-address-types=InternalIP",
                 "--allow-privileged=true",
                 "--profiling=false",
                 "--event-ttl=1h",

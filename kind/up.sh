@@ -55,7 +55,8 @@ k wait --for=condition=Established --timeout=120s \
   crd/sandboxwarmpools.extensions.agents.x-k8s.io
 k -n agent-sandbox-system wait --for=condition=Available --timeout=300s deployment --all
 
-# 3. The operator image, built here and side-loaded (no registry needed).
+# 3. The operator image, built here and side-loaded (no registry needed). The context is the repository
+#    root; its .dockerignore lets in only api/ and operator/ (never .cluster/, the dev cluster's keys).
 say "building $IMAGE"
 docker build -f "$root/operator/Dockerfile" -t "$IMAGE" "$root"
 kind load docker-image "$IMAGE" --name "$CLUSTER_NAME"

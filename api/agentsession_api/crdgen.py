@@ -1,4 +1,4 @@
-"""Generate the CRD YAML in ``crds/`` from the pydantic models in api.py, so the two cannot drift.
+"""Generate the CRD YAML in ``crds/`` from the pydantic models in types.py, so the two cannot drift.
 
 ``python -m agentsession_api.crdgen`` writes the files; ``--check`` writes nothing and exits 1 with a
 diff when the committed YAML is stale. pydantic's JSON Schema is turned into a Kubernetes *structural*

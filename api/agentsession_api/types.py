@@ -98,39 +98,38 @@ def quantity_field(description: str, *, required: bool = False) -> Any:
     )
 
 
-def label_map_field(path: str, description: str, *extra_rules: dict[str, Any]) -> Any:
-    """An optional map of label keys to label values."""
+def _map_field(path: str, description: str, values: dict[str, Any], extra_rules: tuple[dict[str, Any], ...]) -> Any:
+    """An optional map keyed by label/annotation keys (checked by CEL: a schema cannot pattern map keys)."""
     return Field(
         None,
         description=description,
         json_schema_extra={
             "maxProperties": MAX_MAP_ENTRIES,
             "x-kubernetes-validations": [cel_rules.qualified_keys(path), *extra_rules],
-            "additionalProperties": {
-                "type": "string",
-                "maxLength": patterns.LABEL_VALUE_MAX,
-                "pattern": patterns.LABEL_VALUE,
-            },
+            "additionalProperties": {"type": "string", **values},
         },
     )
+
+
+def label_map_field(path: str, description: str, *extra_rules: dict[str, Any]) -> Any:
+    """An optional map of label keys to label values."""
+    values = {"maxLength": patterns.LABEL_VALUE_MAX, "pattern": patterns.LABEL_VALUE}
+    return _map_field(path, description, values, extra_rules)
 
 
 def annotation_map_field(path: str, description: str, *extra_rules: dict[str, Any]) -> Any:
     """An optional map of annotation keys to free-form values."""
-    return Field(
-        None,
-        description=description,
-        json_schema_extra={
-            "maxProperties": MAX_MAP_ENTRIES,
-            "x-kubernetes-validations": [cel_rules.qualified_keys(path), *extra_rules],
-            "additionalProperties": {"type": "string", "maxLength": MAX_ANNOTATION_VALUE},
-        },
-    )
+    return _map_field(path, description, {"maxLength": MAX_ANNOTATION_VALUE}, extra_rules)
 
 
 def timestamp_field(alias: str, description: str) -> Any:
     """An optional RFC 3339 timestamp written by the operator."""
     return Field(None, alias=alias, description=description, json_schema_extra={"maxLength": TIMESTAMP_MAX})
+
+
+def observed_generation_field(description: str) -> Any:
+    """The metadata.generation something was computed from."""
+    return Field(None, alias="observedGeneration", description=description, ge=0, json_schema_extra={"format": "int64"})
 
 
 class _Spec(BaseModel):
@@ -171,13 +170,7 @@ class Condition(_Status):
         description="When status last changed (not reason or message).",
         json_schema_extra={"maxLength": TIMESTAMP_MAX},
     )
-    observed_generation: int | None = Field(
-        None,
-        alias="observedGeneration",
-        description="metadata.generation this condition was computed from.",
-        ge=0,
-        json_schema_extra={"format": "int64"},
-    )
+    observed_generation: int | None = observed_generation_field("metadata.generation this condition was computed from.")
 
 
 def conditions_field(description: str) -> Any:
@@ -396,25 +389,24 @@ class AgentSessionStatus(_Status):
     idle_deadline: datetime | None = timestamp_field(
         "idleDeadline", "When spec.idleAction applies unless there is activity first."
     )
-    observed_generation: int | None = Field(
-        None,
-        alias="observedGeneration",
-        description="metadata.generation the status reflects.",
-        ge=0,
-        json_schema_extra={"format": "int64"},
-    )
+    observed_generation: int | None = observed_generation_field("metadata.generation the status reflects.")
     resolved: ResolvedSettings | None = Field(None, description="Settings in force after policy defaults.")
     conditions: list[Condition] | None = conditions_field("Ready, ClaimCreated, PolicyCompliant, Expired and Failed.")
 
 
-class AgentSession(BaseModel):
-    """A sandbox session for an agent: one SandboxClaim with a TTL, an idle timeout and policy checks."""
+class _Object(BaseModel):
+    """The envelope of an object of this API (kind, spec and status come with each kind)."""
 
     model_config = ConfigDict(populate_by_name=True, extra="ignore")
 
     api_version: str = Field(names.API_VERSION, alias="apiVersion")
-    kind: str = Field(names.SESSION_KIND)
     metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class AgentSession(_Object):
+    """A sandbox session for an agent: one SandboxClaim with a TTL, an idle timeout and policy checks."""
+
+    kind: str = Field(names.SESSION_KIND)
     spec: AgentSessionSpec = Field(default_factory=lambda: AgentSessionSpec.model_validate({}))
     status: AgentSessionStatus | None = None
 
@@ -560,26 +552,16 @@ class AgentSessionPolicySpec(_Spec):
 class AgentSessionPolicyStatus(_Status):
     """Observed state of an AgentSessionPolicy."""
 
-    observed_generation: int | None = Field(
-        None,
-        alias="observedGeneration",
-        description="metadata.generation the status reflects.",
-        ge=0,
-        json_schema_extra={"format": "int64"},
-    )
+    observed_generation: int | None = observed_generation_field("metadata.generation the status reflects.")
     matched_sessions: int | None = Field(
         None, alias="matchedSessions", description="Sessions this policy currently selects.", ge=0
     )
     conditions: list[Condition] | None = conditions_field("Valid (the policy parsed) and others.")
 
 
-class AgentSessionPolicy(BaseModel):
+class AgentSessionPolicy(_Object):
     """Namespace rules for AgentSessions: defaults, limits, label rules and cleanup."""
 
-    model_config = ConfigDict(populate_by_name=True, extra="ignore")
-
-    api_version: str = Field(names.API_VERSION, alias="apiVersion")
     kind: str = Field(names.POLICY_KIND)
-    metadata: dict[str, Any] = Field(default_factory=dict)
     spec: AgentSessionPolicySpec = Field(default_factory=lambda: AgentSessionPolicySpec.model_validate({}))
     status: AgentSessionPolicyStatus | None = None

@@ -7,6 +7,7 @@ pod side alone (a runtime endpoint you already have).
 from .backend import AgentSessionSandbox
 from .errors import (
     PolicyViolation,
+    RouterUnreachable,
     SandboxError,
     SessionConflict,
     SessionExpired,
@@ -26,6 +27,7 @@ __all__ = [
     "PodSandbox",
     "PolicyViolation",
     "RetryPolicy",
+    "RouterUnreachable",
     "RuntimeTransport",
     "SandboxError",
     "SessionConflict",

@@ -8,6 +8,7 @@ session is read again and the runtime's hostname is checked before anything runs
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -98,6 +99,7 @@ class AgentSessionSandbox(PodSandbox):
             sandbox_id=name,
             resolve_endpoint=self._resolve_endpoint,
             on_activity=self._report_activity,
+            aon_activity=self._areport_activity,
             **options,
         )
         self.transport.mark_stale()
@@ -126,8 +128,16 @@ class AgentSessionSandbox(PodSandbox):
 
     def _report_activity(self, busy_seconds: float | None) -> None:
         busy = self._throttle.claim(busy_seconds)
-        if busy is None:
-            return
+        if busy is not None:
+            self._send_activity(busy)
+
+    async def _areport_activity(self, busy_seconds: float | None) -> None:
+        # The throttle decides on the loop (no I/O); the PATCH, when due, goes through a worker thread.
+        busy = self._throttle.claim(busy_seconds)
+        if busy is not None:
+            await asyncio.to_thread(self._send_activity, busy)
+
+    def _send_activity(self, busy: float) -> None:
         try:
             self._store.report_activity(self.namespace, self.id, busy)
         except Exception as exc:  # the operation itself must not fail on its activity report

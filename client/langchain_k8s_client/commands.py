@@ -1,4 +1,4 @@
-"""Shell scripts run through the runtime's `/execute`, with their builders and parsers.
+"""Shell scripts run through the runtime's `/execute` (the files in `scripts/`), with their builders and parsers.
 
 The upstream python runtime shlex-splits the command and execs it without a
 shell, in its base directory, with no stdin, and fails the whole request when the
@@ -22,6 +22,7 @@ import re
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
+from importlib import resources
 from typing import Final, Literal
 
 from .errors import SandboxError
@@ -48,37 +49,26 @@ def sh_command(script: str, *args: str) -> str:
     return runtime_command(["sh", "-c", script, "lkc", *args])
 
 
+_SCRIPTS: Final = resources.files(__package__) / "scripts"
+_INCLUDE: Final = re.compile(r"^\s*\. \./([a-z_]+\.sh)\s*$")
+
+
+def load_script(name: str) -> str:
+    """A script of `scripts/` as it is sent: comment lines dropped (they stay in the file, for readers
+    and shellcheck), and each `. ./other.sh` line replaced by that script (loaded the same way)."""
+    lines: list[str] = []
+    for line in (_SCRIPTS / name).read_text(encoding="utf-8").splitlines():
+        include = _INCLUDE.match(line)
+        if include:
+            lines.append(load_script(include.group(1)))
+        elif not line.lstrip().startswith("#"):
+            lines.append(line)
+    return "\n".join(lines)
+
+
 # ----------------------------------------------------------------------------- probe
 
-_PROBE_SCRIPT: Final = """d=$PWD/$1
-mkdir -p "$d" 2>/dev/null
-h=$HOSTNAME
-[ -n "$h" ] || read -r h 2>/dev/null </proc/sys/kernel/hostname
-echo @LKCP
-echo "base=$PWD"
-echo "host=$h"
-if timeout -s KILL 5 true 2>/dev/null; then echo runner=timeout
-elif command -v python3 >/dev/null 2>&1; then echo runner=python3
-else echo runner=none; fi
-command -v python3 >/dev/null 2>&1 && echo python3=1
-command -v base64 >/dev/null 2>&1 && echo base64=1
-[ -w "$d" ] && echo staging=1
-if read -r s 2>/dev/null </proc/$$/stat; then
-  s=${s##*) }
-  (set -f; set -- $s; [ "$3" = $$ ] && [ "$4" = $$ ]) && echo group=1
-fi
-v=${SANDBOX_EXEC_TIMEOUT_SECONDS-300}
-case $v in *[!0-9A-Za-z.+_-]*) echo "limit=?";; *) echo "limit=$v";; esac
-find "$d" -type f -mmin +120 -delete 2>/dev/null
-exit 0"""
-# The probe runs once per (re)connection: it learns the base dir (the runtime's
-# cwd), the pod's name (the pod runner sets HOSTNAME to it), how to enforce
-# timeouts, and sweeps staging files that a broken connection left behind.
-# `group=1`: the probe leads its own session and process group, as the runtime
-# (v1.0+) starts every command so that it can kill the whole group at its own
-# limit; `limit=` is that limit's raw setting, parsed below exactly as the
-# runtime parses it (`?` when it holds anything but letters, digits and `.+_-`,
-# e.g. a line break or blanks: then the limit is treated as unknown).
+_PROBE_SCRIPT: Final = load_script("probe.sh")
 
 
 @dataclass(frozen=True)
@@ -88,8 +78,6 @@ class RuntimeInfo:
     base_dir: str
     hostname: str
     runner: Runner
-    has_python3: bool
-    staging_writable: bool
     has_base64: bool = True
     exec_limit: float | None = None
     """Seconds after which the runtime itself kills a command's whole process group
@@ -130,8 +118,6 @@ def parse_probe(stdout: str) -> RuntimeInfo:
         base_dir=base,
         hostname=fields.get("host", ""),
         runner=runner if runner in ("timeout", "python3") else "none",  # type: ignore[arg-type]
-        has_python3=fields.get("python3") == "1",
-        staging_writable=fields.get("staging") == "1",
         has_base64=fields.get("base64") == "1",
         exec_limit=_exec_limit(fields.get("limit")) if fields.get("group") == "1" else None,
     )
@@ -169,63 +155,10 @@ _PY_BASE64: Final = (
     "python3 -S -c 'import base64,sys;sys.stdout.write(base64.b64encode(sys.stdin.buffer.read()).decode())'"
 )
 
-# $0 sh, $1 timeout s, $2 capture byte cap (max+1), $3 staging dir, $4 command, $5 cwd ("" = base).
-#
-# Every process costs about as much as the whole bare `sh -c true` request, so the
-# wrapper spawns as few as it can: `rm` always, `head | base64` only for output.
-# The output goes to a capture file (so the real exit code survives and any bytes
-# can be base64-encoded afterwards), opened on fd 3 for the command and fd 4 for
-# reading back, then unlinked before the command can outlive the wrapper: a
-# killed wrapper (the runtime's own timeout) leaves nothing behind. `command exec`
-# reports a failed redirect instead of exiting the shell; the command gets neither
-# descriptor. `[ -s /dev/fd/4 ]` tells an empty capture without a process (when
-# /dev/fd is missing, the output is always encoded). The wrapper's own tools run
-# with LC_ALL=C: loading a UTF-8 locale (python images set LANG=C.UTF-8) costs
-# each of them about a third of its start-up; the user's command keeps its locale.
-_CAPTURE: Final = """if [ -n "$5" ] && ! cd "$5" 2>/dev/null && ! { mkdir -p "$5" 2>/dev/null && cd "$5"; }; then
-  echo "@LKC! cwd"; exit 0
-fi
-[ -d "$3" ] || mkdir -p "$3" 2>/dev/null
-if ! { command exec 3>"$3/o.$$" 4<"$3/o.$$"; } 2>/dev/null; then
-  rm -f "$3/o.$$" 2>/dev/null; echo "@LKC! capture"; exit 0
-fi
-"""
-_ENCODE: Final = """if [ -s /dev/fd/4 ] || ! [ -e /dev/fd/4 ]; then LC_ALL=C head -c "$2" <&4 | ENCODER; fi
-"""
-
-# With a watchdog (the call's timeout is below the runtime's own limit): `rm` runs
-# while the command starts. /proc/uptime gives the elapsed time without spawning
-# a process, to tell a timeout kill from exit 137. `& wait` keeps dash's "Killed"
-# job notice out of the captured output.
-_WATCHDOG_TEMPLATE: Final = (
-    _CAPTURE
-    + """read -r a x 2>/dev/null </proc/uptime
-RUNNER >&3 2>&1 </dev/null 3>&- 4<&- &
-LC_ALL=C rm -f "$3/o.$$"
-wait $!
-e=$?
-read -r b x 2>/dev/null </proc/uptime
-echo "@LKC $e ${a:--} ${b:--}"
-"""
-    + _ENCODE
-)
-
-# Without a watchdog (the runtime kills the whole process group at its limit
-# first): the command runs in a subshell of the wrapper, a fork without any exec,
-# `eval`ed after `set --`, so it sees what `sh -c` would give it: $0 `sh`, no
-# positional parameters, no wrapper variables (none is set before), no stdin. A
-# subshell keeps `exit`, `set -e`, traps and `cd` to itself. The wrapper traps the
-# catchable signals (its children get the default actions back), so a command
-# that signals its whole process group (`kill 0`) is reported, not lost.
-_DIRECT_TEMPLATE: Final = (
-    "trap : HUP INT QUIT TERM USR1 USR2 ALRM\n"
-    + _CAPTURE
-    + """LC_ALL=C rm -f "$3/o.$$"
-RUNNER >&3 2>&1 </dev/null 3>&- 4<&-
-echo "@LKC $? - -"
-"""
-    + _ENCODE
-)
+# The user-command wrapper: scripts/watchdog.sh when an in-pod watchdog enforces the timeout,
+# scripts/direct.sh when the runtime's own limit comes first (see RuntimeInfo.runner_for).
+_WATCHDOG_TEMPLATE: Final = load_script("watchdog.sh")
+_DIRECT_TEMPLATE: Final = load_script("direct.sh")
 _SUBSHELL: Final = '( eval "set --;$4" )'
 # In a subshell `$$` and `$PPID` would name the wrapper and its parent (`kill $$`
 # would hit the wrapper), and `$LINENO` is empty under `eval`: a command that
@@ -345,45 +278,7 @@ def _runtime_failure(stdout: str, stderr: str, exit_code: int) -> CommandResult:
 
 # ------------------------------------------------------------------- file operations
 
-# Shared helpers (builtins only, so they cost no process):
-#   why P      classify a missing path by its deepest existing ancestor
-#   phys P     set PH to P with symlinks resolved (P may not exist yet)
-#   inside P R succeed when P is R or below it
-_PRELUDE: Final = """exec 2>/dev/null
-why() { w=$1; while :; do w=${w%/*}; [ -n "$w" ] || { echo file_not_found; return; }
-if [ -e "$w" ]; then
-if [ ! -d "$w" ]; then echo invalid_path; elif [ -x "$w" ]; then echo file_not_found; else echo permission_denied; fi
-return; fi; done; }
-phys() { q=$1; r=; while [ ! -d "$q" ]; do r=/${q##*/}$r; q=${q%/*}; [ -n "$q" ] || q=/; done
-cd -P "$q" || return 1; q=$PWD; [ "$q" = / ] && q=; PH=$q$r; }
-inside() { case "$1/" in "$2"/*) return 0;; esac; return 1; }
-"""
-
-# Arguments: triples (staging file, target, confinement root or "").
-_UPLOAD_SCRIPT: Final = (
-    _PRELUDE
-    + """up() {
-if [ ! -f "$1" ]; then echo "@U upload_lost"; return; fi
-if [ -d "$2" ]; then echo "@U is_directory"; return; fi
-if [ -p "$2" ]; then echo "@U invalid_path"; return; fi
-if [ -n "$3" ]; then
-  if [ -L "$2" ]; then echo "@U invalid_path"; return; fi
-  phys "$2" || { echo "@U invalid_path"; return; }; t=$PH
-  phys "$3" || { echo "@U invalid_path"; return; }
-  inside "$t" "$PH" || { echo "@U invalid_path"; return; }
-fi
-p=${2%/*}; [ -n "$p" ] || p=/
-if [ ! -d "$p" ]; then
-  c=$(why "$2"); [ "$c" = file_not_found ] || { echo "@U $c"; return; }
-  mkdir -p "$p" || { echo "@U permission_denied"; return; }
-fi
-cat "$1" >"$2" || { echo "@U permission_denied"; return; }
-echo "@U ok"; }
-while [ $# -ge 3 ]; do up "$1" "$2" "$3"; rm -f "$1"; shift 3; done"""
-)
-# `cat >` (not mv) writes through the existing inode, so a file keeps its mode and
-# owner on overwrite like any write would; a symlink target is refused when
-# confined (O_NOFOLLOW-like), a FIFO always (it would block).
+_UPLOAD_SCRIPT: Final = load_script("upload.sh")
 
 
 def build_upload_finalize(items: Sequence[tuple[str, str, str]]) -> str:
@@ -400,36 +295,7 @@ def parse_upload_finalize(stdout: str, count: int) -> list[str | None]:
     return [None if code == "ok" else code for code in codes]
 
 
-# Arguments: staging dir, token, inline max bytes, inline budget, then pairs
-# (target, confinement root or ""). Small files come back inline as base64 (one
-# round trip); bigger ones are hard-linked (else copied) into staging for GET
-# /download, which only serves files under the base dir.
-_DOWNLOAD_SCRIPT: Final = (
-    _PRELUDE
-    + """d=$1 k=$2 im=$3 bu=$4; shift 4; i=0; tot=0
-dn() {
-i=$((i+1))
-if [ -n "$2" ]; then
-  if [ -L "$1" ]; then f=$(readlink -f "$1") && [ -n "$f" ] || { echo "@D file_not_found"; return; }
-  else phys "$1" || { echo "@D invalid_path"; return; }; f=$PH; fi
-  phys "$2" || { echo "@D invalid_path"; return; }
-  inside "$f" "$PH" || { echo "@D invalid_path"; return; }
-fi
-if [ -d "$1" ]; then echo "@D is_directory"; return; fi
-if [ ! -e "$1" ]; then echo "@D $(why "$1")"; return; fi
-if [ ! -f "$1" ]; then echo "@D invalid_path"; return; fi
-if [ ! -r "$1" ]; then echo "@D permission_denied"; return; fi
-n=$(wc -c <"$1") || { echo "@D permission_denied"; return; }
-n=$((n+0))
-if [ "$n" -le "$im" ] && [ $((tot+n)) -le "$bu" ]; then
-  tot=$((tot+n)); echo "@D inline $n"; base64 <"$1" || echo "@D! read"
-else
-  s=$d/dn-$k-$i
-  if [ -L "$1" ] || ! ln "$1" "$s"; then cat "$1" >"$s" || { rm -f "$s"; echo "@D permission_denied"; return; }; fi
-  echo "@D staged $n ${s##*/}"
-fi; }
-while [ $# -ge 2 ]; do dn "$1" "$2"; shift 2; done"""
-)
+_DOWNLOAD_SCRIPT: Final = load_script("download.sh")
 
 
 @dataclass(frozen=True)
@@ -483,34 +349,14 @@ def build_remove(paths: Sequence[str]) -> str:
     return runtime_command(["rm", "-f", *paths])
 
 
-# Arguments: target, confinement root or "". The symlink itself is what `rm`
-# removes, so confinement checks the link's own location, not its target.
-_DELETE_SCRIPT: Final = (
-    _PRELUDE
-    + """if [ -n "$2" ]; then
-  p=${1%/*}; [ -n "$p" ] || p=/
-  phys "$p" || { echo "@X invalid_path"; exit 0; }; t=$PH/${1##*/}
-  phys "$2" || { echo "@X invalid_path"; exit 0; }
-  inside "$t" "$PH" || { echo "@X invalid_path"; exit 0; }
-fi
-[ -e "$1" ] || [ -L "$1" ] || { echo "@X $(why "$1")"; exit 0; }
-if rm -rf "$1"; then echo "@X ok"; else echo "@X permission_denied"; fi"""
-)
+_DELETE_SCRIPT: Final = load_script("delete.sh")
 
 
 def build_delete(path: str, confine: str) -> str:
     return sh_command(_DELETE_SCRIPT, path, confine)
 
 
-# Arguments: path, confinement root. Used before reads that run deepagents' own
-# scripts (read, glob) in virtual mode, to refuse symlinks leading out of the root.
-_CONFINE_SCRIPT: Final = (
-    _PRELUDE
-    + """if [ -L "$1" ]; then f=$(readlink -f "$1") || f=; [ -n "$f" ] || { echo "@C ok"; exit 0; }
-else phys "$1" || { echo "@C invalid_path"; exit 0; }; f=$PH; fi
-phys "$2" || { echo "@C invalid_path"; exit 0; }
-if inside "$f" "$PH"; then echo "@C ok"; else echo "@C invalid_path"; fi"""
-)
+_CONFINE_SCRIPT: Final = load_script("confine.sh")
 
 
 def build_confine_check(path: str, confine: str) -> str:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
+from langchain_k8s_client.errors import RouterUnreachable
 from langchain_k8s_client.sessions import SessionView
 from langchain_k8s_client.transport import PodEndpoint
 
@@ -84,7 +85,10 @@ class EndpointResolver:
                 )
             else:
                 raise TypeError(f"unsupported connection config {type(conn).__name__}")
-        return str(self._strategy.connect())
+        try:
+            return str(self._strategy.connect())
+        except Exception as exc:  # the SDK's own errors (SandboxPortForwardError, TimeoutError, ...)
+            raise RouterUnreachable(_mode_name(self.connection), exc) from exc
 
     def resolve(self, view: SessionView) -> PodEndpoint:
         conn = self.connection
@@ -101,3 +105,9 @@ class EndpointResolver:
         if self._strategy is not None:
             self._strategy.close()
             self._strategy = None
+
+
+def _mode_name(conn: Connection | None) -> str:
+    """`tunnel`, `gateway` or `router`: how the client reaches the sandbox router."""
+    name = type(conn).__name__
+    return "tunnel" if "LocalTunnel" in name else "gateway" if "Gateway" in name else "router"

@@ -61,6 +61,20 @@ class TransportError(SandboxError):
         self.maybe_delivered = maybe_delivered
 
 
+class RouterUnreachable(TransportError):
+    """The connection mode's way to the sandbox router failed before any request was sent: the tunnel's
+    `kubectl port-forward` died, or the Gateway has no address. Nothing reached the runtime."""
+
+    def __init__(self, mode: str, cause: BaseException) -> None:
+        hint = {
+            "tunnel": "the tunnel forwards to svc/sandbox-router-svc in agent-sandbox-system: deploy the sandbox "
+            "router there, or choose another connection mode",
+            "gateway": "the Gateway must publish an address in its status",
+        }.get(mode, "check the router URL")
+        super().__init__(f"{mode} connection to the sandbox router failed: {cause}; {hint}", maybe_delivered=False)
+        self.mode = mode
+
+
 class WrongPod(SandboxError):
     """The runtime at the endpoint belongs to another pod than expected."""
 

@@ -76,11 +76,20 @@ class SessionManager:
             **options,
         )
 
-    def create_deep_agent(self, model: Any, thread_id: str, **agent_kwargs: Any) -> Any:
-        """`deepagents.create_deep_agent(model, backend=<this thread's sandbox>, **agent_kwargs)`."""
-        from deepagents import create_deep_agent
+    def create_deep_agent(
+        self, model: Any, thread_id: str, *, artifacts_root: str = "/tmp", **agent_kwargs: Any
+    ) -> Any:
+        """`deepagents.create_deep_agent(model, backend=<this thread's sandbox>, **agent_kwargs)`.
 
-        return create_deep_agent(model=model, backend=self.get(thread_id), **agent_kwargs)
+        deepagents offloads large tool results under `<artifacts_root>/large_tool_results`; its default
+        root is `/`, which a non-root container (the upstream runtime runs as uid 1000) cannot write.
+        `/tmp` is writable in every runtime image, and is where hardened templates mount an emptyDir.
+        """
+        from deepagents import create_deep_agent
+        from deepagents.backends import CompositeBackend
+
+        backend = CompositeBackend(default=self.get(thread_id), routes={}, artifacts_root=artifacts_root)
+        return create_deep_agent(model=model, backend=backend, **agent_kwargs)
 
     def list(self, labels: Mapping[str, str] | None = None) -> list[SessionView]:
         """Sessions this manager created (optionally narrowed by more labels)."""

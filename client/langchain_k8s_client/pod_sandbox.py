@@ -3,11 +3,14 @@
 Every public method does three things: pure preparation (path rules from
 `paths`, a command from `commands`/`pyscripts`), one call on the transport (sync
 or async), and pure interpretation of the answer. The sync and async twins share
-the preparation and interpretation helpers; only the transport call differs.
+the preparation and interpretation helpers; where an operation takes more than one
+step (grep, glob, read) the steps are one flow (`flows`) that both APIs run.
 
 Session hooks (for the AgentSession layer):
 - `on_activity(busy_seconds)` is called before each operation (`execute` passes
   its timeout, other operations None). It may raise to refuse the operation.
+  The async API awaits `aon_activity(busy_seconds)` instead, or, without one, runs
+  `on_activity` in a worker thread: an `a*` method never blocks the event loop.
 - `resolve_endpoint()` returns the pod's current endpoint. It is called when a
   connection or a read fails (a command or write only when it provably never
   reached the pod), before the operation after a failed command or write, and
@@ -16,13 +19,14 @@ Session hooks (for the AgentSession layer):
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import json
 import math
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from deepagents.backends.protocol import (
     DeleteResult,
@@ -44,6 +48,7 @@ from deepagents.backends.utils import EMPTY_OLD_STRING_ERROR
 
 from . import commands, pyscripts
 from .commands import CommandResult, RuntimeInfo
+from .flows import Call, Flow, run_async, run_sync
 from .paths import PathPolicy, PathRefused, ResolvedPath, normalize
 from .runtime import Downloaded
 from .transport import PodEndpoint, RetryPolicy, RuntimeTransport
@@ -105,6 +110,8 @@ class PodSandbox(BaseSandbox):
         resolve_endpoint: returns the pod's current endpoint (sync; the async API
             calls it in a worker thread).
         on_activity: called with `busy_seconds` before each operation.
+        aon_activity: its async twin for the async API (default: `on_activity` in a
+            worker thread).
         max_output_size: bytes of `execute` output kept (default 1 MiB); more sets
             `truncated=True` and is cut inside the pod.
         command_timeout: default `execute` timeout in seconds (default 300, max 3600),
@@ -130,6 +137,7 @@ class PodSandbox(BaseSandbox):
         sandbox_id: str,
         resolve_endpoint: Callable[[], PodEndpoint] | None = None,
         on_activity: Callable[[float | None], None] | None = None,
+        aon_activity: Callable[[float | None], Awaitable[None]] | None = None,
         max_output_size: int = DEFAULT_MAX_OUTPUT,
         command_timeout: int = DEFAULT_COMMAND_TIMEOUT,
         allow_prefixes: Sequence[str] | None = None,
@@ -149,6 +157,7 @@ class PodSandbox(BaseSandbox):
         self._transport = transport
         self._id = sandbox_id
         self._on_activity = on_activity
+        self._aon_activity = aon_activity
         self._max_output = max_output_size
         self._default_timeout = _check_timeout(command_timeout)
         self._policy = PathPolicy(virtual_mode=virtual_mode, root_dir=root_dir, allow_prefixes=allow_prefixes)
@@ -205,6 +214,21 @@ class PodSandbox(BaseSandbox):
         finally:
             _in_operation.reset(token)
 
+    @asynccontextmanager
+    async def _aoperation(self, busy_seconds: float | None) -> AsyncIterator[None]:
+        if _in_operation.get():
+            yield
+            return
+        if self._aon_activity is not None:
+            await self._aon_activity(busy_seconds)
+        elif self._on_activity is not None:
+            await asyncio.to_thread(self._on_activity, busy_seconds)  # it may call the Kubernetes API
+        token = _in_operation.set(True)
+        try:
+            yield
+        finally:
+            _in_operation.reset(token)
+
     # -- execute ---------------------------------------------------------------------
 
     def _timeout(self, timeout: int | None) -> int:
@@ -224,46 +248,18 @@ class PodSandbox(BaseSandbox):
 
     async def aexecute(self, command: str, *, timeout: int | None = None) -> ExecuteResponse:
         seconds = self._timeout(timeout)
-        with self._operation(float(seconds)):
+        async with self._aoperation(float(seconds)):
             result = await self._transport.aexecute(
                 command, timeout=seconds, max_output=self._max_output, cwd=self._cwd
             )
         return _execute_response(result)
 
-    def execute_with_offload(
-        self,
-        command: str,
-        capture_path: str,
-        *,
-        max_inline_bytes: int,
-        max_capture_bytes: int | None = None,
-        timeout: int | None = None,
-    ) -> ExecuteOffloadResult:
+    def execute_with_offload(self, command: str, capture_path: str, **options: Any) -> ExecuteOffloadResult:
         """BaseSandbox's capture wrapper, with a virtual capture path mapped into the pod."""
-        return super().execute_with_offload(
-            command,
-            self._capture_path(capture_path),
-            max_inline_bytes=max_inline_bytes,
-            max_capture_bytes=max_capture_bytes,
-            timeout=timeout,
-        )
+        return super().execute_with_offload(command, self._capture_path(capture_path), **options)
 
-    async def aexecute_with_offload(
-        self,
-        command: str,
-        capture_path: str,
-        *,
-        max_inline_bytes: int,
-        max_capture_bytes: int | None = None,
-        timeout: int | None = None,
-    ) -> ExecuteOffloadResult:
-        return await super().aexecute_with_offload(
-            command,
-            self._capture_path(capture_path),
-            max_inline_bytes=max_inline_bytes,
-            max_capture_bytes=max_capture_bytes,
-            timeout=timeout,
-        )
+    async def aexecute_with_offload(self, command: str, capture_path: str, **options: Any) -> ExecuteOffloadResult:
+        return await super().aexecute_with_offload(command, self._capture_path(capture_path), **options)
 
     def _capture_path(self, capture_path: str) -> str:
         if not self._policy.virtual_mode or not capture_path.startswith("/"):
@@ -293,7 +289,7 @@ class PodSandbox(BaseSandbox):
 
     async def aupload_files(self, files: list[tuple[str, bytes]]) -> list[FileUploadResponse]:
         plan = self._plan_upload(files)
-        with self._operation(None):
+        async with self._aoperation(None):
             codes = await self._transport.aupload(plan.items) if plan.items else []
         return plan.finish(codes)
 
@@ -318,7 +314,7 @@ class PodSandbox(BaseSandbox):
 
     async def adownload_files(self, paths: list[str]) -> list[FileDownloadResponse]:
         plan = self._plan_download(paths)
-        with self._operation(None):
+        async with self._aoperation(None):
             results = await self._transport.adownload(plan.items) if plan.items else []
         return plan.finish(results)
 
@@ -360,7 +356,7 @@ class PodSandbox(BaseSandbox):
         prepared = self._prepare_edit(file_path, old_string, new_string, replace_all)
         if isinstance(prepared, EditResult):
             return prepared
-        with self._operation(None):
+        async with self._aoperation(None):
             if isinstance(prepared, str):
                 raw = await self._transport.ascript(prepared, idempotent=False)
             else:
@@ -393,7 +389,7 @@ class PodSandbox(BaseSandbox):
         prepared = self._prepare_delete(file_path)
         if isinstance(prepared, DeleteResult):
             return prepared
-        with self._operation(None):
+        async with self._aoperation(None):
             raw = await self._transport.ascript(prepared, idempotent=False)
         return _delete_result(raw, file_path)
 
@@ -421,7 +417,7 @@ class PodSandbox(BaseSandbox):
         prepared = self._prepare_ls(path)
         if isinstance(prepared, LsResult):
             return prepared
-        with self._operation(None):
+        async with self._aoperation(None):
             raw = await self._transport.ascript(pyscripts.build_ls(prepared.real, prepared.confine), idempotent=True)
         return _ls_result(raw, path, prepared)
 
@@ -436,29 +432,34 @@ class PodSandbox(BaseSandbox):
     ) -> GrepResult:
         """Literal search in one python3 run; matches, `truncated` when capped, errors explicit."""
         with self._operation(None):
-            base = self._transport.runtime_info().base_dir if self._needs_base_dir(path) else ""
-            root = self._search_root(path, base)
-            if isinstance(root, GrepResult):
-                return root
-            command = self._grep_command(pattern, root, glob, max_count)
-            if isinstance(command, GrepResult):
-                return command
-            raw = self._transport.script(command, idempotent=True, read_timeout=_GREP_READ_TIMEOUT)
-        return self._grep_result(raw, path, max_count)
+            return run_sync(self._grep_flow(pattern, path, glob, max_count))
 
     async def agrep(
         self, pattern: str, path: str | None = None, glob: str | None = None, *, max_count: int | None = None
     ) -> GrepResult:
-        with self._operation(None):
-            base = (await self._transport.aruntime_info()).base_dir if self._needs_base_dir(path) else ""
-            root = self._search_root(path, base)
-            if isinstance(root, GrepResult):
-                return root
-            command = self._grep_command(pattern, root, glob, max_count)
-            if isinstance(command, GrepResult):
-                return command
-            raw = await self._transport.ascript(command, idempotent=True, read_timeout=_GREP_READ_TIMEOUT)
+        async with self._aoperation(None):
+            return await run_async(self._grep_flow(pattern, path, glob, max_count))
+
+    def _grep_flow(self, pattern: str, path: str | None, glob: str | None, max_count: int | None) -> Flow[GrepResult]:
+        base = ""
+        if self._needs_base_dir(path):
+            info: RuntimeInfo = yield Call(self._transport.runtime_info, self._transport.aruntime_info)
+            base = info.base_dir
+        root = self._search_root(path, base)
+        if isinstance(root, GrepResult):
+            return root
+        command = self._grep_command(pattern, root, glob, max_count)
+        if isinstance(command, GrepResult):
+            return command
+        raw = yield self._script(command, idempotent=True, read_timeout=_GREP_READ_TIMEOUT)
         return self._grep_result(raw, path, max_count)
+
+    def _script(self, command: str, *, idempotent: bool, read_timeout: float | None = None) -> Call:
+        """One internal script on the transport, for either API."""
+        return Call(
+            lambda: self._transport.script(command, idempotent=idempotent, read_timeout=read_timeout),
+            lambda: self._transport.ascript(command, idempotent=idempotent, read_timeout=read_timeout),
+        )
 
     def _needs_base_dir(self, path: str | None) -> bool:
         return path is None and not self._policy.virtual_mode and not self._cwd
@@ -506,30 +507,21 @@ class PodSandbox(BaseSandbox):
     def glob(self, pattern: str, path: str | None = None) -> GlobResult:
         """deepagents' own glob (absolute file paths), with virtual paths mapped."""
         with self._operation(None):
-            root = self._glob_root(path)
-            if isinstance(root, GlobResult):
-                return root
-            if root.confine:
-                refusal = self._confine_refusal(self._transport.script(_confine_cmd(root), idempotent=True))
-                if refusal:
-                    return GlobResult(error=f"Path '{path}': {refusal}")
-            if _not_utf8(root.real):
-                return GlobResult(error=f"Path '{path}': {_NOT_UTF8}")
-            return self._map_glob(super().glob(pattern, self._pod_path(path, root)), root)
+            return run_sync(self._glob_flow(pattern, path))
 
     async def aglob(self, pattern: str, path: str | None = None) -> GlobResult:
-        with self._operation(None):
-            root = self._glob_root(path)
-            if isinstance(root, GlobResult):
-                return root
-            if root.confine:
-                raw = await self._transport.ascript(_confine_cmd(root), idempotent=True)
-                refusal = self._confine_refusal(raw)
-                if refusal:
-                    return GlobResult(error=f"Path '{path}': {refusal}")
-            if _not_utf8(root.real):
-                return GlobResult(error=f"Path '{path}': {_NOT_UTF8}")
-            return self._map_glob(await super().aglob(pattern, self._pod_path(path, root)), root)
+        async with self._aoperation(None):
+            return await run_async(self._glob_flow(pattern, path))
+
+    def _glob_flow(self, pattern: str, path: str | None) -> Flow[GlobResult]:
+        root = self._glob_root(path)
+        if isinstance(root, GlobResult):
+            return root
+        refusal = yield from self._confine_flow(root)
+        if refusal:
+            return GlobResult(error=f"Path '{path}': {refusal}")
+        result = yield Call(super().glob, super().aglob, (pattern, self._pod_path(path, root)))
+        return self._map_glob(result, root)
 
     def _glob_root(self, path: str | None) -> ResolvedPath | GlobResult:
         try:
@@ -554,30 +546,31 @@ class PodSandbox(BaseSandbox):
     def read(self, file_path: str, offset: int = 0, limit: int = 2000) -> ReadResult:
         """deepagents' paginated read (one round trip), with virtual paths mapped and confined."""
         with self._operation(None):
-            resolved = self._read_target(file_path)
-            if isinstance(resolved, ReadResult):
-                return resolved
-            if resolved.confine:
-                refusal = self._confine_refusal(self._transport.script(_confine_cmd(resolved), idempotent=True))
-                if refusal:
-                    return ReadResult(error=f"File '{file_path}': {refusal}")
-            if _not_utf8(resolved.real):
-                return ReadResult(error=f"File '{file_path}': {_NOT_UTF8}")
-            return _map_read(super().read(self._pod_path(file_path, resolved), offset, limit), resolved)
+            return run_sync(self._read_flow(file_path, offset, limit))
 
     async def aread(self, file_path: str, offset: int = 0, limit: int = 2000) -> ReadResult:
-        with self._operation(None):
-            resolved = self._read_target(file_path)
-            if isinstance(resolved, ReadResult):
-                return resolved
-            if resolved.confine:
-                raw = await self._transport.ascript(_confine_cmd(resolved), idempotent=True)
-                refusal = self._confine_refusal(raw)
-                if refusal:
-                    return ReadResult(error=f"File '{file_path}': {refusal}")
-            if _not_utf8(resolved.real):
-                return ReadResult(error=f"File '{file_path}': {_NOT_UTF8}")
-            return _map_read(await super().aread(self._pod_path(file_path, resolved), offset, limit), resolved)
+        async with self._aoperation(None):
+            return await run_async(self._read_flow(file_path, offset, limit))
+
+    def _read_flow(self, file_path: str, offset: int, limit: int) -> Flow[ReadResult]:
+        resolved = self._read_target(file_path)
+        if isinstance(resolved, ReadResult):
+            return resolved
+        refusal = yield from self._confine_flow(resolved)
+        if refusal:
+            return ReadResult(error=f"File '{file_path}': {refusal}")
+        args = (self._pod_path(file_path, resolved), offset, limit)
+        return _map_read((yield Call(super().read, super().aread, args)), resolved)
+
+    def _confine_flow(self, resolved: ResolvedPath) -> Flow[str | None]:
+        """Before deepagents' own scripts run: refuse a symlink out of the confinement root, and a
+        name those scripts cannot carry (not UTF-8). None when the path may go ahead."""
+        if resolved.confine:
+            raw = yield self._script(_confine_cmd(resolved), idempotent=True)
+            refusal = self._confine_refusal(raw)
+            if refusal:
+                return refusal
+        return _NOT_UTF8 if _not_utf8(resolved.real) else None
 
     def _read_target(self, file_path: str) -> ResolvedPath | ReadResult:
         try:

@@ -3,8 +3,9 @@
 `RuntimeTransport` runs the sans-IO operations of `runtime.RuntimeProtocol` over
 httpx, with one `httpx.Client` for the sync API and one `httpx.AsyncClient` per
 event loop for the async API (an AsyncClient's connections belong to the loop
-that opened them). Both drivers share the request building, the retry decisions
-and the reconnection rule; only the waiting differs.
+that opened them). The retry loop, the driving of an operation and the
+reconnection rule are each one flow (see `flows`): the sync API calls its sides,
+the async API awaits them, so only the sending and the waiting differ.
 
 Rules:
 - Idempotent requests (probe, health, download, listings) are retried on
@@ -36,6 +37,7 @@ import httpx
 
 from .commands import CommandResult, RuntimeInfo
 from .errors import TransportError, WrongPod
+from .flows import Call, Flow, run_async, run_sync
 from .runtime import Downloaded, Op, RuntimeProtocol
 from .wire import HttpRequest, HttpResponse, RuntimeExec
 
@@ -179,34 +181,27 @@ class RuntimeTransport:
         self._stale = True
         self._protocol.invalidate()
 
-    # -- one request -----------------------------------------------------------------
+    # -- one request, with retries: sending and waiting are the only two calls ------
 
-    def _send(self, req: HttpRequest) -> HttpResponse:
+    def _send_flow(self, req: HttpRequest) -> Flow[HttpResponse]:
         attempts = _Attempts(self._retry, req)
         while True:
             try:
-                resp = self._client.send(_build(self._client, self._endpoint, req))
+                resp = yield Call(self._send_once, self._asend_once, (req,))
             except httpx.TransportError as exc:
-                time.sleep(attempts.after_error(exc))
+                yield Call(time.sleep, asyncio.sleep, (attempts.after_error(exc),))
                 continue
             delay = attempts.after_response(resp.status_code)
             if delay is None:
                 return HttpResponse(resp.status_code, resp.content)
-            time.sleep(delay)
+            yield Call(time.sleep, asyncio.sleep, (delay,))
 
-    async def _asend(self, req: HttpRequest) -> HttpResponse:
+    def _send_once(self, req: HttpRequest) -> httpx.Response:
+        return self._client.send(_build(self._client, self._endpoint, req))
+
+    async def _asend_once(self, req: HttpRequest) -> httpx.Response:
         client = self._aclient()
-        attempts = _Attempts(self._retry, req)
-        while True:
-            try:
-                resp = await client.send(_build(client, self._endpoint, req))
-            except httpx.TransportError as exc:
-                await asyncio.sleep(attempts.after_error(exc))
-                continue
-            delay = attempts.after_response(resp.status_code)
-            if delay is None:
-                return HttpResponse(resp.status_code, resp.content)
-            await asyncio.sleep(delay)
+        return await client.send(_build(client, self._endpoint, req))
 
     def _aclient(self) -> httpx.AsyncClient:
         loop = asyncio.get_running_loop()
@@ -215,14 +210,13 @@ class RuntimeTransport:
             client = self._aclients[loop] = self._async_factory()
         return client
 
-    # -- drivers ---------------------------------------------------------------------
-
-    def _drive(self, op: Op[T]) -> T:
+    def _drive_flow(self, op: Op[T]) -> Flow[T]:
+        """Run one sans-IO operation: each request it yields is sent, each answer sent back in."""
         try:
             req = next(op)
             while True:
                 try:
-                    resp = self._send(req)
+                    resp = yield from self._send_flow(req)
                 except Exception as exc:  # let the operation clean up, then re-raise
                     req = op.throw(exc)
                     continue
@@ -232,82 +226,60 @@ class RuntimeTransport:
         finally:
             op.close()
 
-    async def _adrive(self, op: Op[T]) -> T:
-        try:
-            req = next(op)
-            while True:
-                try:
-                    resp = await self._asend(req)
-                except Exception as exc:
-                    req = op.throw(exc)
-                    continue
-                req = op.send(resp)
-        except StopIteration as stop:
-            return stop.value
-        finally:
-            op.close()
+    # -- the reconnection rule, written once (flows.run_sync / flows.run_async drive it) --------
 
-    def run(self, make_op: Callable[[RuntimeProtocol], Op[T]], *, idempotent: bool) -> T:
-        """Connect if needed, then run `make_op(protocol)` with the reconnection rule."""
-        self._connect()
+    def _run_flow(self, make_op: Callable[[RuntimeProtocol], Op[T]], *, idempotent: bool) -> Flow[T]:
+        yield from self._connect_flow()
         try:
-            return self._drive(make_op(self._protocol))
+            return (yield from self._drive_flow(make_op(self._protocol)))
         except TransportError as exc:
             if not (self._resolve_endpoint and (idempotent or not exc.maybe_delivered)):
                 self._after_failure()
                 raise
         # A read, or anything that provably never reached the pod (connection refused: the pod was
         # suspended or replaced), may be sent again: ask where the pod is now and try once more.
-        self._reresolve(self._resolve_endpoint())
-        self._connect()
+        self._reresolve((yield self._resolve_call()))
+        yield from self._connect_flow()
         try:
-            return self._drive(make_op(self._protocol))
+            return (yield from self._drive_flow(make_op(self._protocol)))
         except TransportError:
             self._after_failure()
             raise
+
+    def _connect_flow(self) -> Flow[None]:
+        if self._stale and self._resolve_endpoint:
+            self._reresolve((yield self._resolve_call()))
+        if self._protocol.info is not None:
+            return
+        try:
+            yield from self._drive_flow(self._protocol.connect())
+        except (TransportError, WrongPod):
+            if not self._resolve_endpoint:
+                raise
+            self._reresolve((yield self._resolve_call()))
+            yield from self._drive_flow(self._protocol.connect())
+
+    def _resolve_call(self) -> Call:
+        # A sync `resolve_endpoint` (it may read the cluster) runs in a worker thread under the async API.
+        assert self._resolve_endpoint is not None
+        return Call(self._resolve_endpoint, self._aresolve_endpoint)
+
+    async def _aresolve_endpoint(self) -> PodEndpoint:
+        assert self._resolve_endpoint is not None
+        return await asyncio.to_thread(self._resolve_endpoint)
+
+    def run(self, make_op: Callable[[RuntimeProtocol], Op[T]], *, idempotent: bool) -> T:
+        """Connect if needed, then run `make_op(protocol)` with the reconnection rule."""
+        return run_sync(self._run_flow(make_op, idempotent=idempotent))
 
     async def arun(self, make_op: Callable[[RuntimeProtocol], Op[T]], *, idempotent: bool) -> T:
-        """Async twin of `run`; a sync `resolve_endpoint` runs in a worker thread."""
-        await self._aconnect()
-        try:
-            return await self._adrive(make_op(self._protocol))
-        except TransportError as exc:
-            if not (self._resolve_endpoint and (idempotent or not exc.maybe_delivered)):
-                self._after_failure()
-                raise
-        self._reresolve(await asyncio.to_thread(self._resolve_endpoint))
-        await self._aconnect()
-        try:
-            return await self._adrive(make_op(self._protocol))
-        except TransportError:
-            self._after_failure()
-            raise
+        return await run_async(self._run_flow(make_op, idempotent=idempotent))
 
     def _connect(self) -> None:
-        if self._stale and self._resolve_endpoint:
-            self._reresolve(self._resolve_endpoint())
-        if self._protocol.info is not None:
-            return
-        try:
-            self._drive(self._protocol.connect())
-        except (TransportError, WrongPod):
-            if not self._resolve_endpoint:
-                raise
-            self._reresolve(self._resolve_endpoint())
-            self._drive(self._protocol.connect())
+        run_sync(self._connect_flow())
 
     async def _aconnect(self) -> None:
-        if self._stale and self._resolve_endpoint:
-            self._reresolve(await asyncio.to_thread(self._resolve_endpoint))
-        if self._protocol.info is not None:
-            return
-        try:
-            await self._adrive(self._protocol.connect())
-        except (TransportError, WrongPod):
-            if not self._resolve_endpoint:
-                raise
-            self._reresolve(await asyncio.to_thread(self._resolve_endpoint))
-            await self._adrive(self._protocol.connect())
+        await run_async(self._connect_flow())
 
     def _reresolve(self, endpoint: PodEndpoint) -> None:
         self.set_endpoint(endpoint)
@@ -340,10 +312,10 @@ class RuntimeTransport:
 
     def health(self) -> bool:
         """`GET /` answered 200 (retried like any idempotent request)."""
-        return self._drive(self._protocol.health())
+        return run_sync(self._drive_flow(self._protocol.health()))
 
     async def ahealth(self) -> bool:
-        return await self._adrive(self._protocol.health())
+        return await run_async(self._drive_flow(self._protocol.health()))
 
     def execute(self, command: str, *, timeout: int, max_output: int, cwd: str = "") -> CommandResult:
         return self.run(lambda p: p.execute(command, timeout=timeout, max_output=max_output, cwd=cwd), idempotent=False)

@@ -52,6 +52,9 @@ class Provisioner:
         name = f"pvc-{pvc.metadata.uid}"
         path = self.volume_dir / name
         path.mkdir(parents=True, exist_ok=True)
+        # World-writable, as local-path-provisioner makes them: a hostPath volume gets no fsGroup, and a
+        # pod running as any non-root user must be able to write its own volume.
+        path.chmod(0o777)
         requests = (pvc.spec.resources.requests or {}) if pvc.spec.resources else {}
         pv = client.V1PersistentVolume(
             metadata=client.V1ObjectMeta(name=name, annotations={"pv.kubernetes.io/provisioned-by": PROVISIONER}),

@@ -75,7 +75,7 @@ def test_scripted_deep_agent_and_a_second_process(pool_namespace: str, kube: Kub
         from langchain_k8s_client import SessionManager
         m = SessionManager({pool_namespace!r}, warm_pool="python-pool", ttl="1h", idle_timeout="10m")
         b = m.get("Thread #1: deep agent")
-        r = b.execute("cat /tmp/w/hello.py; ls /large_tool_results")
+        r = b.execute("cat /tmp/w/hello.py; ls /tmp/large_tool_results")
         print(json.dumps({{"out": r.output, "code": r.exit_code, "name": b.id}}))
     """)
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)

@@ -40,6 +40,7 @@ def test_agent_sandbox_crds_established(kube: Kube) -> None:
         assert kube.is_true(kube.get("crd", crd), "Established"), crd
 
 
+@pytest.mark.kwoknode(reason="the fake node and its loopback pod IPs (the real node: test_real_node)")
 def test_plain_pod_scheduled_on_fake_node_with_loopback_ip(kube: Kube, namespace: str) -> None:
     kube.apply(manifests.pod("plain"), namespace=namespace)
     pod = kube.wait_for(

@@ -12,7 +12,6 @@ import httpx
 import pytest
 import yaml
 
-from devcluster.cluster import POD_CIDR
 from tests.e2e import manifests
 from tests.e2e.conftest import Kube, OperatorProcess
 
@@ -36,7 +35,7 @@ def test_examples_reach_ready_with_env_pvc_and_pod_labels(
     kube.run("apply", "-n", namespace, "-f", str(EXAMPLES))
     basic = session_in_phase(kube, "basic", namespace, "Ready")
     status = basic["status"]
-    assert ipaddress.ip_address(status["podIPs"][0]) in ipaddress.ip_network(POD_CIDR)
+    assert ipaddress.ip_address(status["podIPs"][0]) in ipaddress.ip_network(kube.cluster.pod_cidr)
     assert status["claimName"] == "basic" and status["podName"] == status["sandboxName"]
     assert status["launchType"] in ("warm", "cold") and status["expiresAt"] and status["readyAt"]
     assert status["observedGeneration"] == basic["metadata"]["generation"]

@@ -106,6 +106,7 @@ def test_pvc_outlives_pod(kube: Kube, namespace: str) -> None:
     assert out["stdout"].strip() == "persisted", out
 
 
+@pytest.mark.kwoknode(reason="the pod runner's bubblewrap root (the real node: test_real_node)")
 def test_pods_have_their_own_filesystems(kube: Kube, namespace: str) -> None:
     _runtime_pool(kube, namespace)
     kube.apply(manifests.claim("a", "py"), manifests.claim("b", "py"), namespace=namespace)
@@ -122,6 +123,7 @@ def test_pods_have_their_own_filesystems(kube: Kube, namespace: str) -> None:
     assert execute(ips[0], "command -v python && command -v python3")["exit_code"] == 0
 
 
+@pytest.mark.kwoknode(reason="the pod runner maps runAsUser itself (the real node: test_real_node)")
 def test_run_as_user_cannot_write_root_owned_directory(kube: Kube, namespace: str) -> None:
     _runtime_pool(
         kube,
@@ -138,6 +140,7 @@ def test_run_as_user_cannot_write_root_owned_directory(kube: Kube, namespace: st
     assert execute(ip, "touch /tmp/x && touch /app/y")["exit_code"] == 0
 
 
+@pytest.mark.kwoknode(reason="kills the pod runner's process by pid (the real node's kubelet: test_real_node)")
 def test_readiness_follows_the_probe_and_the_process(kube: Kube, namespace: str, cluster: Cluster) -> None:
     kube.apply(
         manifests.template("never", manifests.PYTHON_RUNTIME_IMAGE, readiness_path="/no-such-path"),

@@ -57,7 +57,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "devcluster": (),
 }
 
-CLIENT_CORE = {"errors", "wire", "paths", "commands", "pyscripts", "runtime", "activity", "durations", "protocol"}
+CLIENT_CORE = {"errors", "wire", "paths", "commands", "pyscripts", "runtime", "activity", "durations", "flows"}
 CLIENT_IO = {"transport", "sessions"}
 NO_IO = ("asyncio", "socket", "httpx", "kopf", "kubernetes", "kubernetes_asyncio", "structlog", "prometheus_client")
 """Modules the pure layers (the client's core, the operator's decisions, the contract) never import."""

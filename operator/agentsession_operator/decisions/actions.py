@@ -1,9 +1,9 @@
-"""One reconcile pass as data: given what is observed, the list of actions a handler should perform.
+"""One reconcile pass as data: given what is observed, the list of actions the reconciler should perform.
 
-Handlers fetch the session, its claim (by :func:`naming.claim_name`), the Sandbox named in the claim's
-status, whether the warm pool exists and the applicable policies, call :func:`reconcile_actions`, and
-execute the actions in order (claim work first, the status patch after). Nothing here does I/O, so
-every decision is unit-tested without a cluster.
+The reconciler (kube/reconciler.py) fetches the session, its claim (by :func:`naming.claim_name`), the
+Sandbox named in the claim's status, whether the warm pool exists and the applicable policies, calls
+:func:`reconcile_actions`, and executes the actions in order (claim work first, the status patch after).
+Nothing here does I/O, so every decision is unit-tested without a cluster.
 """
 
 from __future__ import annotations

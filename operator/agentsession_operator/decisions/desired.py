@@ -98,8 +98,24 @@ def sandbox_operating_mode(sandbox: Mapping[str, Any] | None) -> str:
     return ((sandbox or {}).get("spec") or {}).get("operatingMode") or constants.OPERATING_MODE_RUNNING
 
 
+def suspension_complete(sandbox: Mapping[str, Any]) -> bool:
+    """agent-sandbox says the suspended Sandbox's Pod is gone (condition Suspended=True)."""
+    for cond in (sandbox.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Suspended":
+            return cond.get("status") == "True"
+    return False
+
+
 def sandbox_patch_for_mode(sandbox: Mapping[str, Any], mode: str) -> dict[str, Any] | None:
-    """Merge patch setting the Sandbox's operatingMode (the claim has none: suspend goes to the Sandbox)."""
-    if sandbox_operating_mode(sandbox) == mode:
+    """Merge patch setting the Sandbox's operatingMode (the claim has none: suspend goes to the Sandbox).
+
+    A resume waits until the suspension is complete: while the old Pod is still terminating, agent-sandbox
+    would report that Pod's final phase (PodSucceeded when the runtime exits cleanly on SIGTERM) as the
+    resumed Sandbox's, a terminal reason. The Sandbox's status change starts the next pass.
+    """
+    current = sandbox_operating_mode(sandbox)
+    if current == mode:
+        return None
+    if mode == constants.OPERATING_MODE_RUNNING and not suspension_complete(sandbox):
         return None
     return {"spec": {"operatingMode": mode}}

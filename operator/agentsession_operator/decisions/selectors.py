@@ -1,8 +1,10 @@
-"""Kubernetes LabelSelector semantics (matchLabels and matchExpressions), for policy selection."""
+"""Kubernetes LabelSelector semantics (matchLabels and matchExpressions), for policy selection, and kopf's
+namespace patterns (the operator's --namespace), for what the operator watches."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import fnmatch
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 
@@ -29,3 +31,26 @@ def _requirement_matches(requirement: Mapping[str, Any], labels: Mapping[str, st
     if operator == "DoesNotExist":
         return key not in labels
     return False  # an unknown operator selects nothing, never everything
+
+
+def namespace_matches(namespace: str, pattern: str) -> bool:
+    """kopf's ``--namespace`` pattern syntax: comma-separated globs, ``!glob`` excludes; a leading
+    exclusion implies a catch-all first. (kopf has this matcher only in a private module.)"""
+    globs = [glob.strip() for glob in pattern.split(",")]
+    if not globs or globs[0].startswith("!"):
+        globs.insert(0, "*")
+    first = matches = fnmatch.fnmatch(namespace, globs[0])
+    for glob in globs[1:]:
+        if glob.startswith("!"):
+            matches = matches and not fnmatch.fnmatch(namespace, glob[1:])
+        else:
+            matches = matches or (first and fnmatch.fnmatch(namespace, glob))
+    return matches
+
+
+def watched(namespace: str | None, patterns: Iterable[str]) -> bool:
+    """True when the operator, run with these --namespace patterns (none: every namespace), watches it."""
+    patterns = tuple(patterns)
+    if not patterns:
+        return True
+    return namespace is not None and any(namespace_matches(namespace, p) for p in patterns)

@@ -2,7 +2,7 @@
 
 :func:`compute_status` returns a merge patch for ``status`` holding every field (None clears one), so
 the same function serves the first write and every later one. Decisions live here too (phase Expired
-when the TTL or the idle timeout ends the session), and reconcile.py turns them into actions.
+when the TTL or the idle timeout ends the session), and actions.py turns them into actions.
 
 Phases: Pending (no claim yet) -> Provisioning -> Ready <-> Suspended, and the terminal Expired (planned
 end: reasons TTLExpired, IdleTimeout) and Failed (something the user must fix). Expired is sticky. Failed

@@ -14,20 +14,12 @@ import kopf
 
 from agentsession_api import names
 from agentsession_operator.decisions import admission, policy
+from agentsession_operator.decisions.selectors import watched
 from agentsession_operator.infra.logs import logger
-from agentsession_operator.infra.webhook_server import namespace_matches
 
 HANDLER_ID = "policy"
 
 _log = logger(component="webhook")
-
-
-def _watched(memo: Any, namespace: str | None) -> bool:
-    """Sessions in namespaces the operator does not watch are not its to judge."""
-    patterns = memo.get("namespaces") or ()
-    if not patterns:
-        return True
-    return namespace is not None and any(namespace_matches(namespace, p) for p in patterns)
 
 
 async def _sessions_for_count(reconciler: Any, session: dict[str, Any], namespace: str) -> list[dict[str, Any]]:
@@ -57,7 +49,8 @@ async def validate_session(
     session = dict(body)
     meta = session.get("metadata") or {}
     namespace = meta.get("namespace")
-    if not namespace or not _watched(memo, namespace) or operation not in ("CREATE", "UPDATE"):
+    # Sessions in namespaces the operator does not watch are not its to judge.
+    if not namespace or not watched(namespace, memo.get("namespaces") or ()) or operation not in ("CREATE", "UPDATE"):
         return
     try:
         reconciler = memo.reconciler

@@ -36,6 +36,7 @@ async def startup(
     webhook_server.configure(settings, memo.get("webhook"))  # admission: server and managed configuration, when enabled
     kube = await Kube.connect()
     reconciler = Reconciler(kube, Config())
+    await reconciler.load_policies(memo.get("namespaces") or ())  # before any pass: see load_policies
     reconciler.scheduler.start()
     memo.kube = kube
     memo.reconciler = reconciler

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import atexit
 import datetime as dt
-import fnmatch
 import ipaddress
 import shutil
 import socket
@@ -85,21 +84,6 @@ def accessible_host(bind: str) -> str:
     if address.is_unspecified:
         return "::1" if address.version == 6 else "127.0.0.1"
     return bind
-
-
-def namespace_matches(namespace: str, pattern: str) -> bool:
-    """kopf's ``--namespace`` pattern syntax: comma-separated globs, ``!glob`` excludes; a leading
-    exclusion implies a catch-all first. (kopf has this matcher only in a private module.)"""
-    globs = [glob.strip() for glob in pattern.split(",")]
-    if not globs or globs[0].startswith("!"):
-        globs.insert(0, "*")
-    first = matches = fnmatch.fnmatch(namespace, globs[0])
-    for glob in globs[1:]:
-        if glob.startswith("!"):
-            matches = matches and not fnmatch.fnmatch(namespace, glob[1:])
-        else:
-            matches = matches or (first and fnmatch.fnmatch(namespace, glob))
-    return matches
 
 
 def parse_service(text: str) -> tuple[str, str, int]:

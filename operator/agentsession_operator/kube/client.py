@@ -21,7 +21,7 @@ _MERGE = {"Content-Type": "application/merge-patch+json"}
 
 
 class Kube:
-    """A thin async facade over the API: sessions, policies, claims, sandboxes, pools, config, events."""
+    """A thin async facade over the API: sessions, policies, claims, sandboxes, pools, CRDs, config, events."""
 
     def __init__(self, api_client: client.ApiClient) -> None:
         self.api_client = api_client
@@ -59,7 +59,7 @@ class Kube:
             result = await self.custom.list_namespaced_custom_object(group, version, namespace, plural, **kwargs)
         return list(result.get("items", []))
 
-    # ---- sessions and policies ---------------------------------------------------------------
+    # ---- sessions ---------------------------------------------------------------
     async def get_session(self, namespace: str, name: str) -> dict[str, Any] | None:
         return await self._get(names.GROUP, names.VERSION, names.SESSION_PLURAL, namespace, name)
 
@@ -99,30 +99,13 @@ class Kube:
             if exc.status not in (404, 409):
                 raise
 
-    async def list_policies(self, namespace: str) -> list[dict[str, Any]]:
-        return await self._list(names.GROUP, names.VERSION, names.POLICY_PLURAL, namespace)
-
-    async def patch_policy_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
-        try:
-            await self.custom.patch_namespaced_custom_object_status(
-                names.GROUP,
-                names.VERSION,
-                namespace,
-                names.POLICY_PLURAL,
-                name,
-                {"status": status},
-                _content_type=_MERGE["Content-Type"],
-            )
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
+    async def list_policies(self) -> list[dict[str, Any]]:
+        """Every AgentSessionPolicy of the cluster (the startup sync; the watch keeps them current after)."""
+        return await self._list(names.GROUP, names.VERSION, names.POLICY_PLURAL, None)
 
     # ---- agent-sandbox objects ---------------------------------------------------------------
     async def get_claim(self, namespace: str, name: str) -> dict[str, Any] | None:
         return await self._get(c.EXTENSIONS_GROUP, c.EXTENSIONS_VERSION, c.CLAIM_PLURAL, namespace, name)
-
-    async def list_claims(self, namespace: str | None, selector: str) -> list[dict[str, Any]]:
-        return await self._list(c.EXTENSIONS_GROUP, c.EXTENSIONS_VERSION, c.CLAIM_PLURAL, namespace, selector)
 
     async def create_claim(self, claim: dict[str, Any]) -> dict[str, Any] | None:
         """Create the claim; None when one of that name already exists (the caller checks its owner)."""

@@ -14,13 +14,25 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
+from kubernetes_asyncio.client.rest import ApiException
+
 from agentsession_api import names, phases
 from agentsession_api.phases import Phase
 from agentsession_api.timestamps import parse_time
 from agentsession_operator import constants as c
-from agentsession_operator.decisions import actions as decide
 from agentsession_operator.decisions import lifecycle, naming, policy, retention
+from agentsession_operator.decisions.actions import (
+    Action,
+    CreateClaim,
+    DeleteClaim,
+    PatchClaim,
+    PatchSandbox,
+    PatchStatus,
+    ScheduleCheck,
+    reconcile_actions,
+)
 from agentsession_operator.decisions.ownership import is_owned_by
+from agentsession_operator.decisions.selectors import watched
 from agentsession_operator.infra import metrics
 from agentsession_operator.infra.logs import logger
 from agentsession_operator.kube.cache import Cache, Key
@@ -119,6 +131,20 @@ class Reconciler:
             logger(namespace=namespace, claim=meta["name"]).info("orphan claim deleted", owner_uid=owner_uid)
         return True
 
+    async def load_policies(self, namespaces: tuple[str, ...] = ()) -> None:
+        """Fill the policy cache from one live list, before the watches start (kopf runs startup handlers
+        first): otherwise a session's first pass could run before the policies' and create a claim a
+        policy forbids. Without the RBAC to list cluster-wide, the watch fills the cache as before."""
+        try:
+            found = await self.kube.list_policies()
+        except ApiException as exc:
+            logger().warning("could not list AgentSessionPolicies at startup", status=exc.status)
+            return
+        for body in found:
+            meta = body["metadata"]
+            if watched(meta.get("namespace"), namespaces):
+                self.cache.policies[meta["namespace"]][meta["name"]] = dict(body)
+
     # ---- observation -------------------------------------------------------------------------
     async def label_domains(self) -> list[str]:
         cached = self._label_domains
@@ -216,7 +242,7 @@ class Reconciler:
             others = self.cache.bodies_in(namespace)
             violations += policy.session_limit_violations(session, effective, others, only_earlier=True)
 
-        actions = decide.reconcile_actions(
+        actions = reconcile_actions(
             session,
             claim,
             sandbox,
@@ -227,9 +253,9 @@ class Reconciler:
         )
         status_patch: dict[str, Any] | None = None
         for action in actions:
-            if isinstance(action, decide.PatchStatus):
+            if isinstance(action, PatchStatus):
                 status_patch = {**action.patch, **status_extra}
-            elif isinstance(action, decide.ScheduleCheck):
+            elif isinstance(action, ScheduleCheck):
                 self.scheduler.schedule(key, action.at)
             else:
                 await self._act(action, session, claim, log, deadline_lag)
@@ -241,14 +267,14 @@ class Reconciler:
 
     async def _act(
         self,
-        action: decide.Action,
+        action: Action,
         session: dict[str, Any],
         claim: dict[str, Any] | None,
         log: Any,
         deadline_lag: float | None,
     ) -> None:
         namespace, name = session["metadata"]["namespace"], session["metadata"]["name"]
-        if isinstance(action, decide.CreateClaim):
+        if isinstance(action, CreateClaim):
             created = await self.kube.create_claim(action.manifest)
             claim_name = action.manifest["metadata"]["name"]
             if created is None:
@@ -265,13 +291,13 @@ class Reconciler:
             metrics.CLAIMS_CREATED.inc()
             log.info("claim created", claim=claim_name)
             self._event(session, "ClaimCreated", f"Created SandboxClaim {claim_name}")
-        elif isinstance(action, decide.PatchClaim):
+        elif isinstance(action, PatchClaim):
             await self.kube.patch_claim(namespace, action.name, action.patch)
             log.info("claim patched", claim=action.name, patch=action.patch)
             shutdown = ((action.patch.get("spec") or {}).get("lifecycle") or {}).get("shutdownTime")
             if shutdown:
                 self._event(session, "ExpiryChanged", f"The session now expires at {shutdown} (ttl or policy changed)")
-        elif isinstance(action, decide.DeleteClaim):
+        elif isinstance(action, DeleteClaim):
             uid = (claim or {}).get("metadata", {}).get("uid")
             if await self.kube.delete_claim(namespace, action.name, uid):
                 metrics.CLAIMS_DELETED.labels(reason=action.reason).inc()
@@ -279,7 +305,7 @@ class Reconciler:
                     metrics.REAP_LAG.observe(max(deadline_lag, 0.0))
                 log.info("claim deleted", claim=action.name, reason=action.reason)
                 self._event(session, action.reason, f"Deleted SandboxClaim {action.name} ({action.reason})")
-        elif isinstance(action, decide.PatchSandbox):
+        elif isinstance(action, PatchSandbox):
             await self.kube.patch_sandbox(namespace, action.name, action.patch)
             mode = (action.patch.get("spec") or {}).get("operatingMode", "")
             log.info("sandbox operating mode set", sandbox=action.name, mode=mode)

@@ -6,6 +6,7 @@ package beside it, and import without kopf, structlog or prometheus-client anywh
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import venv
 from pathlib import Path
@@ -14,6 +15,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
 OPERATOR_ONLY = ("kopf", "structlog", "prometheus_client", "kubernetes_asyncio")
+
+
+def _sources(tmp: Path, *projects: str) -> list[str]:
+    """Copies of the projects: pip builds in the tree it is given, and must leave ours clean."""
+    ignore = shutil.ignore_patterns("build", "*.egg-info", "__pycache__")
+    return [str(shutil.copytree(ROOT / p, tmp / p, ignore=ignore)) for p in projects]
 
 
 def _venv(path: Path) -> Path:
@@ -39,8 +46,9 @@ def _run(python: Path, code: str) -> str:
 
 @pytest.fixture(scope="module")
 def client_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    python = _venv(tmp_path_factory.mktemp("client") / "venv")
-    _pip(python, str(ROOT / "api"), str(ROOT / "client"))
+    tmp = tmp_path_factory.mktemp("client")
+    python = _venv(tmp / "venv")
+    _pip(python, *_sources(tmp, "api", "client"))
     return python
 
 
@@ -64,7 +72,7 @@ def test_client_imports_without_kopf(client_venv: Path) -> None:
 
 def test_api_package_needs_only_pydantic(tmp_path: Path) -> None:
     python = _venv(tmp_path / "venv")
-    _pip(python, str(ROOT / "api"))
+    _pip(python, *_sources(tmp_path, "api"))
     out = _run(
         python,
         "import importlib.metadata as m, agentsession_api.types, agentsession_api.activity\n"

@@ -20,7 +20,7 @@ Answer = dict[str, object] | httpx.Response | Exception | Callable[[httpx.Reques
 
 
 def probe_stdout(hostname: str = "pod-0", base: str = "/app", runner: str = "timeout") -> str:
-    return f"@LKCP\nbase={base}\nhost={hostname}\nrunner={runner}\npython3=1\nbase64=1\nstaging=1\n"
+    return f"@LKCP\nbase={base}\nhost={hostname}\nrunner={runner}\nbase64=1\n"
 
 
 def wrapped(output: bytes = b"", code: int = 0, start: str = "100.00", end: str = "100.50") -> dict[str, object]:

@@ -119,11 +119,11 @@ def test_runner_variants(runner: str, command: str, needle: str) -> None:
 
 
 def test_runner_for_skips_the_watchdog_only_under_a_known_runtime_limit() -> None:
-    info = commands.RuntimeInfo("/app", "p", "timeout", True, True, exec_limit=300.0)
+    info = commands.RuntimeInfo("/app", "p", "timeout", exec_limit=300.0)
     assert [info.runner_for(t) for t in (1, 299, 300, 3600)] == ["timeout", "timeout", "none", "none"]
-    fractional = commands.RuntimeInfo("/app", "p", "python3", True, True, exec_limit=2.5)
+    fractional = commands.RuntimeInfo("/app", "p", "python3", exec_limit=2.5)
     assert [fractional.runner_for(t) for t in (2, 3)] == ["python3", "none"]
-    unknown = commands.RuntimeInfo("/app", "p", "timeout", True, True)
+    unknown = commands.RuntimeInfo("/app", "p", "timeout")
     assert unknown.runner_for(3600) == "timeout"
 
 
@@ -200,7 +200,7 @@ def test_parse_runtime_failures() -> None:
 
 def test_parse_probe() -> None:
     info = commands.parse_probe("@LKCP\nbase=/app\nhost=pod-1\nrunner=python3\npython3=1\n")
-    assert info == commands.RuntimeInfo("/app", "pod-1", "python3", True, False, has_base64=False)
+    assert info == commands.RuntimeInfo("/app", "pod-1", "python3", has_base64=False)
     assert info.exec_limit is None
     assert info.staging_dir == f"/app/{commands.STAGING_DIRNAME}"
     assert commands.parse_probe("@LKCP\nbase=/a\nrunner=weird\n").runner == "none"
@@ -456,7 +456,7 @@ def test_probe_learns_the_runtime(tmp_path: Path) -> None:
     assert code == 0
     assert info.base_dir == str(tmp_path)
     assert info.runner == "timeout" and info.has_base64
-    assert info.staging_writable and (tmp_path / commands.STAGING_DIRNAME).is_dir()
+    assert (tmp_path / commands.STAGING_DIRNAME).is_dir()
     assert info.exec_limit == 300.0  # a session leader, as the runtime starts it: its default limit
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from agentsession_operator.decisions import admission
 from agentsession_operator.decisions.policy import effective_policy_for, violations
+from agentsession_operator.decisions.selectors import namespace_matches
 from agentsession_operator.handlers import admission as admission_handler
 from agentsession_operator.infra import webhook_server as webhook
 
@@ -423,7 +424,7 @@ async def test_handler_ignores_namespaces_the_operator_does_not_watch(
 )
 def test_namespace_patterns_follow_kopf(namespace: str, pattern: str, expected: bool) -> None:
     """The operator's --namespace patterns, matched like kopf matches them (its own matcher is private)."""
-    assert webhook.namespace_matches(namespace, pattern) is expected
+    assert namespace_matches(namespace, pattern) is expected
 
 
 def test_accessible_host() -> None:

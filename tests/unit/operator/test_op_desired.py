@@ -128,5 +128,20 @@ def test_claim_patch_for_ttl(
 def test_sandbox_patch_for_mode(make_sandbox: Callable[..., dict[str, Any]]) -> None:
     assert sandbox_patch_for_mode(make_sandbox(), "Running") is None
     assert sandbox_patch_for_mode(make_sandbox(mode="Running"), "Suspended") == {"spec": {"operatingMode": "Suspended"}}
-    assert sandbox_patch_for_mode(make_sandbox(mode="Suspended"), "Running") == {"spec": {"operatingMode": "Running"}}
     assert sandbox_patch_for_mode(make_sandbox(mode="Suspended"), "Suspended") is None
+
+
+def _with_suspended_condition(sandbox: dict[str, Any], status: str, reason: str) -> dict[str, Any]:
+    sandbox.setdefault("status", {})["conditions"] = [{"type": "Suspended", "status": status, "reason": reason}]
+    return sandbox
+
+
+def test_resume_waits_until_the_suspended_pod_is_gone(make_sandbox: Callable[..., dict[str, Any]]) -> None:
+    """Found on the real node: resuming while the old Pod still terminated made agent-sandbox report that
+    Pod's PodSucceeded as the resumed Sandbox's (a terminal reason), and the session Failed."""
+    terminating = _with_suspended_condition(make_sandbox(mode="Suspended"), "False", "SuspendedPodTerminating")
+    assert sandbox_patch_for_mode(terminating, "Running") is None
+    unknown = make_sandbox(mode="Suspended")
+    assert sandbox_patch_for_mode(unknown, "Running") is None
+    gone = _with_suspended_condition(make_sandbox(mode="Suspended"), "True", "SuspendedPodTerminated")
+    assert sandbox_patch_for_mode(gone, "Running") == {"spec": {"operatingMode": "Running"}}

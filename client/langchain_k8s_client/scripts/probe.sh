@@ -1,0 +1,28 @@
+# Run once per (re)connection, as `sh -c <this> lkc .lkc-staging`. It learns the base dir (the
+# runtime's cwd), the pod's name (the pod runner sets HOSTNAME to it), how to enforce timeouts, and
+# sweeps staging files that a broken connection left behind. `group=1`: the probe leads its own
+# session and process group, as the runtime (v1.0+) starts every command so that it can kill the
+# whole group at its own limit; `limit=` is that limit's raw setting, parsed by commands.parse_probe
+# exactly as the runtime parses it (`?` when it holds anything but letters, digits and `.+_-`, e.g.
+# a line break or blanks: then the limit is treated as unknown).
+d=$PWD/$1
+mkdir -p "$d" 2>/dev/null
+# shellcheck disable=SC3028  # HOSTNAME may be unset in POSIX sh: then the kernel's name is read
+h=$HOSTNAME
+[ -n "$h" ] || read -r h 2>/dev/null </proc/sys/kernel/hostname
+echo @LKCP
+echo "base=$PWD"
+echo "host=$h"
+if timeout -s KILL 5 true 2>/dev/null; then echo runner=timeout
+elif command -v python3 >/dev/null 2>&1; then echo runner=python3
+else echo runner=none; fi
+command -v base64 >/dev/null 2>&1 && echo base64=1
+if read -r s 2>/dev/null </proc/$$/stat; then
+  s=${s##*) }
+  # shellcheck disable=SC2086  # split /proc/$$/stat into fields (globbing off)
+  (set -f; set -- $s; [ "$3" = $$ ] && [ "$4" = $$ ]) && echo group=1
+fi
+v=${SANDBOX_EXEC_TIMEOUT_SECONDS-300}
+case $v in *[!0-9A-Za-z.+_-]*) echo "limit=?";; *) echo "limit=$v";; esac
+find "$d" -type f -mmin +120 -delete 2>/dev/null
+exit 0

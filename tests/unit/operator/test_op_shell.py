@@ -1,0 +1,274 @@
+"""The I/O shell (kube/) against an in-memory API: the reconciler's coalescing, backoff and orphan
+collection, a whole pass, and the deadline scheduler. Seconds, not a 5-minute e2e run."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import datetime as dt
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from agentsession_operator.kube.reconciler import MAX_RETRY_DELAY, Reconciler
+from agentsession_operator.kube.scheduler import DeadlineScheduler
+
+Make = Callable[..., dict[str, Any]]
+Key = tuple[str, str]
+
+
+class FakeKube:
+    """The methods of kube.client.Kube the reconciler calls, over dicts; records every write."""
+
+    def __init__(self) -> None:
+        self.sessions: dict[Key, dict[str, Any]] = {}
+        self.claims: dict[Key, dict[str, Any]] = {}
+        self.sandboxes: dict[Key, dict[str, Any]] = {}
+        self.pools: set[Key] = set()
+        self.policies: list[dict[str, Any]] = []
+        self.writes: list[tuple[str, Any]] = []
+        self.fail_status_writes = 0
+        self.gate: asyncio.Event | None = None  # when set, status writes wait for it
+
+    async def list_policies(self) -> list[dict[str, Any]]:
+        return [copy.deepcopy(p) for p in self.policies]
+
+    async def get_session(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return copy.deepcopy(self.sessions.get((namespace, name)))
+
+    async def list_sessions(self, namespace: str | None = None, selector: str | None = None) -> list[dict[str, Any]]:
+        return [copy.deepcopy(s) for (ns, _), s in self.sessions.items() if namespace in (None, ns)]
+
+    async def patch_session_status(self, namespace: str, name: str, status: dict[str, Any]) -> dict[str, Any] | None:
+        if self.gate is not None:
+            await self.gate.wait()
+        if self.fail_status_writes:
+            self.fail_status_writes -= 1
+            raise RuntimeError("API unavailable")
+        self.writes.append(("status", name))
+        body = self.sessions.get((namespace, name))
+        if body is None:
+            return None
+        merged = {**(body.get("status") or {}), **status}
+        body["status"] = {k: v for k, v in merged.items() if v is not None}
+        meta = body["metadata"]
+        meta["resourceVersion"] = str(int(meta.get("resourceVersion", "1")) + 1)
+        return copy.deepcopy(body)
+
+    async def delete_session(self, namespace: str, name: str, uid: str) -> None:
+        self.writes.append(("delete-session", name))
+
+    async def get_claim(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return copy.deepcopy(self.claims.get((namespace, name)))
+
+    async def create_claim(self, claim: dict[str, Any]) -> dict[str, Any] | None:
+        key = (claim["metadata"]["namespace"], claim["metadata"]["name"])
+        self.writes.append(("create-claim", key[1]))
+        if key in self.claims:
+            return None
+        self.claims[key] = {**claim, "metadata": {**claim["metadata"], "uid": f"claim-{key[1]}"}}
+        return copy.deepcopy(self.claims[key])
+
+    async def patch_claim(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
+        self.writes.append(("patch-claim", name))
+
+    async def delete_claim(self, namespace: str, name: str, uid: str | None = None) -> bool:
+        self.writes.append(("delete-claim", name))
+        return self.claims.pop((namespace, name), None) is not None
+
+    async def get_sandbox(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return copy.deepcopy(self.sandboxes.get((namespace, name)))
+
+    async def patch_sandbox(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
+        self.writes.append(("patch-sandbox", name))
+
+    async def get_warm_pool(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return {"metadata": {"name": name}} if (namespace, name) in self.pools else None
+
+    async def allowed_label_domains(self, namespace: str, name: str) -> list[str]:
+        return ["sandbox.users.io"]
+
+    async def event(self, obj: dict[str, Any], reason: str, message: str, type_: str = "Normal") -> None:
+        self.writes.append(("event", reason))
+
+
+@pytest.fixture
+def kube() -> FakeKube:
+    return FakeKube()
+
+
+@pytest.fixture
+async def reconciler(kube: FakeKube) -> Any:
+    rec = Reconciler(kube)  # type: ignore[arg-type]
+    yield rec
+    await rec.scheduler.stop()
+
+
+def _store(kube: FakeKube, session: dict[str, Any]) -> Key:
+    key = (session["metadata"]["namespace"], session["metadata"]["name"])
+    session["metadata"].setdefault("resourceVersion", "1")
+    kube.sessions[key] = session
+    return key
+
+
+# ---- one pass, end to end over the fake ----------------------------------------------------------
+async def test_a_pass_creates_the_claim_and_writes_status(
+    kube: FakeKube, reconciler: Reconciler, make_session: Make
+) -> None:
+    kube.pools.add(("ns", "python-pool"))
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")  # the reconciler reads the real clock
+    key = _store(kube, make_session(spec={"warmPoolRef": {"name": "python-pool"}, "ttl": "2h"}, created=now))
+    await reconciler.reconcile(key, cause="test")
+    assert ("create-claim", "demo") in kube.writes and ("status", "demo") in kube.writes
+    assert kube.sessions[key]["status"]["phase"] == "Pending"
+    assert reconciler.scheduler.due(key) is not None  # the TTL deadline is scheduled
+    await reconciler.reconcile(key, cause="claim seen")  # the claim exists now: Provisioning
+    assert kube.sessions[key]["status"]["phase"] == "Provisioning"
+    writes = len(kube.writes)
+    await reconciler.reconcile(key, cause="again")  # nothing changed: nothing is written (level-triggered)
+    assert kube.writes[writes:] == []
+
+
+async def test_a_missing_pool_waits_without_a_claim(kube: FakeKube, reconciler: Reconciler, make_session: Make) -> None:
+    key = _store(kube, make_session())
+    await reconciler.reconcile(key, cause="test")
+    assert not any(w[0] == "create-claim" for w in kube.writes)
+    assert kube.sessions[key]["status"]["conditions"][0]["reason"] == "WarmPoolNotFound"
+
+
+async def test_policies_are_loaded_before_the_first_pass(
+    kube: FakeKube, reconciler: Reconciler, make_session: Make, make_policy: Make
+) -> None:
+    """Startup fills the policy cache from a live list: a session's first pass, even one that comes
+    before the policies' watch events, must not create a claim a policy forbids."""
+    kube.pools.add(("ns", "python-pool"))
+    kube.policies = [
+        make_policy("rules", {"limits": {"allowedWarmPools": ["other"]}}),
+        make_policy("elsewhere", {}, namespace="team-x"),
+    ]
+    await reconciler.load_policies(("ns",))
+    assert list(reconciler.cache.policies) == ["ns"]
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    key = _store(kube, make_session(created=now))
+    await reconciler.reconcile(key, cause="listed")
+    assert not any(w[0] == "create-claim" for w in kube.writes)
+    assert kube.sessions[key]["status"]["phase"] == "Failed"
+
+
+# ---- coalescing ------------------------------------------------------------------------------------
+async def test_triggers_during_a_pass_coalesce_into_one_more_pass(
+    kube: FakeKube, reconciler: Reconciler, make_session: Make
+) -> None:
+    key = _store(kube, make_session())
+    passes: list[str] = []
+    original = reconciler._reconcile
+
+    async def counting(key: Key, cause: str, lag: float | None, fresh: bool) -> None:
+        passes.append(cause)
+        await original(key, cause, lag, fresh)
+
+    reconciler._reconcile = counting  # type: ignore[method-assign]
+    kube.gate = asyncio.Event()
+    first = asyncio.create_task(reconciler.reconcile(key, cause="first"))
+    await asyncio.sleep(0.01)  # the first pass now waits inside its status write
+    for cause in ("second", "third", "fourth"):
+        await reconciler.reconcile(key, cause=cause)  # returns at once: a pass is running
+    kube.gate.set()
+    await first
+    assert passes == ["first", "fourth"]  # one more pass for all three, with the latest cause
+
+
+# ---- backoff ------------------------------------------------------------------------------------
+async def test_a_failing_pass_retries_with_exponential_backoff(
+    kube: FakeKube, reconciler: Reconciler, make_session: Make
+) -> None:
+    key = _store(kube, make_session())
+    kube.fail_status_writes = 3
+    delays = []
+    for _ in range(3):
+        before = dt.datetime.now(dt.UTC)
+        await reconciler.reconcile(key, cause="test")
+        due = reconciler.scheduler.due(key)
+        assert due is not None
+        delays.append(round((due - before).total_seconds()))
+    assert delays == [1, 2, 4]
+    await reconciler.reconcile(key, cause="test")  # succeeds: the failure count starts over
+    assert key not in reconciler._failures
+    reconciler._failures[key] = 20
+    kube.fail_status_writes = 1
+    before = dt.datetime.now(dt.UTC)
+    await reconciler.reconcile(key, cause="test")
+    assert (reconciler.scheduler.due(key) - before).total_seconds() <= MAX_RETRY_DELAY + 1  # type: ignore[operator]
+
+
+# ---- orphan collection -----------------------------------------------------------------------
+async def test_orphan_claims_are_collected_only_when_their_owner_is_provably_gone(
+    kube: FakeKube, reconciler: Reconciler, make_session: Make, make_claim: Make
+) -> None:
+    session = make_session()
+    claim = make_claim(owner_uid=session["metadata"]["uid"])
+    kube.claims[("ns", "demo")] = claim
+    _store(kube, session)
+    assert await reconciler.collect_orphan(claim) is False  # the owner lives
+    kube.sessions.clear()
+    _store(kube, make_session(uid="another-uid"))  # recreated under the same name: not the owner
+    assert await reconciler.collect_orphan(claim) is True
+    assert ("delete-claim", "demo") in kube.writes
+
+    kube.writes.clear()
+    assert await reconciler.collect_orphan(make_claim(owner_uid=None)) is False  # names no owner
+    assert await reconciler.collect_orphan(make_claim(deleting=True)) is False  # already going
+    labelled = make_claim(owner_uid=None)
+    labelled["metadata"]["labels"] = {"agentsession.dev/session-uid": "gone-uid"}
+    kube.claims[("ns", "demo")] = labelled
+    assert await reconciler.collect_orphan(labelled) is True  # the uid label, checked by listing
+    assert kube.writes == [("delete-claim", "demo")]
+
+
+# ---- the deadline scheduler -------------------------------------------------------------------
+async def test_scheduler_fires_each_key_once_at_its_latest_deadline() -> None:
+    fired: list[tuple[Key, float]] = []
+    start = dt.datetime.now(dt.UTC)
+    done = asyncio.Event()
+
+    async def fire(key: Key, at: dt.datetime) -> None:
+        fired.append((key, round((at - start).total_seconds(), 2)))
+        if len(fired) == 2:
+            done.set()
+
+    scheduler = DeadlineScheduler(fire)
+    scheduler.start()
+    try:
+        a, b, c = ("ns", "a"), ("ns", "b"), ("ns", "c")
+        scheduler.schedule(a, start + dt.timedelta(seconds=0.2))
+        scheduler.schedule(b, start + dt.timedelta(seconds=0.05))
+        scheduler.schedule(a, start + dt.timedelta(seconds=0.1))  # moved earlier: the 0.2 entry is stale
+        scheduler.schedule(c, start + dt.timedelta(seconds=0.08))
+        scheduler.cancel(c)
+        assert len(scheduler) == 2
+        await asyncio.wait_for(done.wait(), 2)
+        await asyncio.sleep(0.2)  # the stale 0.2 s entry of `a` must not fire
+    finally:
+        await scheduler.stop()
+    assert fired == [(("ns", "b"), 0.05), (("ns", "a"), 0.1)]
+    assert len(scheduler) == 0
+
+
+async def test_scheduler_wakes_for_an_earlier_deadline_and_stops_cleanly() -> None:
+    started = asyncio.Event()
+    release = asyncio.Event()
+
+    async def fire(key: Key, at: dt.datetime) -> None:
+        started.set()
+        await release.wait()
+
+    scheduler = DeadlineScheduler(fire)
+    scheduler.start()
+    now = dt.datetime.now(dt.UTC)
+    scheduler.schedule(("ns", "late"), now + dt.timedelta(hours=1))
+    await asyncio.sleep(0.01)  # asleep until the hour is up
+    scheduler.schedule(("ns", "now"), now)
+    await asyncio.wait_for(started.wait(), 1)  # woken at once for the earlier one
+    await scheduler.stop()  # cancels the running firing too
+    assert scheduler.due(("ns", "late")) is not None
