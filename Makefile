@@ -39,6 +39,7 @@ cluster-status: venv ## is the local control plane running?
 crds: venv ## regenerate crds/*.yaml from the API types
 	$(PY) -m agentsession_api.crdgen
 	$(PY) -m agentsession_api.apidoc
+	cp crds/agentsession.dev_*.yaml charts/agentsession/crds/  # Helm installs crds/ verbatim
 
 # REPLICAS=2: a leader and a hot standby (one Lease); each further replica on ports +10 (metrics, health, webhook).
 REPLICAS ?= 1

@@ -274,6 +274,21 @@ def _build_distribution(log: Path) -> None:
     _go_install(DISTRIBUTION, ["github.com/distribution/distribution/v3/cmd/registry"], log)
 
 
+# Tools beside the cluster (built on demand, never by build_all): helm for charts/agentsession.
+HELM = Component("helm", versions.HELM, ("helm",))
+
+
+def _build_helm(log: Path) -> None:
+    # A tools module, like agent-sandbox: only the exact version is asked of the proxy.
+    gomod = f"module agentsession.dev/devcluster/helm-tools\n\ngo 1.26\n\nrequire helm.sh/helm/v3 {versions.HELM}\n"
+    src = _tools_module(HELM, gomod, log)
+    _run(
+        ["go", "build", "-trimpath", "-ldflags", "-s -w", "-o", str(HELM.bin_dir) + "/", "helm.sh/helm/v3/cmd/helm"],
+        src,
+        log,
+    )
+
+
 _BUILDERS = {
     KUBERNETES.name: _build_kubernetes,
     ETCD.name: _build_etcd,
@@ -284,6 +299,7 @@ _BUILDERS = {
     CONTAINERD.name: _build_containerd,
     CNI_PLUGINS.name: _build_cni_plugins,
     KUBE_ROUTER.name: _build_kube_router,
+    HELM.name: _build_helm,
 }
 
 

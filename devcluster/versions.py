@@ -28,3 +28,6 @@ CNI_PLUGINS = "v1.10.0"
 # The only kube-router the Go proxy serves here; run as a NetworkPolicy controller only (iptables + ipset:
 # this kernel has no nftables queue). Its vulnerable dependencies are raised in its tools module.
 KUBE_ROUTER = "v2.1.0"
+
+# The Helm chart (charts/agentsession): helm template / install in tests. Not part of any cluster.
+HELM = "v3.22.0"

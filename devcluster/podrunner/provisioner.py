@@ -38,6 +38,22 @@ def ensure_storage_class(storage: client.StorageV1Api) -> None:
             raise
 
 
+def clone_source(pvc: client.V1PersistentVolumeClaim) -> str | None:
+    """The name of the PVC this claim clones (spec.dataSource or dataSourceRef of kind PersistentVolumeClaim)."""
+    for ref in (pvc.spec.data_source_ref, pvc.spec.data_source):
+        if ref is not None and ref.kind == "PersistentVolumeClaim" and not ref.api_group:
+            return str(ref.name)
+    return None
+
+
+def copy_volume(source: Path, target: Path) -> None:
+    """Copy a volume's directory (files, links, modes) into a new one, atomically by rename."""
+    partial = target.with_name(target.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    shutil.copytree(source, partial, symlinks=True)
+    partial.rename(target)
+
+
 class Provisioner:
     def __init__(self, volume_dir: Path) -> None:
         self.core = client.CoreV1Api()
@@ -51,6 +67,16 @@ class Provisioner:
             return
         name = f"pvc-{pvc.metadata.uid}"
         path = self.volume_dir / name
+        source = clone_source(pvc)
+        if source is not None:
+            # A clone (dataSource: a PVC of the same namespace): the storage layer copies the volume,
+            # as a CSI driver with CLONE_VOLUME does. Until the source is bound, wait (the next listing retries).
+            src_dir = self._bound_dir(pvc.metadata.namespace, source)
+            if src_dir is None:
+                log.info("clone %s/%s waits for its source PVC %s", pvc.metadata.namespace, pvc.metadata.name, source)
+                return
+            if not path.exists():
+                copy_volume(src_dir, path)
         path.mkdir(parents=True, exist_ok=True)
         # World-writable, as local-path-provisioner makes them: a hostPath volume gets no fsGroup, and a
         # pod running as any non-root user must be able to write its own volume.
@@ -76,6 +102,19 @@ class Provisioner:
         except ApiException as exc:
             if exc.status != 409:
                 log.warning("provisioning %s failed: %s", name, exc.reason)
+
+    def _bound_dir(self, namespace: str, name: str) -> Path | None:
+        """The directory of a bound PVC this provisioner made (None: absent, unbound or not ours)."""
+        try:
+            src = self.core.read_namespaced_persistent_volume_claim(name, namespace)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        if not src.spec.volume_name or (src.spec.storage_class_name or "") != STORAGE_CLASS:
+            return None
+        directory = self.volume_dir / src.spec.volume_name
+        return directory if directory.is_dir() else None
 
     def _reclaim(self, pv: client.V1PersistentVolume) -> None:
         if (pv.metadata.annotations or {}).get("pv.kubernetes.io/provisioned-by") != PROVISIONER:

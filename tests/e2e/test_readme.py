@@ -4,6 +4,7 @@ and the quick start's `make demo` (its module) for real. (`make test` is what CI
 from __future__ import annotations
 
 import re
+import shlex
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -27,7 +28,7 @@ def blocks(language: str) -> list[str]:
 
 def test_the_readme_has_the_blocks_this_file_runs() -> None:
     assert {lang for lang, _ in BLOCKS} <= {"sh", "python", "yaml", "mermaid"}
-    assert len(blocks("python")) == 3 and len(blocks("yaml")) == 2 and len(blocks("sh")) == 2
+    assert len(blocks("python")) == 3 and len(blocks("yaml")) == 2 and len(blocks("sh")) == 4
 
 
 @pytest.fixture(scope="module")
@@ -87,3 +88,37 @@ def test_quick_start_demo_runs(cluster: object, operator: OperatorProcess) -> No
     operator.start()
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "count: 15" in proc.stdout and "kubectl get agentsessions" in proc.stdout
+
+
+def test_helm_commands_render_and_pass_server_dry_run(kube: Kube, team_a: str) -> None:
+    from devcluster import build, versions
+
+    build.build(build.HELM)
+    helm = str(build.HELM.path("helm"))
+    lines = [line.split("#")[0].split() for line in blocks("sh")[2].splitlines() if line.startswith("helm")]
+    assert [line[1] for line in lines] == ["install", "template"]
+    # The dev cluster already has the operator's namespace and ClusterRole (not Helm's, which helm install
+    # refuses to adopt, even in a dry run): the install line's chart is linted, its objects go to the server
+    # below. A real `helm install` belongs on a cluster without the operator installed (the real node).
+    install = subprocess.run([helm, "lint", lines[0][3], *lines[0][4:]], capture_output=True, text=True, cwd=ROOT)
+    assert install.returncode == 0, install.stdout + install.stderr
+    rendered = subprocess.run(
+        [helm, *lines[1][1:], "--kube-version", versions.KUBERNETES], capture_output=True, text=True, cwd=ROOT
+    )
+    assert rendered.returncode == 0, rendered.stderr
+    proc = kube.run("apply", "--dry-run=server", "-f", "-", input=rendered.stdout)
+    assert "(server dry run)" in proc.stdout
+
+
+def test_kubectl_plugin_commands_run(team_a: str) -> None:
+    script = Path(sys.executable).parent / "kubectl-agentsession"
+    for line in blocks("sh")[3].splitlines():
+        words = shlex.split(line)
+        assert words[:2] == ["kubectl", "agentsession"], line
+        proc = subprocess.run([str(script), *words[2:]], capture_output=True, text=True, cwd=ROOT, timeout=300)
+        assert proc.returncode == 0, (line, proc.stderr)
+        if "print(6 * 7)" in line:
+            assert proc.stdout == "42\n"
+    assert sorted(p.name for p in Path("/tmp/samples-back").iterdir()) == sorted(
+        p.name for p in (ROOT / "config" / "samples").iterdir() if p.is_file()
+    )

@@ -1,0 +1,201 @@
+"""charts/agentsession with default values renders the objects of `kubectl kustomize config/`.
+
+Generic on purpose: every object of config/ must appear in the chart, and every field of it must be
+equal after normalising (Helm's own labels removed), unless the difference is in ALLOWED below with
+its reason. Objects the chart adds must be in EXTRA. When config/ changes (a NetworkPolicy, webhook
+configurations, RBAC by resourceNames), this test names each object and field the chart lacks.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from devcluster import build, versions
+
+ROOT = Path(__file__).resolve().parents[3]
+CHART = ROOT / "charts" / "agentsession"
+
+# Labels Helm charts carry by convention; config/ has no equivalent.
+HELM_LABELS = ("app.kubernetes.io/managed-by", "app.kubernetes.io/instance", "helm.sh/chart")
+
+# (object glob "Kind/namespace/name", field-path glob): intended differences, each with its reason.
+ALLOWED: dict[tuple[str, str], str] = {
+    # Helm installs crds/ verbatim (never templated), so kustomize's common label is not on them.
+    ("CustomResourceDefinition/*", "metadata.labels.app.kubernetes.io/part-of"): "Helm does not template crds/",
+}
+
+# Objects only the chart renders (glob on "Kind/namespace/name") and why.
+EXTRA: dict[str, str] = {}
+
+
+def _objects(text: str) -> dict[str, dict[str, Any]]:
+    out = {}
+    for doc in yaml.safe_load_all(text):
+        if not doc:
+            continue
+        meta = doc["metadata"]
+        out[f"{doc['kind']}/{meta.get('namespace', '')}/{meta['name']}"] = doc
+    return out
+
+
+def _normalise(doc: dict[str, Any]) -> dict[str, Any]:
+    for meta in (doc.get("metadata"), ((doc.get("spec") or {}).get("template") or {}).get("metadata")):
+        labels = (meta or {}).get("labels")
+        if labels is not None:
+            for key in HELM_LABELS:
+                labels.pop(key, None)
+    return doc
+
+
+def _flatten(value: Any, path: str = "") -> dict[str, Any]:
+    if isinstance(value, dict):
+        if not value:
+            return {path: {}}
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            out.update(_flatten(item, f"{path}.{key}" if path else str(key)))
+        return out
+    if isinstance(value, list):
+        if not value:
+            return {path: []}
+        out = {}
+        for index, item in enumerate(value):
+            out.update(_flatten(item, f"{path}[{index}]"))
+        return out
+    return {path: value}
+
+
+def _allowed(key: str, path: str) -> bool:
+    return any(fnmatch.fnmatchcase(key, o) and fnmatch.fnmatchcase(path, p) for o, p in ALLOWED)
+
+
+def differences(config: dict[str, dict[str, Any]], chart: dict[str, dict[str, Any]]) -> list[str]:
+    """Every difference not in ALLOWED or EXTRA, one line each."""
+    found = []
+    for key, want in config.items():
+        if key not in chart:
+            found.append(f"{key}: in config/, not in the chart")
+            continue
+        a, b = _flatten(_normalise(want)), _flatten(_normalise(chart[key]))
+        for path in sorted(set(a) | set(b)):
+            if a.get(path, "<absent>") != b.get(path, "<absent>") and not _allowed(key, path):
+                found.append(f"{key}: {path}: config/ {a.get(path, '<absent>')!r}, chart {b.get(path, '<absent>')!r}")
+    for key in chart:
+        if key not in config and not any(fnmatch.fnmatchcase(key, g) for g in EXTRA):
+            found.append(f"{key}: only in the chart")
+    return found
+
+
+@pytest.fixture(scope="module")
+def helm() -> Path:
+    build.build(build.HELM)  # cached after the first time
+    return build.HELM.path("helm")
+
+
+def _template(helm: Path, *args: str) -> str:
+    proc = subprocess.run(
+        [
+            str(helm),
+            "template",
+            "agentsession",
+            str(CHART),
+            "--include-crds",
+            "--kube-version",
+            versions.KUBERNETES,
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def _kustomize() -> str:
+    build.build(build.KUBERNETES)
+    kubectl = build.KUBERNETES.path("kubectl")
+    proc = subprocess.run(
+        [str(kubectl), "kustomize", str(ROOT / "config")], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_default_values_render_config(helm: Path) -> None:
+    config, chart = _objects(_kustomize()), _objects(_template(helm))
+    assert len(config) >= 9
+    found = differences(config, chart)
+    assert not found, "the chart and config/ differ (bring the chart in line, or allow it in ALLOWED):\n" + "\n".join(
+        found
+    )
+
+
+def test_the_comparison_notices_a_difference() -> None:
+    config = {"Service/ns/s": {"kind": "Service", "metadata": {"name": "s"}, "spec": {"ports": [{"port": 1}]}}}
+    chart = {"Service/ns/s": {"kind": "Service", "metadata": {"name": "s"}, "spec": {"ports": [{"port": 2}]}}}
+    assert differences(config, chart) == ["Service/ns/s: spec.ports[0].port: config/ 1, chart 2"]
+    assert differences(config, {}) == ["Service/ns/s: in config/, not in the chart"]
+
+
+def test_values_image_replicas_resources_log_level_and_certificate_secret(helm: Path) -> None:
+    rendered = _objects(
+        _template(
+            helm,
+            "--set",
+            "image.repository=registry.local/op",
+            "--set",
+            "image.tag=dev",
+            "--set",
+            "replicas=0",
+            "--set",
+            "resources.limits.memory=1Gi",
+            "--set",
+            "logLevel=DEBUG",
+            "--set",
+            "webhook.certificate.source=secret",
+            "--set",
+            "webhook.certificate.secretName=tls",
+            "--set",
+            "namespace.name=ops",
+        )
+    )
+    deploy = rendered["Deployment/ops/agentsession-operator"]
+    pod = deploy["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert container["image"] == "registry.local/op:dev" and deploy["spec"]["replicas"] == 0
+    assert container["resources"]["limits"]["memory"] == "1Gi"
+    assert "--log-level=DEBUG" in container["args"]
+    assert "--webhook-cert=/etc/agentsession/webhook/tls.crt" in container["args"]
+    assert {"name": "webhook-tls", "secret": {"secretName": "tls"}} in pod["volumes"]
+    binding = rendered["ClusterRoleBinding//agentsession-operator"]
+    assert binding["subjects"][0]["namespace"] == "ops"
+    bad = subprocess.run(
+        [
+            str(helm),
+            "template",
+            "x",
+            str(CHART),
+            "--kube-version",
+            versions.KUBERNETES,
+            "--set",
+            "webhook.certificate.source=nope",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert bad.returncode != 0 and "generated or secret" in bad.stderr
+
+
+def test_chart_crds_are_the_generated_ones() -> None:
+    for path in sorted((ROOT / "crds").glob("*.yaml")):
+        if path.name == "kustomization.yaml":
+            continue
+        assert (CHART / "crds" / path.name).read_text() == path.read_text(), f"run make crds ({path.name})"
