@@ -65,6 +65,7 @@ test-faults: venv ## only the fault-injection e2e tests (failover, restarts, SIG
 
 test: venv ## every test: unit, then end to end on the kwok node, then on the real node (builds what is missing first)
 	$(PY) -m pytest tests/unit -q
+	$(PY) -m devcluster.prereqs kwok real-node images  # every host package before any long build
 	DEVCLUSTER_NODE=kwok $(PY) -m devcluster build
 	DEVCLUSTER_NODE=real $(PY) -m devcluster build
 	DEVCLUSTER_NODE=kwok $(PY) -m pytest tests/integration tests/e2e -q
