@@ -194,11 +194,11 @@ class Reconciler:
         kopf runs startup handlers before its watches: without this, a session's first pass could run before
         the policies' and create a claim a policy forbids. A failed list fails the start (and kopf retries it)
         rather than act without policies."""
-        for body in await self.kube.list_policies(None):
+        for body in await _listing(self.kube.list_policies, None):
             meta = body["metadata"]
             if watched(meta.get("namespace"), namespaces):
                 self.cache.policies[meta["namespace"]][meta["name"]] = dict(body)
-        for body in await self.kube.list_warm_pools():
+        for body in await _listing(self.kube.list_warm_pools):
             self.cache.pools.add((body["metadata"]["namespace"], body["metadata"]["name"]))
         self.cache.loaded = True
         logger().info("policies and warm pools loaded", policies=sum(map(len, self.cache.policies.values())))
@@ -491,3 +491,23 @@ class Reconciler:
         if phase:
             metrics.SESSIONS_BY_PHASE.labels(namespace=key[0], phase=phase).dec()
         self.slot_may_have_freed(key[0])
+
+
+PRIME_PATIENCE = 60.0
+"""How long the start-up listing waits out an API server that is not ready to serve it (seconds)."""
+
+
+async def _listing(call: Callable[..., Any], *args: Any) -> list[dict[str, Any]]:
+    """A start-up list, waiting out 429 and 5xx with the server's Retry-After (bounded): right after a CRD
+    is created its storage answers 429 "storage is (re)initializing", and failing the startup handler
+    would make kopf retry it only a minute later, with the operator unhealthy meanwhile."""
+    deadline = time.monotonic() + PRIME_PATIENCE
+    while True:
+        try:
+            return list(await call(*args))
+        except ApiException as exc:
+            if not (exc.status == 429 or (exc.status or 0) >= 500) or time.monotonic() >= deadline:
+                raise
+            retry_after = str((getattr(exc, "headers", None) or {}).get("Retry-After") or "")
+            delay = float(retry_after) if retry_after.isdigit() else 1.0
+            await asyncio.sleep(min(max(delay, 0.2), 5.0))

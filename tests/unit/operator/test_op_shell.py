@@ -313,3 +313,24 @@ async def test_the_api_session_does_no_env_lookups_per_call() -> None:
         assert api_client.rest_client.pool_manager.trust_env is False
     finally:
         await api_client.close()
+
+
+async def test_prime_waits_out_a_storage_that_is_still_initializing(kube: FakeKube) -> None:
+    """Seen on a fresh cluster: listing a just-created CRD answered 429 'storage is (re)initializing';
+    the startup handler failed and kopf retried it a minute later, the operator unhealthy meanwhile."""
+    from kubernetes_asyncio.client.rest import ApiException
+
+    calls = {"n": 0}
+    real = kube.list_policies
+
+    async def flaky(namespace: str | None = None) -> list[dict[str, Any]]:
+        calls["n"] += 1
+        if calls["n"] < 3:
+            raise ApiException(status=429, reason="storage is (re)initializing")
+        return await real(namespace)
+
+    kube.list_policies = flaky  # type: ignore[method-assign]
+    rec = Reconciler(kube)  # type: ignore[arg-type]
+    await rec.prime()
+    assert rec.cache.loaded and calls["n"] == 3
+    await rec.scheduler.stop()
