@@ -45,7 +45,12 @@ def installed(
 
 
 def _operator_pod(kube: Kube) -> dict:
-    pods = kube.list("pod", NS, "app.kubernetes.io/name=agentsession-operator")
+    # Right after a rollout the replaced Pod may still be terminating: count the live ones.
+    pods = [
+        p
+        for p in kube.list("pod", NS, "app.kubernetes.io/name=agentsession-operator")
+        if not p["metadata"].get("deletionTimestamp")
+    ]
     assert len(pods) == 1, [p["metadata"]["name"] for p in pods]
     return pods[0]
 
