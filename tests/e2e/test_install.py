@@ -143,7 +143,7 @@ def test_config_objects(rendered: list[dict[str, Any]]) -> None:
     deploy = by_kind(rendered, "Deployment")
     spec = deploy["spec"]
     # One replica until replicas share a webhook certificate (see the manifest); leader election is on.
-    assert spec["replicas"] == 1 and spec["strategy"]["type"] == "RollingUpdate"
+    assert spec["replicas"] == 1 and spec["strategy"]["type"] == "Recreate"
     pod = spec["template"]["spec"]
     assert pod["serviceAccountName"] == "agentsession-operator" and pod["automountServiceAccountToken"] is True
     (container,) = pod["containers"]
