@@ -35,3 +35,7 @@ SANDBOX_LAUNCH_TYPE_LABEL: Final = "agents.x-k8s.io/launch-type"
 
 OPERATING_MODE_RUNNING: Final = "Running"
 OPERATING_MODE_SUSPENDED: Final = "Suspended"
+# The Sandbox's Suspended condition (agent-sandbox api/v1beta1/sandbox_types.go): reasons while its Pod is
+# still going away (PodNotTerminated is the deprecated spelling of PodTerminating).
+SANDBOX_COND_SUSPENDED: Final = "Suspended"
+SANDBOX_POD_STILL_TERMINATING: Final = ("PodTerminating", "PodNotTerminated")

@@ -98,24 +98,34 @@ def sandbox_operating_mode(sandbox: Mapping[str, Any] | None) -> str:
     return ((sandbox or {}).get("spec") or {}).get("operatingMode") or constants.OPERATING_MODE_RUNNING
 
 
-def suspension_complete(sandbox: Mapping[str, Any]) -> bool:
-    """agent-sandbox says the suspended Sandbox's Pod is gone (condition Suspended=True)."""
+def suspension_settled(sandbox: Mapping[str, Any]) -> bool:
+    """agent-sandbox has acted on the suspension and no old Pod is left terminating.
+
+    Settled: its Suspended condition is True (the Pod is gone), or it has observed the Sandbox's current
+    generation and reports anything but a Pod still terminating (say, its state unknown).
+    """
+    generation = (sandbox.get("metadata") or {}).get("generation")
     for cond in (sandbox.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == "Suspended":
-            return cond.get("status") == "True"
+        if cond.get("type") == constants.SANDBOX_COND_SUSPENDED:
+            if cond.get("status") == "True":
+                return True
+            observed = cond.get("observedGeneration")
+            current = generation is None or (observed is not None and observed >= generation)
+            return current and cond.get("reason") not in constants.SANDBOX_POD_STILL_TERMINATING
     return False
 
 
 def sandbox_patch_for_mode(sandbox: Mapping[str, Any], mode: str) -> dict[str, Any] | None:
     """Merge patch setting the Sandbox's operatingMode (the claim has none: suspend goes to the Sandbox).
 
-    A resume waits until the suspension is complete: while the old Pod is still terminating, agent-sandbox
-    would report that Pod's final phase (PodSucceeded when the runtime exits cleanly on SIGTERM) as the
-    resumed Sandbox's, a terminal reason. The Sandbox's status change starts the next pass.
+    A resume waits until the suspension has settled: resumed while agent-sandbox has not yet acted on it,
+    or while the old Pod is still terminating, agent-sandbox reports the old Pod (its IP, then its final
+    phase: PodSucceeded when the runtime exits cleanly on SIGTERM, a terminal reason) as the resumed
+    Sandbox's. The Sandbox's status change starts the next pass.
     """
     current = sandbox_operating_mode(sandbox)
     if current == mode:
         return None
-    if mode == constants.OPERATING_MODE_RUNNING and not suspension_complete(sandbox):
+    if mode == constants.OPERATING_MODE_RUNNING and not suspension_settled(sandbox):
         return None
     return {"spec": {"operatingMode": mode}}

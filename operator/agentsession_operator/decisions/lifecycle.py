@@ -150,7 +150,10 @@ def desired_operating_mode(
     """``Suspended`` when the user asked for it or the idle timeout passed with idleAction Suspend."""
     if (session.get("spec") or {}).get("suspend"):
         return constants.OPERATING_MODE_SUSPENDED
-    if resolved.idle_action == IdleAction.SUSPEND:
+    # Idleness is a Ready session's (or keeps a suspended one suspended): a session still provisioning
+    # has had no chance to be used, and suspending it mid-start only delays it (seen on the real node).
+    phase = (status or {}).get("phase")
+    if resolved.idle_action == IdleAction.SUSPEND and phase in (phases.Phase.READY, phases.Phase.SUSPENDED):
         deadline = status_idle_deadline(status, resolved.idle_timeout, resolved.max_idle_timeout)
         if deadline is not None and utc(now) >= deadline:
             return constants.OPERATING_MODE_SUSPENDED

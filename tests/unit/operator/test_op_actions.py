@@ -126,13 +126,11 @@ def test_idle_suspend_and_resume(make_session: Make, make_claim: Make, make_sand
     session["status"]["lastActivityTime"] = "2025-01-01T12:30:00Z"  # the activity handler recorded a client call
     # Still terminating the old Pod: the resume waits (else its final phase would read as the new Pod's).
     terminating = make_sandbox(mode="Suspended")
-    terminating["status"] = {
-        "conditions": [{"type": "Suspended", "status": "False", "reason": "SuspendedPodTerminating"}]
-    }
+    terminating["status"] = {"conditions": [{"type": "Suspended", "status": "False", "reason": "PodTerminating"}]}
     early = reconcile_actions(session, suspended_claim, terminating, T0 + timedelta(minutes=30))
     assert not [a for a in early if isinstance(a, PatchSandbox)]
     gone = make_sandbox(mode="Suspended")
-    gone["status"] = {"conditions": [{"type": "Suspended", "status": "True", "reason": "SuspendedPodTerminated"}]}
+    gone["status"] = {"conditions": [{"type": "Suspended", "status": "True", "reason": "PodTerminated"}]}
     woken = reconcile_actions(session, suspended_claim, gone, T0 + timedelta(minutes=30))
     assert PatchSandbox("demo", {"spec": {"operatingMode": "Running"}}) in woken
 

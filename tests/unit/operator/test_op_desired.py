@@ -136,12 +136,22 @@ def _with_suspended_condition(sandbox: dict[str, Any], status: str, reason: str)
     return sandbox
 
 
-def test_resume_waits_until_the_suspended_pod_is_gone(make_sandbox: Callable[..., dict[str, Any]]) -> None:
+def test_resume_waits_until_the_suspension_has_settled(make_sandbox: Callable[..., dict[str, Any]]) -> None:
     """Found on the real node: resuming while the old Pod still terminated made agent-sandbox report that
-    Pod's PodSucceeded as the resumed Sandbox's (a terminal reason), and the session Failed."""
-    terminating = _with_suspended_condition(make_sandbox(mode="Suspended"), "False", "SuspendedPodTerminating")
+    Pod's PodSucceeded as the resumed Sandbox's (a terminal reason), and the session Failed; resuming before
+    agent-sandbox had acted on the suspension left the session on the old Pod."""
+    running = {"spec": {"operatingMode": "Running"}}
+    not_yet = make_sandbox(mode="Suspended")
+    assert sandbox_patch_for_mode(not_yet, "Running") is None  # no Suspended condition yet
+    stale = _with_suspended_condition(make_sandbox(mode="Suspended"), "False", "NotSuspended")
+    stale["metadata"]["generation"] = 3
+    stale["status"]["conditions"][0]["observedGeneration"] = 2
+    assert sandbox_patch_for_mode(stale, "Running") is None  # agent-sandbox has not seen the suspension
+    terminating = _with_suspended_condition(make_sandbox(mode="Suspended"), "False", "PodTerminating")
     assert sandbox_patch_for_mode(terminating, "Running") is None
-    unknown = make_sandbox(mode="Suspended")
-    assert sandbox_patch_for_mode(unknown, "Running") is None
-    gone = _with_suspended_condition(make_sandbox(mode="Suspended"), "True", "SuspendedPodTerminated")
-    assert sandbox_patch_for_mode(gone, "Running") == {"spec": {"operatingMode": "Running"}}
+    gone = _with_suspended_condition(make_sandbox(mode="Suspended"), "True", "PodTerminated")
+    assert sandbox_patch_for_mode(gone, "Running") == running
+    unknown = _with_suspended_condition(make_sandbox(mode="Suspended"), "Unknown", "PodStateUnknown")
+    unknown["metadata"]["generation"] = 3
+    unknown["status"]["conditions"][0]["observedGeneration"] = 3
+    assert sandbox_patch_for_mode(unknown, "Running") == running  # acted on, nothing terminating: go

@@ -92,14 +92,16 @@ def test_idle_deadline() -> None:
 
 
 def test_desired_operating_mode(make_session: Make) -> None:
-    status = {"lastActivityTime": "2025-01-01T11:00:00Z"}
+    status = {"phase": "Ready", "lastActivityTime": "2025-01-01T11:00:00Z"}
     suspend = Resolved(warm_pool="p", idle_timeout=timedelta(minutes=15), idle_action="Suspend")
     delete = Resolved(warm_pool="p", idle_timeout=timedelta(minutes=15), idle_action="Delete")
     assert desired_operating_mode(make_session(spec={"suspend": True}), None, delete, T0) == "Suspended"
     assert desired_operating_mode(make_session(), status, suspend, T0) == "Suspended"
     assert desired_operating_mode(make_session(), status, delete, T0) == "Running"
-    fresh = {"lastActivityTime": "2025-01-01T11:50:00Z"}
+    # Still provisioning: never suspended for idleness (it has had no chance to be used).
+    assert desired_operating_mode(make_session(), {**status, "phase": "Provisioning"}, suspend, T0) == "Running"
+    fresh = {"phase": "Ready", "lastActivityTime": "2025-01-01T11:50:00Z"}
     assert desired_operating_mode(make_session(), fresh, suspend, T0) == "Running"
-    busy = {"lastActivityTime": "2025-01-01T11:00:00Z", "busyUntil": "2025-01-01T11:55:00Z"}
+    busy = {"phase": "Ready", "lastActivityTime": "2025-01-01T11:00:00Z", "busyUntil": "2025-01-01T11:55:00Z"}
     assert desired_operating_mode(make_session(), busy, suspend, T0) == "Running"
     assert desired_operating_mode(make_session(), {}, suspend, T0) == "Running"

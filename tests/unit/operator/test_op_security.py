@@ -203,7 +203,7 @@ def test_running_session_that_violates_a_policy_is_suspended_not_deleted(
     assert compliant_cond.get("status") == "False" and "AWS_SECRET" in compliant_cond.get("message", "")
     # The policy is fixed: the session recovers (Failed by policy is not sticky) and resumes.
     suspended = make_sandbox(mode="Suspended")  # its Pod gone: agent-sandbox reports Suspended=True
-    suspended["status"] = {"conditions": [{"type": "Suspended", "status": "True", "reason": "SuspendedPodTerminated"}]}
+    suspended["status"] = {"conditions": [{"type": "Suspended", "status": "True", "reason": "PodTerminated"}]}
     again = decide.reconcile_actions(make_session(status=status), claim, suspended, T0, violations=[])
     assert any(isinstance(a, decide.PatchSandbox) and a.patch["spec"]["operatingMode"] == "Running" for a in again)
 
