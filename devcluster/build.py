@@ -7,6 +7,7 @@ interrupted build is simply redone. Nothing here is ever written into the reposi
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -15,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -311,13 +313,20 @@ def build(component: Component, out=sys.stderr) -> float | None:
     """
     if component.is_built():
         return None
-    locks = cache_root() / "locks"
-    locks.mkdir(parents=True, exist_ok=True)
-    with (locks / f"{component.name}-{component.version}.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with cache_lock(f"{component.name}-{component.version}"):
         if component.is_built():
             return None
         return _build_locked(component, out)
+
+
+@contextlib.contextmanager
+def cache_lock(name: str) -> Iterator[None]:
+    """An exclusive lock on one entry of the shared cache (held until the block ends)."""
+    locks = cache_root() / "locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    with (locks / f"{name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def _build_locked(component: Component, out) -> float | None:

@@ -265,8 +265,6 @@ class Cluster:
         self.save_state()
         return pid
 
-    _start = start_process
-
     def wait(self, what: str, check: Callable[[], bool], timeout: float, component: str, pid: int) -> None:
         _wait(what, check, timeout, self.paths.log(component), pid)
 
@@ -303,7 +301,7 @@ class Cluster:
             f"--peer-key-file={d / 'etcd-server.key'}",
             "--peer-client-cert-auth",
         ]
-        pid = self._start(
+        pid = self.start_process(
             "etcd",
             [
                 str(build.ETCD.path("etcd")),
@@ -335,7 +333,7 @@ class Cluster:
         d = self.paths.pki
         port = self.state["ports"].get("apiserver") or _free_port()
         self.state["ports"]["apiserver"] = port
-        pid = self._start(
+        pid = self.start_process(
             "kube-apiserver",
             [
                 str(build.KUBERNETES.path("kube-apiserver")),
@@ -400,7 +398,7 @@ class Cluster:
 
     def _start_controller_manager(self) -> None:
         d = self.paths.pki
-        self._start(
+        self.start_process(
             "kube-controller-manager",
             [
                 str(build.KUBERNETES.path("kube-controller-manager")),
@@ -427,7 +425,7 @@ class Cluster:
 
     def _start_scheduler(self) -> None:
         kc = self.paths.root / "scheduler.kubeconfig"
-        self._start(
+        self.start_process(
             "kube-scheduler",
             [
                 str(build.KUBERNETES.path("kube-scheduler")),
@@ -460,7 +458,7 @@ class Cluster:
                 "spec": {"podCIDR": POD_CIDR, "podCIDRs": [POD_CIDR]},
             }
         )
-        pid = self._start(
+        pid = self.start_process(
             "kwok",
             [
                 str(build.KWOK.path("kwok")),
@@ -541,7 +539,7 @@ class Cluster:
             "--",
             *controller,
         ]
-        pid = self._start("agent-sandbox-controller", cmd)
+        pid = self.start_process("agent-sandbox-controller", cmd)
         _wait(
             "agent-sandbox-controller",
             lambda: "Starting workers" in processes.log_tail(self.paths.log("agent-sandbox-controller"), 400),
@@ -558,7 +556,9 @@ class Cluster:
         ready = self.paths.root / "podrunner.ready"
         ready.unlink(missing_ok=True)
         env = dict(os.environ, KUBECONFIG=str(self.paths.kubeconfig), DEVCLUSTER_DIR=str(self.paths.root))
-        pid = self._start("pod-runner", [sys.executable, "-m", "devcluster.podrunner", "--node", NODE_NAME], env=env)
+        pid = self.start_process(
+            "pod-runner", [sys.executable, "-m", "devcluster.podrunner", "--node", NODE_NAME], env=env
+        )
         _wait("pod-runner", ready.exists, 60, self.paths.log("pod-runner"), pid)
         self._say("pod runner ready")
 
@@ -582,7 +582,7 @@ class Cluster:
         config.write_text(registry.config_yaml(storage, f"127.0.0.1:{port}"))
         # The registry exports OpenTelemetry traces to localhost:4318 unless told not to.
         env = dict(os.environ, OTEL_TRACES_EXPORTER="none", OTEL_SDK_DISABLED="true")
-        pid = self._start("registry", [str(registry.registry_binary()), "serve", str(config)], env=env)
+        pid = self.start_process("registry", [str(registry.registry_binary()), "serve", str(config)], env=env)
 
         def answers() -> bool:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/", timeout=2) as r:

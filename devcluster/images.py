@@ -14,7 +14,6 @@ module cache.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import io
 import json
@@ -467,10 +466,7 @@ def build_image(image: Image, out: IO[str] = sys.stderr) -> float | None:
         return None
     for base in image.bases:
         ensure_in_storage(IMAGES[base], out)
-    locks = build.cache_root() / "locks"
-    locks.mkdir(parents=True, exist_ok=True)
-    with (locks / f"image-{image.name}.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with build.cache_lock(f"image-{image.name}"):
         if image.is_built():
             return None
         return _build_locked(image, out)
