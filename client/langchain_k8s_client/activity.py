@@ -48,6 +48,14 @@ class ActivityThrottle:
             self._busy_until = max(self._busy_until, now + busy)
             return busy
 
+    def wake(self, now: float | None = None) -> float:
+        """The busy seconds for a report sent at once, whatever the interval (waking a suspended session):
+        what remains of the busy window already announced, so the command in flight stays protected."""
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            self._last_report = now
+            return max(0.0, self._busy_until - now)
+
     def forget(self) -> None:
         """Report on the next operation (a report failed, or the session changed)."""
         with self._lock:

@@ -119,9 +119,8 @@ class AgentSessionSandbox(PodSandbox):
                     f"AgentSession {self.namespace}/{self.id} is suspended by spec.suspend=true; set it to false "
                     "to run it again",
                 )
-            # Idle-suspended: activity is what wakes it.
-            self._throttle.forget()
-            self._report_activity(None)
+            # Idle-suspended: activity is what wakes it (keeping the busy window of the call in flight).
+            self._send_activity(self._throttle.wake())
         view = self._store.wait_ready(self.namespace, self.id, self.ready_timeout)
         self._throttle.interval = interval_for(view.idle_timeout)
         return self._resolver.resolve(view)

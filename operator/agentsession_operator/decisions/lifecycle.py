@@ -145,15 +145,27 @@ def status_idle_deadline(
 
 
 def desired_operating_mode(
-    session: Mapping[str, Any], status: Mapping[str, Any] | None, resolved: Resolved, now: datetime
+    session: Mapping[str, Any],
+    status: Mapping[str, Any] | None,
+    resolved: Resolved,
+    now: datetime,
+    current_mode: str = constants.OPERATING_MODE_RUNNING,
 ) -> str:
-    """``Suspended`` when the user asked for it or the idle timeout passed with idleAction Suspend."""
+    """``Suspended`` when the user asked for it or the idle timeout passed with idleAction Suspend.
+
+    ``current_mode`` is the Sandbox's operatingMode now. Idleness suspends a Ready session, and keeps a
+    suspended one suspended; it never undoes a resume under way (the Sandbox Running again, its new Pod
+    not Ready yet: seen on the real node, where that takes longer than a short idle timeout). Becoming
+    Ready restarts the idle clock.
+    """
     if (session.get("spec") or {}).get("suspend"):
         return constants.OPERATING_MODE_SUSPENDED
-    # Idleness is a Ready session's (or keeps a suspended one suspended): a session still provisioning
-    # has had no chance to be used, and suspending it mid-start only delays it (seen on the real node).
+    if resolved.idle_action != IdleAction.SUSPEND:
+        return constants.OPERATING_MODE_RUNNING
+    # A session still provisioning has had no chance to be used: suspending it mid-start only delays it.
     phase = (status or {}).get("phase")
-    if resolved.idle_action == IdleAction.SUSPEND and phase in (phases.Phase.READY, phases.Phase.SUSPENDED):
+    resuming = phase == phases.Phase.SUSPENDED and current_mode == constants.OPERATING_MODE_RUNNING
+    if phase in (phases.Phase.READY, phases.Phase.SUSPENDED) and not resuming:
         deadline = status_idle_deadline(status, resolved.idle_timeout, resolved.max_idle_timeout)
         if deadline is not None and utc(now) >= deadline:
             return constants.OPERATING_MODE_SUSPENDED

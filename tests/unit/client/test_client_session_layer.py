@@ -29,6 +29,16 @@ def test_throttle_reports_busy_only_when_it_extends_protection() -> None:
     assert t.claim(None, now=9) == 0
 
 
+def test_wake_up_report_keeps_the_running_commands_busy_window() -> None:
+    # The wake-up of a suspended session happens inside a command's call: reporting "not busy" there
+    # would drop the command's protection (seen on the real node: re-suspended under the command).
+    t = ActivityThrottle(interval=10)
+    assert t.claim(120, now=0) == 120
+    assert t.wake(now=3) == 117
+    assert t.claim(None, now=4) is None  # the wake-up counts as the interval's report
+    assert ActivityThrottle(interval=10).wake(now=3) == 0
+
+
 @pytest.mark.parametrize(("idle", "expected"), [(None, 60.0), ("15m", 60.0), ("100s", 20.0), ("2s", 1.0)])
 def test_interval_follows_the_idle_timeout(idle: str | None, expected: float) -> None:
     assert interval_for(idle) == expected

@@ -105,3 +105,17 @@ def test_desired_operating_mode(make_session: Make) -> None:
     busy = {"phase": "Ready", "lastActivityTime": "2025-01-01T11:00:00Z", "busyUntil": "2025-01-01T11:55:00Z"}
     assert desired_operating_mode(make_session(), busy, suspend, T0) == "Running"
     assert desired_operating_mode(make_session(), {}, suspend, T0) == "Running"
+
+
+def test_a_resume_under_way_is_never_undone_for_idleness(make_session: Make) -> None:
+    # Seen on the real node: the woken session's new Pod took longer than the idle timeout to become
+    # Ready; the phase was still Suspended, so the operator suspended it again under the client.
+    suspend = Resolved(warm_pool="p", idle_timeout=timedelta(minutes=15), idle_action="Suspend")
+    stale = {"phase": "Suspended", "lastActivityTime": "2025-01-01T11:00:00Z"}
+    assert desired_operating_mode(make_session(), stale, suspend, T0, current_mode="Suspended") == "Suspended"
+    assert desired_operating_mode(make_session(), stale, suspend, T0, current_mode="Running") == "Running"
+    woken = {"phase": "Suspended", "lastActivityTime": "2025-01-01T11:59:00Z"}
+    assert desired_operating_mode(make_session(), woken, suspend, T0, current_mode="Suspended") == "Running"
+    # spec.suspend always wins.
+    asked = make_session(spec={"suspend": True})
+    assert desired_operating_mode(asked, stale, suspend, T0, current_mode="Running") == "Suspended"
