@@ -106,9 +106,7 @@ def _claim_actions(
     claim_uid = claim["metadata"].get("uid")
     bound = ((claim.get("status") or {}).get("sandbox") or {}).get("name")
     if sandbox is not None and bound and sandbox["metadata"].get("name") == bound and is_owned_by(sandbox, claim_uid):
-        mode = lifecycle.desired_operating_mode(
-            session, status, resolved, now, desired.sandbox_operating_mode(sandbox)
-        )
+        mode = lifecycle.desired_operating_mode(session, status, resolved, now, desired.sandbox_operating_mode(sandbox))
         mode_patch = desired.sandbox_patch_for_mode(sandbox, mode)
         if mode_patch is not None:
             actions.append(PatchSandbox(bound, mode_patch))
