@@ -170,8 +170,8 @@ def plan_fork(
                 phases.REASON_VOLUME_COPY_UNSUPPORTED,
                 f"{field}: volume {_meta(template).get('name')} is on StorageClass {class_name or '(none)'}, which "
                 f"cannot clone volumes as far as the cluster says: if its CSI driver supports volume cloning, "
-                f"annotate the class {names.ANNOTATION_VOLUME_COPY}={names.VOLUME_COPY_CLONE} (the fork then "
-                f"proceeds by itself); otherwise fork a session whose volumes are on a class that can",
+                f"annotate the class {names.ANNOTATION_VOLUME_COPY}={names.VOLUME_COPY_CLONE} (the fork is checked "
+                f"again every 30 s); otherwise fork a session whose volumes are on a class that can",
             )
         volumes.append(_clone_template(template, pvc))
     pool = ((source.get("status") or {}).get("resolved") or {}).get("warmPoolRef") or (
@@ -197,6 +197,14 @@ def expand(session: Mapping[str, Any], warm_pool: str | None, volumes: Any) -> d
     if warm_pool and not (spec.get("warmPoolRef") or {}).get("name"):
         spec["warmPoolRef"] = {"name": warm_pool}
     return {**session, "spec": spec}
+
+
+def claim_warm_pool(claim: Mapping[str, Any], session: Mapping[str, Any]) -> str | None:
+    """The warm pool of the fork's own claim (None for a claim the session does not own)."""
+    if not is_owned_by(claim, _meta(session).get("uid")):
+        return None
+    name = ((claim.get("spec") or {}).get("warmPoolRef") or {}).get("name")
+    return str(name) if name else None
 
 
 def admission_view(session: Mapping[str, Any], source: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -46,6 +46,7 @@ from agentsession_operator.kube.scheduler import DeadlineScheduler
 
 LABEL_DOMAINS_TTL = 60.0  # seconds between reads of agent-sandbox-config
 FORK_RETRY = 2.0  # seconds: a fork waiting on its source's PVCs looks again (no watch on PVCs)
+FORK_RECHECK = 30.0  # seconds: a fork that cannot be made is checked again (a StorageClass annotated later)
 MAX_RETRY_DELAY = 60.0
 
 
@@ -349,6 +350,9 @@ class Reconciler:
                 session = fork.expand(session, plan.warm_pool, plan.volumes)
             else:
                 fork_blocked = plan
+        elif claim is not None and fork.source_name(session):
+            # A fork that has its claim keeps the pool it was created with (its spec may name none).
+            session = fork.expand(session, fork.claim_warm_pool(claim, session), None)
         effective = self._effective(session)
         resolved = policy.resolve(session, effective)
         warm_pool_exists = True
@@ -395,8 +399,9 @@ class Reconciler:
                     raise
             else:
                 await self._act(action, session, claim, log, deadline_lag)
-        if fork_blocked is not None and fork_blocked.phase == Phase.PENDING:
-            self.scheduler.schedule(key, now + dt.timedelta(seconds=FORK_RETRY))
+        if fork_blocked is not None:
+            wait = FORK_RETRY if fork_blocked.phase == Phase.PENDING else FORK_RECHECK
+            self.scheduler.schedule(key, now + dt.timedelta(seconds=wait))
         if status_patch is None and status_extra:
             status_patch = status_extra
         if status_patch is not None:
