@@ -6,6 +6,7 @@ The directory outlives the pods that mount it and is removed with the PV once it
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import threading
 import time
@@ -56,6 +57,14 @@ def copy_volume(source: Path, target: Path) -> None:
     partial = target.with_name(target.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     shutil.copytree(source, partial, symlinks=True)
+    # Owners too, as a storage-level clone keeps them: copytree does not, and a non-root runtime could
+    # then not write the files it had written in the source.
+    for path in [partial, *partial.rglob("*")]:
+        try:
+            info = (source / path.relative_to(partial)).lstat()
+        except FileNotFoundError:  # removed in the source meanwhile: keep the copy's owner
+            continue
+        os.lchown(path, info.st_uid, info.st_gid)
     partial.rename(target)
 
 
