@@ -19,6 +19,7 @@ from typing import Any
 
 from agentsession_api import names, phases
 from agentsession_api.phases import Phase
+from agentsession_operator.decisions.desired import suspension_settled
 from agentsession_operator.decisions.ownership import is_owned_by
 
 FORKABLE_PHASES = (Phase.READY, Phase.SUSPENDED)
@@ -153,6 +154,9 @@ def plan_fork(
     sandbox = _bound_source(source, source_claim, source_sandbox)
     if sandbox is None:
         return _waiting(f"waiting for the source AgentSession {name}'s Sandbox")
+    if source_phase == Phase.SUSPENDED and not suspension_settled(sandbox):
+        # A suspended source is copied once its Pod is gone: nothing writes, the copy is exact.
+        return _waiting(f"waiting for the source AgentSession {name}'s Pod to stop (it is being suspended)")
     templates = source_templates(sandbox)
     if not templates:
         return _no_volumes(field)

@@ -170,8 +170,14 @@ def test_why_a_fork_has_no_claim(overrides: Obj, phase: str, reason: str, words:
         assert "spec.forkFrom.name" in result.message  # names the field, says what to fix
 
 
-def test_a_suspended_source_can_be_forked() -> None:
-    assert isinstance(plan(source=source("Suspended")), fork.ForkPlan)
+def test_a_suspended_source_is_copied_once_its_pod_is_gone() -> None:
+    stopping = sandbox()
+    result = plan(source=source("Suspended"), source_sandbox=stopping)
+    assert isinstance(result, fork.ForkBlocked) and result.reason == phases.REASON_SOURCE_NOT_READY
+    assert "Pod to stop" in result.message
+    stopped = sandbox()
+    stopped["status"] = {"conditions": [{"type": "Suspended", "status": "True", "reason": "PodDeleted"}]}
+    assert isinstance(plan(source=source("Suspended"), source_sandbox=stopped), fork.ForkPlan)
 
 
 def test_a_sandbox_the_source_does_not_own_is_never_copied() -> None:
