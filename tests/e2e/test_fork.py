@@ -136,7 +136,16 @@ def test_kubectl_plugin_fork(kube: Kube, ns: str) -> None:
             timeout=120,
         )
         assert read.returncode == 0 and read.stdout == "from the source\n", read.stderr
-        kube.run("delete", "agentsession", "plug-fork", "-n", ns)
+        exact = subprocess.run(
+            [str(SCRIPT), "fork", "plug-src", "plug-fork-2", "-n", ns, "--suspend-source"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert exact.returncode == 0, exact.stderr
+        assert "copied while suspended" in exact.stdout and "plug-src: resumed" in exact.stderr
+        assert not (_session(kube, ns, "plug-src").get("spec") or {}).get("suspend")
+        kube.run("delete", "agentsession", "plug-fork", "plug-fork-2", "-n", ns)
 
 
 def test_policy_refuses_forks(kube: Kube, ns: str) -> None:
