@@ -97,6 +97,16 @@ def immutable(field: str, hint: str) -> Rule:
     }
 
 
+def exclusive(first: str, second: str, hint: str) -> Rule:
+    """At most one of two optional fields of the object is set."""
+    return {
+        "rule": f"!has(self.{first}) || !has(self.{second})",
+        "message": f"spec.{first} and spec.{second} cannot both be set: {hint}",
+        "fieldPath": f".{second}",
+        "reason": FIELD_VALUE_FORBIDDEN,
+    }
+
+
 def unique_by(path: str, key_expr: str) -> Rule:
     """List items are unique by ``key_expr`` (for lists whose key is nested and so cannot be a list-map)."""
     return {

@@ -26,6 +26,12 @@ LABEL_SESSION_UID: Final = f"{GROUP}/session-uid"
 ANNOTATION_ACTIVITY: Final = f"{GROUP}/activity"
 """Written by the client, read by the operator: see :mod:`agentsession_api.activity`."""
 
+ANNOTATION_VOLUME_COPY: Final = f"{GROUP}/volume-copy"
+"""On a StorageClass, set by the cluster admin: how its volumes can be copied for a fork. ``Clone``: the
+driver clones a PVC named in dataSource (CSI CLONE_VOLUME). Kubernetes advertises no such capability, so
+a class without this annotation is never assumed to clone."""
+VOLUME_COPY_CLONE: Final = "Clone"
+
 RESERVED_LABEL_DOMAINS: Final = (GROUP, "agents.x-k8s.io")
 """Label key domains users may not set in spec.labels, subdomains included: ours and agent-sandbox's."""
 RESERVED_LABEL_PREFIXES: Final = tuple(f"{domain}/" for domain in RESERVED_LABEL_DOMAINS)

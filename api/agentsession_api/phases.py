@@ -50,3 +50,14 @@ REASON_CLAIM_CONFLICT: Final = "ClaimConflict"
 REASON_CLAIM_PENDING: Final = "ClaimPending"
 REASON_SUSPEND_REQUESTED: Final = "SuspendRequested"
 REASON_DELETING: Final = "Deleting"
+
+# Forks (spec.forkFrom): why a fork has no claim yet. Waiting reasons keep it Pending; the others are
+# Failed (not sticky: fixing the source or the storage class lets the next pass go on).
+REASON_SOURCE_NOT_FOUND: Final = "SourceNotFound"
+REASON_SOURCE_NOT_READY: Final = "SourceNotReady"
+REASON_SOURCE_FINISHED: Final = "SourceFinished"
+REASON_SOURCE_WITHOUT_VOLUMES: Final = "SourceWithoutVolumes"
+REASON_VOLUME_COPY_UNSUPPORTED: Final = "VolumeCopyUnsupported"
+FORK_FAILURE_REASONS: Final = frozenset(
+    {REASON_SOURCE_NOT_FOUND, REASON_SOURCE_FINISHED, REASON_SOURCE_WITHOUT_VOLUMES, REASON_VOLUME_COPY_UNSUPPORTED}
+)

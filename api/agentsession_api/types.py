@@ -258,6 +258,25 @@ class VolumeClaimTemplate(_Spec):
     spec: VolumeClaimTemplateSpec = Field(description="Access modes, size and storage class.")
 
 
+class ForkFrom(_Spec):
+    """The session whose volumes a fork starts from: always in the fork's own namespace (there is no
+    namespace field, so a fork of another namespace's session cannot be written)."""
+
+    name: str = Field(
+        description=(
+            "Name of the source AgentSession, in this namespace. It must be Ready or Suspended and have volumes; "
+            "each of its PersistentVolumeClaims is copied by the storage layer (a dataSource clone), never "
+            "through the sandbox. A running source is copied crash-consistently (as if its Pod had lost power: "
+            "files closed before the fork are complete, writes in flight may be partial); suspend the source "
+            "first (the client's fork(suspend_source=True), kubectl agentsession fork --suspend-source) for an "
+            "exact copy. Immutable."
+        ),
+        min_length=1,
+        max_length=patterns.DNS1123_SUBDOMAIN_MAX,
+        pattern=patterns.DNS1123_SUBDOMAIN,
+    )
+
+
 class AgentSessionSpec(_Spec):
     """Desired state of an AgentSession: which pool to draw a sandbox from and how long it may live."""
 
@@ -268,6 +287,12 @@ class AgentSessionSpec(_Spec):
                 cel_rules.immutable("env", "delete and recreate the AgentSession to change the environment"),
                 cel_rules.immutable(
                     "volumeClaimTemplates", "delete and recreate the AgentSession to change its volumes"
+                ),
+                cel_rules.immutable("forkFrom", "a session is a fork from its creation or never"),
+                cel_rules.exclusive(
+                    "forkFrom",
+                    "volumeClaimTemplates",
+                    "a fork's volumes are copies of the source's: remove spec.volumeClaimTemplates",
                 ),
             ]
         }
@@ -328,6 +353,16 @@ class AgentSessionSpec(_Spec):
         cel_rules.unrestricted_annotation_keys("spec.podAnnotations"),
     )
     suspend: bool = Field(False, description="True stops the sandbox Pod and keeps its volumes; false runs it again.")
+    fork_from: ForkFrom | None = Field(
+        None,
+        alias="forkFrom",
+        description=(
+            "Start as a fork of another session of this namespace: the new sandbox gets copies of the source's "
+            "volumes (same names, sizes and storage classes). spec.warmPoolRef defaults to the source's warm pool. "
+            "Policies apply as to any new session, and spec.limits.allowForks=false refuses it. Immutable; "
+            "excludes spec.volumeClaimTemplates."
+        ),
+    )
 
 
 class ResolvedSettings(_Status):
@@ -540,6 +575,12 @@ class PolicyLimits(_Spec):
         None,
         alias="volumeAnnotations",
         description="Rules for the keys of spec.volumeClaimTemplates[].metadata.annotations.",
+    )
+    allow_forks: bool | None = Field(
+        None,
+        alias="allowForks",
+        description="false refuses sessions with spec.forkFrom (a fork copies another session's volumes). "
+        "Allowed when unset; when several policies apply, any false refuses.",
     )
 
 

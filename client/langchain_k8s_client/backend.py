@@ -41,6 +41,8 @@ class AgentSessionSandbox(PodSandbox):
         volume_claim_templates, session_labels: the spec (and metadata labels) used when creating;
             when attaching, any of them that contradicts the existing spec raises `SessionConflict`.
             Durations are Go-style strings ("2h", "15m") or seconds. env or volumes force a cold start.
+        fork_from: create the session as a fork of that session (spec.forkFrom): its volumes start as
+            copies of the source's; see `fork()`.
         connection: a k8s-agent-sandbox connection config (default: the pod IP,
             `SandboxInClusterConnectionConfig`).
         ready_timeout: seconds to wait for Ready before `SessionNotReady`.
@@ -65,6 +67,7 @@ class AgentSessionSandbox(PodSandbox):
         pod_annotations: Mapping[str, str] | None = None,
         volume_claim_templates: list[dict[str, Any]] | None = None,
         session_labels: Mapping[str, str] | None = None,
+        fork_from: str | None = None,
         connection: Connection | None = None,
         ready_timeout: float = 180,
         keep: bool = False,
@@ -84,6 +87,7 @@ class AgentSessionSandbox(PodSandbox):
             pod_annotations=pod_annotations,
             volume_claim_templates=volume_claim_templates,
             session_labels=session_labels,
+            fork_from=fork_from,
         )
         self.namespace = namespace
         self.ready_timeout = ready_timeout
@@ -147,6 +151,36 @@ class AgentSessionSandbox(PodSandbox):
         """Block until the session is Ready (typed errors otherwise) and return what its status says."""
         return self._store.wait_ready(self.namespace, self.id, timeout or self.ready_timeout)
 
+    def fork(
+        self, name: str, *, suspend_source: bool = False, keep: bool = True, **options: Any
+    ) -> AgentSessionSandbox:
+        """A new AgentSession `name` whose volumes start as copies of this session's, and its backend.
+
+        The storage layer copies the volumes (a PVC clone); the two sessions share nothing afterwards.
+        A Ready source is copied crash-consistently (writes in flight may be partly there);
+        `suspend_source=True` suspends this session for the moment of the copy (until the fork is Ready)
+        and resumes it after, for an exact copy. `options` are AgentSessionSandbox arguments for the fork
+        (warm_pool defaults to the source's; volumes cannot be given). `keep=True`: leaving a `with`
+        block on the fork does not delete it.
+        """
+        return fork_session(
+            self._store,
+            self.namespace,
+            self.id,
+            name,
+            suspend_source=suspend_source,
+            keep=keep,
+            connection=self._resolver.connection,
+            ready_timeout=self.ready_timeout,
+            **options,
+        )
+
+    async def afork(
+        self, name: str, *, suspend_source: bool = False, keep: bool = True, **options: Any
+    ) -> AgentSessionSandbox:
+        """`fork()` from async code (its API calls and waits run in a worker thread)."""
+        return await asyncio.to_thread(self.fork, name, suspend_source=suspend_source, keep=keep, **options)
+
     def delete_session(self) -> bool:
         """Delete the AgentSession (and nothing else: the operator and GC remove what it owned)."""
         return self._store.delete(self.namespace, self.id, self.uid)
@@ -170,3 +204,32 @@ class AgentSessionSandbox(PodSandbox):
                 self.delete_session()
         finally:
             self.close()
+
+
+def fork_session(
+    store: SessionStore,
+    namespace: str,
+    source: str,
+    name: str,
+    *,
+    suspend_source: bool = False,
+    **options: Any,
+) -> AgentSessionSandbox:
+    """Create `name` as a fork of `source` (see `AgentSessionSandbox.fork`) and return its backend."""
+    if options.get("volume_claim_templates"):
+        raise ValueError("a fork's volumes are copies of the source's: volume_claim_templates cannot be given")
+    options.pop("volume_claim_templates", None)
+    store.require(namespace, source)
+    timeout = float(options.get("ready_timeout") or 180)
+    if suspend_source:
+        store.set_suspend(namespace, source, True)
+    try:
+        if suspend_source:
+            store.wait_phase(namespace, source, Phase.SUSPENDED, timeout)
+        forked = AgentSessionSandbox(name, namespace, fork_from=source, api_client=store.api_client, **options)
+        if suspend_source:
+            forked.wait_ready()  # Ready means its volumes are bound: the copy is made
+    finally:
+        if suspend_source:
+            store.set_suspend(namespace, source, False)
+    return forked

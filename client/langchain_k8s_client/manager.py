@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from agentsession_api import names
-from langchain_k8s_client.backend import AgentSessionSandbox
+from langchain_k8s_client.backend import AgentSessionSandbox, fork_session
 from langchain_k8s_client.sessions import SessionStore, SessionView
 
 THREAD_LABEL = f"{names.GROUP}/thread-hash"
@@ -63,16 +63,36 @@ class SessionManager:
     def name_for(self, thread_id: str) -> str:
         return session_name(thread_id, self.prefix)
 
+    def _labels(self, thread_id: str) -> dict[str, str]:
+        return {**self.labels, THREAD_LABEL: thread_hash(thread_id), MANAGER_LABEL: MANAGER_VALUE}
+
     def get(self, thread_id: str, **overrides: Any) -> AgentSessionSandbox:
         """The thread's backend: the existing session, or a new one (kept after the call: keep=True)."""
         options = {**self.defaults, **overrides}
-        labels = {**self.labels, THREAD_LABEL: thread_hash(thread_id), MANAGER_LABEL: MANAGER_VALUE}
+        labels = self._labels(thread_id)
         return AgentSessionSandbox(
             self.name_for(thread_id),
             self.namespace,
             session_labels=labels,
             keep=True,
             api_client=self._store.api_client,
+            **options,
+        )
+
+    def fork(
+        self, thread_id: str, new_thread_id: str, *, suspend_source: bool = False, **overrides: Any
+    ) -> AgentSessionSandbox:
+        """The new thread's backend, on a fork of `thread_id`'s session (its volumes copied; see
+        `AgentSessionSandbox.fork`). The manager's defaults apply, except volumes (the source's are copied)."""
+        options = {k: v for k, v in {**self.defaults, **overrides}.items() if k != "volume_claim_templates"}
+        return fork_session(
+            self._store,
+            self.namespace,
+            self.name_for(thread_id),
+            self.name_for(new_thread_id),
+            suspend_source=suspend_source,
+            session_labels=self._labels(new_thread_id),
+            keep=True,
             **options,
         )
 

@@ -1,7 +1,8 @@
 """The client's only Kubernetes API layer: AgentSession objects and nothing else.
 
 It creates, reads, watches and deletes AgentSessions and patches one annotation (activity) on its own
-session. It never touches SandboxClaims, Sandboxes or Pods, and keeps no lifecycle state: everything
+session, and spec.suspend only when the caller asks (a fork with suspend_source). It never touches
+SandboxClaims, Sandboxes or Pods, and keeps no lifecycle state: everything
 comes from the session's status, which the operator publishes.
 """
 
@@ -46,6 +47,7 @@ class SessionSpec:
     pod_annotations: Mapping[str, str] | None = None
     volume_claim_templates: list[dict[str, Any]] | None = None
     session_labels: Mapping[str, str] | None = None  # metadata.labels of the AgentSession itself
+    fork_from: str | None = None  # spec.forkFrom.name: start with copies of that session's volumes
 
     def to_spec(self) -> dict[str, Any]:
         spec: dict[str, Any] = {}
@@ -65,6 +67,8 @@ class SessionSpec:
                 spec[key] = dict(mapping)
         if self.volume_claim_templates:
             spec["volumeClaimTemplates"] = list(self.volume_claim_templates)
+        if self.fork_from:
+            spec["forkFrom"] = {"name": self.fork_from}
         return spec
 
     def conflicts(self, existing: Mapping[str, Any]) -> list[str]:
@@ -260,6 +264,22 @@ class SessionStore:
                 view = SessionView.of(body)
             finally:
                 w.stop()
+
+    def set_suspend(self, namespace: str, name: str, value: bool) -> None:
+        """spec.suspend (a merge patch of that one field)."""
+        self.api.patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name, {"spec": {"suspend": value}})
+
+    def wait_phase(self, namespace: str, name: str, phase: str, timeout: float, interval: float = 0.5) -> SessionView:
+        """Poll until the session reaches `phase` (typed errors when it finishes instead)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            view = SessionView.of(self.require(namespace, name))
+            if view.phase == phase:
+                return view
+            raise_for_terminal(view)
+            if time.monotonic() >= deadline:
+                raise SessionNotReady(view.phase or Phase.PENDING, f"not {phase} after {timeout:.0f} s")
+            time.sleep(interval)
 
     def report_activity(self, namespace: str, name: str, busy_seconds: float = 0) -> None:
         """One merge patch of one annotation: `"<now> busy=<seconds>"`. The operator times it itself."""

@@ -6,6 +6,7 @@ The directory outlives the pods that mount it and is removed with the PV once it
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import threading
 import time
@@ -19,12 +20,16 @@ log = logging.getLogger("pod-runner.provisioner")
 
 STORAGE_CLASS = "standard"
 PROVISIONER = "devcluster.agentsession.dev/hostpath"
+# The operator forks a session's volumes only on a class annotated as able to clone (Kubernetes has
+# no field for it); this provisioner clones (dataSource of kind PersistentVolumeClaim).
+VOLUME_COPY_ANNOTATION = "agentsession.dev/volume-copy"
 
 
 def ensure_storage_class(storage: client.StorageV1Api) -> None:
     body = client.V1StorageClass(
         metadata=client.V1ObjectMeta(
-            name=STORAGE_CLASS, annotations={"storageclass.kubernetes.io/is-default-class": "true"}
+            name=STORAGE_CLASS,
+            annotations={"storageclass.kubernetes.io/is-default-class": "true", VOLUME_COPY_ANNOTATION: "Clone"},
         ),
         provisioner=PROVISIONER,
         reclaim_policy="Delete",
@@ -36,6 +41,7 @@ def ensure_storage_class(storage: client.StorageV1Api) -> None:
     except ApiException as exc:
         if exc.status != 409:
             raise
+        storage.patch_storage_class(STORAGE_CLASS, {"metadata": {"annotations": body.metadata.annotations}})
 
 
 def clone_source(pvc: client.V1PersistentVolumeClaim) -> str | None:
@@ -51,19 +57,28 @@ def copy_volume(source: Path, target: Path) -> None:
     partial = target.with_name(target.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     shutil.copytree(source, partial, symlinks=True)
+    # Owners too, as a storage-level clone keeps them: copytree does not, and a non-root runtime could
+    # then not write the files it had written in the source.
+    for path in [partial, *partial.rglob("*")]:
+        try:
+            info = (source / path.relative_to(partial)).lstat()
+        except FileNotFoundError:  # removed in the source meanwhile: keep the copy's owner
+            continue
+        os.lchown(path, info.st_uid, info.st_gid)
     partial.rename(target)
 
 
 class Provisioner:
     def __init__(self, volume_dir: Path) -> None:
         self.core = client.CoreV1Api()
+        self.storage = client.StorageV1Api()
         self.volume_dir = volume_dir
         self.stopping = threading.Event()
 
     def _provision(self, pvc: client.V1PersistentVolumeClaim) -> None:
         if pvc.spec.volume_name or pvc.metadata.deletion_timestamp:
             return
-        if (pvc.spec.storage_class_name or "") != STORAGE_CLASS:
+        if not self._ours(pvc.spec.storage_class_name):
             return
         name = f"pvc-{pvc.metadata.uid}"
         path = self.volume_dir / name
@@ -88,7 +103,7 @@ class Provisioner:
                 capacity={"storage": requests.get("storage", "1Gi")},
                 access_modes=pvc.spec.access_modes or ["ReadWriteOnce"],
                 persistent_volume_reclaim_policy="Delete",
-                storage_class_name=STORAGE_CLASS,
+                storage_class_name=pvc.spec.storage_class_name,
                 volume_mode=pvc.spec.volume_mode or "Filesystem",
                 host_path=client.V1HostPathVolumeSource(path=str(path), type="Directory"),
                 claim_ref=client.V1ObjectReference(
@@ -103,6 +118,15 @@ class Provisioner:
             if exc.status != 409:
                 log.warning("provisioning %s failed: %s", name, exc.reason)
 
+    def _ours(self, class_name: str | None) -> bool:
+        """A class this provisioner serves: `standard`, or any other naming it (tests add classes)."""
+        if not class_name or class_name == STORAGE_CLASS:
+            return class_name == STORAGE_CLASS
+        try:
+            return bool(self.storage.read_storage_class(class_name).provisioner == PROVISIONER)
+        except ApiException:
+            return False
+
     def _bound_dir(self, namespace: str, name: str) -> Path | None:
         """The directory of a bound PVC this provisioner made (None: absent, unbound or not ours)."""
         try:
@@ -111,7 +135,7 @@ class Provisioner:
             if exc.status == 404:
                 return None
             raise
-        if not src.spec.volume_name or (src.spec.storage_class_name or "") != STORAGE_CLASS:
+        if not src.spec.volume_name or not self._ours(src.spec.storage_class_name):
             return None
         directory = self.volume_dir / src.spec.volume_name
         return directory if directory.is_dir() else None

@@ -303,6 +303,9 @@ OPERATOR_ALLOWED = [
     ("watch", "customresourcedefinitions.apiextensions.k8s.io", None, None),
     ("watch", "namespaces", None, None),
     ("get", "configmaps/agent-sandbox-config", None, "agent-sandbox-system"),
+    # A fork reads its source's PVCs and their StorageClasses.
+    ("get", "persistentvolumeclaims", None, "TEST"),
+    ("get", "storageclasses.storage.k8s.io", None, None),
     ("create", WEBHOOKS, None, None),
     ("patch", f"{WEBHOOKS}/agentsession.dev", None, None),
     # Leader election: its one Lease, in its own namespace.
@@ -333,6 +336,9 @@ OPERATOR_DENIED = [
     ("patch", f"{WEBHOOKS}/someone-elses", None, None),
     ("delete", WEBHOOKS, None, None),
     ("create", "clusterrolebindings.rbac.authorization.k8s.io", None, None),
+    ("create", "persistentvolumeclaims", None, "TEST"),  # agent-sandbox makes the fork's PVCs
+    ("delete", "persistentvolumeclaims", None, "TEST"),
+    ("patch", "storageclasses.storage.k8s.io", None, None),
 ]
 
 

@@ -28,7 +28,7 @@ def blocks(language: str) -> list[str]:
 
 def test_the_readme_has_the_blocks_this_file_runs() -> None:
     assert {lang for lang, _ in BLOCKS} <= {"sh", "python", "yaml", "mermaid"}
-    assert len(blocks("python")) == 3 and len(blocks("yaml")) == 2 and len(blocks("sh")) == 4
+    assert len(blocks("python")) == 4 and len(blocks("yaml")) == 2 and len(blocks("sh")) == 4
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +41,7 @@ def team_a(kube: Kube, operator: OperatorProcess) -> Iterator[str]:
     kube.run("delete", "namespace", NAMESPACE, "--wait=false", check=False)
 
 
-@pytest.mark.parametrize("index", range(3))
+@pytest.mark.parametrize("index", range(4))
 def test_python_blocks_run(team_a: str, index: int) -> None:
     code = blocks("python")[index]
     if "FastAPI" in code:
@@ -57,6 +57,8 @@ def test_python_blocks_run(team_a: str, index: int) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     if "readme-one-shot" in code:
         assert "42" in proc.stdout and "# notes" in proc.stdout
+    if "readme-fork-a" in code:
+        assert proc.stdout == "# plan\napproach B\n\n# plan\n\n", proc.stdout
 
 
 def test_yaml_blocks_pass_server_dry_run(kube: Kube, team_a: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -32,9 +33,12 @@ def test_a_clone_starts_as_a_copy_and_then_diverges(kube: Kube, namespace: str) 
     kube.apply(_pvc("source"), namespace=namespace)
     source = _bound_dir(kube, namespace, "source")
     (source / "notes.txt").write_text("written in the source\n")
+    os.chown(source / "notes.txt", 1000, 1000)  # as a non-root runtime writes it
     kube.apply(_pvc("fork", source="source"), namespace=namespace)
     fork = _bound_dir(kube, namespace, "fork")
     assert fork != source and (fork / "notes.txt").read_text() == "written in the source\n"
+    info = (fork / "notes.txt").stat()
+    assert (info.st_uid, info.st_gid) == (1000, 1000)  # owners kept, as a storage-level clone keeps them
     (fork / "notes.txt").write_text("changed in the fork\n")
     (source / "later.txt").write_text("after the fork\n")
     assert (source / "notes.txt").read_text() == "written in the source\n"

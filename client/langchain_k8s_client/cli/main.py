@@ -15,7 +15,7 @@ from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
 from agentsession_api import names, phases
-from langchain_k8s_client.backend import AgentSessionSandbox
+from langchain_k8s_client.backend import AgentSessionSandbox, fork_session
 from langchain_k8s_client.cli.output import render
 from langchain_k8s_client.cli.parser import parse, split_remote
 from langchain_k8s_client.errors import SandboxError
@@ -213,6 +213,15 @@ def _set_suspend(args: argparse.Namespace, store: SessionStore, ns: str, value: 
 
 def cmd_fork(args: argparse.Namespace, store: SessionStore, ns: str) -> int:
     store.require(ns, args.name)
+    if args.suspend_source:
+        # The client's own fork flow: suspend, create, wait for the fork, resume (even on failure).
+        progress(f"agentsession/{args.name}: suspending for the copy")
+        fork_session(
+            store, ns, args.name, args.new_name, suspend_source=True, ready_timeout=args.request_timeout
+        ).close()
+        print(f"agentsession.{GROUP}/{args.new_name} created (fork of {args.name}, copied while suspended)")
+        progress(f"agentsession/{args.name}: resumed")
+        return 0
     body = {
         "apiVersion": names.API_VERSION,
         "kind": names.SESSION_KIND,

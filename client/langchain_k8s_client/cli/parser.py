@@ -131,6 +131,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name", help="the source session")
     p.add_argument("new_name", help="the fork")
     p.add_argument("--wait", action="store_true", help="wait until the fork is Ready")
+    p.add_argument(
+        "--suspend-source",
+        action="store_true",
+        help="suspend the source until the fork is Ready (an exact copy; a running source is copied "
+        "crash-consistently), then resume it; implies --wait",
+    )
 
     p = add(
         "delete",

@@ -19,6 +19,7 @@ from agentsession_api.timestamps import parse_time, utc
 from agentsession_operator import constants
 from agentsession_operator.decisions import desired, lifecycle
 from agentsession_operator.decisions.conditions import find_condition
+from agentsession_operator.decisions.fork import ForkBlocked
 from agentsession_operator.decisions.ownership import is_owned_by
 from agentsession_operator.decisions.policy import EMPTY_POLICY, EffectivePolicy, resolve
 from agentsession_operator.decisions.status import compute_status
@@ -151,6 +152,7 @@ def reconcile_actions(
     warm_pool_exists: bool = True,
     effective: EffectivePolicy = EMPTY_POLICY,
     violations: list[str] | None = None,
+    fork: ForkBlocked | None = None,
 ) -> list[Action]:
     """Everything to do for ``session`` now, in order: claim and Sandbox work, status, next check.
 
@@ -158,10 +160,14 @@ def reconcile_actions(
     ``sandbox`` the Sandbox named in its status. ``violations`` come from policy.violations; they block
     creating a claim, and stop a running one (phase Failed, reason PolicyViolation, the Sandbox suspended,
     claim and volumes kept) until the session or the policy is fixed. PolicyCompliant reports them.
+    A fork comes here as fork.expand made it (the source's volumes as its own); ``fork`` says why one
+    cannot have its claim yet, and then none is created.
     """
     now = utc(now)
     resolved = resolve(session, effective)
-    status = compute_status(session, claim, sandbox, now, warm_pool_exists, resolved=resolved, violations=violations)
+    status = compute_status(
+        session, claim, sandbox, now, warm_pool_exists, resolved=resolved, violations=violations, fork=fork
+    )
     uid = (session.get("metadata") or {}).get("uid")
     owned = claim if claim is not None and is_owned_by(claim, uid) else None
     phase = status["phase"]
@@ -173,7 +179,7 @@ def reconcile_actions(
     elif phase == Phase.FAILED and violations and owned is not None and not lifecycle.is_deleting(owned):
         actions += _stop_for_policy(owned, sandbox)
     elif phase not in (Phase.FAILED, Phase.TERMINATING):
-        if claim is None:
+        if claim is None and fork is None:
             create, _ = lifecycle.should_create_claim(
                 {**session, "status": status},  # judge by this pass's phase, not the previous one
                 False,

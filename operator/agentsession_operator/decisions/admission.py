@@ -81,6 +81,14 @@ def standing_violations(
     return [sentence for sentence in now if sentence in before]
 
 
+FORK_REFUSAL_PREFIX = "AgentSession fork refused: "
+
+
 def refusal_message(violations: Sequence[str]) -> str:
     """The message the API server returns to the client (kubectl prints it)."""
     return REFUSAL_PREFIX + "; ".join(violations)
+
+
+def fork_refusal_message(problems: Sequence[str]) -> str:
+    """The message for a fork refused for its source (not for a policy)."""
+    return FORK_REFUSAL_PREFIX + "; ".join(problems)

@@ -92,6 +92,8 @@ class EffectivePolicy:
     volume_annotation_allow: tuple[Sourced[tuple[str, ...]], ...] = ()
     volume_annotation_deny: tuple[Sourced[str], ...] = ()
     allowed_storage_classes: Sourced[frozenset[str]] | None = None
+    forks_denied: Sourced[bool] | None = None
+    """limits.allowForks false in some applicable policy (the first by name)."""
     required_labels: tuple[Sourced[str], ...] = ()
     allowed_prefixes: tuple[Sourced[tuple[str, ...]], ...] = ()
     label_values: tuple[Sourced[tuple[str, str]], ...] = ()
@@ -209,6 +211,8 @@ class _Merger:
                 if self.classes is None
                 else Sourced(self.classes.value & classes, f"{self.classes.policy}, {name}")
             )
+        if limits.get("allowForks") is False:
+            self.first("forks_denied", Sourced(True, name))
         for field_name, attr in (("podAnnotations", "pod_annotation"), ("volumeAnnotations", "volume_annotation")):
             rules = limits.get(field_name) or {}
             if rules.get("allow") is not None:
@@ -565,6 +569,17 @@ def _annotation_and_volume_violations(spec: Mapping[str, Any], effective: Effect
     return found
 
 
+def _fork_violations(spec: Mapping[str, Any], effective: EffectivePolicy, running: bool) -> list[str]:
+    """limits.allowForks: false refuses a new fork (a running one is not stopped for it)."""
+    denied = effective.forks_denied
+    if running or denied is None or not (spec.get("forkFrom") or {}).get("name"):
+        return []
+    return [
+        f"spec.forkFrom: forks are not allowed (spec.limits.allowForks: false) {denied.origin()}; remove "
+        "spec.forkFrom to create a fresh session, or ask for the policy to allow forks"
+    ]
+
+
 def _label_violations(session: Mapping[str, Any], effective: EffectivePolicy, resolved: Resolved) -> list[str]:
     found = []
     own_labels = (session.get("metadata") or {}).get("labels") or {}
@@ -624,6 +639,7 @@ def violations(
         *_limit_violations(spec, effective, resolved, running),
         *_env_violations(spec, effective),
         *_annotation_and_volume_violations(spec, effective),
+        *_fork_violations(spec, effective, running),
         *_label_violations(session, effective, resolved),
     ]
 

@@ -26,6 +26,7 @@ from agentsession_operator import constants
 from agentsession_operator.decisions import lifecycle
 from agentsession_operator.decisions.conditions import find_condition, is_true, set_condition
 from agentsession_operator.decisions.desired import sandbox_operating_mode
+from agentsession_operator.decisions.fork import ForkBlocked
 from agentsession_operator.decisions.ownership import is_owned_by
 from agentsession_operator.decisions.policy import resolve
 from agentsession_operator.decisions.resolved import Resolved
@@ -165,7 +166,11 @@ def _claim_verdict(session: Mapping[str, Any], seen: Observed, warm_pool_exists:
 
 
 def _unclaimed_verdict(
-    session: Mapping[str, Any], warm_pool_exists: bool, resolved: Resolved, violations: list[str] | None
+    session: Mapping[str, Any],
+    warm_pool_exists: bool,
+    resolved: Resolved,
+    violations: list[str] | None,
+    fork: ForkBlocked | None = None,
 ) -> Verdict:
     """Phase while no claim exists yet (or it was deleted): why creation waits (lifecycle decides)."""
     waiting = lifecycle.why_creation_waits(resolved, warm_pool_exists=warm_pool_exists, violations=violations)
@@ -173,6 +178,8 @@ def _unclaimed_verdict(
         return Verdict(
             Phase.FAILED, phases.REASON_POLICY_VIOLATION, "refused by policy: " + "; ".join(violations or [])
         )
+    if fork is not None:  # a fork that cannot be made yet (or at all): before the pool, which it may inherit
+        return Verdict(fork.phase, fork.reason, fork.message)
     if waiting == phases.REASON_NO_WARM_POOL:
         return Verdict(
             Phase.PENDING,
@@ -197,6 +204,7 @@ def _verdict(
     warm_pool_exists: bool,
     resolved: Resolved,
     violations: list[str] | None,
+    fork: ForkBlocked | None = None,
 ) -> Verdict:
     if lifecycle.is_deleting(session):
         return Verdict(Phase.TERMINATING, phases.REASON_DELETING, "the AgentSession is being deleted")
@@ -224,7 +232,7 @@ def _verdict(
         )
     if seen.claim_name is not None:
         return _claim_verdict(session, seen, warm_pool_exists, resolved)
-    return _unclaimed_verdict(session, warm_pool_exists, resolved, violations)
+    return _unclaimed_verdict(session, warm_pool_exists, resolved, violations, fork)
 
 
 def _activity_fields(session: Mapping[str, Any], verdict: Verdict, now: datetime) -> tuple[str | None, str | None]:
@@ -254,12 +262,14 @@ def compute_status(
     *,
     resolved: Resolved | None = None,
     violations: list[str] | None = None,
+    fork: ForkBlocked | None = None,
 ) -> dict[str, Any]:
     """The full status merge patch for ``session`` given what is observed now.
 
     ``claim`` is the SandboxClaim with the session's claim name (owned or not: a foreign one is a
     conflict), ``sandbox`` the Sandbox named in the claim's status. ``resolved`` defaults to the session's
-    own values; pass ``violations`` (from policy.violations) to get a PolicyCompliant condition.
+    own values; pass ``violations`` (from policy.violations) to get a PolicyCompliant condition, and
+    ``fork`` (from fork.plan_fork) when a fork without a claim cannot have one yet.
     """
     now = utc(now)
     resolved = resolved if resolved is not None else resolve(session)
@@ -268,7 +278,7 @@ def compute_status(
     generation = meta.get("generation")
     owned = claim if claim is not None and is_owned_by(claim, meta.get("uid")) else None
     seen = observe(owned, sandbox)
-    verdict = _verdict(session, claim, seen, now, warm_pool_exists, resolved, violations)
+    verdict = _verdict(session, claim, seen, now, warm_pool_exists, resolved, violations, fork)
 
     last_activity, busy_until = _activity_fields(session, verdict, now)
     deadline = lifecycle.idle_deadline(

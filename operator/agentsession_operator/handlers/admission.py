@@ -13,7 +13,7 @@ from typing import Any
 import kopf
 
 from agentsession_api import names
-from agentsession_operator.decisions import admission, policy
+from agentsession_operator.decisions import admission, fork, policy
 from agentsession_operator.decisions.selectors import watched
 from agentsession_operator.infra.logs import logger
 
@@ -34,6 +34,12 @@ async def _sessions_for_count(reconciler: Any, session: dict[str, Any], namespac
         _log.warning("listing sessions for maxSessionsPerLabel failed; using the cache", error=str(exc)[:300])
         return reconciler.cache.bodies_in(namespace)
     return list(found.values())
+
+
+async def _fork_source(reconciler: Any, namespace: str, name: str) -> dict[str, Any] | None:
+    """The source of a fork, from the cache, else read live (a source created a moment ago)."""
+    cached = reconciler.cache.sessions.get((namespace, name))
+    return dict(cached) if cached is not None else await reconciler.kube.get_session(namespace, name)
 
 
 async def validate_session(
@@ -60,6 +66,14 @@ async def validate_session(
         if operation == "CREATE" and admission.needs_session_count(session, policies):
             others = await _sessions_for_count(reconciler, session, namespace)
         previous = dict(old) if old is not None else None
+        fork_problems: list[str] = []
+        source_name = fork.source_name(session) if operation == "CREATE" else None
+        if source_name:
+            # Same namespace by construction (forkFrom has no namespace field); the source must exist.
+            source = await _fork_source(reconciler, namespace, source_name)
+            fork_problems = fork.admission_problems(session, source)
+            # Policies judge the fork with the source's volumes and (unless it names one) its warm pool.
+            session = fork.admission_view(session, source)
         violations = admission.review(session, policies, domains, others, operation, old=previous)
         if previous is not None and not violations:
             standing = admission.standing_violations(session, policies, domains, previous)
@@ -68,6 +82,9 @@ async def validate_session(
         _log.exception("admission check failed; admitting", namespace=namespace, session=meta.get("name"))
         warnings.append(f"AgentSessionPolicy not checked at admission ({exc}); the operator checks it later")
         return
+    if fork_problems:
+        _log.info("admission refused a fork", namespace=namespace, session=meta.get("name"), problems=fork_problems)
+        raise kopf.AdmissionError(admission.fork_refusal_message(fork_problems), code=422)
     if violations:
         _log.info(
             "admission refused",

@@ -29,9 +29,11 @@ async def session_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_:
     key = _key(body)
     if type == "DELETED":
         reconciler.forget(key)
+        reconciler.wake_forks(*key)
         return
     reconciler.cache.remember_session(key, dict(body))
     await reconciler.reconcile(key, cause=f"session {type or 'listed'}")
+    reconciler.wake_forks(*key)  # forks waiting for this session to be Ready
 
 
 # ---- Children and inputs: keep the cache current, then reconcile the session they concern ---------

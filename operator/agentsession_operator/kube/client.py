@@ -187,6 +187,25 @@ class Kube:
             _content_type=_MERGE["Content-Type"],
         )
 
+    # ---- a fork's source volumes (read only) ---------------------------------------------------
+    async def get_pvc(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            pvc = await self.core.read_namespaced_persistent_volume_claim(name, namespace)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return dict(self.api_client.sanitize_for_serialization(pvc))
+
+    async def get_storage_class(self, name: str) -> dict[str, Any] | None:
+        try:
+            found = await client.StorageV1Api(self.api_client).read_storage_class(name)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return dict(self.api_client.sanitize_for_serialization(found))
+
     async def list_warm_pools(self) -> list[dict[str, Any]]:
         return await self._list(c.EXTENSIONS_GROUP, c.EXTENSIONS_VERSION, c.WARM_POOL_PLURAL, None)
 

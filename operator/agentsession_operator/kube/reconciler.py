@@ -23,7 +23,7 @@ from agentsession_api.activity import report_key
 from agentsession_api.phases import Phase
 from agentsession_api.timestamps import parse_time
 from agentsession_operator import constants as c
-from agentsession_operator.decisions import lifecycle, naming, policy, refusals, retention
+from agentsession_operator.decisions import fork, lifecycle, naming, policy, refusals, retention
 from agentsession_operator.decisions import status as session_status
 from agentsession_operator.decisions.actions import (
     Action,
@@ -45,6 +45,8 @@ from agentsession_operator.kube.client import Kube
 from agentsession_operator.kube.scheduler import DeadlineScheduler
 
 LABEL_DOMAINS_TTL = 60.0  # seconds between reads of agent-sandbox-config
+FORK_RETRY = 2.0  # seconds: a fork waiting on its source's PVCs looks again (no watch on PVCs)
+FORK_RECHECK = 30.0  # seconds: a fork that cannot be made is checked again (a StorageClass annotated later)
 MAX_RETRY_DELAY = 60.0
 
 
@@ -143,6 +145,14 @@ class Reconciler:
         if patch_changes(body.get("status") or {}, status):
             await self.kube.patch_policy_status(namespace, name, status)
 
+    def wake_forks(self, namespace: str, source: str) -> None:
+        """A session changed: forks of it still without a claim are judged again now (it may be Ready)."""
+        now = _now()
+        for key in self.cache.sessions_in(namespace):
+            body = self.cache.sessions[key]
+            if fork.source_name(body) == source and not (body.get("status") or {}).get("claimName"):
+                self.scheduler.schedule(key, now)
+
     def session_for_claim(self, claim: dict[str, Any]) -> Key | None:
         for ref in claim["metadata"].get("ownerReferences") or []:
             if ref.get("kind") == names.SESSION_KIND and ref.get("apiVersion", "").startswith(f"{names.GROUP}/"):
@@ -239,6 +249,29 @@ class Reconciler:
         sandbox = self.cache.sandboxes.get((namespace, bound))
         return sandbox if sandbox is not None else await self.kube.get_sandbox(namespace, bound)
 
+    async def _plan_fork(self, session: dict[str, Any]) -> fork.ForkPlan | fork.ForkBlocked:
+        """Gather a fork's inputs: the source session, its claim, its Sandbox read live (the cache drops
+        volumeClaimTemplates), the source's PVCs and their StorageClasses; then decide (decisions/fork.py)."""
+        namespace = session["metadata"]["namespace"]
+        name = fork.source_name(session) or ""
+        source = self.cache.sessions.get((namespace, name)) or await self.kube.get_session(namespace, name)
+        claim: dict[str, Any] | None = None
+        sandbox: dict[str, Any] | None = None
+        pvcs: dict[str, dict[str, Any] | None] = {}
+        classes: dict[str, dict[str, Any] | None] = {}
+        if source is not None and (source.get("status") or {}).get("phase") in fork.FORKABLE_PHASES:
+            claim_name = naming.claim_name(name, source["metadata"]["uid"])
+            claim = self.cache.claims.get((namespace, claim_name)) or await self.kube.get_claim(namespace, claim_name)
+            bound = (((claim or {}).get("status") or {}).get("sandbox") or {}).get("name")
+            sandbox = await self.kube.get_sandbox(namespace, bound) if bound else None
+            for pvc_name in fork.source_pvc_names(sandbox):
+                pvcs[pvc_name] = await self.kube.get_pvc(namespace, pvc_name)
+            for pvc in pvcs.values():
+                class_name = ((pvc or {}).get("spec") or {}).get("storageClassName")
+                if class_name and class_name not in classes:
+                    classes[class_name] = await self.kube.get_storage_class(class_name)
+        return fork.plan_fork(session, source, claim, sandbox, pvcs, classes)
+
     # ---- the pass ----------------------------------------------------------------------------
     async def reconcile(self, key: Key, cause: str, deadline_lag: float | None = None, fresh: bool = False) -> None:
         """One pass. `fresh` re-reads the session from the API first (deadlines act on the newest state);
@@ -309,6 +342,17 @@ class Reconciler:
         claim_name = naming.claim_name(name, uid)
         claim = await self._observe_claim(namespace, claim_name, session)
         sandbox = await self._observe_sandbox(namespace, claim)
+        fork_blocked: fork.ForkBlocked | None = None
+        if claim is None and fork.source_name(session) and not (session.get("status") or {}).get("claimName"):
+            plan = await self._plan_fork(session)
+            if isinstance(plan, fork.ForkPlan):
+                # Policies and the claim see the source's volumes (as clones) and, unless set, its pool.
+                session = fork.expand(session, plan.warm_pool, plan.volumes)
+            else:
+                fork_blocked = plan
+        elif claim is not None and fork.source_name(session):
+            # A fork that has its claim keeps the pool it was created with (its spec may name none).
+            session = fork.expand(session, fork.claim_warm_pool(claim, session), None)
         effective = self._effective(session)
         resolved = policy.resolve(session, effective)
         warm_pool_exists = True
@@ -332,6 +376,7 @@ class Reconciler:
             warm_pool_exists=warm_pool_exists,
             effective=effective,
             violations=violations,
+            fork=fork_blocked,
         )
         status_patch: dict[str, Any] | None = None
         for action in actions:
@@ -354,6 +399,9 @@ class Reconciler:
                     raise
             else:
                 await self._act(action, session, claim, log, deadline_lag)
+        if fork_blocked is not None:
+            wait = FORK_RETRY if fork_blocked.phase == Phase.PENDING else FORK_RECHECK
+            self.scheduler.schedule(key, now + dt.timedelta(seconds=wait))
         if status_patch is None and status_extra:
             status_patch = status_extra
         if status_patch is not None:
@@ -388,6 +436,14 @@ class Reconciler:
             metrics.CLAIMS_CREATED.inc()
             log.info("claim created", claim=claim_name)
             self._event(session, "ClaimCreated", f"Created SandboxClaim {claim_name}")
+            source = fork.source_name(session)
+            if source:
+                copies = [
+                    f"{v['metadata']['name']} (from PVC {v['spec']['dataSource']['name']})"
+                    for v in action.manifest["spec"].get("volumeClaimTemplates") or []
+                    if (v.get("spec") or {}).get("dataSource")
+                ]
+                self._event(session, "Forked", f"Fork of AgentSession {source}: volumes cloned: {', '.join(copies)}")
         elif isinstance(action, PatchClaim):
             await self.kube.patch_claim(namespace, action.name, action.patch)
             log.info("claim patched", claim=action.name, patch=action.patch)

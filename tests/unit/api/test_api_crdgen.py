@@ -168,6 +168,7 @@ def test_session_spec_fields() -> None:
         "podLabels",
         "podAnnotations",
         "suspend",
+        "forkFrom",
     }
     assert spec.get("required") is None or "warmPoolRef" not in spec["required"]
     assert spec["default"] == {}
@@ -206,13 +207,22 @@ def test_durations_have_pattern_and_cel(path: Path, field: tuple[str, ...]) -> N
 
 def test_immutability_rules_on_spec() -> None:
     rules = {r["fieldPath"]: r for r in spec_schema(SESSION_FILE)["x-kubernetes-validations"]}
-    assert set(rules) == {".warmPoolRef", ".env", ".volumeClaimTemplates"}
+    assert set(rules) == {".warmPoolRef", ".env", ".volumeClaimTemplates", ".forkFrom"}
+    assert "has(self.forkFrom) == has(oldSelf.forkFrom)" in rules[".forkFrom"]["rule"]
     pool = rules[".warmPoolRef"]
     assert "oldSelf" in pool["rule"]
     assert "has(self.warmPoolRef) == has(oldSelf.warmPoolRef)" in pool["rule"]
     assert pool["message"] == (
         "spec.warmPoolRef is immutable: delete and recreate the AgentSession to use another pool"
     )
+
+
+def test_fork_excludes_volume_claim_templates() -> None:
+    spec = spec_schema(SESSION_FILE)
+    rules = [r["rule"] for r in spec["x-kubernetes-validations"]]
+    assert "!has(self.forkFrom) || !has(self.volumeClaimTemplates)" in rules
+    fork = spec["properties"]["forkFrom"]
+    assert fork["required"] == ["name"] and set(fork["properties"]) == {"name"}  # no namespace: same one only
 
 
 def test_label_maps_validate_keys() -> None:

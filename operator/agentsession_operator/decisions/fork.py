@@ -1,0 +1,240 @@
+"""Forks (``spec.forkFrom``): from the source session and its volumes to the fork's claim volumes, or why not.
+
+A fork's claim carries one volumeClaimTemplate per volume of the source's Sandbox, with the same name,
+size, access modes and storage class, and ``dataSource`` naming the source's PVC: the storage layer makes
+the copy (a CSI clone), never the sandbox runtime. agent-sandbox names a Sandbox's PVCs
+``<template name>-<sandbox name>`` and copies each template's spec into its PVC verbatim, dataSource
+included (controllers/sandbox_controller.go, reconcilePVCs).
+
+Nothing is created until every check passes: a fork that cannot be made has no claim and no PVC, only a
+status that says why. The reconciler gathers the inputs (source session, claim, Sandbox, PVCs and
+StorageClasses); everything here is pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from agentsession_api import names, phases
+from agentsession_api.phases import Phase
+from agentsession_operator.decisions.desired import suspension_settled
+from agentsession_operator.decisions.ownership import is_owned_by
+
+FORKABLE_PHASES = (Phase.READY, Phase.SUSPENDED)
+RECREATE = "then delete and recreate the fork (spec.forkFrom is immutable)"
+
+
+@dataclass(frozen=True)
+class ForkPlan:
+    """The fork can be made: its warm pool (the source's unless the fork names one) and claim volumes."""
+
+    source: str
+    warm_pool: str | None
+    volumes: tuple[dict[str, Any], ...]
+
+
+@dataclass(frozen=True)
+class ForkBlocked:
+    """No claim yet: Pending while the source gets there, Failed for something a user must fix."""
+
+    phase: str
+    reason: str
+    message: str
+
+
+def source_name(session: Mapping[str, Any]) -> str | None:
+    """``spec.forkFrom.name``, or None for a session that is no fork."""
+    ref = ((session.get("spec") or {}).get("forkFrom") or {}).get("name")
+    return str(ref) if ref else None
+
+
+def _meta(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    return (obj or {}).get("metadata") or {}
+
+
+def pvc_name(template_name: str, sandbox_name: str) -> str:
+    """agent-sandbox's name for the PVC of a Sandbox's volumeClaimTemplate."""
+    return f"{template_name}-{sandbox_name}"
+
+
+def source_templates(sandbox: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
+    """The Sandbox's volumeClaimTemplates (the template's and the claim's, as agent-sandbox merged them)."""
+    return list(((sandbox or {}).get("spec") or {}).get("volumeClaimTemplates") or [])
+
+
+def source_pvc_names(sandbox: Mapping[str, Any] | None) -> list[str]:
+    """The PVCs the reconciler must read for :func:`plan_fork`."""
+    name = _meta(sandbox).get("name")
+    return [pvc_name(_meta(t).get("name", ""), name) for t in source_templates(sandbox)] if name else []
+
+
+def _failed(reason: str, message: str) -> ForkBlocked:
+    return ForkBlocked(Phase.FAILED, reason, message)
+
+
+def _waiting(message: str) -> ForkBlocked:
+    return ForkBlocked(Phase.PENDING, phases.REASON_SOURCE_NOT_READY, message)
+
+
+def _bound_source(
+    source: Mapping[str, Any], claim: Mapping[str, Any] | None, sandbox: Mapping[str, Any] | None
+) -> Mapping[str, Any] | None:
+    """The source's Sandbox, only when ownership proves it (session -> claim -> Sandbox, by UID)."""
+    if claim is None or not is_owned_by(claim, _meta(source).get("uid")):
+        return None
+    bound = ((claim.get("status") or {}).get("sandbox") or {}).get("name")
+    if sandbox is None or not bound or _meta(sandbox).get("name") != bound:
+        return None
+    return sandbox if is_owned_by(sandbox, _meta(claim).get("uid")) else None
+
+
+def copy_method(storage_class: Mapping[str, Any] | None) -> str | None:
+    """How a class's volumes can be copied: Clone when its admin annotated it so, else None."""
+    value = (_meta(storage_class).get("annotations") or {}).get(names.ANNOTATION_VOLUME_COPY)
+    return names.VOLUME_COPY_CLONE if value == names.VOLUME_COPY_CLONE else None
+
+
+def _clone_template(template: Mapping[str, Any], pvc: Mapping[str, Any]) -> dict[str, Any]:
+    """The fork's volumeClaimTemplate for one source volume: same shape, dataSource the source PVC."""
+    meta = _meta(template)
+    spec = pvc.get("spec") or {}
+    requests = (spec.get("resources") or {}).get("requests") or {}
+    out_meta: dict[str, Any] = {"name": meta.get("name")}
+    for key in ("labels", "annotations"):
+        if meta.get(key):
+            out_meta[key] = dict(meta[key])
+    out_spec: dict[str, Any] = {
+        "accessModes": list(spec.get("accessModes") or ["ReadWriteOnce"]),
+        "resources": {"requests": {"storage": requests.get("storage", "1Gi")}},
+        "storageClassName": spec.get("storageClassName"),
+        "dataSource": {"kind": "PersistentVolumeClaim", "name": _meta(pvc).get("name")},
+    }
+    if spec.get("volumeMode"):
+        out_spec["volumeMode"] = spec["volumeMode"]
+    return {"metadata": out_meta, "spec": out_spec}
+
+
+def plan_fork(
+    fork: Mapping[str, Any],
+    source: Mapping[str, Any] | None,
+    source_claim: Mapping[str, Any] | None,
+    source_sandbox: Mapping[str, Any] | None,
+    pvcs: Mapping[str, Mapping[str, Any] | None],
+    storage_classes: Mapping[str, Mapping[str, Any] | None],
+) -> ForkPlan | ForkBlocked:
+    """Whether ``fork`` can get its claim now, and with which volumes.
+
+    ``source`` is the session named by spec.forkFrom in the fork's namespace (None: absent),
+    ``source_claim`` its claim, ``source_sandbox`` the Sandbox bound to that claim read with its
+    volumeClaimTemplates, ``pvcs`` the source's PVCs by name (:func:`source_pvc_names`; None: absent) and
+    ``storage_classes`` those PVCs' classes by name.
+    """
+    name = source_name(fork) or ""
+    namespace = _meta(fork).get("namespace")
+    field = f"spec.forkFrom.name {name}"
+    if name == _meta(fork).get("name"):
+        return _failed(phases.REASON_SOURCE_NOT_FOUND, f"{field}: a session cannot fork itself; {RECREATE}")
+    if source is None or _meta(source).get("deletionTimestamp"):
+        return _failed(
+            phases.REASON_SOURCE_NOT_FOUND,
+            f"{field}: no AgentSession {name} in namespace {namespace} (a fork copies a session of its own "
+            f"namespace); create it, or {RECREATE} naming an existing session",
+        )
+    source_phase = (source.get("status") or {}).get("phase")
+    if phases.is_terminal(source_phase):
+        return _failed(
+            phases.REASON_SOURCE_FINISHED,
+            f"{field}: the source is {source_phase} and its volumes are gone or going; {RECREATE} naming a "
+            "Ready or Suspended session",
+        )
+    if source_phase not in FORKABLE_PHASES:
+        return _waiting(f"waiting for the source AgentSession {name} to be Ready or Suspended (now {source_phase})")
+    sandbox = _bound_source(source, source_claim, source_sandbox)
+    if sandbox is None:
+        return _waiting(f"waiting for the source AgentSession {name}'s Sandbox")
+    if source_phase == Phase.SUSPENDED and not suspension_settled(sandbox):
+        # A suspended source is copied once its Pod is gone: nothing writes, the copy is exact.
+        return _waiting(f"waiting for the source AgentSession {name}'s Pod to stop (it is being suspended)")
+    templates = source_templates(sandbox)
+    if not templates:
+        return _no_volumes(field)
+    volumes = []
+    for template in templates:
+        wanted = pvc_name(_meta(template).get("name", ""), _meta(sandbox)["name"])
+        pvc = pvcs.get(wanted)
+        if pvc is None or not (pvc.get("spec") or {}).get("volumeName"):
+            return _waiting(f"waiting for the source's PersistentVolumeClaim {wanted} to be bound")
+        if not is_owned_by(pvc, _meta(sandbox).get("uid")):
+            return _waiting(f"the source's PersistentVolumeClaim {wanted} is not owned by its Sandbox; waiting")
+        class_name = (pvc.get("spec") or {}).get("storageClassName")
+        if copy_method(storage_classes.get(class_name or "")) is None:
+            return _failed(
+                phases.REASON_VOLUME_COPY_UNSUPPORTED,
+                f"{field}: volume {_meta(template).get('name')} is on StorageClass {class_name or '(none)'}, which "
+                f"cannot clone volumes as far as the cluster says: if its CSI driver supports volume cloning, "
+                f"annotate the class {names.ANNOTATION_VOLUME_COPY}={names.VOLUME_COPY_CLONE} (the fork is checked "
+                f"again every 30 s); otherwise fork a session whose volumes are on a class that can",
+            )
+        volumes.append(_clone_template(template, pvc))
+    pool = ((source.get("status") or {}).get("resolved") or {}).get("warmPoolRef") or (
+        (source.get("spec") or {}).get("warmPoolRef") or {}
+    )
+    return ForkPlan(source=name, warm_pool=pool.get("name"), volumes=tuple(volumes))
+
+
+def _no_volumes(field: str) -> ForkBlocked:
+    return _failed(
+        phases.REASON_SOURCE_WITHOUT_VOLUMES,
+        f"{field}: the source has no volumes to copy (its Sandbox has no volumeClaimTemplates); a fork copies "
+        f"volumes only: fork a session with spec.volumeClaimTemplates (or a template with volumes), or {RECREATE}",
+    )
+
+
+def expand(session: Mapping[str, Any], warm_pool: str | None, volumes: Any) -> dict[str, Any]:
+    """The fork as policies and the claim see it: the source's volumes as its volumeClaimTemplates and,
+    unless the fork names one, the source's warm pool. The stored object never changes (GitOps owns it)."""
+    spec = dict(session.get("spec") or {})
+    if volumes:
+        spec["volumeClaimTemplates"] = [dict(v) for v in volumes]
+    if warm_pool and not (spec.get("warmPoolRef") or {}).get("name"):
+        spec["warmPoolRef"] = {"name": warm_pool}
+    return {**session, "spec": spec}
+
+
+def claim_warm_pool(claim: Mapping[str, Any], session: Mapping[str, Any]) -> str | None:
+    """The warm pool of the fork's own claim (None for a claim the session does not own)."""
+    if not is_owned_by(claim, _meta(session).get("uid")):
+        return None
+    name = ((claim.get("spec") or {}).get("warmPoolRef") or {}).get("name")
+    return str(name) if name else None
+
+
+def admission_view(session: Mapping[str, Any], source: Mapping[str, Any] | None) -> dict[str, Any]:
+    """At admission (no PVCs read yet): the fork with the source's declared volumes and warm pool."""
+    if source is None:
+        return dict(session)
+    pool = ((source.get("status") or {}).get("resolved") or {}).get("warmPoolRef") or (
+        (source.get("spec") or {}).get("warmPoolRef") or {}
+    )
+    return expand(session, pool.get("name"), (source.get("spec") or {}).get("volumeClaimTemplates"))
+
+
+def admission_problems(session: Mapping[str, Any], source: Mapping[str, Any] | None) -> list[str]:
+    """Reasons to refuse a new fork outright (the reconciler reports the rest on status)."""
+    name = source_name(session)
+    if name is None:
+        return []
+    namespace = _meta(session).get("namespace")
+    if name == _meta(session).get("name"):
+        return [f"spec.forkFrom.name {name}: a session cannot fork itself; name another session of {namespace}"]
+    if source is None or _meta(source).get("deletionTimestamp"):
+        return [
+            f"spec.forkFrom.name {name}: no AgentSession {name} in namespace {namespace} (a fork copies a session "
+            "of its own namespace); name an existing session"
+        ]
+    phase = (source.get("status") or {}).get("phase")
+    if phases.is_terminal(phase):
+        return [f"spec.forkFrom.name {name}: the source is {phase}; name a Ready or Suspended session"]
+    return []
