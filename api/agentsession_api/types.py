@@ -235,8 +235,14 @@ class VolumeResources(_Spec):
 class VolumeClaimTemplateSpec(_Spec):
     """The subset of PersistentVolumeClaimSpec a session may set."""
 
-    access_modes: list[AccessMode] | None = Field(
-        None, alias="accessModes", description="Access modes, e.g. [ReadWriteOnce].", max_length=4
+    # agent-sandbox copies this into a PersistentVolumeClaim, which needs at least one access mode: left
+    # out, the claim stuck in ReconcilerError until the ready timeout. The API server fills the default.
+    access_modes: list[AccessMode] = Field(
+        default=["ReadWriteOnce"],
+        alias="accessModes",
+        description="Access modes; [ReadWriteOnce] when unset.",
+        min_length=1,
+        max_length=4,
     )
     resources: VolumeResources = Field(description="Size of the volume.")
     storage_class_name: str | None = Field(

@@ -242,3 +242,10 @@ def test_cel_regexes_are_valid_python_regexes_too() -> None:
             for rule in node.get("x-kubernetes-validations", []):
                 for regex in re.findall(r"r'([^']*)'", rule["rule"]):
                     re.compile(regex)
+
+
+def test_volume_access_modes_default_so_agent_sandbox_can_create_the_pvc() -> None:
+    # A PVC needs an access mode; without this default a session got stuck in agent-sandbox's ReconcilerError.
+    vct = schema_of(load(SESSION_FILE))["properties"]["spec"]["properties"]["volumeClaimTemplates"]["items"]
+    modes = vct["properties"]["spec"]["properties"]["accessModes"]
+    assert modes["default"] == ["ReadWriteOnce"] and modes["minItems"] == 1
