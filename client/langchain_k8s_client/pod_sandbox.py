@@ -51,7 +51,7 @@ from .commands import CommandResult, RuntimeInfo
 from .flows import Call, Flow, run_async, run_sync
 from .paths import PathPolicy, PathRefused, ResolvedPath, normalize
 from .runtime import Downloaded
-from .transport import PodEndpoint, RetryPolicy, RuntimeTransport
+from .transport import PodEndpoint, ResponseLimits, RetryPolicy, RuntimeTransport
 from .wire import RuntimeExec
 
 DEFAULT_COMMAND_TIMEOUT: Final = 300
@@ -127,6 +127,9 @@ class PodSandbox(BaseSandbox):
         enable_capture_offload: let deepagents capture large `execute` output to a
             file in the sandbox instead of returning it (see `BaseSandbox`).
         retry: backoff for idempotent requests.
+        response_limits: bounds on every answer of the pod (`ResponseLimits`: size, default 256 MiB,
+            and total time, the request's read timeout + 30 s); crossing one raises `ResponseTooLarge`
+            or `ResponseTooSlow`.
         transport: a ready `RuntimeTransport` (tests, sharing); overrides `endpoint`.
     """
 
@@ -147,11 +150,16 @@ class PodSandbox(BaseSandbox):
         enable_capture_offload: bool = False,
         retry: RetryPolicy | None = None,
         transport: RuntimeTransport | None = None,
+        response_limits: ResponseLimits | None = None,
     ) -> None:
         if transport is None:
             if endpoint is None:
                 raise ValueError("PodSandbox needs an endpoint or a transport")
-            transport = RuntimeTransport(endpoint, retry=retry, resolve_endpoint=resolve_endpoint)
+            transport = RuntimeTransport(
+                endpoint, retry=retry, resolve_endpoint=resolve_endpoint, limits=response_limits
+            )
+        elif response_limits is not None:
+            transport.set_limits(response_limits)
         if max_output_size < 1:
             raise ValueError("max_output_size must be positive")
         self._transport = transport

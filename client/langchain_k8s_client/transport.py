@@ -38,6 +38,7 @@ import httpx
 from .commands import CommandResult, RuntimeInfo
 from .errors import TransportError, WrongPod
 from .flows import Call, Flow, run_async, run_sync
+from .limits import DEFAULT_MAX_RESPONSE_BYTES, ResponseLimits
 from .runtime import Downloaded, Op, RuntimeProtocol
 from .wire import HttpRequest, HttpResponse, RuntimeExec
 
@@ -141,8 +142,10 @@ class RuntimeTransport:
         resolve_endpoint: Callable[[], PodEndpoint] | None = None,
         client: httpx.Client | None = None,
         async_client_factory: Callable[[], httpx.AsyncClient] | None = None,
+        limits: ResponseLimits | None = None,
     ) -> None:
         self._endpoint = endpoint
+        self._limits = limits or ResponseLimits()
         self._protocol = RuntimeProtocol(endpoint.expected_hostname)
         self._retry = retry or RetryPolicy()
         self._resolve_endpoint = resolve_endpoint
@@ -161,6 +164,10 @@ class RuntimeTransport:
         return self._endpoint
 
     @property
+    def limits(self) -> ResponseLimits:
+        return self._limits
+
+    @property
     def info(self) -> RuntimeInfo | None:
         """What the last probe learned; None before connecting or after `invalidate()`."""
         return self._protocol.info
@@ -171,6 +178,10 @@ class RuntimeTransport:
             self._endpoint = endpoint
             self._protocol = RuntimeProtocol(endpoint.expected_hostname)
             self._stale = False
+
+    def set_limits(self, limits: ResponseLimits) -> None:
+        """Bound every later answer by `limits`."""
+        self._limits = limits
 
     def invalidate(self) -> None:
         """Forget the probe (the pod may have changed); the next operation reconnects."""
@@ -378,4 +389,4 @@ class RuntimeTransport:
             await client.aclose()
 
 
-__all__ = ["PodEndpoint", "RetryPolicy", "RuntimeTransport"]
+__all__ = ["DEFAULT_MAX_RESPONSE_BYTES", "PodEndpoint", "ResponseLimits", "RetryPolicy", "RuntimeTransport"]
