@@ -38,7 +38,7 @@ import httpx
 from .commands import CommandResult, RuntimeInfo
 from .errors import TransportError, WrongPod
 from .flows import Call, Flow, run_async, run_sync
-from .limits import DEFAULT_MAX_RESPONSE_BYTES, ResponseLimits
+from .limits import DEFAULT_MAX_RESPONSE_BYTES, ResponseLimits, aread_bounded, read_bounded
 from .runtime import Downloaded, Op, RuntimeProtocol
 from .wire import HttpRequest, HttpResponse, RuntimeExec
 
@@ -202,17 +202,18 @@ class RuntimeTransport:
             except httpx.TransportError as exc:
                 yield Call(time.sleep, asyncio.sleep, (attempts.after_error(exc),))
                 continue
-            delay = attempts.after_response(resp.status_code)
+            delay = attempts.after_response(resp.status)
             if delay is None:
-                return HttpResponse(resp.status_code, resp.content)
+                return resp
             yield Call(time.sleep, asyncio.sleep, (delay,))
 
-    def _send_once(self, req: HttpRequest) -> httpx.Response:
-        return self._client.send(_build(self._client, self._endpoint, req))
+    # Bounded reads (limits.py): a hostile pod can neither fill memory nor trickle forever.
+    def _send_once(self, req: HttpRequest) -> HttpResponse:
+        return read_bounded(self._client, _build(self._client, self._endpoint, req), req, self._limits)
 
-    async def _asend_once(self, req: HttpRequest) -> httpx.Response:
+    async def _asend_once(self, req: HttpRequest) -> HttpResponse:
         client = self._aclient()
-        return await client.send(_build(client, self._endpoint, req))
+        return await aread_bounded(client, _build(client, self._endpoint, req), req, self._limits)
 
     def _aclient(self) -> httpx.AsyncClient:
         loop = asyncio.get_running_loop()
