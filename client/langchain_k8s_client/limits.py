@@ -75,7 +75,9 @@ def _declared_too_large(resp: httpx.Response, limits: ResponseLimits) -> bool:
     return declared.isascii() and declared.isdigit() and int(declared) > limits.max_bytes
 
 
-def read_bounded(client: httpx.Client, request: httpx.Request, req: HttpRequest, limits: ResponseLimits) -> HttpResponse:
+def read_bounded(
+    client: httpx.Client, request: httpx.Request, req: HttpRequest, limits: ResponseLimits
+) -> HttpResponse:
     """Send and read one answer within `limits` (sync). A pod silent right at the deadline is cut by the
     read timeout instead, so the worst case is the deadline plus one read timeout."""
     deadline = time.monotonic() + limits.total_seconds(req)
@@ -117,4 +119,4 @@ async def aread_bounded(
         raise too_slow(req, limits) from exc
 
 
-__all__ = ["DEFAULT_MAX_RESPONSE_BYTES", "DEFAULT_SLACK_SECONDS", "ResponseLimits", "read_bounded", "aread_bounded"]
+__all__ = ["DEFAULT_MAX_RESPONSE_BYTES", "DEFAULT_SLACK_SECONDS", "ResponseLimits", "aread_bounded", "read_bounded"]

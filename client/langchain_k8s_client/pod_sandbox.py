@@ -531,8 +531,7 @@ class PodSandbox(BaseSandbox):
         if answer.done is None:
             return GrepResult(error=f"Path '{shown}': grep failed in the sandbox: {_failure(raw)}")
         matches: list[GrepMatch] = [
-            {"path": self._policy.display(str(r["p"])), "line": int(r["l"]), "text": str(r["t"])}
-            for r in answer.records
+            {"path": self._policy.display(p), "line": n, "text": t} for p, n, t in pyscripts.grep_matches(answer)
         ]
         truncated = bool(answer.done.get("trunc"))
         if max_count is not None and len(matches) > max_count:
@@ -692,22 +691,27 @@ _EDIT_MESSAGES: Final = {
 
 
 def _edit_result(raw: RuntimeExec, file_path: str, old_string: str) -> EditResult:
+    lines = raw.stdout.strip().splitlines()
     try:
-        data = json.loads(raw.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
+        data = json.loads(lines[-1]) if lines else None
+    except (ValueError, RecursionError):
+        data = None
+    count = data.get("count", 1) if isinstance(data, dict) else None
+    if not isinstance(data, dict) or (type(count) is not int and "error" not in data):
         return EditResult(error=f"Error editing file '{file_path}': {_failure(raw)}")
     if "error" in data:
-        template = _EDIT_MESSAGES.get(data["error"], "Error editing file '{path}': {error} {detail}")
+        error = str(data["error"])[:200]
+        template = _EDIT_MESSAGES.get(error, "Error editing file '{path}': {error} {detail}")
         return EditResult(
             error=template.format(
                 path=file_path,
                 old=old_string,
-                count=data.get("count", ""),
-                error=data["error"],
-                detail=data.get("detail", ""),
+                count=str(data.get("count", ""))[:20],
+                error=error,
+                detail=str(data.get("detail", ""))[:200],
             ).rstrip()
         )
-    return EditResult(path=file_path, occurrences=int(data.get("count", 1)))
+    return EditResult(path=file_path, occurrences=count)
 
 
 def _delete_result(raw: RuntimeExec, file_path: str) -> DeleteResult:
