@@ -240,6 +240,29 @@ def test_probe_garbage_is_malformed_response() -> None:
         commands.parse_probe("hello")
 
 
+@pytest.mark.parametrize(
+    ("path", "refused"),
+    [
+        ("/w/" + "a" * 255, False),
+        ("/w/" + "a" * 256, True),
+        ("/w/" + "\udce9" * 256, True),  # 256 bytes as the pod stores them
+        ("/w/" + "\u00e9" * 128, True),  # 256 bytes in UTF-8
+        ("/" + "/".join(["a" * 200] * 20), False),  # 4,020 bytes
+        ("/" + "/".join(["a" * 200] * 21), True),  # 4,220 bytes: over PATH_MAX
+    ],
+)
+def test_names_too_long_for_the_kernel_are_invalid_path_before_sending(path: str, refused: bool) -> None:
+    from langchain_k8s_client.paths import PathPolicy, PathRefused
+
+    for policy in (PathPolicy(), PathPolicy(virtual_mode=True, root_dir="/r")):
+        if refused:
+            with pytest.raises(PathRefused) as caught:
+                policy.resolve(path, write=True)
+            assert caught.value.code == "invalid_path"
+        else:
+            policy.resolve(path)
+
+
 # ---------------------------------------------------------------------------- hypothesis
 
 MARKERS = [
