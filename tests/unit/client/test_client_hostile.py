@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gzip
 import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -74,6 +75,16 @@ def test_response_over_max_bytes_is_refused_and_the_transport_stays_usable(chunk
     assert error.limit == "max_bytes" and error.value == 1024 * 1024
     assert "1048576 bytes" in str(error) and "ResponseLimits(max_bytes=" in str(error) and "/execute" in str(error)
     assert transport.script("true", idempotent=False).stdout == "fine"
+
+
+def test_compression_bomb_counts_as_what_it_expands_to() -> None:
+    bomb = gzip.compress(b"\0" * (8 * 1024 * 1024))  # ~8 KiB on the wire
+    assert len(bomb) < 64 * 1024
+    answer = httpx.Response(200, content=bomb, headers={"Content-Encoding": "gzip"})
+    fake = FakeRuntime(answers=[answer])
+    transport = fake.transport(limits=ResponseLimits(max_bytes=1024 * 1024))
+    with pytest.raises(ResponseTooLarge):
+        transport.script("true", idempotent=False)
 
 
 def test_async_response_over_max_bytes_is_refused() -> None:
