@@ -7,7 +7,7 @@ export KUBECONFIG ?= $(CURDIR)/.cluster/kubeconfig
 NODE ?= $(or $(DEVCLUSTER_NODE),kwok)
 export DEVCLUSTER_NODE := $(NODE)
 
-.PHONY: help venv cluster-up cluster-down cluster-status crds operator test test-unit test-e2e test-faults install uninstall lint bench demo dev
+.PHONY: help venv cluster-up cluster-down cluster-status crds operator test test-unit test-e2e test-faults test-hostile install uninstall lint bench demo dev
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -62,6 +62,10 @@ test-e2e: venv ## end-to-end tests on one kind of node (NODE=kwok|real; the test
 test-faults: venv ## only the fault-injection e2e tests (failover, restarts, SIGKILLs; docs/reliability.md)
 	$(PY) -m devcluster build
 	$(PY) -m pytest -m faults tests/e2e -q
+
+test-hostile: venv ## only the hostile-input e2e tests (malformed manifests, hostile paths and commands; docs/reliability.md)
+	$(PY) -m devcluster build
+	$(PY) -m pytest -m hostile tests/e2e -q
 
 test: venv ## every test: unit, then end to end on the kwok node, then on the real node (builds what is missing first)
 	$(PY) -m pytest tests/unit -q

@@ -6,7 +6,11 @@ pod side alone (a runtime endpoint you already have).
 
 from .backend import AgentSessionSandbox
 from .errors import (
+    MalformedResponse,
     PolicyViolation,
+    ResponseLimitExceeded,
+    ResponseTooLarge,
+    ResponseTooSlow,
     RouterUnreachable,
     SandboxError,
     SessionConflict,
@@ -19,13 +23,18 @@ from .errors import (
 )
 from .manager import SessionManager
 from .pod_sandbox import PodSandbox
-from .transport import PodEndpoint, RetryPolicy, RuntimeTransport
+from .transport import PodEndpoint, ResponseLimits, RetryPolicy, RuntimeTransport
 
 __all__ = [
     "AgentSessionSandbox",
+    "MalformedResponse",
     "PodEndpoint",
     "PodSandbox",
     "PolicyViolation",
+    "ResponseLimitExceeded",
+    "ResponseLimits",
+    "ResponseTooLarge",
+    "ResponseTooSlow",
     "RetryPolicy",
     "RouterUnreachable",
     "RuntimeTransport",

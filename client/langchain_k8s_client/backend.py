@@ -49,7 +49,8 @@ class AgentSessionSandbox(PodSandbox):
         keep: as a context manager, keep a session this object created (default: delete it on exit).
         api_client: a `kubernetes.client.ApiClient` (default: in-cluster config, else kubeconfig).
         **options: the pod-side options of `PodSandbox` (max_output_size, command_timeout,
-            allow_prefixes, virtual_mode, root_dir, working_dir, enable_capture_offload, retry).
+            allow_prefixes, virtual_mode, root_dir, working_dir, enable_capture_offload, retry,
+            response_limits).
     """
 
     def __init__(

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Final, Literal
 
-from .errors import SandboxError
+from .errors import MalformedResponse
 
 STAGING_DIRNAME: Final = ".lkc-staging"
 """Directory under the runtime's base dir for capture files and upload/download staging."""
@@ -110,11 +110,11 @@ def build_probe() -> str:
 def parse_probe(stdout: str) -> RuntimeInfo:
     lines = stdout.splitlines()
     if not lines or lines[0] != "@LKCP":
-        raise SandboxError(f"unexpected probe output from the runtime: {stdout[:200]!r}")
+        raise MalformedResponse(f"unexpected probe output from the runtime: {stdout[:200]!r}")
     fields = dict(line.split("=", 1) for line in lines[1:] if "=" in line)
     base = fields.get("base", "")
     if not base.startswith("/"):
-        raise SandboxError(f"runtime reported no usable base directory: {base!r}")
+        raise MalformedResponse(f"runtime reported no usable base directory: {base!r}")
     runner = fields.get("runner", "none")
     return RuntimeInfo(
         base_dir=base,
@@ -374,7 +374,7 @@ def parse_upload_finalize(stdout: str, count: int) -> list[str | None]:
     """One result per item: None on success, else an error code."""
     codes = [line[3:].strip() for line in stdout.splitlines() if line.startswith("@U ")]
     if len(codes) != count:
-        raise SandboxError(f"upload finalize answered {len(codes)} of {count} items: {stdout[:200]!r}")
+        raise MalformedResponse(f"upload finalize answered {len(codes)} of {count} items: {stdout[:200]!r}")
     return [None if code == "ok" else code for code in codes]
 
 
@@ -397,13 +397,22 @@ def build_download_prepare(
     return sh_command(_DOWNLOAD_SCRIPT, staging_dir, token, str(inline_max), str(inline_budget), *args)
 
 
+_STAGED_NAME: Final = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,254}")
+
+
 def parse_download_prepare(stdout: str, count: int) -> list[DownloadPrep]:
     results: list[DownloadPrep] = []
     current: list[str] | None = None  # base64 lines of the inline file being read
 
+    def garbage(why: str) -> MalformedResponse:
+        return MalformedResponse(f"download prepare answered {why}: {stdout[:200]!r}")
+
     def flush() -> None:
         if current is not None:
-            results.append(DownloadPrep(content=base64.b64decode("".join(current))))
+            try:
+                results.append(DownloadPrep(content=base64.b64decode("".join(current), validate=True)))
+            except ValueError as exc:  # binascii.Error, or not ASCII
+                raise garbage("content that is not base64") from exc
 
     for line in stdout.splitlines():
         if line.startswith("@D! "):
@@ -416,14 +425,18 @@ def parse_download_prepare(stdout: str, count: int) -> list[DownloadPrep]:
             if kind == "inline":
                 current = []
             elif kind == "staged":
-                results.append(DownloadPrep(staged=rest.split(" ", 1)[1]))
+                name = rest.partition(" ")[2]
+                # Only a plain name inside the staging directory: it is fetched and then removed.
+                if not _STAGED_NAME.fullmatch(name):
+                    raise garbage(f"a staged name that is not a plain file name ({name[:80]!r})")
+                results.append(DownloadPrep(staged=name))
             else:
                 results.append(DownloadPrep(error=kind))
         elif current is not None:
             current.append(line)
     flush()
     if len(results) != count:
-        raise SandboxError(f"download prepare answered {len(results)} of {count} paths: {stdout[:200]!r}")
+        raise MalformedResponse(f"download prepare answered {len(results)} of {count} paths: {stdout[:200]!r}")
     return results
 
 
@@ -451,7 +464,7 @@ def parse_marker(stdout: str, marker: str) -> str:
     for line in stdout.splitlines():
         if line.startswith(marker + " "):
             return line[len(marker) + 1 :].strip()
-    raise SandboxError(f"unexpected answer from the sandbox (no {marker} line): {stdout[:200]!r}")
+    raise MalformedResponse(f"unexpected answer from the sandbox (no {marker} line): {stdout[:200]!r}")
 
 
 # ------------------------------------------------------------------------------ grep
@@ -496,11 +509,11 @@ def parse_gnu_grep(stdout: str) -> tuple[list[GrepRecord], int | None]:
     lines = stdout.split("\n")[:-1]  # after the last line break: nothing, or a record cut short
     for index, line in enumerate(lines):
         if line.startswith("@E"):
-            status = int(line[2:]) if line[2:].isdigit() else None
+            status = _natural(line[2:])
             break
         path, nul, rest = line.partition("\0")
         number, colon, text = rest.partition(":")
-        if not (nul and colon and number.isdigit()):
+        if not (nul and colon and _natural(number) is not None):
             if not nul and index + 1 < len(lines):
                 return _parse_gnu_grep_slowly(stdout)  # a file name with a line break in it
             break  # a record cut short (timeout): what came before stands
@@ -518,17 +531,25 @@ def _parse_gnu_grep_slowly(stdout: str) -> tuple[list[GrepRecord], int | None]:
         if stdout.startswith("@E", pos):
             end = stdout.find("\n", pos)
             word = stdout[pos + 2 : end if end >= 0 else len(stdout)]
-            status = int(word) if word.isdigit() else None
+            status = _natural(word)
             break
         nul = stdout.find("\0", pos)
         colon = stdout.find(":", nul + 1) if nul >= 0 else -1
         end = stdout.find("\n", colon) if colon >= 0 else -1
-        if end < 0 or not stdout[nul + 1 : colon].isdigit():
+        if end < 0 or _natural(stdout[nul + 1 : colon]) is None:
             break  # a record cut short (timeout): what came before stands
         records.append(GrepRecord(stdout[pos:nul], int(stdout[nul + 1 : colon]), stdout[colon + 1 : end]))
         pos = end + 1
     records.sort(key=lambda r: (_walk_key(r.path), r.line))
     return records, status
+
+
+_NATURAL: Final = re.compile(r"[0-9]{1,18}")
+
+
+def _natural(word: str) -> int | None:
+    """An ASCII decimal number, else None (`str.isdigit` also accepts "²", which `int` refuses)."""
+    return int(word) if _NATURAL.fullmatch(word) else None
 
 
 def _walk_key(path: str) -> list[str]:

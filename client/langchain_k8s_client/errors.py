@@ -75,6 +75,34 @@ class RouterUnreachable(TransportError):
         self.mode = mode
 
 
+class MalformedResponse(SandboxError):
+    """The pod's runtime answered something this client cannot read: not the JSON or protocol lines it
+    expects, a wrong type, a truncated record, a staged file name that leaves the staging directory.
+    A broken or hostile pod; nothing in the answer was used."""
+
+
+class ResponseLimitExceeded(SandboxError):
+    """One answer of the pod crossed a bound of `ResponseLimits` and was cut off.
+
+    `limit` names the bound ("max_bytes" or "slack_seconds"), `value` is its setting. Raised for a pod that
+    answers too much or too slowly (a hostile one trickling bytes defeats a per-read timeout); the request is
+    not sent again. A command may have run.
+    """
+
+    def __init__(self, message: str, *, limit: str, value: float) -> None:
+        super().__init__(message)
+        self.limit = limit
+        self.value = value
+
+
+class ResponseTooLarge(ResponseLimitExceeded):
+    """The answer was larger than `ResponseLimits.max_bytes`."""
+
+
+class ResponseTooSlow(ResponseLimitExceeded):
+    """The answer took longer in total than the request's read timeout plus `ResponseLimits.slack_seconds`."""
+
+
 class WrongPod(SandboxError):
     """The runtime at the endpoint belongs to another pod than expected."""
 

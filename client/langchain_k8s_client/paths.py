@@ -135,6 +135,7 @@ class PathPolicy:
         if self.virtual_mode and virtual.split("/")[1].startswith("~"):
             raise PathRefused(INVALID_PATH, f"'~' is not allowed at the start of {path!r}")
         real = self.to_real(virtual)
+        _check_lengths(path, real)
         confine = self.root_dir if self.virtual_mode else ""
         if write and self.allow_prefixes is not None:
             match = next((p for p in self.allow_prefixes if is_under(virtual, p)), None)
@@ -152,3 +153,21 @@ class PathPolicy:
         """A pod path as the caller should see it (virtual mode strips `root_dir`)."""
         mapped = self.to_virtual(real)
         return mapped if mapped is not None else real
+
+
+NAME_MAX: Final = 255
+"""Longest file name component in bytes (Linux NAME_MAX)."""
+
+PATH_MAX: Final = 4095
+"""Longest path in bytes (Linux PATH_MAX, 4096 with its NUL)."""
+
+
+def _check_lengths(path: str, real: str) -> None:
+    # The kernel refuses longer names with ENAMETOOLONG, which the pod's scripts would report as the
+    # nearest error they know (permission_denied): say what is wrong before anything is sent.
+    raw = real.encode("utf-8", "surrogateescape")
+    if len(raw) > PATH_MAX:
+        raise PathRefused(INVALID_PATH, f"path is longer than {PATH_MAX} bytes ({len(raw)}): {path[:80]!r}...")
+    longest = max((len(part) for part in raw.split(b"/")), default=0)
+    if longest > NAME_MAX:
+        raise PathRefused(INVALID_PATH, f"a name is longer than {NAME_MAX} bytes ({longest}): {path[:80]!r}")

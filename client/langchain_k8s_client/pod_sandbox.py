@@ -51,7 +51,7 @@ from .commands import CommandResult, RuntimeInfo
 from .flows import Call, Flow, run_async, run_sync
 from .paths import PathPolicy, PathRefused, ResolvedPath, normalize
 from .runtime import Downloaded
-from .transport import PodEndpoint, RetryPolicy, RuntimeTransport
+from .transport import PodEndpoint, ResponseLimits, RetryPolicy, RuntimeTransport
 from .wire import RuntimeExec
 
 DEFAULT_COMMAND_TIMEOUT: Final = 300
@@ -127,6 +127,9 @@ class PodSandbox(BaseSandbox):
         enable_capture_offload: let deepagents capture large `execute` output to a
             file in the sandbox instead of returning it (see `BaseSandbox`).
         retry: backoff for idempotent requests.
+        response_limits: bounds on every answer of the pod (`ResponseLimits`: size, default 256 MiB,
+            and total time, the request's read timeout + 30 s); crossing one raises `ResponseTooLarge`
+            or `ResponseTooSlow`.
         transport: a ready `RuntimeTransport` (tests, sharing); overrides `endpoint`.
     """
 
@@ -147,11 +150,16 @@ class PodSandbox(BaseSandbox):
         enable_capture_offload: bool = False,
         retry: RetryPolicy | None = None,
         transport: RuntimeTransport | None = None,
+        response_limits: ResponseLimits | None = None,
     ) -> None:
         if transport is None:
             if endpoint is None:
                 raise ValueError("PodSandbox needs an endpoint or a transport")
-            transport = RuntimeTransport(endpoint, retry=retry, resolve_endpoint=resolve_endpoint)
+            transport = RuntimeTransport(
+                endpoint, retry=retry, resolve_endpoint=resolve_endpoint, limits=response_limits
+            )
+        elif response_limits is not None:
+            transport.set_limits(response_limits)
         if max_output_size < 1:
             raise ValueError("max_output_size must be positive")
         self._transport = transport
@@ -523,8 +531,7 @@ class PodSandbox(BaseSandbox):
         if answer.done is None:
             return GrepResult(error=f"Path '{shown}': grep failed in the sandbox: {_failure(raw)}")
         matches: list[GrepMatch] = [
-            {"path": self._policy.display(str(r["p"])), "line": int(r["l"]), "text": str(r["t"])}
-            for r in answer.records
+            {"path": self._policy.display(p), "line": n, "text": t} for p, n, t in pyscripts.grep_matches(answer)
         ]
         truncated = bool(answer.done.get("trunc"))
         if max_count is not None and len(matches) > max_count:
@@ -684,22 +691,27 @@ _EDIT_MESSAGES: Final = {
 
 
 def _edit_result(raw: RuntimeExec, file_path: str, old_string: str) -> EditResult:
+    lines = raw.stdout.strip().splitlines()
     try:
-        data = json.loads(raw.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
+        data = json.loads(lines[-1]) if lines else None
+    except (ValueError, RecursionError):
+        data = None
+    count = data.get("count", 1) if isinstance(data, dict) else None
+    if not isinstance(data, dict) or (type(count) is not int and "error" not in data):
         return EditResult(error=f"Error editing file '{file_path}': {_failure(raw)}")
     if "error" in data:
-        template = _EDIT_MESSAGES.get(data["error"], "Error editing file '{path}': {error} {detail}")
+        error = str(data["error"])[:200]
+        template = _EDIT_MESSAGES.get(error, "Error editing file '{path}': {error} {detail}")
         return EditResult(
             error=template.format(
                 path=file_path,
                 old=old_string,
-                count=data.get("count", ""),
-                error=data["error"],
-                detail=data.get("detail", ""),
+                count=str(data.get("count", ""))[:20],
+                error=error,
+                detail=str(data.get("detail", ""))[:200],
             ).rstrip()
         )
-    return EditResult(path=file_path, occurrences=int(data.get("count", 1)))
+    return EditResult(path=file_path, occurrences=count)
 
 
 def _delete_result(raw: RuntimeExec, file_path: str) -> DeleteResult:

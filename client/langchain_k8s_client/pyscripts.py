@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from .commands import runtime_command
+from .errors import MalformedResponse
 
 GREP_MATCH_LIMIT: Final = 10_000
 """Matches returned at most when the caller sets no `max_count` (then `truncated`)."""
@@ -93,7 +94,7 @@ def parse_json_lines(stdout: str) -> ScriptAnswer:
             continue
         try:
             data = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested deeper than the stack
             answer.garbage.append(line)
             continue
         if not isinstance(data, dict):
@@ -108,18 +109,41 @@ def parse_json_lines(stdout: str) -> ScriptAnswer:
 
 
 def ls_entries(answer: ScriptAnswer) -> list[LsEntry]:
+    """The entries of an ls answer; a record of the wrong shape raises MalformedResponse."""
     entries = []
     for rec in answer.records:
-        mtime = rec.get("m")
-        entries.append(
-            LsEntry(
-                name=str(rec["n"]),
-                is_dir=bool(rec.get("d")),
-                size=int(rec["s"]) if "s" in rec else None,
-                modified_at=datetime.fromtimestamp(float(mtime), tz=UTC).isoformat() if mtime is not None else None,
-            )
-        )
+        name, size, mtime = rec.get("n"), rec.get("s"), rec.get("m")
+        if not isinstance(name, str) or not (size is None or _is_int(size)):
+            raise MalformedResponse(f"ls answered a record of the wrong shape: {str(rec)[:200]}")
+        modified_at: str | None = None
+        if mtime is not None:
+            try:
+                modified_at = datetime.fromtimestamp(_number(mtime), tz=UTC).isoformat()
+            except (ValueError, OverflowError, OSError) as exc:  # years outside 1..9999, NaN, not a number
+                raise MalformedResponse(f"ls answered an impossible time: {str(rec)[:200]}") from exc
+        entries.append(LsEntry(name=name, is_dir=rec.get("d") is True, size=size, modified_at=modified_at))
     return entries
+
+
+def _is_int(value: object) -> bool:
+    return type(value) is int
+
+
+def _number(value: object) -> float:
+    if type(value) not in (int, float):
+        raise ValueError(f"not a number: {value!r}")
+    return float(value)  # type: ignore[arg-type]
+
+
+def grep_matches(answer: ScriptAnswer) -> list[tuple[str, int, str]]:
+    """(path, line, text) of a grep answer's records; a record of the wrong shape raises MalformedResponse."""
+    out: list[tuple[str, int, str]] = []
+    for rec in answer.records:
+        path, line, text = rec.get("p"), rec.get("l"), rec.get("t")
+        if not (isinstance(path, str) and type(line) is int and isinstance(text, str)):
+            raise MalformedResponse(f"grep answered a record of the wrong shape: {str(rec)[:200]}")
+        out.append((path, line, text))
+    return out
 
 
 # -------------------------------------------------------------------------------- grep

@@ -38,6 +38,7 @@ import httpx
 from .commands import CommandResult, RuntimeInfo
 from .errors import TransportError, WrongPod
 from .flows import Call, Flow, run_async, run_sync
+from .limits import DEFAULT_MAX_RESPONSE_BYTES, ResponseLimits, aread_bounded, read_bounded
 from .runtime import Downloaded, Op, RuntimeProtocol
 from .wire import HttpRequest, HttpResponse, RuntimeExec
 
@@ -141,8 +142,10 @@ class RuntimeTransport:
         resolve_endpoint: Callable[[], PodEndpoint] | None = None,
         client: httpx.Client | None = None,
         async_client_factory: Callable[[], httpx.AsyncClient] | None = None,
+        limits: ResponseLimits | None = None,
     ) -> None:
         self._endpoint = endpoint
+        self._limits = limits or ResponseLimits()
         self._protocol = RuntimeProtocol(endpoint.expected_hostname)
         self._retry = retry or RetryPolicy()
         self._resolve_endpoint = resolve_endpoint
@@ -161,6 +164,10 @@ class RuntimeTransport:
         return self._endpoint
 
     @property
+    def limits(self) -> ResponseLimits:
+        return self._limits
+
+    @property
     def info(self) -> RuntimeInfo | None:
         """What the last probe learned; None before connecting or after `invalidate()`."""
         return self._protocol.info
@@ -171,6 +178,10 @@ class RuntimeTransport:
             self._endpoint = endpoint
             self._protocol = RuntimeProtocol(endpoint.expected_hostname)
             self._stale = False
+
+    def set_limits(self, limits: ResponseLimits) -> None:
+        """Bound every later answer by `limits`."""
+        self._limits = limits
 
     def invalidate(self) -> None:
         """Forget the probe (the pod may have changed); the next operation reconnects."""
@@ -191,17 +202,18 @@ class RuntimeTransport:
             except httpx.TransportError as exc:
                 yield Call(time.sleep, asyncio.sleep, (attempts.after_error(exc),))
                 continue
-            delay = attempts.after_response(resp.status_code)
+            delay = attempts.after_response(resp.status)
             if delay is None:
-                return HttpResponse(resp.status_code, resp.content)
+                return resp
             yield Call(time.sleep, asyncio.sleep, (delay,))
 
-    def _send_once(self, req: HttpRequest) -> httpx.Response:
-        return self._client.send(_build(self._client, self._endpoint, req))
+    # Bounded reads (limits.py): a hostile pod can neither fill memory nor trickle forever.
+    def _send_once(self, req: HttpRequest) -> HttpResponse:
+        return read_bounded(self._client, _build(self._client, self._endpoint, req), req, self._limits)
 
-    async def _asend_once(self, req: HttpRequest) -> httpx.Response:
+    async def _asend_once(self, req: HttpRequest) -> HttpResponse:
         client = self._aclient()
-        return await client.send(_build(client, self._endpoint, req))
+        return await aread_bounded(client, _build(client, self._endpoint, req), req, self._limits)
 
     def _aclient(self) -> httpx.AsyncClient:
         loop = asyncio.get_running_loop()
@@ -378,4 +390,4 @@ class RuntimeTransport:
             await client.aclose()
 
 
-__all__ = ["PodEndpoint", "RetryPolicy", "RuntimeTransport"]
+__all__ = ["DEFAULT_MAX_RESPONSE_BYTES", "PodEndpoint", "ResponseLimits", "RetryPolicy", "RuntimeTransport"]

@@ -14,7 +14,7 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from .errors import SandboxError
+from .errors import MalformedResponse
 
 CONTROL_READ_TIMEOUT: Final = 30.0
 """Read timeout of short control requests (probe, staging cleanup, small scripts)."""
@@ -63,12 +63,18 @@ def execute_request(command: str, *, read_timeout: float, idempotent: bool) -> H
 
 def parse_execute_response(resp: HttpResponse) -> RuntimeExec:
     if resp.status != 200:
-        raise SandboxError(f"runtime /execute answered HTTP {resp.status}: {resp.content[:200]!r}")
+        raise MalformedResponse(f"runtime /execute answered HTTP {resp.status}: {resp.content[:200]!r}")
+    garbage = f"runtime /execute answered garbage: {resp.content[:200]!r}"
     try:
         data = json.loads(resp.content)
-        return RuntimeExec(str(data["stdout"]), str(data["stderr"]), int(data["exit_code"]))
-    except (ValueError, KeyError, TypeError) as exc:
-        raise SandboxError(f"runtime /execute answered garbage: {resp.content[:200]!r}") from exc
+    except (ValueError, RecursionError) as exc:  # RecursionError: JSON nested deeper than the stack
+        raise MalformedResponse(garbage) from exc
+    if not isinstance(data, dict):
+        raise MalformedResponse(garbage)
+    stdout, stderr, code = data.get("stdout"), data.get("stderr"), data.get("exit_code")
+    if not (isinstance(stdout, str) and isinstance(stderr, str) and type(code) is int):
+        raise MalformedResponse(garbage)
+    return RuntimeExec(stdout, stderr, code)
 
 
 def upload_request(relative_name: str, content: bytes) -> HttpRequest:
