@@ -604,7 +604,10 @@ CidrText = Annotated[
     AfterValidator(_check_cidr),
     Field(
         max_length=MAX_CIDR,
-        json_schema_extra={"maxLength": MAX_CIDR, "x-kubernetes-validations": [cel_rules.cidr("spec.egress.allowCIDRs[]")]},
+        json_schema_extra={
+            "maxLength": MAX_CIDR,
+            "x-kubernetes-validations": [cel_rules.cidr("spec.egress.allowCIDRs[]")],
+        },
     ),
 ]
 

@@ -27,6 +27,7 @@ class FakeKube:
         self.sandboxes: dict[Key, dict[str, Any]] = {}
         self.pools: set[Key] = set()
         self.policies: list[dict[str, Any]] = []
+        self.network_policies: dict[Key, dict[str, Any]] = {}
         self.writes: list[tuple[str, Any]] = []
         self.reads: list[tuple[str, Any]] = []
         self.fail_status_writes = 0
@@ -90,6 +91,23 @@ class FakeKube:
 
     async def get_warm_pool(self, namespace: str, name: str) -> dict[str, Any] | None:
         return {"metadata": {"name": name}} if (namespace, name) in self.pools else None
+
+    async def get_network_policy(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return copy.deepcopy(self.network_policies.get((namespace, name)))
+
+    async def create_network_policy(self, manifest: dict[str, Any]) -> dict[str, Any] | None:
+        key = (manifest["metadata"]["namespace"], manifest["metadata"]["name"])
+        self.writes.append(("create-network-policy", key[1]))
+        if key in self.network_policies:
+            return None
+        self.network_policies[key] = copy.deepcopy(manifest)
+        return copy.deepcopy(manifest)
+
+    async def replace_network_policy(self, current: dict[str, Any], manifest: dict[str, Any]) -> dict[str, Any]:
+        key = (manifest["metadata"]["namespace"], manifest["metadata"]["name"])
+        self.writes.append(("replace-network-policy", key[1]))
+        self.network_policies[key] = {**copy.deepcopy(current), "spec": copy.deepcopy(manifest["spec"])}
+        return copy.deepcopy(self.network_policies[key])
 
     async def allowed_label_domains(self, namespace: str, name: str) -> list[str]:
         return ["sandbox.users.io"]
