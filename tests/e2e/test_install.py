@@ -276,8 +276,9 @@ def test_hardened_template_warm_pool_gets_ready_sandboxes(kube: Kube, restricted
     policies = kube.wait_for("the template's NetworkPolicy", lambda: kube.list("networkpolicies", ns))
     (policy,) = policies
     assert sorted(policy["spec"]["policyTypes"]) == ["Egress", "Ingress"]
-    assert policy["spec"]["ingress"] == template["spec"]["networkPolicy"]["ingress"]
-    assert policy["spec"]["egress"] == template["spec"]["networkPolicy"]["egress"]
+    # Closed both ways: only each session's own NetworkPolicy (the operator's) opens anything.
+    assert template["spec"]["networkPolicy"] == {}
+    assert not policy["spec"].get("ingress") and not policy["spec"].get("egress"), policy["spec"]
 
 
 # ---- RBAC, as the API server decides it -------------------------------------------------------
@@ -298,6 +299,10 @@ OPERATOR_ALLOWED = [
     ("patch", SANDBOXES, None, "TEST"),
     ("watch", SANDBOXES, None, None),
     ("watch", POOLS, None, None),
+    # Each session's own NetworkPolicy (garbage collection deletes it with the session).
+    ("create", "networkpolicies.networking.k8s.io", None, "TEST"),
+    ("update", "networkpolicies.networking.k8s.io", None, "TEST"),
+    ("watch", "networkpolicies.networking.k8s.io", None, None),
     ("create", "events", None, "TEST"),
     ("create", "events.events.k8s.io", None, "TEST"),
     ("watch", "customresourcedefinitions.apiextensions.k8s.io", None, None),
@@ -333,6 +338,7 @@ OPERATOR_DENIED = [
     ("patch", f"{WEBHOOKS}/someone-elses", None, None),
     ("delete", WEBHOOKS, None, None),
     ("create", "clusterrolebindings.rbac.authorization.k8s.io", None, None),
+    ("delete", "networkpolicies.networking.k8s.io", None, "TEST"),
 ]
 
 
