@@ -135,6 +135,7 @@ def test_config_objects(rendered: list[dict[str, Any]]) -> None:
             ("RoleBinding", "agentsession-operator-leader-election", OPERATOR_NS),
             ("Service", "agentsession-operator", OPERATOR_NS),
             ("Deployment", "agentsession-operator", OPERATOR_NS),
+            ("NetworkPolicy", "agentsession-operator", OPERATOR_NS),
         ]
     )
     ns = by_kind(rendered, "Namespace")
