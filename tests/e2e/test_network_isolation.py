@@ -22,7 +22,7 @@ from tests.e2e import manifests
 from tests.e2e.conftest import Kube, OperatorProcess
 from tests.e2e.test_real_node import _fetch_from_pod, _pod, _running
 
-pytestmark = [pytest.mark.e2e, pytest.mark.realnode]
+pytestmark = pytest.mark.e2e
 
 CLIENT = {names.LABEL_SANDBOX_CLIENT: "true"}
 RUNTIME_PORT = 8888
@@ -67,6 +67,7 @@ def _answers_soon(kube: Kube, namespace: str, pod: str, url: str, timeout: float
     return reply
 
 
+@pytest.mark.realnode
 def test_tenant_b_cannot_reach_a_session_but_the_client_of_a_can(
     kube: Kube, namespace: str, tenant_b: str, operator: OperatorProcess
 ) -> None:
@@ -116,6 +117,7 @@ def _egress_policy(spec: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+@pytest.mark.realnode
 def test_sandbox_egress_is_what_the_policy_allows(
     kube: Kube, namespace: str, tenant_b: str, operator: OperatorProcess
 ) -> None:
@@ -143,3 +145,41 @@ def test_sandbox_egress_is_what_the_policy_allows(
 
     kube.run("delete", "agentsessionpolicy", "egress", "-n", namespace)
     assert _refused_soon(kube, namespace, pod, url).startswith("error"), "egress stayed open after the policy went"
+
+
+def test_each_session_owns_its_network_policy_and_gets_it_back(
+    kube: Kube, namespace: str, operator: OperatorProcess
+) -> None:
+    """Both nodes (the kwok node enforces nothing, but the object must exist): one NetworkPolicy per
+    session, owned by it, selecting its claim's Pod; deleted by hand, it comes back; gone with the session."""
+    kube.apply(manifests.template("pause"), manifests.warm_pool("pool", "pause", 0), namespace=namespace)
+    kube.apply(manifests.session("s1", "pool"), namespace=namespace)
+    session = _ready_session(kube, namespace, "s1")
+    claim = kube.get("sandboxclaim", session["status"]["claimName"], namespace)
+    assert claim is not None
+
+    def owned() -> list[dict[str, Any]]:
+        uid = session["metadata"]["uid"]
+        return [
+            p
+            for p in kube.list("networkpolicies", namespace)
+            if any(r.get("uid") == uid and r.get("controller") for r in p["metadata"].get("ownerReferences") or [])
+        ]
+
+    (policy,) = kube.wait_for("the session's NetworkPolicy", owned, timeout=30)
+    assert policy["spec"]["podSelector"] == {"matchLabels": {"agents.x-k8s.io/claim-uid": claim["metadata"]["uid"]}}
+    pod = kube.get("pod", session["status"]["podName"], namespace)
+    assert (pod or {}).get("metadata", {}).get("labels", {}).get("agents.x-k8s.io/claim-uid") == claim["metadata"][
+        "uid"
+    ]
+    assert kube.is_true(kube.get("agentsession", "s1", namespace), "NetworkIsolated")
+
+    kube.run("delete", "networkpolicy", policy["metadata"]["name"], "-n", namespace)
+    kube.wait_for(
+        "the NetworkPolicy put back",
+        lambda: [p for p in owned() if p["metadata"]["uid"] != policy["metadata"]["uid"]],
+        timeout=30,
+    )
+
+    kube.run("delete", "agentsession", "s1", "-n", namespace)
+    kube.wait_for("the NetworkPolicy gone with its session", lambda: not owned(), timeout=60)
