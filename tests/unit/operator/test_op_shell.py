@@ -352,3 +352,31 @@ async def test_prime_waits_out_a_storage_that_is_still_initializing(kube: FakeKu
     await rec.prime()
     assert rec.cache.loaded and calls["n"] == 3
     await rec.scheduler.stop()
+
+
+async def test_the_network_policy_is_created_once_and_a_stale_one_replaced_only_if_owned(
+    kube: FakeKube, reconciler: Reconciler, make_session: Make
+) -> None:
+    kube.pools.add(("ns", "python-pool"))
+    key = _store(kube, make_session(spec={"warmPoolRef": {"name": "python-pool"}}))
+    await reconciler.reconcile(key, cause="test")
+    await reconciler.reconcile(key, cause="claim seen")
+    assert kube.writes.count(("create-network-policy", "agentsession-demo")) == 1
+    policy = kube.network_policies[("ns", "agentsession-demo")]
+    assert policy["spec"]["podSelector"]["matchLabels"] == {"agents.x-k8s.io/claim-uid": "claim-demo"}
+    # A restarted operator whose watch has not delivered it yet: the create meets it (409), reads it, and
+    # replaces a stale spec of its own.
+    reconciler.cache.network_policies.clear()
+    kube.network_policies[("ns", "agentsession-demo")]["spec"]["ingress"] = [{}]
+    await reconciler.reconcile(key, cause="restart")
+    assert ("replace-network-policy", "agentsession-demo") in kube.writes
+    assert kube.network_policies[("ns", "agentsession-demo")]["spec"]["ingress"] != [{}]
+    # Someone else's policy of that name is never overwritten.
+    reconciler.cache.network_policies.clear()
+    kube.network_policies[("ns", "agentsession-demo")]["metadata"]["ownerReferences"] = []
+    kube.network_policies[("ns", "agentsession-demo")]["spec"]["ingress"] = [{}]
+    await reconciler.reconcile(key, cause="foreign")
+    await reconciler.reconcile(key, cause="next pass")
+    assert kube.network_policies[("ns", "agentsession-demo")]["spec"]["ingress"] == [{}]
+    isolated = next(c for c in kube.sessions[key]["status"]["conditions"] if c["type"] == "NetworkIsolated")
+    assert (isolated["status"], isolated["reason"]) == ("False", "NameConflict")
