@@ -438,11 +438,10 @@ class Reconciler:
                 current = await self.kube.get_network_policy(namespace, name)
         if current is not None:
             if not is_owned_by(current, session["metadata"]["uid"]):
-                # Never overwritten. Cached (the watch sees only ours) so the next pass reports NameConflict.
+                # Never overwritten. Cached (the watch sees only ours) so the retried pass reports NameConflict;
+                # failing this one keeps it from writing NetworkIsolated=True.
                 self.cache.remember_network_policy((namespace, name), current)
-                self.scheduler.schedule((namespace, session["metadata"]["name"]), _now())
-                log.warning("a NetworkPolicy of that name belongs to someone else", network_policy=name)
-                return
+                raise RuntimeError(f"NetworkPolicy {namespace}/{name} exists and is not this session's")
             written = await self.kube.replace_network_policy(current, manifest)
         if written is not None:
             self.cache.remember_network_policy((namespace, name), written)

@@ -375,8 +375,10 @@ async def test_the_network_policy_is_created_once_and_a_stale_one_replaced_only_
     reconciler.cache.network_policies.clear()
     kube.network_policies[("ns", "agentsession-demo")]["metadata"]["ownerReferences"] = []
     kube.network_policies[("ns", "agentsession-demo")]["spec"]["ingress"] = [{}]
-    await reconciler.reconcile(key, cause="foreign")
-    await reconciler.reconcile(key, cause="next pass")
+    before = copy.deepcopy(kube.sessions[key]["status"])
+    await reconciler.reconcile(key, cause="foreign")  # fails: nothing claims isolation meanwhile
+    assert kube.sessions[key]["status"] == before
+    await reconciler.reconcile(key, cause="retried")
     assert kube.network_policies[("ns", "agentsession-demo")]["spec"]["ingress"] == [{}]
     isolated = next(c for c in kube.sessions[key]["status"]["conditions"] if c["type"] == "NetworkIsolated")
     assert (isolated["status"], isolated["reason"]) == ("False", "NameConflict")
