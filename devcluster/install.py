@@ -8,6 +8,7 @@ and the webhook configurations the operator registered.
 
 from __future__ import annotations
 
+import json
 import sys
 from typing import IO
 
@@ -36,10 +37,21 @@ def install(cluster: Cluster, out: IO[str] = sys.stderr, timeout: str = "180s") 
     images.build_image(images.OPERATOR, out)
     images.push(images.OPERATOR, cluster.registry_address, images.OPERATOR.dir() / "push.log")
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-k", str(CONFIG))
+    narrow_webhook_ingress(cluster)
     # The image tag stays the same while its content changes: restart to run the image just pushed.
     cluster.kubectl("-n", NAMESPACE, "rollout", "restart", f"deployment/{DEPLOYMENT}")
     cluster.kubectl("-n", NAMESPACE, "rollout", "status", f"deployment/{DEPLOYMENT}", f"--timeout={timeout}")
     print(f"[devcluster] operator installed from {images.OPERATOR.refs[0]} (config/)", file=out, flush=True)
+
+
+def narrow_webhook_ingress(cluster: Cluster) -> None:
+    """config/'s NetworkPolicy admits the webhook port from every address until told the API server's, as
+    a user does for their control plane. Here the API server runs on the host and reaches the webhook's
+    Service through the node's veth: its source is the host's end of that link."""
+    from devcluster.realnode import network
+
+    ops = [{"op": "replace", "path": "/spec/ingress/0/from", "value": [{"ipBlock": {"cidr": f"{network.HOST_IP}/32"}}]}]
+    cluster.kubectl("-n", NAMESPACE, "patch", "networkpolicy", DEPLOYMENT, "--type=json", "-p", json.dumps(ops))
 
 
 def uninstall(cluster: Cluster, out: IO[str] = sys.stderr) -> None:

@@ -32,6 +32,15 @@ def positive_duration(path: str) -> Rule:
     }
 
 
+def cidr(path: str) -> Rule:
+    """A CIDR in canonical form (no host bits set): what a NetworkPolicy ipBlock accepts."""
+    return {
+        "rule": "isCIDR(self) && cidr(self).masked() == cidr(self)",
+        "message": f"{path} must be a CIDR such as 10.1.0.0/16 or 2001:db8::/32, with no host bits set",
+        "reason": FIELD_VALUE_INVALID,
+    }
+
+
 def qualified_keys(path: str) -> Rule:
     """Every map key is a valid label/annotation key (the schema cannot put a pattern on map keys)."""
     return {

@@ -22,6 +22,9 @@ POLICY_SHORT_NAMES: Final = ("agsp",)
 LABEL_SESSION: Final = f"{GROUP}/session"
 """On every child: the session's name (hashed down to a valid label value when longer than 63)."""
 LABEL_SESSION_UID: Final = f"{GROUP}/session-uid"
+LABEL_SANDBOX_CLIENT: Final = f"{GROUP}/sandbox-client"
+"""On an application's pods (value ``"true"``): the session NetworkPolicy admits such pods of the session's own
+namespace, and no others."""
 
 ANNOTATION_ACTIVITY: Final = f"{GROUP}/activity"
 """Written by the client, read by the operator: see :mod:`agentsession_api.activity`."""

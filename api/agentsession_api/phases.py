@@ -40,6 +40,9 @@ COND_CLAIM_CREATED: Final = "ClaimCreated"
 COND_POLICY_COMPLIANT: Final = "PolicyCompliant"
 COND_EXPIRED: Final = "Expired"
 COND_FAILED: Final = "Failed"
+COND_NETWORK_ISOLATED: Final = "NetworkIsolated"
+"""True once the session's own NetworkPolicy (ingress from its namespace's clients only, egress from the
+policies) is in place for its sandbox."""
 
 REASON_TTL_EXPIRED: Final = "TTLExpired"
 REASON_IDLE_TIMEOUT: Final = "IdleTimeout"

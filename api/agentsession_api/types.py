@@ -7,6 +7,7 @@ bounded so the CEL rules stay within the API server's cost budget. Optional fiel
 
 from __future__ import annotations
 
+import ipaddress
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -28,6 +29,7 @@ MAX_ANNOTATION_VALUE = 4_096
 MAX_PATTERNS = 64
 MAX_CONDITIONS = 16
 TIMESTAMP_MAX = 64
+MAX_CIDR = 43  # the longest IPv6 CIDR text
 
 
 def _check_duration(value: str) -> str:
@@ -43,6 +45,13 @@ def _check_quantity(value: str) -> str:
 def _check_map_size(value: dict[str, str]) -> None:
     if len(value) > MAX_MAP_ENTRIES:
         raise ValueError(f"at most {MAX_MAP_ENTRIES} entries are allowed, got {len(value)}")
+
+
+def _check_cidr(value: str) -> str:
+    network = ipaddress.ip_network(value, strict=True)  # ValueError: not a CIDR, or host bits set
+    if str(network) != value:
+        raise ValueError(f"{value!r} is not in canonical form ({network})")
+    return value
 
 
 def _check_label_map(value: dict[str, str]) -> dict[str, str]:
@@ -160,7 +169,8 @@ class Condition(_Status):
     """One observation about the session, in the standard Kubernetes condition shape."""
 
     type: str = Field(
-        description="Condition type: Ready, ClaimCreated, PolicyCompliant, Expired or Failed.", max_length=316
+        description="Condition type: Ready, ClaimCreated, PolicyCompliant, NetworkIsolated, Expired or Failed.",
+        max_length=316,
     )
     status: Literal["True", "False", "Unknown"] = Field(description="True, False or Unknown.")
     reason: str = Field(description="One CamelCase word saying why.", max_length=1024)
@@ -445,7 +455,9 @@ class AgentSessionStatus(_Status):
     )
     observed_generation: int | None = observed_generation_field("metadata.generation the status reflects.")
     resolved: ResolvedSettings | None = Field(None, description="Settings in force after policy defaults.")
-    conditions: list[Condition] | None = conditions_field("Ready, ClaimCreated, PolicyCompliant, Expired and Failed.")
+    conditions: list[Condition] | None = conditions_field(
+        "Ready, ClaimCreated, PolicyCompliant, NetworkIsolated, Expired and Failed."
+    )
 
 
 class _Object(BaseModel):
@@ -634,6 +646,50 @@ class CleanupRules(_Spec):
     )
 
 
+CidrText = Annotated[
+    str,
+    AfterValidator(_check_cidr),
+    Field(
+        max_length=MAX_CIDR,
+        json_schema_extra={
+            "maxLength": MAX_CIDR,
+            "x-kubernetes-validations": [cel_rules.cidr("spec.egress.allowCIDRs[]")],
+        },
+    ),
+]
+
+
+class EgressPort(_Spec):
+    """A destination port (and protocol) a sandbox may connect to."""
+
+    port: int = Field(description="Port number.", ge=1, le=65535)
+    protocol: Literal["TCP", "UDP", "SCTP"] | None = Field(None, description="TCP (default), UDP or SCTP.")
+
+
+class EgressRules(_Spec):
+    """Where the sandbox Pod of a selected session may open connections (its per-session NetworkPolicy).
+
+    Nothing is allowed unless listed. Whatever is listed, the cloud metadata address 169.254.169.254 stays
+    closed, and the cluster's own pod and Service ranges (the operator's --cluster-cidr) are cut out of
+    any wider CIDR: only a CIDR inside them opens part of the cluster network.
+    """
+
+    allow_cidrs: list[CidrText] | None = Field(
+        None,
+        alias="allowCIDRs",
+        description="Destination CIDRs the sandbox may connect to (none when unset).",
+        max_length=MAX_PATTERNS,
+    )
+    ports: list[EgressPort] | None = Field(
+        None, description="Ports allowed to allowCIDRs; every port when unset.", max_length=MAX_PATTERNS
+    )
+    dns: bool | None = Field(
+        None,
+        description="True lets the sandbox query the cluster DNS (kube-dns pods in kube-system, port 53). Off "
+        "unless a policy says true and none says false.",
+    )
+
+
 class AgentSessionPolicySpec(_Spec):
     """Defaults, limits, label rules and cleanup for the AgentSessions it selects."""
 
@@ -642,6 +698,11 @@ class AgentSessionPolicySpec(_Spec):
     limits: PolicyLimits | None = Field(None, description="Bounds sessions must stay within.")
     labels: LabelRules | None = Field(None, description="Rules for session labels.")
     cleanup: CleanupRules | None = Field(None, description="Automatic deletion of finished sessions.")
+    egress: EgressRules | None = Field(
+        None,
+        description="Where sandboxes may connect to. With several policies, only what every policy that sets "
+        "egress allows. No policy with egress: no egress at all.",
+    )
 
 
 class AgentSessionPolicyStatus(_Status):

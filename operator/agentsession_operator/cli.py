@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import kopf
 from kubernetes_asyncio import config as kube_config
 
+from agentsession_operator.decisions import network
 from agentsession_operator.decisions.lease import Timing
 from agentsession_operator.handlers import admission
 from agentsession_operator.infra import logs, metrics
@@ -77,6 +78,26 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     lead.add_argument("--lease-duration", type=float, default=10.0, help="seconds a standby waits on a silent leader")
     lead.add_argument("--renew-deadline", type=float, default=7.0, help="seconds the leader acts after a renewal")
     lead.add_argument("--retry-period", type=float, default=2.0, help="seconds between lease rounds")
+    net = parser.add_argument_group("sandbox network (each session's own NetworkPolicy)")
+    net.add_argument(
+        "--cluster-cidr",
+        action="append",
+        default=_list_env("CLUSTER_CIDRS"),
+        help="the cluster's pod or Service range, cut out of every CIDR a policy's egress allows (repeat; "
+        "env CLUSTER_CIDRS, comma-separated); default: every private range",
+    )
+    net.add_argument(
+        "--sandbox-router",
+        default=os.environ.get("SANDBOX_ROUTER") or None,
+        help="NAMESPACE/key=value[,key=value]: the sandbox router's pods, admitted to every sandbox "
+        "(e.g. agent-sandbox-system/app=sandbox-router); default: none",
+    )
+    net.add_argument(
+        "--client-cidr",
+        action="append",
+        default=_list_env("CLIENT_CIDRS"),
+        help="a CIDR also admitted to every sandbox, e.g. a gateway outside the cluster (repeat; env CLIENT_CIDRS)",
+    )
     hook = parser.add_argument_group("admission webhook (AgentSessionPolicy enforced on CREATE/UPDATE)")
     hook.add_argument(
         "--webhook-port",
@@ -105,12 +126,33 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         Timing(args.lease_duration, args.renew_deadline, args.retry_period)
     except ValueError as err:
         parser.error(str(err))
+    try:
+        network_settings(args)
+    except ValueError as err:
+        parser.error(str(err))
     if args.webhook_service:
         try:
             webhook.parse_service(args.webhook_service)
         except ValueError as err:
             parser.error(f"--webhook-service: {err}")
     return args
+
+
+def _list_env(name: str) -> list[str]:
+    return [item.strip() for item in os.environ.get(name, "").split(",") if item.strip()]
+
+
+def network_settings(args: argparse.Namespace) -> network.NetworkSettings:
+    """The --cluster-cidr, --sandbox-router and --client-cidr flags (ValueError on a bad one)."""
+    import ipaddress
+
+    cluster = tuple(str(ipaddress.ip_network(c, strict=False)) for c in args.cluster_cidr or ())
+    clients = tuple(str(ipaddress.ip_network(c, strict=False)) for c in args.client_cidr or ())
+    return network.NetworkSettings(
+        cluster_cidrs=cluster or network.DEFAULT_CLUSTER_CIDRS,
+        router=network.parse_router(args.sandbox_router) if args.sandbox_router else None,
+        client_cidrs=clients,
+    )
 
 
 def webhook_config(args: argparse.Namespace) -> webhook.WebhookConfig:
@@ -174,7 +216,12 @@ def main(argv: list[str] | None = None) -> None:
     asyncio.run(
         kopf.operator(
             registry=registry,
-            memo=kopf.Memo(webhook=config, namespaces=tuple(args.namespace or ()), election=election(args)),
+            memo=kopf.Memo(
+                webhook=config,
+                namespaces=tuple(args.namespace or ()),
+                election=election(args),
+                network=network_settings(args),
+            ),
             standalone=True,
             clusterwide=not args.namespace,
             namespaces=args.namespace or [],

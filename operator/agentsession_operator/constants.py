@@ -30,6 +30,9 @@ WARM_POOL_PLURAL: Final = "sandboxwarmpools"
 TEMPLATE_KIND: Final = "SandboxTemplate"
 TEMPLATE_PLURAL: Final = "sandboxtemplates"
 
+SANDBOX_CLAIM_UID_LABEL: Final = "agents.x-k8s.io/claim-uid"
+"""Set by agent-sandbox on a claimed Sandbox and copied to its Pod (cold start and warm adoption alike): the
+claim's UID. agent-sandbox never copies reserved agents.x-k8s.io/ keys from a template or a claim."""
 SANDBOX_LAUNCH_TYPE_LABEL: Final = "agents.x-k8s.io/launch-type"
 """Set by agent-sandbox on the Sandbox: ``warm`` or ``cold``."""
 

@@ -115,6 +115,19 @@ def namespace(kube: Kube) -> Iterator[str]:
     kube.run("delete", "namespace", name, "--wait=false", check=False)
 
 
+def network_args() -> list[str]:
+    """The sandbox network as this cluster has it: its pod and Service ranges, the sandbox router, and the
+    host (the tests' clients run there, as a gateway outside a cluster would) as an allowed client."""
+    from devcluster.realnode import network
+
+    return [
+        f"--cluster-cidr={network.POD_CIDR}",
+        f"--cluster-cidr={network.SERVICE_CIDR}",
+        f"--client-cidr={network.HOST_IP}/32",
+        "--sandbox-router=agent-sandbox-system/app=sandbox-router",
+    ]
+
+
 class OperatorProcess:
     """The operator as a real process (python -m agentsession_operator) against the local control plane."""
 
@@ -127,7 +140,7 @@ class OperatorProcess:
     ) -> None:
         self.cluster = cluster
         self.kubeconfig = kubeconfig or str(cluster.paths.kubeconfig)
-        self.extra_args = list(extra_args or [])
+        self.extra_args = [*network_args(), *(extra_args or [])]
         self.log = cluster.paths.logs / log_name
         self.proc: subprocess.Popen[bytes] | None = None
         self.health_port = 0

@@ -135,6 +135,7 @@ def test_config_objects(rendered: list[dict[str, Any]]) -> None:
             ("RoleBinding", "agentsession-operator-leader-election", OPERATOR_NS),
             ("Service", "agentsession-operator", OPERATOR_NS),
             ("Deployment", "agentsession-operator", OPERATOR_NS),
+            ("NetworkPolicy", "agentsession-operator", OPERATOR_NS),
         ]
     )
     ns = by_kind(rendered, "Namespace")
@@ -276,8 +277,9 @@ def test_hardened_template_warm_pool_gets_ready_sandboxes(kube: Kube, restricted
     policies = kube.wait_for("the template's NetworkPolicy", lambda: kube.list("networkpolicies", ns))
     (policy,) = policies
     assert sorted(policy["spec"]["policyTypes"]) == ["Egress", "Ingress"]
-    assert policy["spec"]["ingress"] == template["spec"]["networkPolicy"]["ingress"]
-    assert policy["spec"]["egress"] == template["spec"]["networkPolicy"]["egress"]
+    # Closed both ways: only each session's own NetworkPolicy (the operator's) opens anything.
+    assert template["spec"]["networkPolicy"] == {}
+    assert not policy["spec"].get("ingress") and not policy["spec"].get("egress"), policy["spec"]
 
 
 # ---- RBAC, as the API server decides it -------------------------------------------------------
@@ -298,6 +300,10 @@ OPERATOR_ALLOWED = [
     ("patch", SANDBOXES, None, "TEST"),
     ("watch", SANDBOXES, None, None),
     ("watch", POOLS, None, None),
+    # Each session's own NetworkPolicy (garbage collection deletes it with the session).
+    ("create", "networkpolicies.networking.k8s.io", None, "TEST"),
+    ("update", "networkpolicies.networking.k8s.io", None, "TEST"),
+    ("watch", "networkpolicies.networking.k8s.io", None, None),
     ("create", "events", None, "TEST"),
     ("create", "events.events.k8s.io", None, "TEST"),
     ("watch", "customresourcedefinitions.apiextensions.k8s.io", None, None),
@@ -339,6 +345,7 @@ OPERATOR_DENIED = [
     ("create", "persistentvolumeclaims", None, "TEST"),  # agent-sandbox makes the fork's PVCs
     ("delete", "persistentvolumeclaims", None, "TEST"),
     ("patch", "storageclasses.storage.k8s.io", None, None),
+    ("delete", "networkpolicies.networking.k8s.io", None, "TEST"),
 ]
 
 

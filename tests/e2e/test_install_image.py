@@ -94,6 +94,39 @@ def test_webhook_through_the_service_refuses_a_policy_violation(installed: None,
     assert allowed.returncode == 0, allowed.stderr
 
 
+def _connects(kube: Kube, namespace: str, pod: str, ip: str, port: int) -> bool:
+    """A TCP connection from inside `pod` to ip:port (a refused handshake and a drop both count as no)."""
+    script = f"import socket; socket.create_connection(({ip!r}, {port}), timeout=2).close(); print('ok')"
+    proc = kube.run("exec", "-n", namespace, pod, "--", "python3", "-c", script, check=False)
+    return proc.stdout.strip() == "ok"
+
+
+def test_only_the_api_server_reaches_the_webhook_and_only_labelled_namespaces_the_metrics(
+    installed: None, kube: Kube, namespace: str
+) -> None:
+    """Issue 11 item 2. Attack: a tenant's pod talks to the operator's webhook (its refusals list policy
+    details) and scrapes its metrics. Before: both answered anyone. Now: config/'s NetworkPolicy admits the
+    webhook port from the API server's address only (admission keeps working: the test above) and the
+    metrics port from namespaces labelled agentsession.dev/metrics-scraper=true."""
+    from tests.e2e.test_real_node import _pod, _running
+
+    scraper = f"{namespace}-metrics"
+    kube.run("create", "namespace", scraper)
+    try:
+        kube.run("label", "namespace", scraper, "agentsession.dev/metrics-scraper=true")
+        kube.apply(_pod("tenant", ["sleep", "600"]), namespace=namespace)
+        kube.apply(_pod("prometheus", ["sleep", "600"]), namespace=scraper)
+        _running(kube, "tenant", namespace)
+        _running(kube, "prometheus", scraper)
+        ip = _operator_pod(kube)["status"]["podIP"]
+        kube.wait_for("the scraper reaches the metrics", lambda: _connects(kube, scraper, "prometheus", ip, 8080))
+        assert not _connects(kube, namespace, "tenant", ip, 9443), "a tenant's pod reached the webhook port"
+        assert not _connects(kube, namespace, "tenant", ip, 8080), "a tenant's pod reached the metrics port"
+        assert not _connects(kube, scraper, "prometheus", ip, 9443), "the scraper reached the webhook port"
+    finally:
+        kube.run("delete", "namespace", scraper, "--wait=false", check=False)
+
+
 def test_uninstall_leaves_nothing_behind(installed: None, cluster: Cluster, kube: Kube) -> None:
     install.uninstall(cluster)
     assert kube.get("namespace", NS) is None or kube.get("namespace", NS)["status"]["phase"] == "Terminating"  # type: ignore[index]

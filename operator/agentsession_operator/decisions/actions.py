@@ -17,8 +17,8 @@ from agentsession_api import phases
 from agentsession_api.phases import Phase
 from agentsession_api.timestamps import parse_time, utc
 from agentsession_operator import constants
-from agentsession_operator.decisions import desired, lifecycle
-from agentsession_operator.decisions.conditions import find_condition
+from agentsession_operator.decisions import desired, lifecycle, network
+from agentsession_operator.decisions.conditions import find_condition, set_condition
 from agentsession_operator.decisions.fork import ForkBlocked
 from agentsession_operator.decisions.ownership import is_owned_by
 from agentsession_operator.decisions.policy import EMPTY_POLICY, EffectivePolicy, resolve
@@ -64,6 +64,14 @@ class PatchStatus:
 
 
 @dataclass(frozen=True)
+class ApplyNetworkPolicy:
+    """Create the session's NetworkPolicy, or replace the spec of the one it owns (``current`` is not None)."""
+
+    manifest: dict[str, Any]
+    current: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
 class ScheduleCheck:
     """Reconcile again at ``at`` (the next TTL or idle deadline) even if nothing changes."""
 
@@ -71,7 +79,7 @@ class ScheduleCheck:
     reason: str
 
 
-Action = CreateClaim | PatchClaim | DeleteClaim | PatchSandbox | PatchStatus | ScheduleCheck
+Action = CreateClaim | PatchClaim | DeleteClaim | PatchSandbox | ApplyNetworkPolicy | PatchStatus | ScheduleCheck
 
 
 def patch_changes(current: Any, patch: Any) -> bool:
@@ -125,6 +133,48 @@ def _stop_for_policy(claim: Mapping[str, Any], sandbox: Mapping[str, Any] | None
     return [PatchSandbox(bound, patch)] if patch is not None else []
 
 
+def _isolation(
+    session: Mapping[str, Any],
+    owned: Mapping[str, Any] | None,
+    status: dict[str, Any],
+    now: datetime,
+    effective: EffectivePolicy,
+    isolation: network.Isolation,
+) -> list[Action]:
+    """The session's NetworkPolicy once its claim exists, and the NetworkIsolated condition saying so."""
+    meta = session.get("metadata") or {}
+    conditions = status.get("conditions")
+    if owned is None or lifecycle.is_deleting(owned) or not (owned.get("metadata") or {}).get("uid"):
+        if find_condition(conditions, phases.COND_NETWORK_ISOLATED) is not None:
+            status["conditions"] = set_condition(
+                conditions, phases.COND_NETWORK_ISOLATED, False, "NoSandbox", "no claim", now, meta.get("generation")
+            )
+        return []
+    egress = network.merge_egress(effective.egress)
+    wanted = network.desired_network_policy(session, owned, egress, isolation.settings)
+    current = isolation.current
+    actions: list[Action] = []
+    if current is not None and not is_owned_by(current, meta.get("uid")):
+        verdict = (
+            False,
+            "NameConflict",
+            f"a NetworkPolicy {wanted['metadata']['name']} not owned by this session exists",
+        )
+    else:
+        if not network.in_place(current, wanted, meta.get("uid")):
+            actions.append(ApplyNetworkPolicy(wanted, current))
+        # Applied before the status is written: a failed apply fails the pass, so True is never early.
+        verdict = (
+            True,
+            "NetworkPolicyApplied",
+            f"NetworkPolicy {wanted['metadata']['name']}: {network.describe(egress)}",
+        )
+    status["conditions"] = set_condition(
+        conditions, phases.COND_NETWORK_ISOLATED, *verdict, now, meta.get("generation")
+    )
+    return actions
+
+
 def _next_check(status: Mapping[str, Any], now: datetime) -> ScheduleCheck | None:
     """The earliest future deadline among expiry and idleness."""
     if phases.is_terminal(status["phase"]) or status["phase"] == Phase.TERMINATING:
@@ -153,6 +203,7 @@ def reconcile_actions(
     effective: EffectivePolicy = EMPTY_POLICY,
     violations: list[str] | None = None,
     fork: ForkBlocked | None = None,
+    isolation: network.Isolation | None = None,
 ) -> list[Action]:
     """Everything to do for ``session`` now, in order: claim and Sandbox work, status, next check.
 
@@ -161,7 +212,9 @@ def reconcile_actions(
     creating a claim, and stop a running one (phase Failed, reason PolicyViolation, the Sandbox suspended,
     claim and volumes kept) until the session or the policy is fixed. PolicyCompliant reports them.
     A fork comes here as fork.expand made it (the source's volumes as its own); ``fork`` says why one
-    cannot have its claim yet, and then none is created.
+    cannot have its claim yet, and then none is created. ``isolation`` (what is seen of the session's
+    NetworkPolicy; None: leave networking alone) adds the NetworkPolicy of decisions.network and the
+    NetworkIsolated condition.
     """
     now = utc(now)
     resolved = resolve(session, effective)
@@ -193,6 +246,8 @@ def reconcile_actions(
                 actions.append(CreateClaim(manifest))
         elif owned is not None and not lifecycle.is_deleting(owned):
             actions += _claim_actions(session, owned, sandbox, status, now, effective)
+    if isolation is not None:
+        actions += _isolation(session, owned, status, now, effective, isolation)
     if patch_changes(session.get("status") or {}, status):
         actions.append(PatchStatus(status))
     check = _next_check(status, now)

@@ -15,6 +15,8 @@ Merge rules (:func:`merge_policies`), "most restrictive wins":
 * ``env.allow`` and ``labels.allowedPrefixes``: each policy's list is its own constraint and a name must
   satisfy all of them, which is the intersection of what each list allows.
 * ``cleanup.maxSessionsPerLabel``: the smallest ``max`` per label key.
+* ``egress``: each policy's section is its own constraint, so only what every one of them allows
+  (folded by :func:`network.merge_egress`); no section at all: no egress.
 
 Resolution (:func:`resolve`): a session's own value, else the policy default; TTL and idle timeout are
 then capped by the maxima (an unset TTL under a ``maxTtl`` becomes ``maxTtl``). Once the claim exists
@@ -99,6 +101,8 @@ class EffectivePolicy:
     label_values: tuple[Sourced[tuple[str, str]], ...] = ()
     delete_finished_after: Sourced[timedelta] | None = None
     session_limits: tuple[SessionLimit, ...] = ()
+    egress: tuple[Sourced[Mapping[str, Any]], ...] = ()
+    """Every applicable policy's ``spec.egress``, in name order (decisions.network folds them)."""
     errors: tuple[str, ...] = ()
     """Values that failed to parse (admission should prevent them); such values are ignored."""
 
@@ -146,6 +150,7 @@ class _Merger:
             "required_labels": [],
             "allowed_prefixes": [],
             "label_values": [],
+            "egress": [],
         }
         self.limits: dict[str, SessionLimit] = {}
         self.pools: Sourced[frozenset[str]] | None = None
@@ -230,6 +235,9 @@ class _Merger:
             Sourced((key, regex), name) for key, regex in (label_rules.get("values") or {}).items()
         ]
 
+        if isinstance(spec.get("egress"), Mapping):
+            self.values["egress"].append(Sourced(spec["egress"], name))
+
         limit = cleanup.get("maxSessionsPerLabel") or {}
         if limit.get("key") and isinstance(limit.get("max"), int):
             current = self.limits.get(limit["key"])
@@ -257,6 +265,7 @@ class _Merger:
             "required_labels",
             "allowed_prefixes",
             "label_values",
+            "egress",
         ):
             values[attr] = tuple(values[attr])
         return EffectivePolicy(

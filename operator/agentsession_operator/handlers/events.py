@@ -64,6 +64,22 @@ async def sandbox_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_:
         await reconciler.reconcile(session, cause=f"sandbox {type or 'listed'}")
 
 
+@kopf.on.event("networking.k8s.io", "v1", "networkpolicies", labels=MANAGED)
+async def network_policy_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    """A session's NetworkPolicy changed or went (someone edited or deleted it): its session puts it back."""
+    reconciler: Reconciler = memo.reconciler
+    key = _key(body)
+    before = reconciler.cache.network_policies.get(key)
+    if type == "DELETED":
+        reconciler.cache.network_policies.pop(key, None)
+    else:
+        reconciler.cache.remember_network_policy(key, body)
+    session = reconciler.session_for_network_policy(dict(body))
+    changed = type == "DELETED" or before is None or before.get("spec") != body.get("spec")
+    if session is not None and changed:
+        await reconciler.reconcile(session, cause=f"network policy {type or 'listed'}")
+
+
 @kopf.on.event(c.EXTENSIONS_GROUP, c.EXTENSIONS_VERSION, c.WARM_POOL_PLURAL)
 async def warm_pool_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     reconciler: Reconciler = memo.reconciler

@@ -9,6 +9,7 @@ import kopf
 
 from agentsession_api import names
 from agentsession_operator import constants as c
+from agentsession_operator.decisions.network import NetworkSettings
 from agentsession_operator.infra import webhook_server
 from agentsession_operator.kube.client import Kube
 from agentsession_operator.kube.leader import KubeLeaseAPI, LeaderElector
@@ -39,7 +40,7 @@ async def startup(
     settings.networking.request_timeout = 60
     webhook_server.configure(settings, memo.get("webhook"))  # admission: server and managed configuration, when enabled
     kube = await Kube.connect()
-    reconciler = Reconciler(kube, Config())
+    reconciler = Reconciler(kube, Config(network=memo.get("network") or NetworkSettings()))
     await reconciler.prime(memo.get("namespaces") or ())  # before any watch event: none judged without its policies
     reconciler.scheduler.start()
     memo.kube = kube

@@ -40,6 +40,7 @@ class Cache:
     pools: set[Key] = field(default_factory=set)
     policies: dict[str, dict[str, dict[str, Any]]] = field(default_factory=lambda: defaultdict(dict))
     sessions: dict[Key, dict[str, Any]] = field(default_factory=dict)  # the latest body seen per session
+    network_policies: dict[Key, dict[str, Any]] = field(default_factory=dict)  # the operator's own, by label
     loaded: bool = False
     """Policies and warm pools were listed once: before that no session is acted on (a session judged
     without its policy would get a claim the policy forbids)."""
@@ -53,6 +54,9 @@ class Cache:
 
     def remember_claim(self, key: Key, body: Mapping[str, Any]) -> None:
         self.claims[key] = slim(body)
+
+    def remember_network_policy(self, key: Key, body: Mapping[str, Any]) -> None:
+        self.network_policies[key] = slim(body)
 
     def remember_sandbox(self, key: Key, body: Mapping[str, Any]) -> None:
         self.sandboxes[key] = slim(body, SANDBOX_SPEC_UNUSED)

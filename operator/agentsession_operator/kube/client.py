@@ -41,6 +41,7 @@ class Kube:
         self.custom = client.CustomObjectsApi(api_client)
         self.core = client.CoreV1Api(api_client)
         self.events = client.EventsV1Api(api_client)
+        self.networking = client.NetworkingV1Api(api_client)
 
     @classmethod
     async def connect(cls) -> Kube:
@@ -222,6 +223,35 @@ class Kube:
                 return None
             raise
         return [v.name for v in crd.spec.versions if v.served]
+
+    # ---- the sessions' NetworkPolicies ------------------------------------------------------
+    async def get_network_policy(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            body = await self.networking.read_namespaced_network_policy(name, namespace)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return dict(self.api_client.sanitize_for_serialization(body))
+
+    async def create_network_policy(self, manifest: dict[str, Any]) -> dict[str, Any] | None:
+        """Create it; None when one of that name exists already (the caller checks its owner)."""
+        try:
+            body = await self.networking.create_namespaced_network_policy(manifest["metadata"]["namespace"], manifest)
+        except ApiException as exc:
+            if exc.status == 409:
+                return None
+            raise
+        return dict(self.api_client.sanitize_for_serialization(body))
+
+    async def replace_network_policy(self, current: dict[str, Any], manifest: dict[str, Any]) -> dict[str, Any]:
+        """PUT the desired spec and labels over ``current`` (its resourceVersion: a concurrent change is a 409
+        and the pass is retried, never overwritten blindly)."""
+        meta = dict(current["metadata"])
+        meta["labels"] = {**(meta.get("labels") or {}), **manifest["metadata"]["labels"]}
+        body = {**manifest, "metadata": meta}
+        result = await self.networking.replace_namespaced_network_policy(meta["name"], meta["namespace"], body)
+        return dict(self.api_client.sanitize_for_serialization(result))
 
     # ---- agent-sandbox's label allowlist -----------------------------------------------------
     async def allowed_label_domains(self, namespace: str, name: str) -> list[str]:

@@ -13,7 +13,7 @@ import datetime as dt
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kubernetes_asyncio.client.rest import ApiException
@@ -23,10 +23,11 @@ from agentsession_api.activity import report_key
 from agentsession_api.phases import Phase
 from agentsession_api.timestamps import parse_time
 from agentsession_operator import constants as c
-from agentsession_operator.decisions import fork, lifecycle, naming, policy, refusals, retention
+from agentsession_operator.decisions import fork, lifecycle, naming, network, policy, refusals, retention
 from agentsession_operator.decisions import status as session_status
 from agentsession_operator.decisions.actions import (
     Action,
+    ApplyNetworkPolicy,
     CreateClaim,
     DeleteClaim,
     PatchClaim,
@@ -54,6 +55,7 @@ MAX_RETRY_DELAY = 60.0
 class Config:
     agent_sandbox_namespace: str = "agent-sandbox-system"
     agent_sandbox_configmap: str = "agent-sandbox-config"
+    network: network.NetworkSettings = field(default_factory=network.NetworkSettings)
 
 
 def _now() -> dt.datetime:
@@ -157,6 +159,13 @@ class Reconciler:
         for ref in claim["metadata"].get("ownerReferences") or []:
             if ref.get("kind") == names.SESSION_KIND and ref.get("apiVersion", "").startswith(f"{names.GROUP}/"):
                 return claim["metadata"]["namespace"], ref["name"]
+        return None
+
+    def session_for_network_policy(self, body: dict[str, Any]) -> Key | None:
+        """The session a NetworkPolicy belongs to, by its controller reference (kind and group checked)."""
+        for ref in body["metadata"].get("ownerReferences") or []:
+            if ref.get("kind") == names.SESSION_KIND and ref.get("apiVersion", "").startswith(f"{names.GROUP}/"):
+                return body["metadata"]["namespace"], ref["name"]
         return None
 
     def session_for_sandbox(self, sandbox: dict[str, Any]) -> Key | None:
@@ -368,6 +377,8 @@ class Reconciler:
             others = self.cache.bodies_in(namespace)
             violations += policy.session_limit_violations(session, effective, others, only_earlier=True)
 
+        policy_key = (namespace, network.policy_name(claim_name))
+        isolation = network.Isolation(self.config.network, self.cache.network_policies.get(policy_key))
         actions = reconcile_actions(
             session,
             claim,
@@ -377,6 +388,7 @@ class Reconciler:
             effective=effective,
             violations=violations,
             fork=fork_blocked,
+            isolation=isolation,
         )
         status_patch: dict[str, Any] | None = None
         for action in actions:
@@ -458,6 +470,8 @@ class Reconciler:
                     metrics.REAP_LAG.observe(max(deadline_lag, 0.0))
                 log.info("claim deleted", claim=action.name, reason=action.reason)
                 self._event(session, action.reason, f"Deleted SandboxClaim {action.name} ({action.reason})")
+        elif isinstance(action, ApplyNetworkPolicy):
+            await self._apply_network_policy(action, session, log)
         elif isinstance(action, PatchSandbox):
             await self.kube.patch_sandbox(namespace, action.name, action.patch)
             mode = (action.patch.get("spec") or {}).get("operatingMode", "")
@@ -469,6 +483,25 @@ class Reconciler:
                 "Suspended" if mode == c.OPERATING_MODE_SUSPENDED else "Resumed",
                 f"Sandbox {action.name} operatingMode set to {mode}",
             )
+
+    async def _apply_network_policy(self, action: ApplyNetworkPolicy, session: dict[str, Any], log: Any) -> None:
+        manifest = action.manifest
+        namespace, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
+        current = dict(action.current) if action.current is not None else None
+        if current is None:
+            written = await self.kube.create_network_policy(manifest)
+            if written is None:  # the watch has not shown it yet: read it, and replace it only if ours
+                current = await self.kube.get_network_policy(namespace, name)
+        if current is not None:
+            if not is_owned_by(current, session["metadata"]["uid"]):
+                # Never overwritten. Cached (the watch sees only ours) so the retried pass reports NameConflict;
+                # failing this one keeps it from writing NetworkIsolated=True.
+                self.cache.remember_network_policy((namespace, name), current)
+                raise RuntimeError(f"NetworkPolicy {namespace}/{name} exists and is not this session's")
+            written = await self.kube.replace_network_policy(current, manifest)
+        if written is not None:
+            self.cache.remember_network_policy((namespace, name), written)
+        log.info("network policy applied", network_policy=name, created=action.current is None)
 
     async def _write_status(self, key: Key, session: dict[str, Any], patch: dict[str, Any], log: Any) -> None:
         before = _phase(session.get("status"))

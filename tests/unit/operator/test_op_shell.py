@@ -27,6 +27,7 @@ class FakeKube:
         self.sandboxes: dict[Key, dict[str, Any]] = {}
         self.pools: set[Key] = set()
         self.policies: list[dict[str, Any]] = []
+        self.network_policies: dict[Key, dict[str, Any]] = {}
         self.writes: list[tuple[str, Any]] = []
         self.reads: list[tuple[str, Any]] = []
         self.fail_status_writes = 0
@@ -90,6 +91,23 @@ class FakeKube:
 
     async def get_warm_pool(self, namespace: str, name: str) -> dict[str, Any] | None:
         return {"metadata": {"name": name}} if (namespace, name) in self.pools else None
+
+    async def get_network_policy(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return copy.deepcopy(self.network_policies.get((namespace, name)))
+
+    async def create_network_policy(self, manifest: dict[str, Any]) -> dict[str, Any] | None:
+        key = (manifest["metadata"]["namespace"], manifest["metadata"]["name"])
+        self.writes.append(("create-network-policy", key[1]))
+        if key in self.network_policies:
+            return None
+        self.network_policies[key] = copy.deepcopy(manifest)
+        return copy.deepcopy(manifest)
+
+    async def replace_network_policy(self, current: dict[str, Any], manifest: dict[str, Any]) -> dict[str, Any]:
+        key = (manifest["metadata"]["namespace"], manifest["metadata"]["name"])
+        self.writes.append(("replace-network-policy", key[1]))
+        self.network_policies[key] = {**copy.deepcopy(current), "spec": copy.deepcopy(manifest["spec"])}
+        return copy.deepcopy(self.network_policies[key])
 
     async def allowed_label_domains(self, namespace: str, name: str) -> list[str]:
         return ["sandbox.users.io"]
@@ -334,3 +352,33 @@ async def test_prime_waits_out_a_storage_that_is_still_initializing(kube: FakeKu
     await rec.prime()
     assert rec.cache.loaded and calls["n"] == 3
     await rec.scheduler.stop()
+
+
+async def test_the_network_policy_is_created_once_and_a_stale_one_replaced_only_if_owned(
+    kube: FakeKube, reconciler: Reconciler, make_session: Make
+) -> None:
+    kube.pools.add(("ns", "python-pool"))
+    key = _store(kube, make_session(spec={"warmPoolRef": {"name": "python-pool"}}))
+    await reconciler.reconcile(key, cause="test")
+    await reconciler.reconcile(key, cause="claim seen")
+    assert kube.writes.count(("create-network-policy", "agentsession-demo")) == 1
+    policy = kube.network_policies[("ns", "agentsession-demo")]
+    assert policy["spec"]["podSelector"]["matchLabels"] == {"agents.x-k8s.io/claim-uid": "claim-demo"}
+    # A restarted operator whose watch has not delivered it yet: the create meets it (409), reads it, and
+    # replaces a stale spec of its own.
+    reconciler.cache.network_policies.clear()
+    kube.network_policies[("ns", "agentsession-demo")]["spec"]["ingress"] = [{}]
+    await reconciler.reconcile(key, cause="restart")
+    assert ("replace-network-policy", "agentsession-demo") in kube.writes
+    assert kube.network_policies[("ns", "agentsession-demo")]["spec"]["ingress"] != [{}]
+    # Someone else's policy of that name is never overwritten.
+    reconciler.cache.network_policies.clear()
+    kube.network_policies[("ns", "agentsession-demo")]["metadata"]["ownerReferences"] = []
+    kube.network_policies[("ns", "agentsession-demo")]["spec"]["ingress"] = [{}]
+    before = copy.deepcopy(kube.sessions[key]["status"])
+    await reconciler.reconcile(key, cause="foreign")  # fails: nothing claims isolation meanwhile
+    assert kube.sessions[key]["status"] == before
+    await reconciler.reconcile(key, cause="retried")
+    assert kube.network_policies[("ns", "agentsession-demo")]["spec"]["ingress"] == [{}]
+    isolated = next(c for c in kube.sessions[key]["status"]["conditions"] if c["type"] == "NetworkIsolated")
+    assert (isolated["status"], isolated["reason"]) == ("False", "NameConflict")

@@ -1,0 +1,185 @@
+"""Issue 11 item 1 on the real node (kube-router enforces NetworkPolicy): who reaches a session's sandbox,
+and where the sandbox may connect to.
+
+Attack: tenant B labels a pod of its own namespace with the client label and sends commands to tenant A's
+sandbox (the runtime has no authentication). Before: the sample template's policy admitted the label from
+every namespace, and the operator created no policy at all. Now: each session gets its own NetworkPolicy,
+owned by the session, that admits only client pods of the session's namespace (and the router), and whose
+egress the AgentSessionPolicy decides (nothing by default).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from agentsession_api import names
+from tests.e2e import manifests
+from tests.e2e.conftest import Kube, OperatorProcess
+from tests.e2e.test_real_node import _fetch_from_pod, _pod, _running
+
+pytestmark = pytest.mark.e2e
+
+CLIENT = {names.LABEL_SANDBOX_CLIENT: "true"}
+RUNTIME_PORT = 8888
+
+
+@pytest.fixture
+def tenant_b(kube: Kube, namespace: str) -> Iterator[str]:
+    other = f"{namespace}-b"
+    kube.run("create", "namespace", other)
+    yield other
+    kube.run("delete", "namespace", other, "--wait=false", check=False)
+
+
+def _ready_session(kube: Kube, namespace: str, name: str) -> dict[str, Any]:
+    def ready() -> dict[str, Any] | None:
+        body = kube.get("agentsession", name, namespace)
+        return body if (body or {}).get("status", {}).get("phase") == "Ready" else None
+
+    return dict(kube.wait_for(f"session {name} Ready", ready, timeout=120, interval=0.5))
+
+
+def _refused_soon(kube: Kube, namespace: str, pod: str, url: str, timeout: float = 60) -> str:
+    """Poll until `pod` can no longer fetch `url` (policies take a moment to be programmed)."""
+    deadline = time.monotonic() + timeout
+    reply = ""
+    while time.monotonic() < deadline:
+        reply = _fetch_from_pod(kube, namespace, pod, url, timeout=1)
+        if not reply.startswith("ok"):
+            return reply
+        time.sleep(0.5)
+    return reply
+
+
+def _answers_soon(kube: Kube, namespace: str, pod: str, url: str, timeout: float = 60) -> str:
+    deadline = time.monotonic() + timeout
+    reply = ""
+    while time.monotonic() < deadline:
+        reply = _fetch_from_pod(kube, namespace, pod, url, timeout=1)
+        if reply.startswith("ok"):
+            return reply
+        time.sleep(0.5)
+    return reply
+
+
+@pytest.mark.realnode
+def test_tenant_b_cannot_reach_a_session_but_the_client_of_a_can(
+    kube: Kube, namespace: str, tenant_b: str, operator: OperatorProcess
+) -> None:
+    """A warm-pool pod adopted by the session: only labelled pods of namespace A reach it."""
+    kube.apply(
+        manifests.template("py", manifests.PYTHON_RUNTIME_IMAGE),
+        manifests.warm_pool("pool", "py", 1),
+        namespace=namespace,
+    )
+    # The warm sandbox is Ready before the session exists, so the session adopts it.
+    kube.wait_for(
+        "a Ready warm sandbox",
+        lambda: any(kube.is_true(s, "Ready") for s in kube.list("sandboxes", namespace)),
+        timeout=120,
+    )
+    kube.apply(manifests.session("s1", "pool"), namespace=namespace)
+    kube.apply(_pod("client", ["sleep", "600"], labels=CLIENT), namespace=namespace)
+    kube.apply(_pod("stranger", ["sleep", "600"], labels={"role": "other"}), namespace=namespace)
+    kube.apply(_pod("intruder", ["sleep", "600"], labels=CLIENT), namespace=tenant_b)
+    session = _ready_session(kube, namespace, "s1")
+    assert session["status"].get("launchType") == "warm", session["status"]
+    for pod, ns in (("client", namespace), ("stranger", namespace), ("intruder", tenant_b)):
+        _running(kube, pod, ns)
+    url = f"http://{session['status']['podIPs'][0]}:{RUNTIME_PORT}/"
+
+    assert _refused_soon(kube, tenant_b, "intruder", url).startswith("error"), "tenant B reached A's sandbox"
+    assert _fetch_from_pod(kube, namespace, "stranger", url).startswith("error"), "an unlabelled pod got in"
+    assert _fetch_from_pod(kube, namespace, "client", url) == "ok 200"
+
+    uid = session["metadata"]["uid"]
+    policies = [
+        p
+        for p in kube.list("networkpolicies", namespace)
+        if any(r.get("uid") == uid and r.get("controller") for r in p["metadata"].get("ownerReferences") or [])
+    ]
+    assert len(policies) == 1, policies
+    isolated = kube.condition(kube.get("agentsession", "s1", namespace), "NetworkIsolated")
+    assert isolated is not None and isolated["status"] == "True", isolated
+
+
+def _egress_policy(spec: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "agentsession.dev/v1alpha1",
+        "kind": "AgentSessionPolicy",
+        "metadata": {"name": "egress"},
+        "spec": {"egress": spec},
+    }
+
+
+@pytest.mark.realnode
+def test_sandbox_egress_is_what_the_policy_allows(
+    kube: Kube, namespace: str, tenant_b: str, operator: OperatorProcess
+) -> None:
+    """By default a sandbox reaches nothing in the cluster (here: a server of tenant B); a policy that
+    allows that server's address and port opens exactly that."""
+    kube.apply(
+        manifests.template("py", manifests.PYTHON_RUNTIME_IMAGE),
+        manifests.warm_pool("pool", "py", 0),
+        namespace=namespace,
+    )
+    two_ports = "python3 -m http.server 8081 --directory / & exec python3 -m http.server 8080 --directory /"
+    kube.apply(_pod("server", ["sh", "-c", two_ports], labels={"app": "server"}), namespace=tenant_b)
+    server_ip = _running(kube, "server", tenant_b)["status"]["podIP"]
+    name = f"e-{uuid.uuid4().hex[:6]}"
+    kube.apply(manifests.session(name, "pool"), namespace=namespace)
+    pod = _ready_session(kube, namespace, name)["status"]["podName"]
+    url = f"http://{server_ip}:8080/"
+
+    assert _refused_soon(kube, namespace, pod, url).startswith("error"), "the sandbox reached another namespace"
+
+    kube.apply(_egress_policy({"allowCIDRs": [f"{server_ip}/32"], "ports": [{"port": 8080}]}), namespace=namespace)
+    assert _answers_soon(kube, namespace, pod, url) == "ok 200", "the allowed address stayed closed"
+    # Only that port: the same server on its other port stays closed.
+    assert _fetch_from_pod(kube, namespace, pod, f"http://{server_ip}:8081/", timeout=1).startswith("error")
+
+    kube.run("delete", "agentsessionpolicy", "egress", "-n", namespace)
+    assert _refused_soon(kube, namespace, pod, url).startswith("error"), "egress stayed open after the policy went"
+
+
+def test_each_session_owns_its_network_policy_and_gets_it_back(
+    kube: Kube, namespace: str, operator: OperatorProcess
+) -> None:
+    """Both nodes (the kwok node enforces nothing, but the object must exist): one NetworkPolicy per
+    session, owned by it, selecting its claim's Pod; deleted by hand, it comes back; gone with the session."""
+    kube.apply(manifests.template("pause"), manifests.warm_pool("pool", "pause", 0), namespace=namespace)
+    kube.apply(manifests.session("s1", "pool"), namespace=namespace)
+    session = _ready_session(kube, namespace, "s1")
+    claim = kube.get("sandboxclaim", session["status"]["claimName"], namespace)
+    assert claim is not None
+
+    def owned() -> list[dict[str, Any]]:
+        uid = session["metadata"]["uid"]
+        return [
+            p
+            for p in kube.list("networkpolicies", namespace)
+            if any(r.get("uid") == uid and r.get("controller") for r in p["metadata"].get("ownerReferences") or [])
+        ]
+
+    (policy,) = kube.wait_for("the session's NetworkPolicy", owned, timeout=30)
+    assert policy["spec"]["podSelector"] == {"matchLabels": {"agents.x-k8s.io/claim-uid": claim["metadata"]["uid"]}}
+    pod = kube.get("pod", session["status"]["podName"], namespace)
+    assert (pod or {}).get("metadata", {}).get("labels", {}).get("agents.x-k8s.io/claim-uid") == claim["metadata"][
+        "uid"
+    ]
+    assert kube.is_true(kube.get("agentsession", "s1", namespace), "NetworkIsolated")
+
+    kube.run("delete", "networkpolicy", policy["metadata"]["name"], "-n", namespace)
+    kube.wait_for(
+        "the NetworkPolicy put back",
+        lambda: [p for p in owned() if p["metadata"]["uid"] != policy["metadata"]["uid"]],
+        timeout=30,
+    )
+
+    kube.run("delete", "agentsession", "s1", "-n", namespace)
+    kube.wait_for("the NetworkPolicy gone with its session", lambda: not owned(), timeout=60)
