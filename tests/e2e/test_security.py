@@ -180,6 +180,35 @@ def test_removing_a_label_does_not_escape_the_policy(kube: Kube, namespace: str,
     assert after["expiresAt"] == before["expiresAt"] and after["resolved"]["maxTtl"] == "10m", after
 
 
+def test_removing_a_selected_label_is_refused_at_admission(kube: Kube, namespace: str, operator: OperatorProcess) -> None:
+    """Item 4 (the admission half). Attack: `kubectl label ags s1 team-` took the session out of the policy
+    that capped it, and the API server stored the change. Now the change is refused, saying what to fix;
+    a label no policy selects on still changes freely."""
+    kube.apply(
+        manifests.template("pause"),
+        manifests.warm_pool("pool", "pause", 0),
+        policy("cap", {"selector": {"matchLabels": {"team": "a"}}, "limits": {"maxTtl": "1h"}}),
+        namespace=namespace,
+    )
+    kube.apply(manifests.session("s1", "pool", {"team": "a"}), namespace=namespace)
+    over = manifests.session("probe", "pool", {"team": "a"})
+    over["spec"]["ttl"] = "2h"
+    kube.wait_for(
+        "the webhook to know the policy",
+        lambda: REFUSED in (refusal(kube, over, namespace, dry_run=True) or ""),
+        timeout=60,
+        interval=0.5,
+    )
+    unlabel = kube.run("label", "agentsession", "s1", "-n", namespace, "team-", check=False)
+    assert unlabel.returncode != 0, unlabel.stdout
+    assert "AgentSessionPolicy cap" in unlabel.stderr and "restore" in unlabel.stderr, unlabel.stderr
+    relabel = kube.run("label", "agentsession", "s1", "-n", namespace, "team=b", "--overwrite", check=False)
+    assert relabel.returncode != 0 and "AgentSessionPolicy cap" in relabel.stderr, relabel.stderr
+    session = kube.get("agentsession", "s1", namespace)
+    assert session and session["metadata"]["labels"]["team"] == "a"
+    kube.run("label", "agentsession", "s1", "-n", namespace, "note=x")  # selected by nothing: allowed
+
+
 def test_policy_status_is_written(kube: Kube, namespace: str, operator: OperatorProcess) -> None:
     """The policy's Valid condition and matchedSessions (the Matched column) are written by the operator;
     a pattern RE2 refuses (a backreference) shows Valid=False with the reason, or is refused outright."""

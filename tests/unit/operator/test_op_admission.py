@@ -432,3 +432,33 @@ def test_accessible_host() -> None:
     assert webhook.accessible_host("::") == "::1"
     assert webhook.accessible_host("127.0.0.7") == "127.0.0.7"
     assert webhook.accessible_host("op.example") == "op.example"
+
+
+# ---- issue 11 item 4 (admission half): a session may only become more constrained --------------------
+def test_leaving_a_policy_by_a_label_change_is_refused(make_session: Make, make_policy: Make) -> None:
+    """Attack: `kubectl label ags s1 team-` took the session out of the policy that capped its TTL."""
+    cap = make_policy("cap", {"selector": {"matchLabels": {"team": "a"}}, "limits": {"maxTtl": "1h"}})
+    stored = make_session(spec={"warmPoolRef": {"name": "p"}, "ttl": "30m"}, labels={"team": "a", "x": "1"})
+    unlabelled = copy.deepcopy(stored)
+    del unlabelled["metadata"]["labels"]["team"]
+    (message,) = admission.review(unlabelled, [cap], DOMAINS, [], "UPDATE", old=stored)
+    assert "AgentSessionPolicy cap" in message and "team" in message, message
+    assert "restore" in message and "team=a" in message, message  # says what to fix
+    relabelled = copy.deepcopy(stored)
+    relabelled["metadata"]["labels"]["team"] = "b"
+    assert admission.review(relabelled, [cap], DOMAINS, [], "UPDATE", old=stored)
+    # Changes that keep every policy that applied are not refused: another label, or joining a policy.
+    other = copy.deepcopy(stored)
+    other["metadata"]["labels"]["x"] = "2"
+    assert admission.review(other, [cap], DOMAINS, [], "UPDATE", old=stored) == []
+    joined = make_session(spec={"warmPoolRef": {"name": "p"}, "ttl": "30m"}, labels={})
+    assert admission.review(stored, [cap], DOMAINS, [], "UPDATE", old=joined) == []
+    # matchExpressions are read as well: NotIn loosens when the value moves into the excluded set.
+    not_b = make_policy("not-b", {"selector": {"matchExpressions": [{"key": "team", "operator": "NotIn", "values": ["b"]}]}})
+    (message,) = admission.review(relabelled, [not_b], DOMAINS, [], "UPDATE", old=stored)
+    assert "AgentSessionPolicy not-b" in message and "team" in message, message
+    # Deleting and CREATE are unaffected.
+    deleting = copy.deepcopy(unlabelled)
+    deleting["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    assert admission.review(deleting, [cap], DOMAINS, [], "UPDATE", old=stored) == []
+    assert admission.review(unlabelled, [cap], DOMAINS, [], "CREATE") == []
