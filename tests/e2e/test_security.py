@@ -180,7 +180,9 @@ def test_removing_a_label_does_not_escape_the_policy(kube: Kube, namespace: str,
     assert after["expiresAt"] == before["expiresAt"] and after["resolved"]["maxTtl"] == "10m", after
 
 
-def test_removing_a_selected_label_is_refused_at_admission(kube: Kube, namespace: str, operator: OperatorProcess) -> None:
+def test_removing_a_selected_label_is_refused_at_admission(
+    kube: Kube, namespace: str, operator: OperatorProcess
+) -> None:
     """Item 4 (the admission half). Attack: `kubectl label ags s1 team-` took the session out of the policy
     that capped it, and the API server stored the change. Now the change is refused, saying what to fix;
     a label no policy selects on still changes freely."""

@@ -77,9 +77,7 @@ def _selector_keys(selector: Mapping[str, Any] | None) -> list[str]:
     return list(dict.fromkeys(keys))
 
 
-def departures(
-    session: Mapping[str, Any], old: Mapping[str, Any], policies: Iterable[Mapping[str, Any]]
-) -> list[str]:
+def departures(session: Mapping[str, Any], old: Mapping[str, Any], policies: Iterable[Mapping[str, Any]]) -> list[str]:
     """On UPDATE: one sentence per policy that selected the stored object and would not select the new one.
 
     Leaving a policy can only loosen what applies (its limits, required labels, deny lists stop

@@ -454,7 +454,9 @@ def test_leaving_a_policy_by_a_label_change_is_refused(make_session: Make, make_
     joined = make_session(spec={"warmPoolRef": {"name": "p"}, "ttl": "30m"}, labels={})
     assert admission.review(stored, [cap], DOMAINS, [], "UPDATE", old=joined) == []
     # matchExpressions are read as well: NotIn loosens when the value moves into the excluded set.
-    not_b = make_policy("not-b", {"selector": {"matchExpressions": [{"key": "team", "operator": "NotIn", "values": ["b"]}]}})
+    not_b = make_policy(
+        "not-b", {"selector": {"matchExpressions": [{"key": "team", "operator": "NotIn", "values": ["b"]}]}}
+    )
     (message,) = admission.review(relabelled, [not_b], DOMAINS, [], "UPDATE", old=stored)
     assert "AgentSessionPolicy not-b" in message and "team" in message, message
     # Deleting and CREATE are unaffected.
