@@ -303,8 +303,11 @@ OPERATOR_ALLOWED = [
     ("watch", "customresourcedefinitions.apiextensions.k8s.io", None, None),
     ("watch", "namespaces", None, None),
     ("get", "configmaps/agent-sandbox-config", None, "agent-sandbox-system"),
-    ("create", WEBHOOKS, None, None),
+    ("get", f"{WEBHOOKS}/agentsession.dev", None, None),
     ("patch", f"{WEBHOOKS}/agentsession.dev", None, None),
+    # The webhook's certificate: one Secret, shipped empty, filled once by the operator.
+    ("get", "secrets/agentsession-webhook-cert", None, "agentsession-system"),
+    ("patch", "secrets/agentsession-webhook-cert", None, "agentsession-system"),
     # Leader election: its one Lease, in its own namespace.
     ("create", "leases.coordination.k8s.io", None, "agentsession-system"),
     ("get", "leases.coordination.k8s.io/agentsession-operator", None, "agentsession-system"),
@@ -332,6 +335,15 @@ OPERATOR_DENIED = [
     ("delete", "leases.coordination.k8s.io/agentsession-operator", None, "agentsession-system"),
     ("patch", f"{WEBHOOKS}/someone-elses", None, None),
     ("delete", WEBHOOKS, None, None),
+    # Item 11: creating a webhook configuration cannot be limited by name (a compromised operator could
+    # register a cluster-wide mutating webhook): the configuration is shipped instead.
+    ("create", WEBHOOKS, None, None),
+    ("create", "mutatingwebhookconfigurations.admissionregistration.k8s.io", None, None),
+    ("patch", "mutatingwebhookconfigurations.admissionregistration.k8s.io/agentsession.dev", None, None),
+    ("list", WEBHOOKS, None, None),
+    ("get", "secrets/other", None, "agentsession-system"),
+    ("create", "secrets", None, "agentsession-system"),
+    ("list", "secrets", None, "agentsession-system"),
     ("create", "clusterrolebindings.rbac.authorization.k8s.io", None, None),
 ]
 

@@ -464,3 +464,13 @@ def test_leaving_a_policy_by_a_label_change_is_refused(make_session: Make, make_
     deleting["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
     assert admission.review(deleting, [cap], DOMAINS, [], "UPDATE", old=stored) == []
     assert admission.review(unlabelled, [cap], DOMAINS, [], "CREATE") == []
+
+
+def test_kopf_never_creates_nor_deletes_webhook_configurations() -> None:
+    """Item 10. Attack: kopf's managed mode created the configuration at start and removed its webhooks at
+    every clean shutdown, so each restart or rollout switched admission off. Now kopf only serves; the
+    configuration is shipped (config/) and the operator patches its clientConfig and caBundle."""
+    settings = kopf.OperatorSettings()
+    webhook.configure(settings, webhook.WebhookConfig(port=9999, bind="127.0.0.1"))
+    assert isinstance(settings.admission.server, kopf.WebhookServer)
+    assert settings.admission.managed is None
