@@ -265,7 +265,7 @@ def test_configure_sets_server_and_managed_configuration() -> None:
     server = settings.admission.server
     assert isinstance(server, kopf.WebhookServer) and server.port == 9999 and server.host == "127.0.0.1"
     assert server.cafile and server.certfile and server.pkeyfile
-    assert settings.admission.managed == "agentsession.dev"
+    assert settings.admission.managed is None  # the configuration is shipped, never kopf's
     webhook.configure(settings, webhook.WebhookConfig(port=9443, service=("ns", "svc", 443)))
     assert isinstance(settings.admission.server, webhook.ServiceWebhookServer)
 
@@ -474,3 +474,77 @@ def test_kopf_never_creates_nor_deletes_webhook_configurations() -> None:
     webhook.configure(settings, webhook.WebhookConfig(port=9999, bind="127.0.0.1"))
     assert isinstance(settings.admission.server, kopf.WebhookServer)
     assert settings.admission.managed is None
+
+
+def test_configuration_patch_sets_client_config_by_webhook_name() -> None:
+    hooks = {"policy.agentsession.dev": "policy"}
+    service = {"service": {"namespace": "ns", "name": "op", "port": 443}, "caBundle": "Q0E="}
+    assert webhook.configuration_patch(service, hooks) == {
+        "webhooks": [
+            {
+                "name": "policy.agentsession.dev",
+                "clientConfig": {
+                    "service": {"namespace": "ns", "name": "op", "port": 443, "path": "/policy"},
+                    "url": None,  # a URL and a Service exclude each other
+                    "caBundle": "Q0E=",
+                },
+            }
+        ]
+    }
+    (hook,) = webhook.configuration_patch({"url": "https://127.0.0.1:9443/"}, hooks, ca_bundle=b"CA")["webhooks"]
+    assert hook["clientConfig"] == {"url": "https://127.0.0.1:9443/policy", "service": None, "caBundle": "Q0E="}
+
+
+def test_cert_bundle_round_trips_through_the_secret_and_is_checked() -> None:
+    import datetime as dt
+
+    now = dt.datetime.now(dt.UTC)
+    names = ["op.ns.svc", "127.0.0.1"]
+    bundle = webhook.issue(names)
+    again = webhook.CertBundle.from_secret_data(bundle.secret_data())
+    assert again == bundle
+    assert webhook.unusable(again, names, now) is None
+    assert webhook.CertBundle.from_secret_data({}) is None  # the shipped, empty Secret
+    assert webhook.unusable(None, names, now) == "no certificate yet"
+    assert webhook.unusable(bundle, ["other.ns.svc"], now) == "does not name other.ns.svc"
+    assert "expires" in (webhook.unusable(bundle, names, now + dt.timedelta(days=340)) or "")
+    # A renewal keeps the previous CA in the bundle (a replica with the old certificate stays trusted).
+    renewed = webhook.issue(names, previous_ca=bundle.ca)
+    assert renewed.ca.count(b"BEGIN CERTIFICATE") == 2 and renewed.ca.endswith(bundle.ca)
+
+
+class FakeSecrets:
+    """One Secret with a resourceVersion: a write at a stale version loses (409), as in the API server."""
+
+    def __init__(self, data: dict[str, str] | None) -> None:
+        self.data, self.version, self.writes = data, 1, 0
+
+    async def get_secret_data(self, namespace: str, name: str) -> tuple[dict[str, str], str] | None:
+        import asyncio
+
+        await asyncio.sleep(0)  # let the replicas interleave: all read the empty Secret first
+        return None if self.data is None else (dict(self.data), str(self.version))
+
+    async def fill_secret(self, namespace: str, name: str, data: dict[str, str], resource_version: str) -> bool:
+        if resource_version != str(self.version):
+            return False
+        self.data, self.version, self.writes = data, self.version + 1, self.writes + 1
+        return True
+
+
+async def test_replicas_starting_together_share_one_certificate() -> None:
+    import asyncio
+
+    from agentsession_operator.kube import webhook as kube_webhook
+
+    secrets = FakeSecrets({})
+    names = ["op.ns.svc"]
+    got = await asyncio.gather(
+        *(kube_webhook.shared_certificate(secrets, "ns", "cert", names, True) for _ in range(3))  # type: ignore[arg-type]
+    )
+    assert got[0] == got[1] == got[2] and secrets.writes == 1
+    # A restart reuses it: no write.
+    assert await kube_webhook.shared_certificate(secrets, "ns", "cert", names, True) == got[0]  # type: ignore[arg-type]
+    assert secrets.writes == 1
+    with pytest.raises(kube_webhook.CertificateUnavailable, match="not found"):
+        await kube_webhook.shared_certificate(FakeSecrets(None), "ns", "cert", names, True)  # type: ignore[arg-type]
