@@ -2,8 +2,8 @@
 
 `make install` (on a running real-node cluster) builds the operator's image from operator/Dockerfile
 (cached by its sources), pushes it into the cluster's registry under the name config/ uses, applies
-config/ and waits for the Deployment to be available. `make uninstall` deletes what config/ created,
-and the webhook configurations the operator registered.
+config/ and waits for the Deployment to be available. `make uninstall` deletes what config/ created
+(the webhook configuration is part of it; the extra delete covers one left by a host-process operator).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from devcluster.cluster import REPO_ROOT, Cluster, ClusterError
 CONFIG = REPO_ROOT / "config"
 NAMESPACE = "agentsession-system"
 DEPLOYMENT = "agentsession-operator"
-# The admission webhook's configuration, named after the API group (kopf manages it at run time).
+# The admission webhook's configuration, named after the API group (shipped in config/webhook/).
 WEBHOOK_CONFIGURATION = "validatingwebhookconfiguration/agentsession.dev"
 
 

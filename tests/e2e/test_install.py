@@ -133,6 +133,10 @@ def test_config_objects(rendered: list[dict[str, Any]]) -> None:
             ("RoleBinding", "agentsession-operator-agent-sandbox-config", "agent-sandbox-system"),
             ("Role", "agentsession-operator-leader-election", OPERATOR_NS),
             ("RoleBinding", "agentsession-operator-leader-election", OPERATOR_NS),
+            ("Role", "agentsession-operator-webhook-certificate", OPERATOR_NS),
+            ("RoleBinding", "agentsession-operator-webhook-certificate", OPERATOR_NS),
+            ("Secret", "agentsession-webhook-cert", OPERATOR_NS),
+            ("ValidatingWebhookConfiguration", "agentsession.dev", None),
             ("Service", "agentsession-operator", OPERATOR_NS),
             ("Deployment", "agentsession-operator", OPERATOR_NS),
         ]
@@ -142,8 +146,8 @@ def test_config_objects(rendered: list[dict[str, Any]]) -> None:
 
     deploy = by_kind(rendered, "Deployment")
     spec = deploy["spec"]
-    # One replica until replicas share a webhook certificate (see the manifest); leader election is on.
-    assert spec["replicas"] == 1 and spec["strategy"]["type"] == "Recreate"
+    # A leader and a hot standby sharing one webhook certificate; a rollout keeps one serving admission.
+    assert spec["replicas"] == 2 and spec["strategy"]["type"] == "RollingUpdate"
     pod = spec["template"]["spec"]
     assert pod["serviceAccountName"] == "agentsession-operator" and pod["automountServiceAccountToken"] is True
     (container,) = pod["containers"]
@@ -153,8 +157,9 @@ def test_config_objects(rendered: list[dict[str, Any]]) -> None:
     assert {"name": "LOG_FORMAT", "value": "json"} in container["env"]
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert ports == {"metrics": 8080, "health": 8081, "webhook": 9443}
-    for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
+    for probe in ("livenessProbe", "startupProbe"):
         assert container[probe]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert container["readinessProbe"]["tcpSocket"] == {"port": "webhook"}
     sc = container["securityContext"]
     assert sc["runAsNonRoot"] and sc["runAsUser"] == 65532 and sc["readOnlyRootFilesystem"]
     assert sc["allowPrivilegeEscalation"] is False and sc["capabilities"] == {"drop": ["ALL"]}
@@ -176,6 +181,8 @@ def test_deployment_args_are_the_operators_flags(rendered: list[dict[str, Any]])
     args = parse_args([a.replace("$(POD_NAMESPACE)", OPERATOR_NS) for a in container["args"]])
     assert (args.metrics_port, args.health_port, args.bind) == (8080, 8081, "0.0.0.0")
     assert args.webhook_port == 9443 and args.webhook_service == f"{OPERATOR_NS}/agentsession-operator"
+    assert args.webhook_cert_secret == f"{OPERATOR_NS}/agentsession-webhook-cert" and args.webhook_cert_generate
+    assert args.webhook_configuration == "agentsession.dev"
     assert args.log_format == "json" and not args.namespace  # cluster-wide
 
 

@@ -74,7 +74,9 @@ async def _serve_admission(
     if config.cert_secret is not None:
         namespace, name = config.cert_secret
         try:
-            bundle = await webhook.shared_certificate(kube, namespace, name, config.server_names(), config.generate)
+            bundle = await webhook.shared_certificate(
+                kube, namespace, name, config.server_names(), config.generate, required=config.required_names()
+            )
         except webhook.CertificateUnavailable as err:
             await kube.close()
             raise kopf.TemporaryError(str(err), delay=10) from err

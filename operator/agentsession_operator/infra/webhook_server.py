@@ -81,6 +81,13 @@ class WebhookConfig:
     def url_host(self) -> str:
         return self.host or accessible_host(self.bind)
 
+    def required_names(self) -> list[str]:
+        """Names a certificate from the Secret must carry: what the API server dials."""
+        if self.service is not None:
+            namespace, name, _ = self.service
+            return [f"{name}.{namespace}.svc"]
+        return [self.url_host()]
+
     def server_names(self) -> list[str]:
         """Names the serving certificate must carry (SANs)."""
         names = [self.url_host(), accessible_host(self.bind)]

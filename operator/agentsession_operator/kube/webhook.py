@@ -25,12 +25,20 @@ class CertificateUnavailable(RuntimeError):
 
 
 async def shared_certificate(
-    kube: Kube, namespace: str, name: str, server_names: list[str], generate: bool, attempts: int = 30
+    kube: Kube,
+    namespace: str,
+    name: str,
+    server_names: list[str],
+    generate: bool,
+    attempts: int = 30,
+    required: list[str] | None = None,
 ) -> webhook_server.CertBundle:
     """The certificate every replica serves: read from the Secret, filled (or renewed) there once.
 
-    Replicas starting together race with the Secret's resourceVersion: one write wins, the others
-    read the winner's certificate. A provided Secret (cert-manager) is waited for, never written.
+    ``required`` (default ``server_names``): the names a certificate must carry to be used; a new one
+    carries all of ``server_names``. Replicas starting together race with the Secret's resourceVersion:
+    one write wins, the others read the winner's certificate. A provided Secret (cert-manager) is waited
+    for, never written.
     """
     for _ in range(attempts):
         found = await kube.get_secret_data(namespace, name)
@@ -40,7 +48,7 @@ async def shared_certificate(
             )
         data, version = found
         bundle = webhook_server.CertBundle.from_secret_data(data)
-        why = webhook_server.unusable(bundle, server_names, dt.datetime.now(dt.UTC))
+        why = webhook_server.unusable(bundle, required or server_names, dt.datetime.now(dt.UTC))
         if why is None and bundle is not None:
             return bundle
         if not generate:
