@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import kopf
 from kubernetes_asyncio import config as kube_config
 
+from agentsession_api.durations import parse_duration
 from agentsession_operator.decisions.lease import Timing
 from agentsession_operator.handlers import admission
 from agentsession_operator.infra import logs, metrics
@@ -61,6 +62,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--log-format", choices=["json", "console"], default=os.environ.get("LOG_FORMAT", "json"))
     parser.add_argument("--log-level", default=os.environ.get("LOG_LEVEL", "INFO"))
+    parser.add_argument(
+        "--expiry-warning",
+        default=os.environ.get("EXPIRY_WARNING", "10m"),
+        help="post an ExpiringSoon Warning Event this long before a session's TTL ends (Go duration; 0: never)",
+    )
     lead = parser.add_argument_group("leader election (run several replicas: one reconciles, the others stand by)")
     lead.add_argument(
         "--leader-elect",
@@ -124,6 +130,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         Timing(args.lease_duration, args.renew_deadline, args.retry_period)
     except ValueError as err:
         parser.error(str(err))
+    if args.expiry_warning != "0":
+        try:
+            parse_duration(args.expiry_warning)
+        except ValueError as err:
+            parser.error(f"--expiry-warning: {err}")
     if args.webhook_service:
         try:
             webhook.parse_service(args.webhook_service)
@@ -209,7 +220,12 @@ def main(argv: list[str] | None = None) -> None:
     asyncio.run(
         kopf.operator(
             registry=registry,
-            memo=kopf.Memo(webhook=config, namespaces=tuple(args.namespace or ()), election=election(args)),
+            memo=kopf.Memo(
+                webhook=config,
+                namespaces=tuple(args.namespace or ()),
+                election=election(args),
+                expiry_warning=None if args.expiry_warning == "0" else parse_duration(args.expiry_warning),
+            ),
             standalone=True,
             clusterwide=not args.namespace,
             namespaces=args.namespace or [],

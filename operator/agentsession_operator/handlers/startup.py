@@ -41,7 +41,10 @@ async def startup(
     settings.networking.request_timeout = 60
     kube = await Kube.connect()
     await _serve_admission(settings, memo.get("webhook"), kube)
-    reconciler = Reconciler(kube, Config())
+    config = Config()
+    if "expiry_warning" in memo:  # set by cli (None: never warn); kopf run / KopfRunner keep the default
+        config = Config(expiry_warning=memo.expiry_warning)
+    reconciler = Reconciler(kube, config)
     await reconciler.prime(memo.get("namespaces") or ())  # before any watch event: none judged without its policies
     reconciler.scheduler.start()
     memo.kube = kube

@@ -26,6 +26,7 @@ from agentsession_operator import constants as c
 from agentsession_operator.decisions import lifecycle, naming, policy, refusals, retention
 from agentsession_operator.decisions import status as session_status
 from agentsession_operator.decisions.actions import (
+    DEFAULT_EXPIRY_WARNING,
     Action,
     CreateClaim,
     DeleteClaim,
@@ -33,6 +34,7 @@ from agentsession_operator.decisions.actions import (
     PatchSandbox,
     PatchStatus,
     ScheduleCheck,
+    Warn,
     patch_changes,
     reconcile_actions,
 )
@@ -52,6 +54,8 @@ MAX_RETRY_DELAY = 60.0
 class Config:
     agent_sandbox_namespace: str = "agent-sandbox-system"
     agent_sandbox_configmap: str = "agent-sandbox-config"
+    expiry_warning: dt.timedelta | None = DEFAULT_EXPIRY_WARNING
+    """How long before its expiry a session gets an ExpiringSoon Warning Event (None: never)."""
 
 
 def _now() -> dt.datetime:
@@ -332,6 +336,7 @@ class Reconciler:
             warm_pool_exists=warm_pool_exists,
             effective=effective,
             violations=violations,
+            expiry_lead=self.config.expiry_warning,
         )
         status_patch: dict[str, Any] | None = None
         for action in actions:
@@ -339,6 +344,9 @@ class Reconciler:
                 status_patch = {**action.patch, **status_extra}
             elif isinstance(action, ScheduleCheck):
                 self.scheduler.schedule(key, action.at)
+            elif isinstance(action, Warn):
+                log.warning("warning", reason=action.reason, message=action.message)
+                self._event(session, action.reason, action.message, "Warning")
             elif isinstance(action, CreateClaim | PatchClaim):
                 try:
                     await self._act(action, session, claim, log, deadline_lag)
