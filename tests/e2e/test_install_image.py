@@ -12,9 +12,12 @@ import json
 import time
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime
 
 import pytest
 
+from agentsession_api.activity import format_activity
+from agentsession_api.names import ANNOTATION_ACTIVITY as ACTIVITY
 from devcluster import install
 from devcluster.cluster import Cluster
 from tests.e2e import manifests
@@ -103,21 +106,6 @@ def test_webhook_through_the_service_refuses_a_policy_violation(installed: None,
     assert allowed.returncode == 0, allowed.stderr
 
 
-def test_uninstall_leaves_nothing_behind(installed: None, cluster: Cluster, kube: Kube) -> None:
-    install.uninstall(cluster)
-    assert kube.get("namespace", NS) is None or kube.get("namespace", NS)["status"]["phase"] == "Terminating"  # type: ignore[index]
-    for kind, name in (
-        ("customresourcedefinition", "agentsessions.agentsession.dev"),
-        ("customresourcedefinition", "agentsessionpolicies.agentsession.dev"),
-        ("clusterrole", "agentsession-operator"),
-        ("clusterrolebinding", "agentsession-operator"),
-        ("validatingwebhookconfiguration", "agentsession.dev"),
-    ):
-        assert kube.get(kind, name) is None, f"{kind}/{name} left behind"
-    left = json.loads(kube.run("get", "clusterroles,clusterrolebindings", "-o", "json").stdout)["items"]
-    assert not [o["metadata"]["name"] for o in left if "agentsession" in o["metadata"]["name"]]
-
-
 POLICY_REFUSAL = 'admission webhook "policy.agentsession.dev" denied the request'
 
 
@@ -202,6 +190,22 @@ def test_admission_stays_on_through_a_rollout_and_fails_closed(installed: None, 
         assert 'failed calling webhook "policy.agentsession.dev"' in error, error
         kind, error = _try_create(kube, namespace, "30m")
         assert kind == "refused-webhook-down", error
+        # The client's activity reports (metadata only) skip the webhook (matchConditions): still accepted.
+        report = format_activity(datetime.now(UTC), 0)
+        kube.run("annotate", "agentsession", compliant["admitted"][0], "-n", namespace, f"{ACTIVITY}={report}")
+        # A spec change does not.
+        patched = kube.run(
+            "patch",
+            "agentsession",
+            compliant["admitted"][0],
+            "-n",
+            namespace,
+            "--type=merge",
+            "-p",
+            '{"spec":{"ttl":"20m"}}',
+            check=False,
+        )
+        assert patched.returncode != 0 and 'failed calling webhook "policy.agentsession.dev"' in patched.stderr
     finally:
         kube.run("-n", NS, "scale", f"deployment/{install.DEPLOYMENT}", "--replicas=2")
         kube.run("-n", NS, "rollout", "status", f"deployment/{install.DEPLOYMENT}", "--timeout=180s")
@@ -211,3 +215,18 @@ def test_admission_stays_on_through_a_rollout_and_fails_closed(installed: None, 
         timeout=60,
         interval=0.5,
     )
+
+
+def test_uninstall_leaves_nothing_behind(installed: None, cluster: Cluster, kube: Kube) -> None:
+    install.uninstall(cluster)
+    assert kube.get("namespace", NS) is None or kube.get("namespace", NS)["status"]["phase"] == "Terminating"  # type: ignore[index]
+    for kind, name in (
+        ("customresourcedefinition", "agentsessions.agentsession.dev"),
+        ("customresourcedefinition", "agentsessionpolicies.agentsession.dev"),
+        ("clusterrole", "agentsession-operator"),
+        ("clusterrolebinding", "agentsession-operator"),
+        ("validatingwebhookconfiguration", "agentsession.dev"),
+    ):
+        assert kube.get(kind, name) is None, f"{kind}/{name} left behind"
+    left = json.loads(kube.run("get", "clusterroles,clusterrolebindings", "-o", "json").stdout)["items"]
+    assert not [o["metadata"]["name"] for o in left if "agentsession" in o["metadata"]["name"]]

@@ -47,6 +47,10 @@ def test_the_validating_configuration_is_shipped_and_fails_closed() -> None:
         }
         (rule,) = hook["rules"]
         assert rule["resources"] == ["agentsessions"] and sorted(rule["operations"]) == ["CREATE", "UPDATE"]
+        # Activity annotations (metadata only) skip the webhook: they never fail closed with it.
+        (condition,) = hook["matchConditions"]
+        assert "object.spec != oldObject.spec" in condition["expression"]
+        assert "labels" in condition["expression"]
         (exempt,) = hook["namespaceSelector"]["matchExpressions"]
         assert exempt == {
             "key": "kubernetes.io/metadata.name",
