@@ -53,7 +53,8 @@ def _table(kube: Kube, kubeconfig: str, namespace: str) -> str:
         assert match, f"unexpected kubectl auth can-i --list line: {line!r}"
         cells = [match[k] for k in ("resource", "urls", "names", "verbs")]
         rows.append("| " + " | ".join(c if c not in ("", "[]") else " " for c in cells) + " |")
-    return "| Resource | Non-resource URLs | Resource names | Verbs |\n|---|---|---|---|\n" + "\n".join(sorted(set(rows)))
+    header = "| Resource | Non-resource URLs | Resource names | Verbs |\n|---|---|---|---|\n"
+    return header + "\n".join(sorted(set(rows)))  # several bindings may grant the same row
 
 
 def _render(sections: list[tuple[str, str]]) -> str:
