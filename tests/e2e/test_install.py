@@ -137,6 +137,7 @@ def test_config_objects(rendered: list[dict[str, Any]]) -> None:
             ("RoleBinding", "agentsession-operator-webhook-certificate", OPERATOR_NS),
             ("Secret", "agentsession-webhook-cert", OPERATOR_NS),
             ("ValidatingWebhookConfiguration", "agentsession.dev", None),
+            ("PodDisruptionBudget", "agentsession-operator", OPERATOR_NS),
             ("Service", "agentsession-operator", OPERATOR_NS),
             ("Deployment", "agentsession-operator", OPERATOR_NS),
         ]

@@ -105,3 +105,9 @@ def test_the_deployment_keeps_admission_served_during_a_rollout() -> None:
     # Ready (in the Service) only while the webhook port listens; out of the Service before it stops.
     assert container["readinessProbe"]["tcpSocket"] == {"port": "webhook"}
     assert container["lifecycle"]["preStop"]["sleep"]["seconds"] > 0
+
+
+def test_a_drain_keeps_one_replica() -> None:
+    (budget,) = _shipped("PodDisruptionBudget")
+    assert budget["spec"]["minAvailable"] == 1
+    assert budget["spec"]["selector"]["matchLabels"] == {"app.kubernetes.io/name": "agentsession-operator"}
