@@ -145,9 +145,6 @@ class PublishingWebhookServer(kopf.WebhookServer):
             yield config
 
 
-ServiceWebhookServer = PublishingWebhookServer  # the name tests and earlier code used
-
-
 def configuration_patch(
     client_config: Mapping[str, Any], hooks: Mapping[str, str], ca_bundle: bytes | None = None
 ) -> dict[str, Any]:

@@ -64,18 +64,33 @@ async def shared_certificate(
 
 
 def publisher(
-    kube: Kube, configuration: str, hooks: Mapping[str, str], ca_bundle: bytes | None
+    kube: Kube,
+    configuration: str,
+    hooks: Mapping[str, str],
+    ca_bundle: bytes | None,
+    attempts: int = 10,
+    retry_delay: float = 3.0,
 ) -> webhook_server.Publish:
     """A coroutine function for :class:`webhook_server.PublishingWebhookServer`: patch each clientConfig in."""
 
     async def publish(client_config: kopf.WebhookClientConfig) -> None:
         patch = webhook_server.configuration_patch(client_config, hooks, ca_bundle)
-        if await kube.patch_validating_webhooks(configuration, patch):
-            _log.info("webhook configuration patched", configuration=configuration, webhooks=list(hooks))
-        else:
-            _log.error(
-                "webhook configuration not found: admission is not enforced until it is applied (config/)",
-                configuration=configuration,
-            )
+        for attempt in range(1, attempts + 1):
+            try:
+                found = await kube.patch_validating_webhooks(configuration, patch)
+            except Exception as exc:  # never end the webhook server (a kopf root task) over this
+                _log.warning("patching the webhook configuration failed", attempt=attempt, error=str(exc)[:300])
+                await asyncio.sleep(retry_delay)
+                continue
+            if found:
+                _log.info("webhook configuration patched", configuration=configuration, webhooks=list(hooks))
+            else:
+                _log.error(
+                    "webhook configuration not found: admission is not enforced until it is applied (config/)",
+                    configuration=configuration,
+                )
+            return
+        # The configuration keeps what it had: after a restart, the same Service and CA bundle.
+        _log.error("could not patch the webhook configuration", configuration=configuration, attempts=attempts)
 
     return publish

@@ -267,7 +267,7 @@ def test_configure_sets_server_and_managed_configuration() -> None:
     assert server.cafile and server.certfile and server.pkeyfile
     assert settings.admission.managed is None  # the configuration is shipped, never kopf's
     webhook.configure(settings, webhook.WebhookConfig(port=9443, service=("ns", "svc", 443)))
-    assert isinstance(settings.admission.server, webhook.ServiceWebhookServer)
+    assert isinstance(settings.admission.server, webhook.PublishingWebhookServer)
 
 
 def test_ensure_port_free_refuses_a_taken_port() -> None:
@@ -293,7 +293,7 @@ async def test_service_server_announces_a_service_client_config(tmp_path: Any) -
         port = s.getsockname()[1]
     config = webhook.WebhookConfig(port=port, bind="127.0.0.1", service=("agentsession-system", "op", 443))
     server = webhook.build_server(config)
-    assert isinstance(server, webhook.ServiceWebhookServer)
+    assert isinstance(server, webhook.PublishingWebhookServer)
 
     async def never(*_: Any, **__: Any) -> Any:
         raise AssertionError("no request expected")
@@ -548,3 +548,32 @@ async def test_replicas_starting_together_share_one_certificate() -> None:
     assert secrets.writes == 1
     with pytest.raises(kube_webhook.CertificateUnavailable, match="not found"):
         await kube_webhook.shared_certificate(FakeSecrets(None), "ns", "cert", names, True)  # type: ignore[arg-type]
+
+
+async def test_publishing_retries_and_never_raises() -> None:
+    from agentsession_operator.kube import webhook as kube_webhook
+
+    class Flaky:
+        def __init__(self, failures: int, found: bool = True) -> None:
+            self.failures, self.found, self.patches = failures, found, []
+
+        async def patch_validating_webhooks(self, name: str, patch: dict[str, Any]) -> bool:
+            if self.failures:
+                self.failures -= 1
+                raise RuntimeError("API down")
+            self.patches.append((name, patch))
+            return self.found
+
+    hooks = {"policy.agentsession.dev": "policy"}
+    flaky = Flaky(2)
+    publish = kube_webhook.publisher(flaky, "agentsession.dev", hooks, None, retry_delay=0)  # type: ignore[arg-type]
+    await publish({"url": "https://127.0.0.1:1/"})
+    assert [name for name, _ in flaky.patches] == ["agentsession.dev"]
+    down = Flaky(100)
+    await kube_webhook.publisher(down, "agentsession.dev", hooks, None, attempts=3, retry_delay=0)(  # type: ignore[arg-type]
+        {"url": "https://127.0.0.1:1/"}
+    )
+    assert down.patches == []  # gave up quietly: the server keeps serving
+    await kube_webhook.publisher(Flaky(0, found=False), "agentsession.dev", hooks, None)(  # type: ignore[arg-type]
+        {"url": "https://127.0.0.1:1/"}
+    )
