@@ -35,6 +35,11 @@ def install(cluster: Cluster, out: IO[str] = sys.stderr, timeout: str = "180s") 
     _require_real_node(cluster)
     images.build_image(images.OPERATOR, out)
     images.push(images.OPERATOR, cluster.registry_address, images.OPERATOR.dir() / "push.log")
+    # A host-process operator (make operator, the e2e tests) leaves a configuration of the same name that
+    # points at its URL; config/'s names the Service, and one webhook cannot have both.
+    urls = cluster.kubectl("get", WEBHOOK_CONFIGURATION, "-o", "jsonpath={.webhooks[*].clientConfig.url}", check=False)
+    if urls.returncode == 0 and urls.stdout.strip():
+        cluster.kubectl("delete", WEBHOOK_CONFIGURATION)
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-k", str(CONFIG))
     # The image tag stays the same while its content changes: restart to run the image just pushed.
     cluster.kubectl("-n", NAMESPACE, "rollout", "restart", f"deployment/{DEPLOYMENT}")
