@@ -45,6 +45,8 @@ crds: venv ## regenerate crds/*.yaml from the API types
 REPLICAS ?= 1
 operator: venv ## install the CRDs and run the operator in the foreground against $$KUBECONFIG (REPLICAS=n)
 	$(PY) -m devcluster kubectl apply --server-side --force-conflicts -f crds/
+	@# The webhook configuration the operator patches (created once: it then holds the operator's URL and CA).
+	@$(PY) -m devcluster kubectl create -f config/webhook/validating_webhook_configuration.yaml 2>/dev/null || true
 	@trap 'kill $$(jobs -p) 2>/dev/null' EXIT INT TERM; \
 	for i in $$(seq 2 $(REPLICAS)); do \
 	  $(PY) -m agentsession_operator --metrics-port $$((8070 + 10 * i)) --health-port $$((8071 + 10 * i)) \

@@ -596,6 +596,28 @@ class Cluster:
         """agent-sandbox's sandbox router, deployed as upstream documents it (`kubectl apply -f deploy/`)."""
         deploy = build.module_dir("sigs.k8s.io/agent-sandbox", versions.AGENT_SANDBOX) / "sandbox-router" / "deploy"
         self.kubectl("apply", "-f", str(deploy))
+        # Upstream's NetworkPolicy lets the router reach the API server only on 443/6443 in namespace default.
+        # Here the Service's endpoint is this node's address and a random port (the forwarder to the host's
+        # API server): once kube-router enforced the policy, the router's first LIST was dropped and it
+        # crash-looped ("pod cache failed initial sync"). A second policy allows exactly that endpoint.
+        port = int(self.state["ports"]["apiserver"])
+        self.apply(
+            {
+                "apiVersion": "networking.k8s.io/v1",
+                "kind": "NetworkPolicy",
+                "metadata": {"name": "sandbox-router-apiserver", "namespace": AGENT_SANDBOX_NAMESPACE},
+                "spec": {
+                    "podSelector": {"matchLabels": {"app.kubernetes.io/name": "sandbox-router"}},
+                    "policyTypes": ["Egress"],
+                    "egress": [
+                        {
+                            "to": [{"ipBlock": {"cidr": f"{network.NODE_IP}/32"}}],
+                            "ports": [{"port": port, "protocol": "TCP"}],
+                        }
+                    ],
+                },
+            }
+        )
         self.kubectl("-n", AGENT_SANDBOX_NAMESPACE, "rollout", "status", "deployment/sandbox-router", "--timeout=120s")
         self._say("sandbox router running (svc/sandbox-router-svc)")
 

@@ -2,8 +2,8 @@
 
 `make install` (on a running real-node cluster) builds the operator's image from operator/Dockerfile
 (cached by its sources), pushes it into the cluster's registry under the name config/ uses, applies
-config/ and waits for the Deployment to be available. `make uninstall` deletes what config/ created,
-and the webhook configurations the operator registered.
+config/ and waits for the Deployment to be available. `make uninstall` deletes what config/ created
+(the webhook configuration is part of it; the extra delete covers one left by a host-process operator).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from devcluster.cluster import REPO_ROOT, Cluster, ClusterError
 CONFIG = REPO_ROOT / "config"
 NAMESPACE = "agentsession-system"
 DEPLOYMENT = "agentsession-operator"
-# The admission webhook's configuration, named after the API group (kopf manages it at run time).
+# The admission webhook's configuration, named after the API group (shipped in config/webhook/).
 WEBHOOK_CONFIGURATION = "validatingwebhookconfiguration/agentsession.dev"
 
 
@@ -36,6 +36,11 @@ def install(cluster: Cluster, out: IO[str] = sys.stderr, timeout: str = "180s") 
     _require_real_node(cluster)
     images.build_image(images.OPERATOR, out)
     images.push(images.OPERATOR, cluster.registry_address, images.OPERATOR.dir() / "push.log")
+    # A host-process operator (make operator, the e2e tests) leaves a configuration of the same name that
+    # points at its URL; config/'s names the Service, and one webhook cannot have both.
+    urls = cluster.kubectl("get", WEBHOOK_CONFIGURATION, "-o", "jsonpath={.webhooks[*].clientConfig.url}", check=False)
+    if urls.returncode == 0 and urls.stdout.strip():
+        cluster.kubectl("delete", WEBHOOK_CONFIGURATION)
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-k", str(CONFIG))
     narrow_webhook_ingress(cluster)
     # The image tag stays the same while its content changes: restart to run the image just pushed.

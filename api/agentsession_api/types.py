@@ -403,6 +403,16 @@ class ResolvedSettings(_Status):
         description="Policy maximum idle timeout in force; never loosens once the session runs.",
         max_length=durations.DURATION_MAX_LENGTH,
     )
+    pending_max_ttl: str | None = Field(
+        None,
+        alias="pendingMaxTtl",
+        description="A lowered policy maxTtl waiting for its grace period (spec.limits.maxTtlGracePeriod) "
+        "before it applies to this running session.",
+        max_length=durations.DURATION_MAX_LENGTH,
+    )
+    pending_max_ttl_at: datetime | None = timestamp_field(
+        "pendingMaxTtlAt", "When pendingMaxTtl applies (the session expires then at the latest, if over it)."
+    )
 
 
 class AgentSessionStatus(_Status):
@@ -437,6 +447,9 @@ class AgentSessionStatus(_Status):
         None, alias="launchType", description="warm (adopted from the pool) or cold (created for this session)."
     )
     expires_at: datetime | None = timestamp_field("expiresAt", "When the TTL ends the session.")
+    expiry_warned_for: datetime | None = timestamp_field(
+        "expiryWarnedFor", "The expiresAt an ExpiringSoon Warning Event was posted for (one per expiry time)."
+    )
     ready_at: datetime | None = timestamp_field("readyAt", "When the session first became Ready.")
     last_activity_time: datetime | None = timestamp_field(
         "lastActivityTime", "Last client activity seen by the operator, or when the sandbox (re)became Ready if later."
@@ -564,6 +577,12 @@ class PolicyLimits(_Spec):
     """Upper bounds; a session over a bound is refused before any sandbox is claimed."""
 
     max_ttl: DurationText | None = duration_field("spec.limits.maxTtl", "Longest allowed spec.ttl.")
+    max_ttl_grace_period: DurationText | None = duration_field(
+        "spec.limits.maxTtlGracePeriod",
+        "When maxTtl is lowered, how long a running session keeps its former expiry before the new limit "
+        "applies to it (a Warning Event says when, at once). Default 1h; the smallest of the policies that "
+        "set one wins.",
+    )
     max_idle_timeout: DurationText | None = duration_field(
         "spec.limits.maxIdleTimeout", "Longest allowed spec.idleTimeout."
     )

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import kopf
 from kubernetes_asyncio import config as kube_config
 
+from agentsession_api.durations import parse_duration
 from agentsession_operator.decisions import network
 from agentsession_operator.decisions.lease import Timing
 from agentsession_operator.handlers import admission
@@ -62,6 +63,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--log-format", choices=["json", "console"], default=os.environ.get("LOG_FORMAT", "json"))
     parser.add_argument("--log-level", default=os.environ.get("LOG_LEVEL", "INFO"))
+    parser.add_argument(
+        "--expiry-warning",
+        default=os.environ.get("EXPIRY_WARNING", "10m"),
+        help="post an ExpiringSoon Warning Event this long before a session's TTL ends (Go duration; 0: never)",
+    )
     lead = parser.add_argument_group("leader election (run several replicas: one reconciles, the others stand by)")
     lead.add_argument(
         "--leader-elect",
@@ -119,6 +125,25 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     hook.add_argument("--webhook-cert", default=None, help="serving certificate (PEM); default: a generated one")
     hook.add_argument("--webhook-key", default=None, help="private key of --webhook-cert (PEM)")
     hook.add_argument("--webhook-ca", default=None, help="CA bundle for the API server (default: --webhook-cert)")
+    hook.add_argument(
+        "--webhook-cert-secret",
+        default=os.environ.get("WEBHOOK_CERT_SECRET") or None,
+        metavar="NAMESPACE/NAME",
+        help="one certificate for every replica and restart, from this Secret (tls.crt, tls.key, ca.crt)",
+    )
+    hook.add_argument(
+        "--webhook-cert-generate",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="fill the --webhook-cert-secret Secret when it has no usable certificate (off: it is provided, "
+        "e.g. by cert-manager, and waited for)",
+    )
+    hook.add_argument(
+        "--webhook-configuration",
+        default=os.environ.get("WEBHOOK_CONFIGURATION", webhook.CONFIGURATION),
+        help="the shipped ValidatingWebhookConfiguration whose clientConfig and caBundle this operator patches "
+        "(empty: leave it alone)",
+    )
     args = parser.parse_args(argv)
     if bool(args.webhook_cert) != bool(args.webhook_key):
         parser.error("--webhook-cert and --webhook-key go together")
@@ -130,11 +155,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         network_settings(args)
     except ValueError as err:
         parser.error(str(err))
+    if args.expiry_warning != "0":
+        try:
+            parse_duration(args.expiry_warning)
+        except ValueError as err:
+            parser.error(f"--expiry-warning: {err}")
     if args.webhook_service:
         try:
             webhook.parse_service(args.webhook_service)
         except ValueError as err:
             parser.error(f"--webhook-service: {err}")
+    if args.webhook_cert_secret:
+        namespace, _, name = args.webhook_cert_secret.partition("/")
+        if not namespace or not name or "/" in name:
+            parser.error(f"--webhook-cert-secret: expected namespace/name, got {args.webhook_cert_secret!r}")
+        if args.webhook_cert:
+            parser.error("--webhook-cert-secret and --webhook-cert exclude each other")
     return args
 
 
@@ -164,7 +200,17 @@ def webhook_config(args: argparse.Namespace) -> webhook.WebhookConfig:
         key=args.webhook_key,
         ca=args.webhook_ca,
         service=webhook.parse_service(args.webhook_service) if args.webhook_service else None,
+        configuration=args.webhook_configuration or None,
+        cert_secret=_namespaced(args.webhook_cert_secret),
+        generate=args.webhook_cert_generate,
     )
+
+
+def _namespaced(text: str | None) -> tuple[str, str] | None:
+    if not text:
+        return None
+    namespace, _, name = text.partition("/")
+    return namespace, name
 
 
 def election(args: argparse.Namespace) -> Election | None:
@@ -221,6 +267,7 @@ def main(argv: list[str] | None = None) -> None:
                 namespaces=tuple(args.namespace or ()),
                 election=election(args),
                 network=network_settings(args),
+                expiry_warning=None if args.expiry_warning == "0" else parse_duration(args.expiry_warning),
             ),
             standalone=True,
             clusterwide=not args.namespace,

@@ -157,6 +157,10 @@ class OperatorProcess:
                 s.bind(("127.0.0.1", 0))
                 ports.append(s.getsockname()[1])
         self.health_port, self.metrics_port, self.webhook_port = ports
+        if "--webhook-port" not in self.extra_args:  # it serves a webhook: the configuration it patches
+            from tests.e2e import install
+
+            install.ensure_dev_webhook_configuration(self.cluster)
         env = dict(os.environ, KUBECONFIG=self.kubeconfig)
         args = [
             "--bind",

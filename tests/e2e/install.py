@@ -46,6 +46,31 @@ def operator_rbac(kube: Kube) -> list[dict[str, Any]]:
     return sorted(docs, key=lambda doc: doc["kind"] != "Namespace")
 
 
+WEBHOOK_CONFIGURATION = CONFIG / "webhook" / "validating_webhook_configuration.yaml"
+
+
+def dev_webhook_configuration() -> dict[str, Any]:
+    """config/'s ValidatingWebhookConfiguration as the host-process operator of the e2e tests uses it.
+
+    Two changes, both for tests that create sessions while that operator is killed or stopped (the
+    reconcile-time backstop, failover, faults): failurePolicy Ignore, and a URL placeholder the operator
+    replaces with its own (it listens on 127.0.0.1, not behind the Service). The installed operator is
+    tested with config/'s own (Fail, the Service): tests/e2e/test_install_image.py.
+    """
+    doc = yaml.safe_load(WEBHOOK_CONFIGURATION.read_text())
+    for hook in doc["webhooks"]:
+        hook["failurePolicy"] = "Ignore"
+        hook["clientConfig"] = {"url": "https://127.0.0.1:1/policy"}
+    return dict(doc)
+
+
+def ensure_dev_webhook_configuration(cluster: Cluster) -> None:
+    """Create it unless one exists (never overwrite: the running operator has patched in its URL and CA)."""
+    proc = cluster.kubectl("create", "-f", "-", input=yaml.safe_dump(dev_webhook_configuration()), check=False)
+    if proc.returncode != 0 and "AlreadyExists" not in proc.stderr:
+        raise AssertionError(f"creating the webhook configuration: {proc.stderr}")
+
+
 def _token(kube: Kube, service_account: str, namespace: str) -> str:
     proc = kube.run("create", "token", service_account, "-n", namespace, f"--duration={TOKEN_DURATION}")
     token = proc.stdout.strip()

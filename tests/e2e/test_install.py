@@ -111,8 +111,15 @@ def test_config_installs_the_generated_crds(kube: Kube) -> None:
 def test_config_applies_with_server_dry_run(kube: Kube, crds: None, operator_kubeconfig: str) -> None:
     # The namespace exists (service_account_kubeconfig applied it): a dry run creates nothing, so
     # without it every object inside it would be refused as NotFound.
+    # The shared host-process operator's webhook configuration of the same name holds a URL (its own):
+    # applying config/'s (a Service) over it would ask for both. Dry-run config/'s under another name.
+    docs = install.render(kube, CONFIG)
+    for doc in docs:
+        if doc["kind"] == "ValidatingWebhookConfiguration":
+            doc["metadata"]["name"] = "dry-run.agentsession.dev"
+    manifest = yaml.safe_dump_all(docs)
     for mode in ([], ["--server-side"]):
-        proc = kube.run("apply", "--dry-run=server", *mode, "-k", str(CONFIG))
+        proc = kube.run("apply", "--dry-run=server", *mode, "-f", "-", input=manifest)
         assert "deployment.apps/agentsession-operator" in proc.stdout
         assert "service/agentsession-operator" in proc.stdout
         assert "PodSecurity" not in proc.stderr, proc.stderr
@@ -133,6 +140,11 @@ def test_config_objects(rendered: list[dict[str, Any]]) -> None:
             ("RoleBinding", "agentsession-operator-agent-sandbox-config", "agent-sandbox-system"),
             ("Role", "agentsession-operator-leader-election", OPERATOR_NS),
             ("RoleBinding", "agentsession-operator-leader-election", OPERATOR_NS),
+            ("Role", "agentsession-operator-webhook-certificate", OPERATOR_NS),
+            ("RoleBinding", "agentsession-operator-webhook-certificate", OPERATOR_NS),
+            ("Secret", "agentsession-webhook-cert", OPERATOR_NS),
+            ("ValidatingWebhookConfiguration", "agentsession.dev", None),
+            ("PodDisruptionBudget", "agentsession-operator", OPERATOR_NS),
             ("Service", "agentsession-operator", OPERATOR_NS),
             ("Deployment", "agentsession-operator", OPERATOR_NS),
             ("NetworkPolicy", "agentsession-operator", OPERATOR_NS),
@@ -143,8 +155,8 @@ def test_config_objects(rendered: list[dict[str, Any]]) -> None:
 
     deploy = by_kind(rendered, "Deployment")
     spec = deploy["spec"]
-    # One replica until replicas share a webhook certificate (see the manifest); leader election is on.
-    assert spec["replicas"] == 1 and spec["strategy"]["type"] == "Recreate"
+    # A leader and a hot standby sharing one webhook certificate; a rollout keeps one serving admission.
+    assert spec["replicas"] == 2 and spec["strategy"]["type"] == "RollingUpdate"
     pod = spec["template"]["spec"]
     assert pod["serviceAccountName"] == "agentsession-operator" and pod["automountServiceAccountToken"] is True
     (container,) = pod["containers"]
@@ -154,8 +166,9 @@ def test_config_objects(rendered: list[dict[str, Any]]) -> None:
     assert {"name": "LOG_FORMAT", "value": "json"} in container["env"]
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert ports == {"metrics": 8080, "health": 8081, "webhook": 9443}
-    for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
+    for probe in ("livenessProbe", "startupProbe"):
         assert container[probe]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert container["readinessProbe"]["tcpSocket"] == {"port": "webhook"}
     sc = container["securityContext"]
     assert sc["runAsNonRoot"] and sc["runAsUser"] == 65532 and sc["readOnlyRootFilesystem"]
     assert sc["allowPrivilegeEscalation"] is False and sc["capabilities"] == {"drop": ["ALL"]}
@@ -177,6 +190,8 @@ def test_deployment_args_are_the_operators_flags(rendered: list[dict[str, Any]])
     args = parse_args([a.replace("$(POD_NAMESPACE)", OPERATOR_NS) for a in container["args"]])
     assert (args.metrics_port, args.health_port, args.bind) == (8080, 8081, "0.0.0.0")
     assert args.webhook_port == 9443 and args.webhook_service == f"{OPERATOR_NS}/agentsession-operator"
+    assert args.webhook_cert_secret == f"{OPERATOR_NS}/agentsession-webhook-cert" and args.webhook_cert_generate
+    assert args.webhook_configuration == "agentsession.dev"
     assert args.log_format == "json" and not args.namespace  # cluster-wide
 
 
@@ -312,8 +327,11 @@ OPERATOR_ALLOWED = [
     # A fork reads its source's PVCs and their StorageClasses.
     ("get", "persistentvolumeclaims", None, "TEST"),
     ("get", "storageclasses.storage.k8s.io", None, None),
-    ("create", WEBHOOKS, None, None),
+    ("get", f"{WEBHOOKS}/agentsession.dev", None, None),
     ("patch", f"{WEBHOOKS}/agentsession.dev", None, None),
+    # The webhook's certificate: one Secret, shipped empty, filled once by the operator.
+    ("get", "secrets/agentsession-webhook-cert", None, "agentsession-system"),
+    ("patch", "secrets/agentsession-webhook-cert", None, "agentsession-system"),
     # Leader election: its one Lease, in its own namespace.
     ("create", "leases.coordination.k8s.io", None, "agentsession-system"),
     ("get", "leases.coordination.k8s.io/agentsession-operator", None, "agentsession-system"),
@@ -341,6 +359,15 @@ OPERATOR_DENIED = [
     ("delete", "leases.coordination.k8s.io/agentsession-operator", None, "agentsession-system"),
     ("patch", f"{WEBHOOKS}/someone-elses", None, None),
     ("delete", WEBHOOKS, None, None),
+    # Item 11: creating a webhook configuration cannot be limited by name (a compromised operator could
+    # register a cluster-wide mutating webhook): the configuration is shipped instead.
+    ("create", WEBHOOKS, None, None),
+    ("create", "mutatingwebhookconfigurations.admissionregistration.k8s.io", None, None),
+    ("patch", "mutatingwebhookconfigurations.admissionregistration.k8s.io/agentsession.dev", None, None),
+    ("list", WEBHOOKS, None, None),
+    ("get", "secrets/other", None, "agentsession-system"),
+    ("create", "secrets", None, "agentsession-system"),
+    ("list", "secrets", None, "agentsession-system"),
     ("create", "clusterrolebindings.rbac.authorization.k8s.io", None, None),
     ("create", "persistentvolumeclaims", None, "TEST"),  # agent-sandbox makes the fork's PVCs
     ("delete", "persistentvolumeclaims", None, "TEST"),

@@ -9,10 +9,15 @@ would both reconcile, and share one webhook configuration).
 from __future__ import annotations
 
 import json
+import time
+import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime
 
 import pytest
 
+from agentsession_api.activity import format_activity
+from agentsession_api.names import ANNOTATION_ACTIVITY as ACTIVITY
 from devcluster import install
 from devcluster.cluster import Cluster
 from tests.e2e import manifests
@@ -30,6 +35,9 @@ def installed(
     from tests.e2e import install as rbac
 
     operator.stop()
+    # The host-process operator's configuration (a URL, failurePolicy Ignore: tests/e2e/install.py) goes;
+    # config/ ships its own.
+    kube.run("delete", "validatingwebhookconfiguration", "agentsession.dev", "--ignore-not-found")
     try:
         install.install(cluster)
         yield
@@ -44,14 +52,18 @@ def installed(
         operator.start()
 
 
-def _operator_pod(kube: Kube) -> dict:
-    # Right after a rollout the replaced Pod may still be terminating: count the live ones.
-    pods = [
+def _operator_pods(kube: Kube) -> list[dict]:
+    # Right after a rollout the replaced Pods may still be terminating: count the live ones.
+    return [
         p
         for p in kube.list("pod", NS, "app.kubernetes.io/name=agentsession-operator")
         if not p["metadata"].get("deletionTimestamp")
     ]
-    assert len(pods) == 1, [p["metadata"]["name"] for p in pods]
+
+
+def _operator_pod(kube: Kube) -> dict:
+    pods = _operator_pods(kube)
+    assert len(pods) == 2, [p["metadata"]["name"] for p in pods]  # a leader and a hot standby
     return pods[0]
 
 
@@ -125,6 +137,117 @@ def test_only_the_api_server_reaches_the_webhook_and_only_labelled_namespaces_th
         assert not _connects(kube, scraper, "prometheus", ip, 9443), "the scraper reached the webhook port"
     finally:
         kube.run("delete", "namespace", scraper, "--wait=false", check=False)
+
+
+POLICY_REFUSAL = 'admission webhook "policy.agentsession.dev" denied the request'
+
+
+def _try_create(kube: Kube, namespace: str, ttl: str) -> tuple[str, str]:
+    """Create one session; ("admitted" | "refused-by-policy" | "refused-webhook-down", the API server's words)."""
+    name = f"r-{uuid.uuid4().hex[:8]}"
+    proc = kube.apply(manifests.session(name, "py", ttl=ttl), namespace=namespace, check=False)
+    if proc.returncode == 0:
+        return "admitted", name
+    if POLICY_REFUSAL in proc.stderr:
+        return "refused-by-policy", proc.stderr.strip()
+    return "refused-webhook-down", proc.stderr.strip()
+
+
+def test_admission_stays_on_through_a_rollout_and_fails_closed(installed: None, kube: Kube, namespace: str) -> None:
+    """Item 10. Attack: during a restart or rollout (kopf removed its webhooks on shutdown, a new CA at each
+    start, failurePolicy Ignore) a session breaking a policy was admitted. Now: two replicas share one
+    certificate from a Secret, the shipped configuration fails closed, and a rollout keeps admission served;
+    with no operator at all, a write is refused with an error that names the webhook."""
+    kube.apply(
+        {
+            "apiVersion": "agentsession.dev/v1alpha1",
+            "kind": "AgentSessionPolicy",
+            "metadata": {"name": "caps"},
+            "spec": {"limits": {"maxTtl": "1h"}},
+        },
+        namespace=namespace,
+    )
+    kube.wait_for(
+        "the policy enforced at admission",
+        lambda: _try_create(kube, namespace, "10h")[0] == "refused-by-policy",
+        timeout=60,
+        interval=0.5,
+    )
+    before = kube.get("validatingwebhookconfiguration", "agentsession.dev")
+    secret = kube.get("secret", "agentsession-webhook-cert", NS)
+    assert before and secret and secret.get("data", {}).get("tls.crt")
+    ca_bundle = before["webhooks"][0]["clientConfig"]["caBundle"]
+    old_pods = {p["metadata"]["name"] for p in _operator_pods(kube)}
+
+    kube.run("-n", NS, "rollout", "restart", f"deployment/{install.DEPLOYMENT}")
+    outcomes: dict[str, list[str]] = {}
+    compliant: dict[str, list[str]] = {}
+    started = time.monotonic()
+    done_at: float | None = None
+    while done_at is None or time.monotonic() < done_at + 5:  # and 5 s after the rollout ended
+        kind, detail = _try_create(kube, namespace, "10h")
+        outcomes.setdefault(kind, []).append(detail)
+        kind, detail = _try_create(kube, namespace, "30m")
+        compliant.setdefault(kind, []).append(detail)
+        if done_at is None:
+            status = kube.run(
+                "-n", NS, "rollout", "status", f"deployment/{install.DEPLOYMENT}", "--timeout=1s", check=False
+            )
+            if status.returncode == 0:
+                done_at = time.monotonic()
+        assert time.monotonic() - started < 300, "rollout not finished after 300 s"
+    counts = {k: len(v) for k, v in outcomes.items()}
+    allowed = {k: len(v) for k, v in compliant.items()}
+    print(f"rollout {(done_at or 0) - started:.1f} s; violating: {counts}; compliant: {allowed}")
+    assert "admitted" not in outcomes, f"a policy violation was admitted during the rollout: {outcomes['admitted']}"
+    # Served throughout: every call answered by an operator (none failed closed for want of one).
+    assert set(outcomes) == {"refused-by-policy"}, counts
+    assert set(compliant) == {"admitted"}, {k: v[:2] for k, v in compliant.items()}
+    assert not old_pods & {p["metadata"]["name"] for p in _operator_pods(kube)}, "the rollout replaced no Pod"
+    # The configuration and the certificate survived both replicas' shutdowns, unchanged.
+    after = kube.get("validatingwebhookconfiguration", "agentsession.dev")
+    assert after and after["webhooks"][0]["clientConfig"]["caBundle"] == ca_bundle
+    assert after["webhooks"][0]["failurePolicy"] == "Fail"
+    assert (kube.get("secret", "agentsession-webhook-cert", NS) or {}).get("data") == secret["data"]
+
+    # No operator at all: fails closed, with the webhook named.
+    kube.run("-n", NS, "scale", f"deployment/{install.DEPLOYMENT}", "--replicas=0")
+    try:
+        kube.wait_for(
+            "no operator Pod",
+            lambda: not kube.list("pod", NS, "app.kubernetes.io/name=agentsession-operator"),
+            timeout=90,
+        )
+        kind, error = _try_create(kube, namespace, "10h")
+        assert kind == "refused-webhook-down", error
+        assert 'failed calling webhook "policy.agentsession.dev"' in error, error
+        kind, error = _try_create(kube, namespace, "30m")
+        assert kind == "refused-webhook-down", error
+        # The client's activity reports (metadata only) skip the webhook (matchConditions): still accepted.
+        report = format_activity(datetime.now(UTC), 0)
+        kube.run("annotate", "agentsession", compliant["admitted"][0], "-n", namespace, f"{ACTIVITY}={report}")
+        # A spec change does not.
+        patched = kube.run(
+            "patch",
+            "agentsession",
+            compliant["admitted"][0],
+            "-n",
+            namespace,
+            "--type=merge",
+            "-p",
+            '{"spec":{"ttl":"20m"}}',
+            check=False,
+        )
+        assert patched.returncode != 0 and 'failed calling webhook "policy.agentsession.dev"' in patched.stderr
+    finally:
+        kube.run("-n", NS, "scale", f"deployment/{install.DEPLOYMENT}", "--replicas=2")
+        kube.run("-n", NS, "rollout", "status", f"deployment/{install.DEPLOYMENT}", "--timeout=180s")
+    kube.wait_for(
+        "admission back",
+        lambda: _try_create(kube, namespace, "10h")[0] == "refused-by-policy",
+        timeout=60,
+        interval=0.5,
+    )
 
 
 def test_uninstall_leaves_nothing_behind(installed: None, cluster: Cluster, kube: Kube) -> None:

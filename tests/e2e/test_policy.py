@@ -226,7 +226,9 @@ def test_lowering_max_ttl_moves_expiry_earlier(kube: Kube, policed: str) -> None
     assert before == created + dt.timedelta(minutes=30)  # defaults.ttl
     seen = {e["metadata"]["name"] for e in _events_for(kube, "running", namespace)}
 
-    kube.apply(policy({**POLICY_SPEC, "limits": {**POLICY_SPEC["limits"], "maxTtl": "10m"}}), namespace=namespace)
+    # A 1 s grace period (the default, 1h, would keep the former expiry for an hour: test_security.py).
+    lowered = {**POLICY_SPEC["limits"], "maxTtl": "10m", "maxTtlGracePeriod": "1s"}
+    kube.apply(policy({**POLICY_SPEC, "limits": lowered}), namespace=namespace)
     moved = kube.wait_for(
         "expiresAt to move earlier",
         lambda: (

@@ -3,11 +3,13 @@ operator process (items that need the cluster; pure rules are in tests/unit/oper
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
 import pytest
 
+from agentsession_api.timestamps import parse_time
 from tests.e2e import manifests
 from tests.e2e.conftest import Kube, OperatorProcess
 from tests.e2e.test_policy import REFUSED, refusal, status_of, wait_enforced
@@ -169,7 +171,13 @@ def test_removing_a_label_does_not_escape_the_policy(kube: Kube, namespace: str,
     kube.wait_for("capped Ready", lambda: status_of(kube, "capped", namespace).get("phase") == "Ready", timeout=90)
     before = status_of(kube, "capped", namespace)
     assert before["expiresAt"] and before["resolved"]["maxTtl"] == "10m"
-    kube.run("label", "agentsession", "capped", "-n", namespace, "team-")
+    # Admission refuses this change now (test_removing_a_selected_label_is_refused_at_admission); with the
+    # operator down (this harness's configuration fails open) it gets through, and the reconciler must hold.
+    operator.stop()
+    try:
+        kube.run("label", "agentsession", "capped", "-n", namespace, "team-")
+    finally:
+        operator.start()
     kube.wait_for(
         "a pass after the label went",
         lambda: status_of(kube, "capped", namespace).get("observedGeneration") is not None and True,
@@ -178,6 +186,90 @@ def test_removing_a_label_does_not_escape_the_policy(kube: Kube, namespace: str,
     time.sleep(3)
     after = status_of(kube, "capped", namespace)
     assert after["expiresAt"] == before["expiresAt"] and after["resolved"]["maxTtl"] == "10m", after
+
+
+def test_removing_a_selected_label_is_refused_at_admission(
+    kube: Kube, namespace: str, operator: OperatorProcess
+) -> None:
+    """Item 4 (the admission half). Attack: `kubectl label ags s1 team-` took the session out of the policy
+    that capped it, and the API server stored the change. Now the change is refused, saying what to fix;
+    a label no policy selects on still changes freely."""
+    kube.apply(
+        manifests.template("pause"),
+        manifests.warm_pool("pool", "pause", 0),
+        policy("cap", {"selector": {"matchLabels": {"team": "a"}}, "limits": {"maxTtl": "1h"}}),
+        namespace=namespace,
+    )
+    kube.apply(manifests.session("s1", "pool", {"team": "a"}), namespace=namespace)
+    over = manifests.session("probe", "pool", {"team": "a"})
+    over["spec"]["ttl"] = "2h"
+    kube.wait_for(
+        "the webhook to know the policy",
+        lambda: REFUSED in (refusal(kube, over, namespace, dry_run=True) or ""),
+        timeout=60,
+        interval=0.5,
+    )
+    unlabel = kube.run("label", "agentsession", "s1", "-n", namespace, "team-", check=False)
+    assert unlabel.returncode != 0, unlabel.stdout
+    assert "AgentSessionPolicy cap" in unlabel.stderr and "restore" in unlabel.stderr, unlabel.stderr
+    relabel = kube.run("label", "agentsession", "s1", "-n", namespace, "team=b", "--overwrite", check=False)
+    assert relabel.returncode != 0 and "AgentSessionPolicy cap" in relabel.stderr, relabel.stderr
+    session = kube.get("agentsession", "s1", namespace)
+    assert session and session["metadata"]["labels"]["team"] == "a"
+    kube.run("label", "agentsession", "s1", "-n", namespace, "note=x")  # selected by nothing: allowed
+
+
+def _warning_reasons(kube: Kube, name: str, namespace: str) -> list[str]:
+    events = json.loads(kube.run("get", "events.v1.events.k8s.io", "-n", namespace, "-o", "json").stdout)["items"]
+    return [
+        e.get("reason", "")
+        for e in events
+        if (e.get("regarding") or {}).get("name") == name and e.get("type") == "Warning"
+    ]
+
+
+def test_lowering_max_ttl_waits_a_grace_period_with_warnings(
+    kube: Kube, namespace: str, operator: OperatorProcess
+) -> None:
+    """Item 12. Attack: lowering a policy's maxTtl below a running session's age expired it at the next
+    pass and deleted its sandbox and volumes, with no warning. Now a Warning Event at once, the session
+    keeps running for the grace period (spec.limits.maxTtlGracePeriod), then expires; and a session whose
+    expiry is near gets an ExpiringSoon Warning Event ahead of time (the operator's --expiry-warning, 10m)."""
+    kube.apply(
+        manifests.template("pause"),
+        manifests.warm_pool("pool", "pause", 0),
+        policy("caps", {"limits": {"maxTtl": "1h", "maxTtlGracePeriod": "25s"}}),
+        namespace=namespace,
+    )
+    time.sleep(2)  # the operator's watch sees the policy
+    kube.apply(
+        manifests.session("old", "pool", ttl="30m"), manifests.session("short", "pool", ttl="5m"), namespace=namespace
+    )
+    for name in ("old", "short"):
+        kube.wait_for(f"{name} Ready", lambda n=name: status_of(kube, n, namespace).get("phase") == "Ready", timeout=90)
+    # Expires in 5 minutes, within the 10-minute lead: warned at once. 30 minutes away: not yet.
+    kube.wait_for(
+        "ExpiringSoon for short", lambda: "ExpiringSoon" in _warning_reasons(kube, "short", namespace), timeout=20
+    )
+    assert "ExpiringSoon" not in _warning_reasons(kube, "old", namespace)
+    time.sleep(3)  # "old" is now older than the lowered maximum below
+
+    lowered_at = time.time()
+    kube.apply(policy("caps", {"limits": {"maxTtl": "2s", "maxTtlGracePeriod": "25s"}}), namespace=namespace)
+    kube.wait_for("MaxTtlLowered", lambda: "MaxTtlLowered" in _warning_reasons(kube, "old", namespace), timeout=20)
+    status = status_of(kube, "old", namespace)
+    assert status["phase"] == "Ready", status  # before: Expired, its claim deleted
+    expires = parse_time(status["expiresAt"])
+    assert expires is not None and 15 < expires.timestamp() - lowered_at < 35, (status["expiresAt"], lowered_at)
+    assert status["resolved"]["pendingMaxTtl"] == "2s"
+    time.sleep(5)
+    assert status_of(kube, "old", namespace)["phase"] == "Ready"
+    kube.wait_for(
+        "old Expired after the grace period",
+        lambda: status_of(kube, "old", namespace).get("phase") == "Expired",
+        timeout=60,
+    )
+    assert time.time() - lowered_at >= 20
 
 
 def test_policy_status_is_written(kube: Kube, namespace: str, operator: OperatorProcess) -> None:

@@ -10,18 +10,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from agentsession_api import phases
+from agentsession_api.durations import format_duration
 from agentsession_api.phases import Phase
-from agentsession_api.timestamps import parse_time, utc
+from agentsession_api.timestamps import format_time, parse_time, utc
 from agentsession_operator import constants
 from agentsession_operator.decisions import desired, lifecycle, network
 from agentsession_operator.decisions.conditions import find_condition, set_condition
 from agentsession_operator.decisions.fork import ForkBlocked
 from agentsession_operator.decisions.ownership import is_owned_by
 from agentsession_operator.decisions.policy import EMPTY_POLICY, EffectivePolicy, resolve
+from agentsession_operator.decisions.resolved import Resolved
 from agentsession_operator.decisions.status import compute_status
 
 
@@ -79,7 +81,20 @@ class ScheduleCheck:
     reason: str
 
 
-Action = CreateClaim | PatchClaim | DeleteClaim | PatchSandbox | ApplyNetworkPolicy | PatchStatus | ScheduleCheck
+@dataclass(frozen=True)
+class Warn:
+    """Post a Warning Event about the session (a lowered maxTtl, an expiry coming soon)."""
+
+    reason: str
+    message: str
+
+
+Action = CreateClaim | PatchClaim | DeleteClaim | PatchSandbox | ApplyNetworkPolicy | PatchStatus | ScheduleCheck | Warn
+
+DEFAULT_EXPIRY_WARNING = timedelta(minutes=10)
+"""How long before its expiry a session gets an ExpiringSoon Warning Event (operator flag --expiry-warning)."""
+REASON_MAX_TTL_LOWERED = "MaxTtlLowered"
+REASON_EXPIRING_SOON = "ExpiringSoon"
 
 
 def patch_changes(current: Any, patch: Any) -> bool:
@@ -103,10 +118,9 @@ def _claim_actions(
     sandbox: Mapping[str, Any] | None,
     status: Mapping[str, Any],
     now: datetime,
-    effective: EffectivePolicy,
+    resolved: Resolved,
 ) -> list[Action]:
     """Keep a live, owned claim and its Sandbox where the session wants them."""
-    resolved = resolve(session, effective)
     name = claim["metadata"]["name"]
     actions: list[Action] = []
     patch = desired.claim_patch_for_ttl(claim, lifecycle.expires_at(session, resolved))
@@ -175,8 +189,8 @@ def _isolation(
     return actions
 
 
-def _next_check(status: Mapping[str, Any], now: datetime) -> ScheduleCheck | None:
-    """The earliest future deadline among expiry and idleness."""
+def _next_check(status: Mapping[str, Any], now: datetime, warn_at: datetime | None = None) -> ScheduleCheck | None:
+    """The earliest future deadline among expiry, idleness and the expiry warning."""
     if phases.is_terminal(status["phase"]) or status["phase"] == Phase.TERMINATING:
         return None
     candidates = [
@@ -184,6 +198,7 @@ def _next_check(status: Mapping[str, Any], now: datetime) -> ScheduleCheck | Non
         for moment, reason in (
             (parse_time(status.get("expiresAt")), phases.REASON_TTL_EXPIRED),
             (parse_time(status.get("idleDeadline")), phases.REASON_IDLE_TIMEOUT),
+            (warn_at, REASON_EXPIRING_SOON),
         )
         if moment is not None and moment > now
     ]
@@ -191,6 +206,56 @@ def _next_check(status: Mapping[str, Any], now: datetime) -> ScheduleCheck | Non
         return None
     moment, reason = min(candidates)
     return ScheduleCheck(moment, reason)
+
+
+def max_ttl_warning(
+    before: Mapping[str, Any], resolved: Resolved, status: Mapping[str, Any], effective: EffectivePolicy
+) -> Warn | None:
+    """A Warning Event at once when a lowered maxTtl starts its grace period (or is lowered again in it)."""
+    if resolved.pending_max_ttl is None or resolved.pending_max_ttl_at is None:
+        return None
+    recorded = before.get("resolved") or {}
+    if recorded.get("pendingMaxTtl") == format_duration(resolved.pending_max_ttl) and recorded.get("pendingMaxTtlAt"):
+        return None  # warned already
+    origin = effective.max_ttl.origin() if effective.max_ttl else ""
+    grace = effective.max_ttl_grace.text if effective.max_ttl_grace else "1h (the default)"
+    return Warn(
+        REASON_MAX_TTL_LOWERED,
+        f"maxTtl lowered to {format_duration(resolved.pending_max_ttl)} {origin}; it applies to this running "
+        f"session after the grace period (spec.limits.maxTtlGracePeriod {grace}), at "
+        f"{format_time(resolved.pending_max_ttl_at)}: the session now expires at {status.get('expiresAt')} "
+        f"(was {before.get('expiresAt')}), and its sandbox and volumes are deleted then",
+    )
+
+
+def expiry_warning(
+    before: Mapping[str, Any], status: dict[str, Any], now: datetime, lead: timedelta | None
+) -> tuple[Warn | None, datetime | None]:
+    """An ExpiringSoon Warning Event once per expiry time, ``lead`` before it; else when to check for it.
+
+    Records what it warned about in ``status`` (``expiryWarnedFor``), so a restart or another pass never
+    posts it twice, and a changed expiry (a longer ttl) is warned about again when its time comes.
+    """
+    expires = parse_time(status.get("expiresAt"))
+    if lead is None or expires is None or phases.is_terminal(status["phase"]) or status["phase"] == Phase.TERMINATING:
+        return None, None
+    if parse_time(before.get("expiryWarnedFor")) == expires:
+        return None, None
+    warn_at = expires - lead
+    if now < warn_at:
+        return None, warn_at
+    if now >= expires:
+        return None, None
+    status["expiryWarnedFor"] = format_time(expires)
+    left = format_duration(timedelta(seconds=max(int((expires - now).total_seconds()), 1)))
+    return (
+        Warn(
+            REASON_EXPIRING_SOON,
+            f"the session expires at {format_time(expires)} (in {left}): its sandbox and volumes are deleted then; "
+            "raise spec.ttl (within the policy's maxTtl) to keep it longer",
+        ),
+        None,
+    )
 
 
 def reconcile_actions(
@@ -204,6 +269,7 @@ def reconcile_actions(
     violations: list[str] | None = None,
     fork: ForkBlocked | None = None,
     isolation: network.Isolation | None = None,
+    expiry_lead: timedelta | None = DEFAULT_EXPIRY_WARNING,
 ) -> list[Action]:
     """Everything to do for ``session`` now, in order: claim and Sandbox work, status, next check.
 
@@ -217,7 +283,7 @@ def reconcile_actions(
     NetworkIsolated condition.
     """
     now = utc(now)
-    resolved = resolve(session, effective)
+    resolved = resolve(session, effective, now)
     status = compute_status(
         session, claim, sandbox, now, warm_pool_exists, resolved=resolved, violations=violations, fork=fork
     )
@@ -245,12 +311,16 @@ def reconcile_actions(
                 manifest = desired.desired_claim(session, resolved, lifecycle.expires_at(session, resolved))
                 actions.append(CreateClaim(manifest))
         elif owned is not None and not lifecycle.is_deleting(owned):
-            actions += _claim_actions(session, owned, sandbox, status, now, effective)
+            actions += _claim_actions(session, owned, sandbox, status, now, resolved)
     if isolation is not None:
         actions += _isolation(session, owned, status, now, effective, isolation)
-    if patch_changes(session.get("status") or {}, status):
+    before = session.get("status") or {}
+    lowered = max_ttl_warning(before, resolved, status, effective)
+    soon, warn_at = expiry_warning(before, status, now, expiry_lead)
+    actions += [w for w in (lowered, soon) if w is not None]
+    if patch_changes(before, status):
         actions.append(PatchStatus(status))
-    check = _next_check(status, now)
+    check = _next_check(status, now, warn_at)
     if check is not None:
         actions.append(check)
     return actions

@@ -13,6 +13,9 @@ reconciler stays the backstop for whatever slips past (operator down, a policy n
   its maxTtl later) must still take unrelated writes such as activity annotations or suspend, so
   standing violations are reported as warnings (:func:`standing_violations`), never as refusals.
   The session count is not re-checked on UPDATE (the reconciler only applies it before the claim exists).
+  A session may only become more constrained: a label change that takes it out of a policy that
+  selected it (``kubectl label ags s1 team-``) is refused (:func:`departures`), naming the policy and
+  the labels to restore; to move a session elsewhere, delete it and create it anew.
 * Anything else, and objects being deleted: nothing to refuse.
 """
 
@@ -62,8 +65,42 @@ def review(
         return found + policy.session_limit_violations(session, effective, sessions_in_namespace)
     if old is None:
         return found
+    found = departures(session, old, policies) + found
     before = set(policy.violations(old, policy.effective_policy_for(old, policies), label_domains))
     return [sentence for sentence in found if sentence not in before]
+
+
+def _selector_keys(selector: Mapping[str, Any] | None) -> list[str]:
+    selector = selector or {}
+    keys = list((selector.get("matchLabels") or {}).keys())
+    keys += [str(req.get("key", "")) for req in selector.get("matchExpressions") or []]
+    return list(dict.fromkeys(keys))
+
+
+def departures(session: Mapping[str, Any], old: Mapping[str, Any], policies: Iterable[Mapping[str, Any]]) -> list[str]:
+    """On UPDATE: one sentence per policy that selected the stored object and would not select the new one.
+
+    Leaving a policy can only loosen what applies (its limits, required labels, deny lists stop
+    counting), so it is refused; the sentence says which labels to put back.
+    """
+    policies = list(policies)
+    now = {id(p) for p in policy.applicable_policies(session, policies)}
+    old_labels: Mapping[str, str] = _meta(old).get("labels") or {}
+    new_labels: Mapping[str, str] = _meta(session).get("labels") or {}
+    found = []
+    for left in policy.applicable_policies(old, policies):
+        if id(left) in now:
+            continue
+        selector = (left.get("spec") or {}).get("selector")
+        changed = [k for k in _selector_keys(selector) if old_labels.get(k) != new_labels.get(k)]
+        restore = ", ".join(f"{k}={old_labels[k]}" if k in old_labels else f"no label {k}" for k in changed)
+        what = ", ".join(f"{k}" for k in changed) or "metadata.labels"
+        found.append(
+            f"changing label {what} would take this session out of AgentSessionPolicy "
+            f"{_meta(left).get('name', '')}, which selects it (a session may only become more constrained): "
+            f"restore {restore or 'the labels'}, or delete the session and create it anew"
+        )
+    return found
 
 
 def standing_violations(

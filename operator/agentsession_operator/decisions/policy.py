@@ -42,6 +42,7 @@ from agentsession_api import names, patterns, phases
 from agentsession_api.durations import format_duration, parse_duration
 from agentsession_api.phases import IdleAction
 from agentsession_api.quantities import format_quantity, parse_quantity
+from agentsession_api.timestamps import parse_time
 from agentsession_operator.decisions import conditions
 from agentsession_operator.decisions.resolved import Resolved
 from agentsession_operator.decisions.selectors import selector_matches
@@ -84,6 +85,7 @@ class EffectivePolicy:
     default_labels: Mapping[str, Sourced[str]] = field(default_factory=dict)
     default_pod_labels: Mapping[str, Sourced[str]] = field(default_factory=dict)
     max_ttl: Sourced[timedelta] | None = None
+    max_ttl_grace: Sourced[timedelta] | None = None
     max_idle_timeout: Sourced[timedelta] | None = None
     max_storage: Sourced[int] | None = None
     allowed_warm_pools: Sourced[frozenset[str]] | None = None
@@ -193,6 +195,10 @@ class _Merger:
                 self.values[target].setdefault(key, Sourced(value, name, value))
 
         self.smallest("max_ttl", self.duration(name, "spec.limits.maxTtl", limits.get("maxTtl")))
+        self.smallest(
+            "max_ttl_grace",
+            self.duration(name, "spec.limits.maxTtlGracePeriod", limits.get("maxTtlGracePeriod")),
+        )
         self.smallest(
             "max_idle_timeout", self.duration(name, "spec.limits.maxIdleTimeout", limits.get("maxIdleTimeout"))
         )
@@ -360,8 +366,55 @@ def _recorded(text: Any) -> Sourced[timedelta] | None:
         return None
 
 
-def resolve(session: Mapping[str, Any], effective: EffectivePolicy = EMPTY_POLICY) -> Resolved:
-    """Settings in force: the session's values, else policy defaults, capped by policy maxima."""
+DEFAULT_MAX_TTL_GRACE = timedelta(hours=1)
+"""How long a running session keeps its former expiry after maxTtl is lowered, unless a policy says."""
+
+
+@dataclass(frozen=True)
+class TtlCap:
+    """The maxTtl in force for a running session, and a lowered one waiting for its grace period."""
+
+    max_ttl: Sourced[timedelta] | None
+    """What status.resolved.maxTtl records (the former maximum while a lowered one is pending)."""
+    cap: timedelta | None
+    """What the TTL is capped by now: during the grace period, the lowered maximum but never ending
+    the session before the grace period does."""
+    pending: timedelta | None = None
+    pending_at: datetime | None = None
+
+
+def max_ttl_in_force(
+    recorded: Sourced[timedelta] | None,
+    current: Sourced[timedelta] | None,
+    pending: tuple[timedelta, datetime] | None,
+    created: datetime | None,
+    now: datetime | None,
+    grace: timedelta,
+) -> TtlCap:
+    """maxTtl for a session that runs: a loosened one never applies (the recorded one holds), a lowered
+    one applies after ``grace`` counted from the pass that first saw it (``pending`` keeps that moment).
+
+    Until then the session may still run until ``pending_at`` even if it is older than the new maximum,
+    and no longer than its former maximum: cap = min(recorded, max(current, pending_at - created)).
+    ``now`` None (a caller that only reads values) never starts nor ends a grace period.
+    """
+    if recorded is None or current is None or current.value >= recorded.value:
+        stricter = _stricter(current, recorded)
+        return TtlCap(stricter, stricter.value if stricter else None)
+    at = pending[1] if pending is not None else (now + grace if now is not None else None)
+    if at is None or created is None:  # nothing to time it by: keep the former maximum
+        return TtlCap(recorded, recorded.value)
+    if now is not None and now >= at:
+        return TtlCap(current, current.value)
+    return TtlCap(recorded, min(recorded.value, max(current.value, at - created)), current.value, at)
+
+
+def resolve(
+    session: Mapping[str, Any], effective: EffectivePolicy = EMPTY_POLICY, now: datetime | None = None
+) -> Resolved:
+    """Settings in force: the session's values, else policy defaults, capped by policy maxima.
+
+    ``now`` lets a lowered maxTtl's grace period start or end (:func:`max_ttl_in_force`)."""
     spec = _spec(session)
     status = session.get("status") or {}
     pool = (spec.get("warmPoolRef") or {}).get("name")
@@ -379,18 +432,30 @@ def resolve(session: Mapping[str, Any], effective: EffectivePolicy = EMPTY_POLIC
         effective.default_idle_action.value if effective.default_idle_action else IdleAction.DELETE
     )
     max_ttl, max_idle = effective.max_ttl, effective.max_idle_timeout
+    ttl_cap = TtlCap(max_ttl, max_ttl.value if max_ttl else None)
     if conditions.is_true(status.get("conditions"), phases.COND_CLAIM_CREATED):
         # Once running, a session only becomes more constrained: the maxima that applied before
-        # (status.resolved) still cap it, so unselecting a policy (removing a label) lifts nothing.
+        # (status.resolved) still cap it, so unselecting a policy (removing a label) lifts nothing;
+        # a lowered maxTtl applies after its grace period.
         before = status.get("resolved") or {}
-        max_ttl = _stricter(max_ttl, _recorded(before.get("maxTtl")))
+        pending_value, pending_at = _recorded(before.get("pendingMaxTtl")), parse_time(before.get("pendingMaxTtlAt"))
+        ttl_cap = max_ttl_in_force(
+            _recorded(before.get("maxTtl")),
+            max_ttl,
+            (pending_value.value, pending_at) if pending_value and pending_at else None,
+            parse_time((session.get("metadata") or {}).get("creationTimestamp")),
+            now,
+            effective.max_ttl_grace.value if effective.max_ttl_grace else DEFAULT_MAX_TTL_GRACE,
+        )
         max_idle = _stricter(max_idle, _recorded(before.get("maxIdleTimeout")))
     return Resolved(
         warm_pool=pool or None,
-        ttl=_capped(ttl, max_ttl),
+        ttl=ttl if ttl_cap.cap is None else (ttl_cap.cap if ttl is None else min(ttl, ttl_cap.cap)),
         idle_timeout=_capped(idle, max_idle),
-        max_ttl=max_ttl.value if max_ttl else None,
+        max_ttl=ttl_cap.max_ttl.value if ttl_cap.max_ttl else None,
         max_idle_timeout=max_idle.value if max_idle else None,
+        pending_max_ttl=ttl_cap.pending,
+        pending_max_ttl_at=ttl_cap.pending_at,
         idle_action=action,
         labels={**{k: s.value for k, s in effective.default_labels.items()}, **(spec.get("labels") or {})},
         pod_labels={**{k: s.value for k, s in effective.default_pod_labels.items()}, **(spec.get("podLabels") or {})},

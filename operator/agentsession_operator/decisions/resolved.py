@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from agentsession_api.durations import format_duration
 from agentsession_api.phases import IdleAction
+from agentsession_api.timestamps import format_time
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,9 @@ class Resolved:
     pod_labels: dict[str, str] = field(default_factory=dict)
     max_ttl: timedelta | None = None
     max_idle_timeout: timedelta | None = None
+    pending_max_ttl: timedelta | None = None
+    """A lowered maxTtl in its grace period (policy.max_ttl_in_force); ``ttl`` ends by ``pending_max_ttl_at``."""
+    pending_max_ttl_at: datetime | None = None
 
     def to_status(self) -> dict[str, Any]:
         """``status.resolved`` (unset values are None so a merge patch clears them)."""
@@ -32,4 +36,6 @@ class Resolved:
             "idleAction": self.idle_action,
             "maxTtl": format_duration(self.max_ttl) if self.max_ttl else None,
             "maxIdleTimeout": format_duration(self.max_idle_timeout) if self.max_idle_timeout else None,
+            "pendingMaxTtl": format_duration(self.pending_max_ttl) if self.pending_max_ttl else None,
+            "pendingMaxTtlAt": format_time(self.pending_max_ttl_at) if self.pending_max_ttl_at else None,
         }

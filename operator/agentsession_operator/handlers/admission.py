@@ -2,8 +2,9 @@
 
 It gathers what the reconciler already keeps (its cache of policies, agent-sandbox's label allowlist)
 and decides with decisions/admission.py, which reuses decisions/policy.py: one source of truth for
-every rule. failurePolicy is Ignore, and an unexpected error here admits the request (with a warning):
-the reconciler re-checks each session before it creates a claim.
+every rule. The shipped configuration fails closed (config/webhook/: failurePolicy Fail) when no
+operator answers; an unexpected error here still admits the request (with a warning), since the
+reconciler re-checks each session at every pass.
 """
 
 from __future__ import annotations
@@ -78,7 +79,7 @@ async def validate_session(
         if previous is not None and not violations:
             standing = admission.standing_violations(session, policies, domains, previous)
             warnings.extend(f"AgentSessionPolicy (not enforced on this update): {v}" for v in standing)
-    except Exception as exc:  # failurePolicy Ignore in spirit: never refuse because we broke
+    except Exception as exc:  # never refuse because we broke: the reconciler re-checks every pass
         _log.exception("admission check failed; admitting", namespace=namespace, session=meta.get("name"))
         warnings.append(f"AgentSessionPolicy not checked at admission ({exc}); the operator checks it later")
         return
@@ -104,6 +105,6 @@ def register(registry: kopf.OperatorRegistry) -> None:
         names.SESSION_PLURAL,
         id=HANDLER_ID,
         operations=["CREATE", "UPDATE"],
-        ignore_failures=True,
+        ignore_failures=True,  # only read by kopf's managed mode, which is off (the configuration is shipped)
         registry=registry,
     )(validate_session)

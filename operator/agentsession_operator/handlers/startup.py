@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import Any
 
@@ -10,7 +11,9 @@ import kopf
 from agentsession_api import names
 from agentsession_operator import constants as c
 from agentsession_operator.decisions.network import NetworkSettings
+from agentsession_operator.handlers import admission
 from agentsession_operator.infra import webhook_server
+from agentsession_operator.kube import webhook
 from agentsession_operator.kube.client import Kube
 from agentsession_operator.kube.leader import KubeLeaseAPI, LeaderElector
 from agentsession_operator.kube.reconciler import Config, Reconciler
@@ -38,9 +41,12 @@ async def startup(
     settings.watching.inactivity_timeout = 600
     settings.posting.level = logging.WARNING
     settings.networking.request_timeout = 60
-    webhook_server.configure(settings, memo.get("webhook"))  # admission: server and managed configuration, when enabled
     kube = await Kube.connect()
-    reconciler = Reconciler(kube, Config(network=memo.get("network") or NetworkSettings()))
+    await _serve_admission(settings, memo.get("webhook"), kube)
+    config = Config(network=memo.get("network") or NetworkSettings())
+    if "expiry_warning" in memo:  # set by cli (None: never warn); kopf run / KopfRunner keep the default
+        config = dataclasses.replace(config, expiry_warning=memo.expiry_warning)
+    reconciler = Reconciler(kube, config)
     await reconciler.prime(memo.get("namespaces") or ())  # before any watch event: none judged without its policies
     reconciler.scheduler.start()
     memo.kube = kube
@@ -60,6 +66,31 @@ async def startup(
         elector.start()
         memo.elector = elector
     logger.info("agentsession operator started")
+
+
+async def _serve_admission(
+    settings: kopf.OperatorSettings, config: webhook_server.WebhookConfig | None, kube: Kube
+) -> None:
+    """The webhook server (when enabled), with the shared certificate, publishing into the shipped configuration."""
+    if config is None or not config.enabled:
+        webhook_server.configure(settings, config)
+        return
+    files = None
+    if config.cert_secret is not None:
+        namespace, name = config.cert_secret
+        try:
+            bundle = await webhook.shared_certificate(
+                kube, namespace, name, config.server_names(), config.generate, required=config.required_names()
+            )
+        except webhook.CertificateUnavailable as err:
+            await kube.close()
+            raise kopf.TemporaryError(str(err), delay=10) from err
+        files = webhook_server.temporary_files(bundle)
+    publish = None
+    if config.configuration:
+        hooks = {f"{admission.HANDLER_ID}.{config.configuration}": admission.HANDLER_ID}
+        publish = webhook.publisher(kube, config.configuration, hooks, None)
+    webhook_server.configure(settings, config, webhook_server.build_server(config, files, publish))
 
 
 @kopf.on.cleanup()

@@ -1,31 +1,36 @@
-"""The validating admission webhook's server: where it listens, its certificate, how kopf announces it.
+"""The validating admission webhook's server: where it listens, its certificate, how it is announced.
 
 The handler itself is handlers/admission.py; it decides with decisions/admission.py.
 
-failurePolicy is Ignore: with the operator down (or slow, or broken) writes go through and the
-reconciler re-checks each session before it creates a claim; a violating session ends Failed with
-``PolicyCompliant=False`` and never gets one. For the same reason an unexpected error in the handler
-admits the request (with a warning) instead of refusing it.
+The ValidatingWebhookConfiguration ``agentsession.dev`` is shipped (config/webhook/, the chart) with
+``failurePolicy: Fail`` and a namespaceSelector that exempts the operator's namespace and kube-system.
+kopf only serves (``settings.admission.managed`` stays None: it never creates the configuration nor
+removes its webhooks at shutdown, which had switched admission off during every restart and rollout).
+The operator patches the configuration it finds: each webhook's clientConfig (the Service, or a URL
+when run outside the cluster) and caBundle (:class:`PublishingWebhookServer`, :func:`configuration_patch`);
+RBAC grants ``get``/``patch`` on that one name, never ``create``.
 
-kopf manages the ValidatingWebhookConfiguration ``agentsession.dev`` (settings.admission.managed): it
-creates it, patches in the webhook with its clientConfig and caBundle, and removes the webhook on a
-clean shutdown (a killed operator leaves it behind, harmless with failurePolicy Ignore).
+The certificate: in a cluster, one for every replica and restart, from the Secret named by
+``--webhook-cert-secret`` (generated once by the operator when the shipped Secret is still empty,
+renewed when it nears expiry; or provided, e.g. by cert-manager); outside, a generated one per start.
 
 Wiring: ``cli`` builds a :class:`WebhookConfig` from its flags, passes it to kopf in the operator's
-memo (``memo.webhook``) and registers the handler (handlers/admission.py); the startup handler calls
-:func:`configure`. Nothing is registered on import, so ``kopf run`` or KopfRunner over the handlers runs
-without a webhook (kopf refuses admission handlers without a server).
+memo (``memo.webhook``) and registers the handler (handlers/admission.py); the startup handler reads
+the certificate (kube/webhook.py) and calls :func:`configure`. Nothing is registered on import, so
+``kopf run`` or KopfRunner over the handlers runs without a webhook (kopf refuses admission handlers
+without a server).
 """
 
 from __future__ import annotations
 
 import atexit
+import base64
 import datetime as dt
 import ipaddress
 import shutil
 import socket
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,11 +40,15 @@ import kopf
 from agentsession_api import names
 from agentsession_operator.infra.logs import logger
 
-MANAGED_CONFIGURATION = names.GROUP
-"""Name of the ValidatingWebhookConfiguration kopf creates and keeps current (RBAC names it too)."""
+CONFIGURATION = names.GROUP
+"""Name of the shipped ValidatingWebhookConfiguration the operator patches (RBAC names it too)."""
 DEFAULT_PORT = 9443
 SERVICE_PORT = 443
 CERT_VALIDITY = dt.timedelta(days=365)
+RENEW_BEFORE = dt.timedelta(days=30)
+"""A certificate in the Secret that expires sooner than this is replaced at the next start."""
+
+Publish = Callable[[kopf.WebhookClientConfig], Awaitable[None]]
 
 _log = logger(component="webhook")
 
@@ -58,6 +67,12 @@ class WebhookConfig:
     """CA bundle for the API server; default: the certificate itself (or the generated CA)."""
     service: tuple[str, str, int] | None = None
     """(namespace, name, port): a Service clientConfig instead of a URL (in-cluster)."""
+    configuration: str | None = CONFIGURATION
+    """The shipped ValidatingWebhookConfiguration to patch (clientConfig, caBundle); None: leave it alone."""
+    cert_secret: tuple[str, str] | None = None
+    """(namespace, name) of the Secret holding the certificate every replica shares."""
+    generate: bool = True
+    """Fill (or renew) the Secret when it holds no usable certificate; False: it is provided (cert-manager)."""
 
     @property
     def enabled(self) -> bool:
@@ -65,6 +80,13 @@ class WebhookConfig:
 
     def url_host(self) -> str:
         return self.host or accessible_host(self.bind)
+
+    def required_names(self) -> list[str]:
+        """Names a certificate from the Secret must carry: what the API server dials."""
+        if self.service is not None:
+            namespace, name, _ = self.service
+            return [f"{name}.{namespace}.svc"]
+        return [self.url_host()]
 
     def server_names(self) -> list[str]:
         """Names the serving certificate must carry (SANs)."""
@@ -96,29 +118,123 @@ def parse_service(text: str) -> tuple[str, str, int]:
 
 
 # ---- the server ----------------------------------------------------------------------------------
-class ServiceWebhookServer(kopf.WebhookServer):
-    """kopf's server, announcing a Service clientConfig (namespace/name/port) instead of a URL."""
+class PublishingWebhookServer(kopf.WebhookServer):
+    """kopf's server, announcing a Service clientConfig when given one, and publishing each clientConfig it
+    yields into the shipped configuration (``publish``) before kopf sees it."""
 
-    def __init__(self, *, service: tuple[str, str, int], **kwargs: Any) -> None:
+    def __init__(
+        self, *, service: tuple[str, str, int] | None = None, publish: Publish | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
         self.service = service
+        self.publish = publish
 
     async def __call__(self, fn: kopf.WebhookFn) -> AsyncIterator[kopf.WebhookClientConfig]:
-        namespace, name, port = self.service
         async for url_config in super().__call__(fn):
-            service = kopf.WebhookClientConfigService(namespace=namespace, name=name, port=port)
-            if self.path:
-                service["path"] = self.path.rstrip("/")
-            config = kopf.WebhookClientConfig(service=service)
-            if "caBundle" in url_config:
-                config["caBundle"] = url_config["caBundle"]
+            config = url_config
+            if self.service is not None:
+                namespace, name, port = self.service
+                service = kopf.WebhookClientConfigService(namespace=namespace, name=name, port=port)
+                if self.path:
+                    service["path"] = self.path.rstrip("/")
+                config = kopf.WebhookClientConfig(service=service)
+                if "caBundle" in url_config:
+                    config["caBundle"] = url_config["caBundle"]
+            if self.publish is not None:
+                await self.publish(config)
             yield config
 
 
-def self_signed(directory: Path, names: list[str]) -> tuple[Path, Path, Path]:
-    """A throwaway CA and a serving certificate for ``names`` (DNS names or IPs): (cert, key, ca) files.
+def configuration_patch(
+    client_config: Mapping[str, Any], hooks: Mapping[str, str], ca_bundle: bytes | None = None
+) -> dict[str, Any]:
+    """A strategic merge patch (merged by webhook name) setting each webhook's clientConfig.
 
-    kopf's own generator needs the ``certbuilder`` extra; ``cryptography`` is what this project ships.
+    ``hooks`` maps a webhook's name in the configuration to the handler id kopf serves it under (the
+    last path segment). A URL and a Service exclude each other, so the other one is removed.
+    ``ca_bundle`` (PEM) replaces the server's own bundle: during a renewal it carries both CAs.
+    """
+    webhooks = []
+    for hook, handler_id in hooks.items():
+        config: dict[str, Any] = {}
+        if client_config.get("service") is not None:
+            service = dict(client_config["service"])
+            service["path"] = f"{(service.get('path') or '').rstrip('/')}/{handler_id}"
+            config["service"], config["url"] = service, None
+        else:
+            config["url"], config["service"] = f"{str(client_config.get('url') or '').rstrip('/')}/{handler_id}", None
+        if ca_bundle is not None:
+            config["caBundle"] = base64.b64encode(ca_bundle).decode()
+        elif client_config.get("caBundle"):
+            config["caBundle"] = client_config["caBundle"]
+        webhooks.append({"name": hook, "clientConfig": config})
+    return {"webhooks": webhooks}
+
+
+@dataclass(frozen=True)
+class CertBundle:
+    """A serving certificate, its key and the CA bundle (PEM), as the Secret stores them."""
+
+    cert: bytes
+    key: bytes
+    ca: bytes
+
+    SECRET_KEYS = ("tls.crt", "tls.key", "ca.crt")
+
+    def secret_data(self) -> dict[str, str]:
+        """The Secret's ``data`` (base64 values)."""
+        return {
+            k: base64.b64encode(v).decode()
+            for k, v in zip(self.SECRET_KEYS, (self.cert, self.key, self.ca), strict=True)
+        }
+
+    @classmethod
+    def from_secret_data(cls, data: Mapping[str, str] | None) -> CertBundle | None:
+        """None when the Secret holds no certificate yet (the shipped one is empty)."""
+        data = data or {}
+        if not all(data.get(k) for k in ("tls.crt", "tls.key")):
+            return None
+        values = [base64.b64decode(data.get(k) or "") for k in cls.SECRET_KEYS]
+        return cls(values[0], values[1], values[2] or values[0])
+
+    def write(self, directory: Path) -> tuple[str, str, str]:
+        """(cert, key, ca) files for kopf's server; the key readable by this user only."""
+        cert, key, ca = directory / "tls.crt", directory / "tls.key", directory / "ca.crt"
+        cert.write_bytes(self.cert)
+        ca.write_bytes(self.ca)
+        key.touch(mode=0o600)
+        key.write_bytes(self.key)
+        return str(cert), str(key), str(ca)
+
+
+def unusable(bundle: CertBundle | None, names: list[str], now: dt.datetime) -> str | None:
+    """Why ``bundle`` cannot serve ``names`` until ``now + RENEW_BEFORE`` (None: it can)."""
+    if bundle is None:
+        return "no certificate yet"
+    from cryptography import x509
+
+    try:
+        leaf = x509.load_pem_x509_certificate(bundle.cert)
+    except ValueError as err:
+        return f"unreadable certificate ({err})"
+    if leaf.not_valid_after_utc - now < RENEW_BEFORE:
+        return f"expires {leaf.not_valid_after_utc:%Y-%m-%d}"
+    try:
+        sans = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        return "no subjectAltName"
+    have = {str(v) for v in sans.get_values_for_type(x509.DNSName)}
+    have |= {str(v) for v in sans.get_values_for_type(x509.IPAddress)}
+    missing = [n for n in names if n not in have]
+    return f"does not name {', '.join(missing)}" if missing else None
+
+
+def issue(names: list[str], previous_ca: bytes | None = None) -> CertBundle:
+    """A new CA and a serving certificate for ``names`` (DNS names or IPs).
+
+    ``previous_ca`` (a renewal) stays in the bundle after the new CA, so a replica still serving the old
+    certificate keeps being trusted until it restarts. kopf's own generator needs the ``certbuilder``
+    extra; ``cryptography`` is what this project ships.
     """
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
@@ -162,19 +278,40 @@ def self_signed(directory: Path, names: list[str]) -> tuple[Path, Path, Path]:
         .add_extension(x509.SubjectAlternativeName([san(n) for n in names]), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
-    cert_path, key_path, ca_path = directory / "tls.crt", directory / "tls.key", directory / "ca.crt"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    ca_path.write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
-    key_path.touch(mode=0o600)
-    key_path.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    ca_pem = ca_cert.public_bytes(serialization.Encoding.PEM)
+    if previous_ca:
+        ca_pem += previous_ca.split(b"-----END CERTIFICATE-----")[0] + b"-----END CERTIFICATE-----\n"
+    return CertBundle(
+        cert=cert.public_bytes(serialization.Encoding.PEM),
+        key=key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        ),
+        ca=ca_pem,
     )
-    return cert_path, key_path, ca_path
 
 
-def build_server(config: WebhookConfig) -> kopf.WebhookServer:
-    """The HTTPS server for ``config``: its certificate files, or a generated one in a temporary directory."""
-    if config.cert and config.key:
+def self_signed(directory: Path, names: list[str]) -> tuple[Path, Path, Path]:
+    """:func:`issue` written to ``directory``: (cert, key, ca) files."""
+    cert, key, ca = issue(names).write(directory)
+    return Path(cert), Path(key), Path(ca)
+
+
+def temporary_files(bundle: CertBundle) -> tuple[str, str, str]:
+    """``bundle`` in a private temporary directory, removed at exit (the root filesystem is read-only)."""
+    directory = Path(tempfile.mkdtemp(prefix="agentsession-webhook-"))
+    atexit.register(shutil.rmtree, directory, ignore_errors=True)
+    return bundle.write(directory)
+
+
+def build_server(
+    config: WebhookConfig, files: tuple[str, str, str] | None = None, publish: Publish | None = None
+) -> kopf.WebhookServer:
+    """The HTTPS server for ``config``: with ``files`` (cert, key, CA: from the shared Secret), the flags'
+    files, or a certificate generated into a temporary directory."""
+    ca: str | None
+    if files is not None:
+        cert, key, ca = files
+    elif config.cert and config.key:
         cert, key, ca = config.cert, config.key, config.ca  # ca None: kopf puts the certificate in caBundle
     elif config.cert or config.key:
         raise ValueError("--webhook-cert and --webhook-key go together")
@@ -183,17 +320,16 @@ def build_server(config: WebhookConfig) -> kopf.WebhookServer:
         atexit.register(shutil.rmtree, directory, ignore_errors=True)
         cert_path, key_path, ca_path = self_signed(directory, config.server_names())
         cert, key, ca = str(cert_path), str(key_path), str(ca_path)
-    kwargs: dict[str, Any] = {
-        "addr": config.bind,
-        "port": config.port,
-        "host": config.url_host(),
-        "certfile": cert,
-        "pkeyfile": key,
-        "cafile": ca,
-    }
-    if config.service is not None:
-        return ServiceWebhookServer(service=config.service, **kwargs)
-    return kopf.WebhookServer(**kwargs)
+    return PublishingWebhookServer(
+        service=config.service,
+        publish=publish,
+        addr=config.bind,
+        port=config.port,
+        host=config.url_host(),
+        certfile=cert,
+        pkeyfile=key,
+        cafile=ca,
+    )
 
 
 def ensure_port_free(config: WebhookConfig) -> None:
@@ -211,11 +347,13 @@ def ensure_port_free(config: WebhookConfig) -> None:
         probe.bind((config.bind, config.port))
 
 
-def configure(settings: kopf.OperatorSettings, config: WebhookConfig | None) -> None:
-    """From the startup handler: serve the webhook and let kopf manage its configuration (when enabled)."""
+def configure(
+    settings: kopf.OperatorSettings, config: WebhookConfig | None, server: kopf.WebhookServer | None = None
+) -> None:
+    """From the startup handler: serve the webhook (when enabled); kopf manages no configuration."""
+    settings.admission.managed = None  # never create, never clean up at shutdown: the configuration is shipped
     if config is None or not config.enabled:
         return
-    settings.admission.server = build_server(config)
-    settings.admission.managed = MANAGED_CONFIGURATION
+    settings.admission.server = server or build_server(config)
     where = f"service {'/'.join(map(str, config.service))}" if config.service else config.url_host()
     _log.info("admission webhook enabled", bind=config.bind, port=config.port, reached_at=where)

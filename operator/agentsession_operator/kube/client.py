@@ -266,6 +266,41 @@ class Kube:
         domains = [d.strip().lower() for d in raw.replace("\n", ",").split(",") if d.strip()]
         return domains or list(names.DEFAULT_ALLOWED_LABEL_DOMAINS)
 
+    # ---- the admission webhook's certificate and configuration -------------------------------
+    async def get_secret_data(self, namespace: str, name: str) -> tuple[dict[str, str], str] | None:
+        """(data, resourceVersion) of one Secret (RBAC: get on that name only); None when absent."""
+        try:
+            secret = await self.core.read_namespaced_secret(name, namespace)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return dict(secret.data or {}), str(secret.metadata.resource_version)
+
+    async def fill_secret(self, namespace: str, name: str, data: dict[str, str], resource_version: str) -> bool:
+        """Write ``data`` only if the Secret is still at ``resource_version``; False when another replica won."""
+        patch = {"metadata": {"resourceVersion": resource_version}, "data": data}
+        try:
+            await self.core.patch_namespaced_secret(name, namespace, patch, _content_type=_MERGE["Content-Type"])
+        except ApiException as exc:
+            if exc.status == 409:
+                return False
+            raise
+        return True
+
+    async def patch_validating_webhooks(self, name: str, patch: dict[str, Any]) -> bool:
+        """Strategic merge (webhooks merge by name); False when the configuration does not exist."""
+        api = client.AdmissionregistrationV1Api(self.api_client)
+        try:
+            await api.patch_validating_webhook_configuration(
+                name, patch, _content_type="application/strategic-merge-patch+json"
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
     # ---- events ------------------------------------------------------------------------------
     async def event(
         self, obj: dict[str, Any], reason: str, message: str, type_: str = "Normal", action: str = "Reconcile"

@@ -26,6 +26,7 @@ from agentsession_operator import constants as c
 from agentsession_operator.decisions import fork, lifecycle, naming, network, policy, refusals, retention
 from agentsession_operator.decisions import status as session_status
 from agentsession_operator.decisions.actions import (
+    DEFAULT_EXPIRY_WARNING,
     Action,
     ApplyNetworkPolicy,
     CreateClaim,
@@ -34,6 +35,7 @@ from agentsession_operator.decisions.actions import (
     PatchSandbox,
     PatchStatus,
     ScheduleCheck,
+    Warn,
     patch_changes,
     reconcile_actions,
 )
@@ -56,6 +58,8 @@ class Config:
     agent_sandbox_namespace: str = "agent-sandbox-system"
     agent_sandbox_configmap: str = "agent-sandbox-config"
     network: network.NetworkSettings = field(default_factory=network.NetworkSettings)
+    expiry_warning: dt.timedelta | None = DEFAULT_EXPIRY_WARNING
+    """How long before its expiry a session gets an ExpiringSoon Warning Event (None: never)."""
 
 
 def _now() -> dt.datetime:
@@ -389,6 +393,7 @@ class Reconciler:
             violations=violations,
             fork=fork_blocked,
             isolation=isolation,
+            expiry_lead=self.config.expiry_warning,
         )
         status_patch: dict[str, Any] | None = None
         for action in actions:
@@ -396,6 +401,9 @@ class Reconciler:
                 status_patch = {**action.patch, **status_extra}
             elif isinstance(action, ScheduleCheck):
                 self.scheduler.schedule(key, action.at)
+            elif isinstance(action, Warn):
+                log.warning("warning", reason=action.reason, message=action.message)
+                self._event(session, action.reason, action.message, "Warning")
             elif isinstance(action, CreateClaim | PatchClaim):
                 try:
                     await self._act(action, session, claim, log, deadline_lag)

@@ -172,8 +172,16 @@ def test_values_image_replicas_resources_log_level_and_certificate_secret(helm: 
     assert container["image"] == "registry.local/op:dev" and deploy["spec"]["replicas"] == 0
     assert container["resources"]["limits"]["memory"] == "1Gi"
     assert "--log-level=DEBUG" in container["args"]
-    assert "--webhook-cert=/etc/agentsession/webhook/tls.crt" in container["args"]
-    assert {"name": "webhook-tls", "secret": {"secretName": "tls"}} in pod["volumes"]
+    # A provided Secret: read (never written) by name, in the chart's namespace; nothing ships it.
+    assert "--webhook-cert-secret=$(POD_NAMESPACE)/tls" in container["args"]
+    assert "--no-webhook-cert-generate" in container["args"]
+    assert "volumes" not in pod or all("secret" not in v for v in pod["volumes"])
+    role = rendered["Role/ops/agentsession-operator-webhook-certificate"]
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["tls"], "verbs": ["get"]}]
+    assert not [k for k in rendered if k.startswith("Secret/")]
+    hook = rendered["ValidatingWebhookConfiguration//agentsession.dev"]["webhooks"][0]
+    assert hook["clientConfig"]["service"]["namespace"] == "ops"
+    assert hook["namespaceSelector"]["matchExpressions"][0]["values"] == ["ops", "kube-system"]
     binding = rendered["ClusterRoleBinding//agentsession-operator"]
     assert binding["subjects"][0]["namespace"] == "ops"
     bad = subprocess.run(
@@ -191,7 +199,24 @@ def test_values_image_replicas_resources_log_level_and_certificate_secret(helm: 
         text=True,
         timeout=120,
     )
-    assert bad.returncode != 0 and "generated or secret" in bad.stderr
+    assert bad.returncode != 0 and "generated, certManager or secret" in bad.stderr
+
+
+def test_cert_manager_option(helm: Path) -> None:
+    """webhook.certificate.source=certManager: an Issuer and a Certificate write the Secret, cainjector the caBundle."""
+    rendered = _objects(_template(helm, "--set", "webhook.certificate.source=certManager"))
+    certificate = rendered["Certificate/agentsession-system/agentsession-webhook"]
+    assert certificate["spec"]["secretName"] == "agentsession-webhook-cert"
+    assert "agentsession-operator.agentsession-system.svc" in certificate["spec"]["dnsNames"]
+    assert "Issuer/agentsession-system/agentsession-webhook" in rendered
+    configuration = rendered["ValidatingWebhookConfiguration//agentsession.dev"]
+    annotations = configuration["metadata"]["annotations"]
+    assert annotations["cert-manager.io/inject-ca-from"] == "agentsession-system/agentsession-webhook"
+    assert "Secret/agentsession-system/agentsession-webhook-cert" not in rendered
+    container = rendered["Deployment/agentsession-system/agentsession-operator"]["spec"]["template"]["spec"][
+        "containers"
+    ][0]
+    assert "--no-webhook-cert-generate" in container["args"]
 
 
 def test_chart_crds_are_the_generated_ones() -> None:

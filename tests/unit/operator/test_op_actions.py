@@ -54,7 +54,10 @@ def test_new_session_creates_claim(make_session: Make) -> None:
     assert create.manifest["metadata"]["name"] == "demo"
     assert create.manifest["spec"]["lifecycle"]["shutdownTime"] == "2025-01-01T13:00:00Z"
     assert status_of(actions)["phase"] == "Pending"
-    assert actions[-1] == ScheduleCheck(datetime(2025, 1, 1, 13, 0, tzinfo=UTC), "TTLExpired")
+    # The first deadline: the ExpiringSoon warning, 10 minutes before the TTL ends (then the TTL itself).
+    assert actions[-1] == ScheduleCheck(datetime(2025, 1, 1, 12, 50, tzinfo=UTC), "ExpiringSoon")
+    quiet = reconcile_actions(session, None, None, T0, expiry_lead=None)
+    assert quiet[-1] == ScheduleCheck(datetime(2025, 1, 1, 13, 0, tzinfo=UTC), "TTLExpired")
 
 
 def test_no_claim_without_pool(make_session: Make) -> None:

@@ -265,9 +265,9 @@ def test_configure_sets_server_and_managed_configuration() -> None:
     server = settings.admission.server
     assert isinstance(server, kopf.WebhookServer) and server.port == 9999 and server.host == "127.0.0.1"
     assert server.cafile and server.certfile and server.pkeyfile
-    assert settings.admission.managed == "agentsession.dev"
+    assert settings.admission.managed is None  # the configuration is shipped, never kopf's
     webhook.configure(settings, webhook.WebhookConfig(port=9443, service=("ns", "svc", 443)))
-    assert isinstance(settings.admission.server, webhook.ServiceWebhookServer)
+    assert isinstance(settings.admission.server, webhook.PublishingWebhookServer)
 
 
 def test_ensure_port_free_refuses_a_taken_port() -> None:
@@ -293,7 +293,7 @@ async def test_service_server_announces_a_service_client_config(tmp_path: Any) -
         port = s.getsockname()[1]
     config = webhook.WebhookConfig(port=port, bind="127.0.0.1", service=("agentsession-system", "op", 443))
     server = webhook.build_server(config)
-    assert isinstance(server, webhook.ServiceWebhookServer)
+    assert isinstance(server, webhook.PublishingWebhookServer)
 
     async def never(*_: Any, **__: Any) -> Any:
         raise AssertionError("no request expected")
@@ -432,3 +432,148 @@ def test_accessible_host() -> None:
     assert webhook.accessible_host("::") == "::1"
     assert webhook.accessible_host("127.0.0.7") == "127.0.0.7"
     assert webhook.accessible_host("op.example") == "op.example"
+
+
+# ---- issue 11 item 4 (admission half): a session may only become more constrained --------------------
+def test_leaving_a_policy_by_a_label_change_is_refused(make_session: Make, make_policy: Make) -> None:
+    """Attack: `kubectl label ags s1 team-` took the session out of the policy that capped its TTL."""
+    cap = make_policy("cap", {"selector": {"matchLabels": {"team": "a"}}, "limits": {"maxTtl": "1h"}})
+    stored = make_session(spec={"warmPoolRef": {"name": "p"}, "ttl": "30m"}, labels={"team": "a", "x": "1"})
+    unlabelled = copy.deepcopy(stored)
+    del unlabelled["metadata"]["labels"]["team"]
+    (message,) = admission.review(unlabelled, [cap], DOMAINS, [], "UPDATE", old=stored)
+    assert "AgentSessionPolicy cap" in message and "team" in message, message
+    assert "restore" in message and "team=a" in message, message  # says what to fix
+    relabelled = copy.deepcopy(stored)
+    relabelled["metadata"]["labels"]["team"] = "b"
+    assert admission.review(relabelled, [cap], DOMAINS, [], "UPDATE", old=stored)
+    # Changes that keep every policy that applied are not refused: another label, or joining a policy.
+    other = copy.deepcopy(stored)
+    other["metadata"]["labels"]["x"] = "2"
+    assert admission.review(other, [cap], DOMAINS, [], "UPDATE", old=stored) == []
+    joined = make_session(spec={"warmPoolRef": {"name": "p"}, "ttl": "30m"}, labels={})
+    assert admission.review(stored, [cap], DOMAINS, [], "UPDATE", old=joined) == []
+    # matchExpressions are read as well: NotIn loosens when the value moves into the excluded set.
+    not_b = make_policy(
+        "not-b", {"selector": {"matchExpressions": [{"key": "team", "operator": "NotIn", "values": ["b"]}]}}
+    )
+    (message,) = admission.review(relabelled, [not_b], DOMAINS, [], "UPDATE", old=stored)
+    assert "AgentSessionPolicy not-b" in message and "team" in message, message
+    # Deleting and CREATE are unaffected.
+    deleting = copy.deepcopy(unlabelled)
+    deleting["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    assert admission.review(deleting, [cap], DOMAINS, [], "UPDATE", old=stored) == []
+    assert admission.review(unlabelled, [cap], DOMAINS, [], "CREATE") == []
+
+
+def test_kopf_never_creates_nor_deletes_webhook_configurations() -> None:
+    """Item 10. Attack: kopf's managed mode created the configuration at start and removed its webhooks at
+    every clean shutdown, so each restart or rollout switched admission off. Now kopf only serves; the
+    configuration is shipped (config/) and the operator patches its clientConfig and caBundle."""
+    settings = kopf.OperatorSettings()
+    webhook.configure(settings, webhook.WebhookConfig(port=9999, bind="127.0.0.1"))
+    assert isinstance(settings.admission.server, kopf.WebhookServer)
+    assert settings.admission.managed is None
+
+
+def test_configuration_patch_sets_client_config_by_webhook_name() -> None:
+    hooks = {"policy.agentsession.dev": "policy"}
+    service = {"service": {"namespace": "ns", "name": "op", "port": 443}, "caBundle": "Q0E="}
+    assert webhook.configuration_patch(service, hooks) == {
+        "webhooks": [
+            {
+                "name": "policy.agentsession.dev",
+                "clientConfig": {
+                    "service": {"namespace": "ns", "name": "op", "port": 443, "path": "/policy"},
+                    "url": None,  # a URL and a Service exclude each other
+                    "caBundle": "Q0E=",
+                },
+            }
+        ]
+    }
+    (hook,) = webhook.configuration_patch({"url": "https://127.0.0.1:9443/"}, hooks, ca_bundle=b"CA")["webhooks"]
+    assert hook["clientConfig"] == {"url": "https://127.0.0.1:9443/policy", "service": None, "caBundle": "Q0E="}
+
+
+def test_cert_bundle_round_trips_through_the_secret_and_is_checked() -> None:
+    import datetime as dt
+
+    now = dt.datetime.now(dt.UTC)
+    names = ["op.ns.svc", "127.0.0.1"]
+    bundle = webhook.issue(names)
+    again = webhook.CertBundle.from_secret_data(bundle.secret_data())
+    assert again == bundle
+    assert webhook.unusable(again, names, now) is None
+    assert webhook.CertBundle.from_secret_data({}) is None  # the shipped, empty Secret
+    assert webhook.unusable(None, names, now) == "no certificate yet"
+    assert webhook.unusable(bundle, ["other.ns.svc"], now) == "does not name other.ns.svc"
+    assert "expires" in (webhook.unusable(bundle, names, now + dt.timedelta(days=340)) or "")
+    # A renewal keeps the previous CA in the bundle (a replica with the old certificate stays trusted).
+    renewed = webhook.issue(names, previous_ca=bundle.ca)
+    assert renewed.ca.count(b"BEGIN CERTIFICATE") == 2 and renewed.ca.endswith(bundle.ca)
+
+
+class FakeSecrets:
+    """One Secret with a resourceVersion: a write at a stale version loses (409), as in the API server."""
+
+    def __init__(self, data: dict[str, str] | None) -> None:
+        self.data, self.version, self.writes = data, 1, 0
+
+    async def get_secret_data(self, namespace: str, name: str) -> tuple[dict[str, str], str] | None:
+        import asyncio
+
+        await asyncio.sleep(0)  # let the replicas interleave: all read the empty Secret first
+        return None if self.data is None else (dict(self.data), str(self.version))
+
+    async def fill_secret(self, namespace: str, name: str, data: dict[str, str], resource_version: str) -> bool:
+        if resource_version != str(self.version):
+            return False
+        self.data, self.version, self.writes = data, self.version + 1, self.writes + 1
+        return True
+
+
+async def test_replicas_starting_together_share_one_certificate() -> None:
+    import asyncio
+
+    from agentsession_operator.kube import webhook as kube_webhook
+
+    secrets = FakeSecrets({})
+    names = ["op.ns.svc"]
+    got = await asyncio.gather(
+        *(kube_webhook.shared_certificate(secrets, "ns", "cert", names, True) for _ in range(3))  # type: ignore[arg-type]
+    )
+    assert got[0] == got[1] == got[2] and secrets.writes == 1
+    # A restart reuses it: no write.
+    assert await kube_webhook.shared_certificate(secrets, "ns", "cert", names, True) == got[0]  # type: ignore[arg-type]
+    assert secrets.writes == 1
+    with pytest.raises(kube_webhook.CertificateUnavailable, match="not found"):
+        await kube_webhook.shared_certificate(FakeSecrets(None), "ns", "cert", names, True)  # type: ignore[arg-type]
+
+
+async def test_publishing_retries_and_never_raises() -> None:
+    from agentsession_operator.kube import webhook as kube_webhook
+
+    class Flaky:
+        def __init__(self, failures: int, found: bool = True) -> None:
+            self.failures, self.found, self.patches = failures, found, []
+
+        async def patch_validating_webhooks(self, name: str, patch: dict[str, Any]) -> bool:
+            if self.failures:
+                self.failures -= 1
+                raise RuntimeError("API down")
+            self.patches.append((name, patch))
+            return self.found
+
+    hooks = {"policy.agentsession.dev": "policy"}
+    flaky = Flaky(2)
+    publish = kube_webhook.publisher(flaky, "agentsession.dev", hooks, None, retry_delay=0)  # type: ignore[arg-type]
+    await publish({"url": "https://127.0.0.1:1/"})
+    assert [name for name, _ in flaky.patches] == ["agentsession.dev"]
+    down = Flaky(100)
+    await kube_webhook.publisher(down, "agentsession.dev", hooks, None, attempts=3, retry_delay=0)(  # type: ignore[arg-type]
+        {"url": "https://127.0.0.1:1/"}
+    )
+    assert down.patches == []  # gave up quietly: the server keeps serving
+    await kube_webhook.publisher(Flaky(0, found=False), "agentsession.dev", hooks, None)(  # type: ignore[arg-type]
+        {"url": "https://127.0.0.1:1/"}
+    )

@@ -55,6 +55,8 @@ def test_pending_while_claim_is_created(make_session: Make) -> None:
         "idleAction": "Delete",
         "maxTtl": None,
         "maxIdleTimeout": None,
+        "pendingMaxTtl": None,
+        "pendingMaxTtlAt": None,
     }
 
 
@@ -379,6 +381,8 @@ def test_resolved_values_in_status(make_session: Make) -> None:
         "idleAction": "Suspend",
         "maxTtl": None,
         "maxIdleTimeout": None,
+        "pendingMaxTtl": None,
+        "pendingMaxTtlAt": None,
     }
     assert result["expiresAt"] == "2025-01-01T12:00:00Z"
 
