@@ -59,6 +59,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=os.environ.get("BIND_ADDRESS", "127.0.0.1"),
         help="address for the webhook, metrics and health endpoints (default loopback; the Deployment sets 0.0.0.0)",
     )
+    parser.add_argument(
+        "--resync-period",
+        type=float,
+        default=float(os.environ.get("RESYNC_PERIOD", "300")),
+        help="seconds between relists that drop cached objects deleted while a watch was down",
+    )
     parser.add_argument("--log-format", choices=["json", "console"], default=os.environ.get("LOG_FORMAT", "json"))
     parser.add_argument("--log-level", default=os.environ.get("LOG_LEVEL", "INFO"))
     lead = parser.add_argument_group("leader election (run several replicas: one reconciles, the others stand by)")
@@ -174,7 +180,12 @@ def main(argv: list[str] | None = None) -> None:
     asyncio.run(
         kopf.operator(
             registry=registry,
-            memo=kopf.Memo(webhook=config, namespaces=tuple(args.namespace or ()), election=election(args)),
+            memo=kopf.Memo(
+                webhook=config,
+                namespaces=tuple(args.namespace or ()),
+                election=election(args),
+                resync_period=args.resync_period,
+            ),
             standalone=True,
             clusterwide=not args.namespace,
             namespaces=args.namespace or [],

@@ -72,6 +72,21 @@ class Kube:
             result = await self.custom.list_namespaced_custom_object(group, version, namespace, plural, **kwargs)
         return list(result.get("items", []))
 
+    async def list_versioned(self, kind: str) -> tuple[list[dict[str, Any]], str]:
+        """Every object of `kind` (cluster-wide, ours only for claims) and the list's resourceVersion:
+        what a relist sees, for dropping cached objects deleted while a watch was down (kube/resync)."""
+        managed = f"{c.LABEL_MANAGED_BY}={c.MANAGED_BY}"
+        group, version, plural, selector = {
+            "policies": (names.GROUP, names.VERSION, names.POLICY_PLURAL, None),
+            "sessions": (names.GROUP, names.VERSION, names.SESSION_PLURAL, None),
+            "pools": (c.EXTENSIONS_GROUP, c.EXTENSIONS_VERSION, c.WARM_POOL_PLURAL, None),
+            "claims": (c.EXTENSIONS_GROUP, c.EXTENSIONS_VERSION, c.CLAIM_PLURAL, managed),
+            "sandboxes": (c.SANDBOX_GROUP, c.SANDBOX_VERSION, c.SANDBOX_PLURAL, None),
+        }[kind]
+        kwargs = {"label_selector": selector} if selector else {}
+        result = await self.custom.list_cluster_custom_object(group, version, plural, **kwargs)
+        return list(result.get("items", [])), str((result.get("metadata") or {}).get("resourceVersion") or "")
+
     # ---- sessions ---------------------------------------------------------------
     async def get_session(self, namespace: str, name: str) -> dict[str, Any] | None:
         return await self._get(names.GROUP, names.VERSION, names.SESSION_PLURAL, namespace, name)

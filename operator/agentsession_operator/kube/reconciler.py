@@ -12,7 +12,7 @@ import contextlib
 import datetime as dt
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,11 +40,14 @@ from agentsession_operator.decisions.ownership import is_owned_by
 from agentsession_operator.decisions.selectors import watched
 from agentsession_operator.infra import metrics
 from agentsession_operator.infra.logs import logger
-from agentsession_operator.kube.cache import Cache, Key
+from agentsession_operator.kube.cache import Cache, Key, unseen_deletions
 from agentsession_operator.kube.client import Kube
 from agentsession_operator.kube.scheduler import DeadlineScheduler
 
 LABEL_DOMAINS_TTL = 60.0  # seconds between reads of agent-sandbox-config
+RESYNC_DEBOUNCE = 2.0  # seconds after a listing's first event before listing again (the burst is over)
+RESYNC_PERIOD = 300.0  # a relist that found nothing delivers no event at all: list anyway, this often
+RESYNC_KINDS = ("policies", "pools", "sessions", "claims", "sandboxes")
 MAX_RETRY_DELAY = 60.0
 
 
@@ -79,6 +82,7 @@ class Reconciler:
         self._background: set[asyncio.Task[None]] = set()
         self._dirty: dict[Key, tuple[str, bool]] = {}
         self._create_refused: set[Key] = set()  # sessions whose claim create met an existing claim
+        self._resync_due: set[str] = set()  # kinds whose listing-driven resync is pending
         # Leadership gate (kube/leader.py): a standby keeps its cache current but never writes.
         self.is_leader: Callable[[], bool] = lambda: True
 
@@ -199,9 +203,75 @@ class Reconciler:
             if watched(meta.get("namespace"), namespaces):
                 self.cache.policies[meta["namespace"]][meta["name"]] = dict(body)
         for body in await _listing(self.kube.list_warm_pools):
-            self.cache.pools.add((body["metadata"]["namespace"], body["metadata"]["name"]))
+            self.cache.remember_pool((body["metadata"]["namespace"], body["metadata"]["name"]), body)
         self.cache.loaded = True
         logger().info("policies and warm pools loaded", policies=sum(map(len, self.cache.policies.values())))
+
+    # ---- relists: deletions no watch delivered ------------------------------------------------
+    def relisted(self, kind: str) -> None:
+        """kopf delivered a listed object of `kind`: once the listing's burst is over, list again and
+        drop what the cache holds but the API no longer has (a relist brings no DELETED events)."""
+        if kind in self._resync_due:
+            return
+        self._resync_due.add(kind)
+        task = asyncio.create_task(self._resync_soon(kind))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _resync_soon(self, kind: str) -> None:
+        await asyncio.sleep(RESYNC_DEBOUNCE)
+        self._resync_due.discard(kind)
+        try:
+            await self.resync(kind)
+        except Exception as exc:  # the periodic resync tries again
+            logger().warning("cache resync failed", kind=kind, error=str(exc)[:300])
+
+    async def resync_forever(self, period: float = RESYNC_PERIOD) -> None:
+        """Every `period`: a relist that found nothing of a kind (every policy deleted while the watch
+        was down) delivers no event at all, so nothing else would notice."""
+        while True:
+            await asyncio.sleep(period)
+            for kind in RESYNC_KINDS:
+                try:
+                    await self.resync(kind)
+                except Exception as exc:
+                    logger().warning("cache resync failed", kind=kind, error=str(exc)[:300])
+
+    async def resync(self, kind: str) -> list[Key]:
+        """List `kind` and drop the cached objects deleted unseen; what depended on them is judged again."""
+        items, version = await self.kube.list_versioned(kind)
+        listed = {(i["metadata"]["namespace"], i["metadata"]["name"]) for i in items}
+        policies = {(ns, n): body for ns, bodies in self.cache.policies.items() for n, body in bodies.items()}
+        tables: dict[str, Mapping[Key, Any]] = {
+            "policies": policies,
+            "pools": self.cache.pools,
+            "sessions": self.cache.sessions,
+            "claims": self.cache.claims,
+            "sandboxes": self.cache.sandboxes,
+        }
+        gone = unseen_deletions(tables[kind], listed, version)
+        for key in gone:
+            metrics.CACHE_RESYNC_DROPPED.labels(kind=kind).inc()
+            logger(namespace=key[0], name=key[1]).info("deleted while unwatched: dropped from the cache", kind=kind)
+            if kind == "policies":
+                self.cache.policies[key[0]].pop(key[1], None)
+                self.trigger_namespace(key[0], cause=f"policy {key[1]} gone")
+            elif kind == "pools":
+                self.cache.pools.pop(key, None)
+                self.trigger_namespace(key[0], cause=f"warm pool {key[1]} gone")
+            elif kind == "sessions":
+                self.forget(key)
+            elif kind == "claims":
+                claim = self.cache.claims.pop(key, None)
+                owner = self.session_for_claim(claim) if claim else None
+                if owner is not None and owner in self.cache.sessions:
+                    self.scheduler.schedule(owner, _now())
+            else:
+                sandbox = self.cache.sandboxes.pop(key, None)
+                owner = self.session_for_sandbox(sandbox) if sandbox else None
+                if owner is not None and owner in self.cache.sessions:
+                    self.scheduler.schedule(owner, _now())
+        return gone
 
     # ---- observation -------------------------------------------------------------------------
     async def label_domains(self) -> list[str]:
