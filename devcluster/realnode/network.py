@@ -38,11 +38,12 @@ class NodeNetwork:
 
     @property
     def host_link(self) -> str:
-        return (self.netns[:10] + "-h")[:15]
+        # Interface names hold 15 characters: keep the index in them, or two clusters' links collide.
+        return f"agsnode{INDEX}-h"
 
     @property
     def node_link(self) -> str:
-        return (self.netns[:10] + "-n")[:15]
+        return f"agsnode{INDEX}-n"
 
     @property
     def netns_path(self) -> str:
