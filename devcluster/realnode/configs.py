@@ -13,6 +13,9 @@ from devcluster.realnode import network
 
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 CLUSTER_DOMAIN = "cluster.local"
+CGROUP_PARENT = f"agentsession-node{network.INDEX}"
+"""The kubelet's cgroupRoot: each real-node cluster on the machine gets its own tree. Under the shared
+/kubepods, one kubelet took the other's pod cgroups for orphans and killed their containers (exit 137)."""
 
 
 @dataclass(frozen=True)
@@ -149,6 +152,7 @@ def kubelet_config(dirs: NodeDirs, ca: Path, serving: tuple[Path, Path]) -> str:
         "failCgroupV1": False,
         "cgroupDriver": "cgroupfs",
         "cgroupsPerQOS": True,
+        "cgroupRoot": f"/{CGROUP_PARENT}",
         "failSwapOn": False,
         "enforceNodeAllocatable": [],
         "containerRuntimeEndpoint": f"unix://{dirs.containerd_socket}",

@@ -113,6 +113,7 @@ class RealNode:
         self.cluster.wait("containerd", self.dirs.containerd_socket.exists, 60, "containerd", pid)
 
     def _start_kubelet(self) -> None:
+        self._make_cgroup_parent()
         kc = self._kubeconfig("kubelet", f"system:node:{NODE_NAME}")
         config = self.dirs.root / "kubelet.yaml"
         config.write_text(
@@ -247,9 +248,23 @@ class RealNode:
             subprocess.run(["umount", "-l", target], capture_output=True)
 
     @staticmethod
-    def _remove_pod_cgroups() -> None:
+    def _make_cgroup_parent() -> None:
+        """The kubelet's cgroupRoot must exist in every hierarchy; a new cpuset cgroup starts with no CPUs
+        and no memory nodes, so it gets its parent's."""
         for hierarchy in CGROUP_ROOT.iterdir() if CGROUP_ROOT.exists() else []:
-            top = hierarchy / "kubepods"
+            if hierarchy.name == "unified" or not (hierarchy / "cgroup.procs").exists():
+                continue
+            parent = hierarchy / configs.CGROUP_PARENT
+            parent.mkdir(exist_ok=True)
+            for name in ("cpuset.cpus", "cpuset.mems"):
+                if (hierarchy / name).exists() and not (parent / name).read_text().strip():
+                    (parent / name).write_text((hierarchy / name).read_text())
+
+    @staticmethod
+    def _remove_pod_cgroups() -> None:
+        """Only this node's tree (configs.CGROUP_PARENT): another cluster's kubelet may be running."""
+        for hierarchy in CGROUP_ROOT.iterdir() if CGROUP_ROOT.exists() else []:
+            top = hierarchy / configs.CGROUP_PARENT
             if not top.is_dir():
                 continue
             for d in sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
