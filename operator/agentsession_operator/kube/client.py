@@ -14,6 +14,7 @@ from kubernetes_asyncio.client.rest import ApiException
 from agentsession_api import names
 from agentsession_operator import constants as c
 from agentsession_operator.infra.logs import logger
+from agentsession_operator.kube import transport
 
 _log = logger()
 
@@ -48,7 +49,9 @@ class Kube:
             config.load_incluster_config()
         except config.ConfigException:
             await config.load_kube_config()
-        return cls(without_env_lookups(client.ApiClient()))
+        api_client = without_env_lookups(client.ApiClient())
+        transport.install(api_client)  # a timeout, Retry-After, client-go's retries
+        return cls(api_client)
 
     async def close(self) -> None:
         await self.api_client.close()
