@@ -238,6 +238,30 @@ async def test_on_started_leading_runs_once_per_term() -> None:
     assert len(started) == 2 and a.transitions == 2
 
 
+async def test_a_lapse_between_two_rounds_counts_as_a_new_term() -> None:
+    """A throttled round outlives the renew deadline (passes are refused meanwhile) and then renews:
+    _notify sees leader -> leader, yet on_started_leading must run again to redo the refused passes."""
+    api, clock = FakeLeases(), Clock()
+    started: list[float] = []
+    a = elector(api, clock, "a", on_started_leading=lambda: started.append(clock.t))
+    await a.try_once()
+    await a._notify()
+    slow_get = api.get
+
+    async def throttled_get(namespace: str, name: str) -> dict[str, Any] | None:
+        clock.t += 8.0  # waited out Retry-After past the renew deadline
+        assert not a.is_leader()
+        return await slow_get(namespace, name)
+
+    api.get = throttled_get  # type: ignore[method-assign]
+    await a.try_once()
+    api.get = slow_get  # type: ignore[method-assign]
+    await a.try_once()  # the next round is quick: leader again before _notify looks
+    assert a.is_leader()
+    await a._notify()
+    assert started == [1000.0, 1008.0] and a.transitions == 2
+
+
 # ---- the reconciler's gate ---------------------------------------------------------------------------
 class NoKube:
     """Any API call fails the test: a standby must not even read."""
