@@ -49,6 +49,7 @@ RESYNC_DEBOUNCE = 2.0  # seconds after a listing's first event before listing ag
 RESYNC_PERIOD = 300.0  # a relist that found nothing delivers no event at all: list anyway, this often
 RESYNC_KINDS = ("policies", "pools", "sessions", "claims", "sandboxes")
 MAX_RETRY_DELAY = 60.0
+AGAIN_DELAY = 0.2  # seconds before the pass a claim create's 409 asks for
 
 
 @dataclass
@@ -404,6 +405,7 @@ class Reconciler:
             violations=violations,
         )
         status_patch: dict[str, Any] | None = None
+        again = False
         for action in actions:
             if isinstance(action, PatchStatus):
                 status_patch = {**action.patch, **status_extra}
@@ -411,7 +413,7 @@ class Reconciler:
                 self.scheduler.schedule(key, action.at)
             elif isinstance(action, CreateClaim | PatchClaim):
                 try:
-                    await self._act(action, session, claim, log, deadline_lag)
+                    again = await self._act(action, session, claim, log, deadline_lag) or again
                 except ApiException as exc:
                     if not refusals.is_refusal(exc.status):
                         raise
@@ -423,12 +425,14 @@ class Reconciler:
                     await self._write_status(key, session, {**patch, **status_extra}, log)
                     raise
             else:
-                await self._act(action, session, claim, log, deadline_lag)
+                again = await self._act(action, session, claim, log, deadline_lag) or again
         if status_patch is None and status_extra:
             status_patch = status_extra
         if status_patch is not None:
             await self._write_status(key, session, status_patch, log)
         await self._retention(key, session, status_patch, effective, now)
+        if again:  # last, so no deadline set by this pass replaces it
+            self.scheduler.schedule(key, _now() + dt.timedelta(seconds=AGAIN_DELAY))
 
     async def _act(
         self,
@@ -437,7 +441,8 @@ class Reconciler:
         claim: dict[str, Any] | None,
         log: Any,
         deadline_lag: float | None,
-    ) -> None:
+    ) -> bool:
+        """Do one action; True when the session needs another pass soon."""
         namespace, name = session["metadata"]["namespace"], session["metadata"]["name"]
         self._fence()
         if isinstance(action, CreateClaim):
@@ -446,14 +451,16 @@ class Reconciler:
             if created is None:
                 self._create_refused.add((namespace, name))
                 existing = await self.kube.get_claim(namespace, claim_name)
-                if existing is not None and is_owned_by(existing, session["metadata"]["uid"]):
+                if existing is None:
+                    log.warning("the claim create met a 409 but no claim is there: creating again", claim=claim_name)
+                elif is_owned_by(existing, session["metadata"]["uid"]):
                     self.cache.remember_claim((namespace, claim_name), existing)
                     log.info("claim exists already", claim=claim_name)
                 else:
                     log.warning("a SandboxClaim of that name belongs to someone else", claim=claim_name)
-                # Either way the next pass sees the claim and decides with it.
-                self.scheduler.schedule((namespace, name), _now())
-                return
+                # Either way the next pass sees the claim (or its absence) and decides with it. Not scheduled
+                # here: a ScheduleCheck later in this pass would replace it with a far deadline.
+                return True
             self.cache.remember_claim((namespace, claim_name), created)
             metrics.CLAIMS_CREATED.inc()
             log.info("claim created", claim=claim_name)
@@ -483,6 +490,7 @@ class Reconciler:
                 "Suspended" if mode == c.OPERATING_MODE_SUSPENDED else "Resumed",
                 f"Sandbox {action.name} operatingMode set to {mode}",
             )
+        return False
 
     async def _write_status(self, key: Key, session: dict[str, Any], patch: dict[str, Any], log: Any) -> None:
         before = _phase(session.get("status"))
