@@ -50,3 +50,6 @@ REASON_CLAIM_CONFLICT: Final = "ClaimConflict"
 REASON_CLAIM_PENDING: Final = "ClaimPending"
 REASON_SUSPEND_REQUESTED: Final = "SuspendRequested"
 REASON_DELETING: Final = "Deleting"
+REASON_SANDBOX_UNAVAILABLE: Final = "SandboxUnavailable"
+"""A session that was Ready lost its sandbox's readiness (its runtime exited, its pod restarts or went):
+phase Provisioning until the sandbox is ready again."""

@@ -525,7 +525,7 @@ class Reconciler:
             )
             message = ready.get("message") or f"phase {after}"
             log.info("phase changed", old=before, new=after, reason=ready.get("reason"), message=message)
-            warning = after in (Phase.FAILED,)
+            warning = after in (Phase.FAILED,) or ready.get("reason") == phases.REASON_SANDBOX_UNAVAILABLE
             self._event(
                 session,
                 after if not ready.get("reason") else str(ready["reason"]),
