@@ -111,7 +111,7 @@ FAULTS = {
     "reset_before": Faults(reset_before=0.2),
     "reset_after": Faults(reset_after=0.2),
     "slow": Faults(slow=0.3, slow_seconds=(1.0, 4.0)),
-    "stall": Faults(stall=0.05),  # the operator's requests time out after 30 s (kopf's after 60 s)
+    "stall": Faults(stall=0.1),  # the operator's requests time out after 30 s (kopf's after 60 s)
 }
 
 
