@@ -262,5 +262,5 @@ class Kube:
         )
         try:
             await self.events.create_namespaced_event(meta["namespace"], body)
-        except (ApiException, ValueError) as exc:
+        except Exception as exc:  # a reset connection too: it ran in a task nobody awaits
             _log.warning("could not post an event", reason=reason, error=str(exc)[:300])

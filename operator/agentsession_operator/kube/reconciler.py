@@ -96,6 +96,14 @@ class Reconciler:
         now = _now()
         for key in list(self.cache.sessions):
             self.scheduler.schedule(key, now)
+        # In the background: the elector awaits this, and renews the Lease only after it returns. With a
+        # slow API server (1-4 s per request) a few dozen orphan candidates outlasted the renew deadline,
+        # so every pass scheduled above was refused and the sessions waited for the next term.
+        task = asyncio.create_task(self._collect_orphans())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _collect_orphans(self) -> None:
         for claim in list(self.cache.claims.values()):
             session = self.session_for_claim(claim)
             if session is None or session not in self.cache.sessions:
@@ -185,9 +193,8 @@ class Reconciler:
         else:
             session = await self.kube.get_session(namespace, owner_name)
             alive = session is not None and session["metadata"]["uid"] == owner_uid
-        if alive:
+        if alive or not self.is_leader():  # not leader (any more): the leader's own pass covers it
             return False
-        self._fence()
         if await self.kube.delete_claim(namespace, meta["name"], meta.get("uid")):
             metrics.CLAIMS_DELETED.labels(reason="Orphaned").inc()
             logger(namespace=namespace, claim=meta["name"]).info("orphan claim deleted", owner_uid=owner_uid)

@@ -286,3 +286,40 @@ async def test_take_over_schedules_every_known_session() -> None:
         reconciler.cache.sessions[("ns", name)] = {"metadata": {"namespace": "ns", "name": name}}
     await reconciler.take_over()
     assert len(reconciler.scheduler) == 3
+
+
+async def test_take_over_returns_at_once_and_collects_orphans_in_the_background() -> None:
+    """The elector awaits take_over() before its next renewal: a slow API must not hold it there."""
+    import asyncio
+
+    release = asyncio.Event()
+    deleted: list[str] = []
+
+    class SlowKube:
+        async def get_session(self, namespace: str, name: str) -> None:
+            await release.wait()  # an API server answering very slowly
+            return None
+
+        async def delete_claim(self, namespace: str, name: str, uid: str | None = None) -> bool:
+            deleted.append(name)
+            return True
+
+    reconciler = Reconciler(SlowKube())  # type: ignore[arg-type]
+    reconciler.cache.sessions[("ns", "live")] = {"metadata": {"namespace": "ns", "name": "live"}}
+    orphan = {
+        "metadata": {
+            "namespace": "ns",
+            "name": "gone-claim",
+            "uid": "c1",
+            "ownerReferences": [
+                {"kind": "AgentSession", "apiVersion": "agentsession.dev/v1alpha1", "name": "gone", "uid": "u1"}
+            ],
+        }
+    }
+    reconciler.cache.claims[("ns", "gone-claim")] = orphan
+    await asyncio.wait_for(reconciler.take_over(), timeout=1)  # did not wait for the slow GET
+    assert reconciler.scheduler.due(("ns", "live")) is not None
+    release.set()
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert deleted == ["gone-claim"]
