@@ -386,6 +386,15 @@ class Reconciler:
 
         claim_name = naming.claim_name(name, uid)
         claim = await self._observe_claim(namespace, claim_name, session)
+        if claim is None and not fresh and (session.get("status") or {}).get("claimName"):
+            # The claim the status names is gone. So may the session be: a stale event handled after its
+            # deletion (the garbage collector took the claim) must not create the claim again.
+            latest = await self.kube.get_session(namespace, name)
+            if latest is None or latest["metadata"]["uid"] != uid:
+                self.forget(key)
+                if latest is not None:  # the same name, another session: its own pass
+                    self.scheduler.schedule(key, _now())
+                return
         sandbox = await self._observe_sandbox(namespace, claim)
         effective = self._effective(session)
         resolved = policy.resolve(session, effective)

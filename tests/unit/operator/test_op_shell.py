@@ -188,6 +188,20 @@ async def test_a_409_on_create_with_no_claim_there_is_retried_soon_not_at_the_ne
     assert kube.writes.count(("create-claim", "demo")) == 2 and ("ns", "demo") in kube.claims
 
 
+async def test_a_stale_event_after_the_session_was_deleted_creates_no_claim(
+    kube: FakeKube, reconciler: Reconciler, make_session: Make
+) -> None:
+    """Its claim was garbage-collected with it; a MODIFIED event still queued brings the old body."""
+    kube.pools.add(("ns", "python-pool"))
+    body = make_session(spec={"warmPoolRef": {"name": "python-pool"}}, status={"phase": "Ready", "claimName": "demo"})
+    key = ("ns", "demo")
+    body["metadata"].setdefault("resourceVersion", "1")
+    reconciler.cache.remember_session(key, body)  # the event's body; the API has no such session any more
+    await reconciler.reconcile(key, cause="session MODIFIED")
+    assert not any(w[0] == "create-claim" for w in kube.writes)
+    assert key not in reconciler.cache.sessions
+
+
 async def test_a_missing_pool_waits_without_a_claim(kube: FakeKube, reconciler: Reconciler, make_session: Make) -> None:
     key = _store(kube, make_session())
     await reconciler.reconcile(key, cause="test")
