@@ -52,9 +52,17 @@ class Cache:
         self.sessions[key] = slim(body)
 
     def remember_claim(self, key: Key, body: Mapping[str, Any]) -> None:
+        """The newest: our create's answer can arrive after the watch delivered the claim Ready (a slow API
+        server); storing the older answer left the session Provisioning for good (no later event came)."""
+        known = self.claims.get(key)
+        if known is not None and _resource_version(known) > _resource_version(body):
+            return
         self.claims[key] = slim(body)
 
     def remember_sandbox(self, key: Key, body: Mapping[str, Any]) -> None:
+        known = self.sandboxes.get(key)
+        if known is not None and _resource_version(known) > _resource_version(body):
+            return
         self.sandboxes[key] = slim(body, SANDBOX_SPEC_UNUSED)
 
     def remember_pool(self, key: Key, body: Mapping[str, Any]) -> None:
