@@ -64,3 +64,6 @@ REASON_VOLUME_COPY_UNSUPPORTED: Final = "VolumeCopyUnsupported"
 FORK_FAILURE_REASONS: Final = frozenset(
     {REASON_SOURCE_NOT_FOUND, REASON_SOURCE_FINISHED, REASON_SOURCE_WITHOUT_VOLUMES, REASON_VOLUME_COPY_UNSUPPORTED}
 )
+REASON_SANDBOX_UNAVAILABLE: Final = "SandboxUnavailable"
+"""A session that was Ready lost its sandbox's readiness (its runtime exited, its pod restarts or went):
+phase Provisioning until the sandbox is ready again."""

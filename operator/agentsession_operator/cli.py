@@ -61,6 +61,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=os.environ.get("BIND_ADDRESS", "127.0.0.1"),
         help="address for the webhook, metrics and health endpoints (default loopback; the Deployment sets 0.0.0.0)",
     )
+    parser.add_argument(
+        "--resync-period",
+        type=float,
+        default=float(os.environ.get("RESYNC_PERIOD", "300")),
+        help="seconds between relists that drop cached objects deleted while a watch was down",
+    )
     parser.add_argument("--log-format", choices=["json", "console"], default=os.environ.get("LOG_FORMAT", "json"))
     parser.add_argument("--log-level", default=os.environ.get("LOG_LEVEL", "INFO"))
     parser.add_argument(
@@ -268,6 +274,7 @@ def main(argv: list[str] | None = None) -> None:
                 election=election(args),
                 network=network_settings(args),
                 expiry_warning=None if args.expiry_warning == "0" else parse_duration(args.expiry_warning),
+                resync_period=args.resync_period,
             ),
             standalone=True,
             clusterwide=not args.namespace,

@@ -158,6 +158,15 @@ def _claim_verdict(session: Mapping[str, Any], seen: Observed, warm_pool_exists:
         return Verdict(Phase.READY, "SandboxReady", f"Sandbox {seen.sandbox_name} is ready{where}")
     if reason == phases.REASON_WARM_POOL_NOT_FOUND or not warm_pool_exists:
         return Verdict(Phase.PENDING, phases.REASON_WARM_POOL_NOT_FOUND, _pool_not_found(session, resolved))
+    if _was_ready(session):
+        # Not "provisioning" as for a new session: a running sandbox stopped answering its readiness.
+        said = f" (agent-sandbox: {seen.ready_message})" if seen.ready_message else ""
+        return Verdict(
+            Phase.PROVISIONING,
+            phases.REASON_SANDBOX_UNAVAILABLE,
+            f"Sandbox {seen.sandbox_name or ''} was ready and is not any more{said}: its runtime exited or its "
+            "pod is restarting or gone; the session is Ready again once the sandbox is",
+        )
     return Verdict(
         Phase.PROVISIONING,
         reason or "SandboxNotReady",
@@ -190,6 +199,13 @@ def _unclaimed_verdict(
     if waiting == phases.REASON_WARM_POOL_NOT_FOUND:
         return Verdict(Phase.PENDING, phases.REASON_WARM_POOL_NOT_FOUND, _pool_not_found(session, resolved))
     return Verdict(Phase.PENDING, phases.REASON_CLAIM_PENDING, "creating the SandboxClaim")
+
+
+def _was_ready(session: Mapping[str, Any]) -> bool:
+    """Ready until now, or already reported as having lost its sandbox (and not Ready since)."""
+    status = session.get("status") or {}
+    ready = find_condition(status.get("conditions"), phases.COND_READY) or {}
+    return status.get("phase") == Phase.READY or ready.get("reason") == phases.REASON_SANDBOX_UNAVAILABLE
 
 
 def _pool_not_found(session: Mapping[str, Any], resolved: Resolved) -> str:

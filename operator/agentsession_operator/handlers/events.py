@@ -1,5 +1,9 @@
 """The watch handlers, each a few lines: filter, update the reconciler's cache, hand over to the reconciler.
 
+A listing (type None: kopf's first list, or its relist after a watch ended with 410 Gone) brings no
+DELETED event for what disappeared meanwhile: each handler tells the reconciler, which lists once more
+after the burst and drops what is gone (kube/cache.unseen_deletions).
+
 No handler here is a change-handler (on.create/update/delete), a timer or a daemon, so kopf adds no
 finalizer and writes no progress annotations: deleting an AgentSession never waits for the operator,
 and its claim, Sandbox, Pod and PVCs go by ownerReference garbage collection even while it is down.
@@ -26,6 +30,8 @@ def _key(body: kopf.Body) -> tuple[str, str]:
 @kopf.on.event(names.GROUP, names.VERSION, names.SESSION_PLURAL)
 async def session_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     reconciler: Reconciler = memo.reconciler
+    if type is None:
+        reconciler.relisted("sessions")  # kopf listed: drop what the listing lacks
     key = _key(body)
     if type == "DELETED":
         reconciler.forget(key)
@@ -40,6 +46,8 @@ async def session_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_:
 @kopf.on.event(c.EXTENSIONS_GROUP, c.EXTENSIONS_VERSION, c.CLAIM_PLURAL, labels=MANAGED)
 async def claim_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     reconciler: Reconciler = memo.reconciler
+    if type is None:
+        reconciler.relisted("claims")  # kopf listed: drop what the listing lacks
     if type == "DELETED":
         reconciler.cache.claims.pop(_key(body), None)
     else:
@@ -55,6 +63,8 @@ async def claim_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: A
 @kopf.on.event(c.SANDBOX_GROUP, c.SANDBOX_VERSION, c.SANDBOX_PLURAL)
 async def sandbox_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     reconciler: Reconciler = memo.reconciler
+    if type is None:
+        reconciler.relisted("sandboxes")  # kopf listed: drop what the listing lacks
     session = reconciler.session_for_sandbox(dict(body))
     if type == "DELETED":
         reconciler.cache.sandboxes.pop(_key(body), None)
@@ -83,12 +93,14 @@ async def network_policy_event(type: str | None, body: kopf.Body, memo: kopf.Mem
 @kopf.on.event(c.EXTENSIONS_GROUP, c.EXTENSIONS_VERSION, c.WARM_POOL_PLURAL)
 async def warm_pool_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     reconciler: Reconciler = memo.reconciler
+    if type is None:
+        reconciler.relisted("pools")  # kopf listed: drop what the listing lacks
     key = _key(body)
     known = key in reconciler.cache.pools
     if type == "DELETED":
-        reconciler.cache.pools.discard(key)
+        reconciler.cache.pools.pop(key, None)
     else:
-        reconciler.cache.pools.add(key)
+        reconciler.cache.remember_pool(key, body)
     if known != (key in reconciler.cache.pools):
         reconciler.trigger_namespace(key[0], cause="warm pool appeared or went")
 
@@ -96,6 +108,8 @@ async def warm_pool_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **
 @kopf.on.event(names.GROUP, names.VERSION, names.POLICY_PLURAL)
 async def policy_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     reconciler: Reconciler = memo.reconciler
+    if type is None:
+        reconciler.relisted("policies")  # kopf listed: drop what the listing lacks
     namespace, name = _key(body)
     policies = reconciler.cache.policies[namespace]
     before = policies.get(name, {}).get("spec")

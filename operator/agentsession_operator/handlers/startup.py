@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
 import logging
 from typing import Any
@@ -16,7 +18,7 @@ from agentsession_operator.infra import webhook_server
 from agentsession_operator.kube import webhook
 from agentsession_operator.kube.client import Kube
 from agentsession_operator.kube.leader import KubeLeaseAPI, LeaderElector
-from agentsession_operator.kube.reconciler import Config, Reconciler
+from agentsession_operator.kube.reconciler import RESYNC_PERIOD, Config, Reconciler
 
 
 @kopf.on.startup()
@@ -49,6 +51,8 @@ async def startup(
     reconciler = Reconciler(kube, config)
     await reconciler.prime(memo.get("namespaces") or ())  # before any watch event: none judged without its policies
     reconciler.scheduler.start()
+    period = memo.get("resync_period") or RESYNC_PERIOD
+    memo.resync = asyncio.create_task(reconciler.resync_forever(period), name="cache-resync")
     memo.kube = kube
     memo.reconciler = reconciler
     election = memo.get("election")  # cli.Election, or None: the only replica, always leader
@@ -97,5 +101,9 @@ async def _serve_admission(
 async def cleanup(memo: kopf.Memo, **_: Any) -> None:
     if memo.get("elector") is not None:
         await memo.elector.stop()  # stop acting, then release the Lease: the standby takes over at once
+    if memo.get("resync") is not None:
+        memo.resync.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await memo.resync
     await memo.reconciler.scheduler.stop()
     await memo.kube.close()

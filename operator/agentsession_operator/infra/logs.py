@@ -58,4 +58,8 @@ def _kopf_object(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMap
 
 
 def logger(**context: Any) -> Any:
+    # Without context, the lazy proxy itself: a module-level `_log = logger()` runs at import, before
+    # configure(), and bind() there fixed structlog's default (console) renderer into it for good.
+    if not context:
+        return structlog.get_logger("agentsession")
     return structlog.get_logger("agentsession").bind(**context)

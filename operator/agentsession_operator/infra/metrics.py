@@ -23,6 +23,12 @@ REAP_LAG = Histogram(
     "From an idle or TTL deadline to the action taken",
     buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30),
 )
+API_RETRIES = Counter(
+    "agentsession_api_retries_total", "Requests sent again (429 / 5xx with Retry-After, broken GETs)", ["reason"]
+)
+CACHE_RESYNC_DROPPED = Counter(
+    "agentsession_cache_resync_dropped_total", "Cached objects a relist no longer had (deleted unseen)", ["kind"]
+)
 
 
 def serve(port: int, addr: str = "127.0.0.1") -> None:

@@ -10,7 +10,7 @@ from typing import Any
 Key = tuple[str, str]  # (namespace, name)
 
 
-def _resource_version(body: dict[str, Any]) -> int:
+def _resource_version(body: Mapping[str, Any]) -> int:
     # Opaque by contract, but etcd revisions in practice; unparsable values never block an update.
     try:
         return int(body["metadata"].get("resourceVersion", 0))
@@ -37,7 +37,7 @@ class Cache:
 
     claims: dict[Key, dict[str, Any]] = field(default_factory=dict)
     sandboxes: dict[Key, dict[str, Any]] = field(default_factory=dict)
-    pools: set[Key] = field(default_factory=set)
+    pools: dict[Key, int] = field(default_factory=dict)  # warm pools seen, with their resourceVersion
     policies: dict[str, dict[str, dict[str, Any]]] = field(default_factory=lambda: defaultdict(dict))
     sessions: dict[Key, dict[str, Any]] = field(default_factory=dict)  # the latest body seen per session
     network_policies: dict[Key, dict[str, Any]] = field(default_factory=dict)  # the operator's own, by label
@@ -53,13 +53,24 @@ class Cache:
         self.sessions[key] = slim(body)
 
     def remember_claim(self, key: Key, body: Mapping[str, Any]) -> None:
+        """The newest: our create's answer can arrive after the watch delivered the claim Ready (a slow API
+        server); storing the older answer left the session Provisioning for good (no later event came)."""
+        known = self.claims.get(key)
+        if known is not None and _resource_version(known) > _resource_version(body):
+            return
         self.claims[key] = slim(body)
 
     def remember_network_policy(self, key: Key, body: Mapping[str, Any]) -> None:
         self.network_policies[key] = slim(body)
 
     def remember_sandbox(self, key: Key, body: Mapping[str, Any]) -> None:
+        known = self.sandboxes.get(key)
+        if known is not None and _resource_version(known) > _resource_version(body):
+            return
         self.sandboxes[key] = slim(body, SANDBOX_SPEC_UNUSED)
+
+    def remember_pool(self, key: Key, body: Mapping[str, Any]) -> None:
+        self.pools[key] = _resource_version(body)
 
     def sessions_in(self, namespace: str) -> list[Key]:
         return [key for key in self.sessions if key[0] == namespace]
@@ -67,3 +78,22 @@ class Cache:
     def bodies_in(self, namespace: str) -> list[dict[str, Any]]:
         """The cached sessions of a namespace."""
         return [body for (ns, _), body in self.sessions.items() if ns == namespace]
+
+
+def version_of(value: Mapping[str, Any] | int) -> int:
+    return value if isinstance(value, int) else _resource_version(value)
+
+
+def unseen_deletions(cached: Mapping[Key, Mapping[str, Any] | int], listed: set[Key], list_version: str) -> list[Key]:
+    """Cached keys a list no longer has and that it should have had: deleted while no watch saw it.
+
+    kopf relists after a watch ends with 410 Gone (or any reconnect without a resourceVersion) and
+    delivers what it lists, but no DELETED event for what is gone: without this, a deleted policy or
+    pool stayed in force until the operator restarted. A cached object newer than the list (a watch
+    event that arrived after the list's snapshot) is kept: the list could not have seen it.
+    """
+    try:
+        snapshot = int(list_version)
+    except ValueError:
+        return []  # an opaque version: cannot tell what is older, drop nothing
+    return [key for key, value in cached.items() if key not in listed and version_of(value) <= snapshot]

@@ -14,6 +14,7 @@ from kubernetes_asyncio.client.rest import ApiException
 from agentsession_api import names
 from agentsession_operator import constants as c
 from agentsession_operator.infra.logs import logger
+from agentsession_operator.kube import transport
 
 _log = logger()
 
@@ -49,7 +50,9 @@ class Kube:
             config.load_incluster_config()
         except config.ConfigException:
             await config.load_kube_config()
-        return cls(without_env_lookups(client.ApiClient()))
+        api_client = without_env_lookups(client.ApiClient())
+        transport.install(api_client)  # a timeout, Retry-After, client-go's retries
+        return cls(api_client)
 
     async def close(self) -> None:
         await self.api_client.close()
@@ -72,6 +75,21 @@ class Kube:
         else:
             result = await self.custom.list_namespaced_custom_object(group, version, namespace, plural, **kwargs)
         return list(result.get("items", []))
+
+    async def list_versioned(self, kind: str) -> tuple[list[dict[str, Any]], str]:
+        """Every object of `kind` (cluster-wide, ours only for claims) and the list's resourceVersion:
+        what a relist sees, for dropping cached objects deleted while a watch was down (kube/resync)."""
+        managed = f"{c.LABEL_MANAGED_BY}={c.MANAGED_BY}"
+        group, version, plural, selector = {
+            "policies": (names.GROUP, names.VERSION, names.POLICY_PLURAL, None),
+            "sessions": (names.GROUP, names.VERSION, names.SESSION_PLURAL, None),
+            "pools": (c.EXTENSIONS_GROUP, c.EXTENSIONS_VERSION, c.WARM_POOL_PLURAL, None),
+            "claims": (c.EXTENSIONS_GROUP, c.EXTENSIONS_VERSION, c.CLAIM_PLURAL, managed),
+            "sandboxes": (c.SANDBOX_GROUP, c.SANDBOX_VERSION, c.SANDBOX_PLURAL, None),
+        }[kind]
+        kwargs = {"label_selector": selector} if selector else {}
+        result = await self.custom.list_cluster_custom_object(group, version, plural, **kwargs)
+        return list(result.get("items", [])), str((result.get("metadata") or {}).get("resourceVersion") or "")
 
     # ---- sessions ---------------------------------------------------------------
     async def get_session(self, namespace: str, name: str) -> dict[str, Any] | None:
@@ -328,5 +346,5 @@ class Kube:
         )
         try:
             await self.events.create_namespaced_event(meta["namespace"], body)
-        except (ApiException, ValueError) as exc:
+        except Exception as exc:  # a reset connection too: it ran in a task nobody awaits
             _log.warning("could not post an event", reason=reason, error=str(exc)[:300])

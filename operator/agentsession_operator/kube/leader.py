@@ -106,6 +106,7 @@ class LeaderElector:
         self._seen: tuple[tuple[Any, ...], float] | None = None  # (the record's fingerprint, when first seen)
         self._record: rules.Record | None = None
         self._was_leader = False
+        self._lapsed = False  # our hold ran out, unobserved, before a renewal restored it
         self._task: asyncio.Task[None] | None = None
         self.transitions = 0  # how often this replica became leader
 
@@ -143,6 +144,11 @@ class LeaderElector:
                 written = await self.api.replace(self.namespace, self.name, body)
         except Conflict:
             return self.is_leader()  # lost a race (or our renewal raced a take-over): decide next round
+        if not self.is_leader():
+            # The renew deadline passed during this round (a slow or throttled API): passes were refused
+            # meanwhile and nothing retries them, though _notify may see leader -> leader. Count it as
+            # becoming leader again, so on_started_leading reconciles everything once more.
+            self._lapsed = True
         self._renewed_at = sent
         self._record = rules.record_from(written)
         self._seen = (self._record.fingerprint(), self._clock())
@@ -152,7 +158,8 @@ class LeaderElector:
 
     async def _notify(self) -> None:
         leader = self.is_leader()
-        if leader and not self._was_leader:
+        if leader and (not self._was_leader or self._lapsed):
+            self._lapsed = False
             self.transitions += 1
             if self._on_started is not None:
                 result = self._on_started()

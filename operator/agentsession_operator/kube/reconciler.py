@@ -12,7 +12,7 @@ import contextlib
 import datetime as dt
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,14 +43,18 @@ from agentsession_operator.decisions.ownership import is_owned_by
 from agentsession_operator.decisions.selectors import watched
 from agentsession_operator.infra import metrics
 from agentsession_operator.infra.logs import logger
-from agentsession_operator.kube.cache import Cache, Key
+from agentsession_operator.kube.cache import Cache, Key, unseen_deletions
 from agentsession_operator.kube.client import Kube
 from agentsession_operator.kube.scheduler import DeadlineScheduler
 
 LABEL_DOMAINS_TTL = 60.0  # seconds between reads of agent-sandbox-config
 FORK_RETRY = 2.0  # seconds: a fork waiting on its source's PVCs looks again (no watch on PVCs)
 FORK_RECHECK = 30.0  # seconds: a fork that cannot be made is checked again (a StorageClass annotated later)
+RESYNC_DEBOUNCE = 2.0  # seconds after a listing's first event before listing again (the burst is over)
+RESYNC_PERIOD = 300.0  # a relist that found nothing delivers no event at all: list anyway, this often
+RESYNC_KINDS = ("policies", "pools", "sessions", "claims", "sandboxes")
 MAX_RETRY_DELAY = 60.0
+AGAIN_DELAY = 0.2  # seconds before the pass a claim create's 409 asks for
 
 
 @dataclass
@@ -87,6 +91,7 @@ class Reconciler:
         self._background: set[asyncio.Task[None]] = set()
         self._dirty: dict[Key, tuple[str, bool]] = {}
         self._create_refused: set[Key] = set()  # sessions whose claim create met an existing claim
+        self._resync_due: set[str] = set()  # kinds whose listing-driven resync is pending
         # Leadership gate (kube/leader.py): a standby keeps its cache current but never writes.
         self.is_leader: Callable[[], bool] = lambda: True
 
@@ -99,6 +104,14 @@ class Reconciler:
         now = _now()
         for key in list(self.cache.sessions):
             self.scheduler.schedule(key, now)
+        # In the background: the elector awaits this, and renews the Lease only after it returns. With a
+        # slow API server (1-4 s per request) a few dozen orphan candidates outlasted the renew deadline,
+        # so every pass scheduled above was refused and the sessions waited for the next term.
+        task = asyncio.create_task(self._collect_orphans())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _collect_orphans(self) -> None:
         for claim in list(self.cache.claims.values()):
             session = self.session_for_claim(claim)
             if session is None or session not in self.cache.sessions:
@@ -203,9 +216,8 @@ class Reconciler:
         else:
             session = await self.kube.get_session(namespace, owner_name)
             alive = session is not None and session["metadata"]["uid"] == owner_uid
-        if alive:
+        if alive or not self.is_leader():  # not leader (any more): the leader's own pass covers it
             return False
-        self._fence()
         if await self.kube.delete_claim(namespace, meta["name"], meta.get("uid")):
             metrics.CLAIMS_DELETED.labels(reason="Orphaned").inc()
             logger(namespace=namespace, claim=meta["name"]).info("orphan claim deleted", owner_uid=owner_uid)
@@ -222,9 +234,75 @@ class Reconciler:
             if watched(meta.get("namespace"), namespaces):
                 self.cache.policies[meta["namespace"]][meta["name"]] = dict(body)
         for body in await _listing(self.kube.list_warm_pools):
-            self.cache.pools.add((body["metadata"]["namespace"], body["metadata"]["name"]))
+            self.cache.remember_pool((body["metadata"]["namespace"], body["metadata"]["name"]), body)
         self.cache.loaded = True
         logger().info("policies and warm pools loaded", policies=sum(map(len, self.cache.policies.values())))
+
+    # ---- relists: deletions no watch delivered ------------------------------------------------
+    def relisted(self, kind: str) -> None:
+        """kopf delivered a listed object of `kind`: once the listing's burst is over, list again and
+        drop what the cache holds but the API no longer has (a relist brings no DELETED events)."""
+        if kind in self._resync_due:
+            return
+        self._resync_due.add(kind)
+        task = asyncio.create_task(self._resync_soon(kind))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _resync_soon(self, kind: str) -> None:
+        await asyncio.sleep(RESYNC_DEBOUNCE)
+        self._resync_due.discard(kind)
+        try:
+            await self.resync(kind)
+        except Exception as exc:  # the periodic resync tries again
+            logger().warning("cache resync failed", kind=kind, error=str(exc)[:300])
+
+    async def resync_forever(self, period: float = RESYNC_PERIOD) -> None:
+        """Every `period`: a relist that found nothing of a kind (every policy deleted while the watch
+        was down) delivers no event at all, so nothing else would notice."""
+        while True:
+            await asyncio.sleep(period)
+            for kind in RESYNC_KINDS:
+                try:
+                    await self.resync(kind)
+                except Exception as exc:
+                    logger().warning("cache resync failed", kind=kind, error=str(exc)[:300])
+
+    async def resync(self, kind: str) -> list[Key]:
+        """List `kind` and drop the cached objects deleted unseen; what depended on them is judged again."""
+        items, version = await self.kube.list_versioned(kind)
+        listed = {(i["metadata"]["namespace"], i["metadata"]["name"]) for i in items}
+        policies = {(ns, n): body for ns, bodies in self.cache.policies.items() for n, body in bodies.items()}
+        tables: dict[str, Mapping[Key, Any]] = {
+            "policies": policies,
+            "pools": self.cache.pools,
+            "sessions": self.cache.sessions,
+            "claims": self.cache.claims,
+            "sandboxes": self.cache.sandboxes,
+        }
+        gone = unseen_deletions(tables[kind], listed, version)
+        for key in gone:
+            metrics.CACHE_RESYNC_DROPPED.labels(kind=kind).inc()
+            logger(namespace=key[0], name=key[1]).info("deleted while unwatched: dropped from the cache", kind=kind)
+            if kind == "policies":
+                self.cache.policies[key[0]].pop(key[1], None)
+                self.trigger_namespace(key[0], cause=f"policy {key[1]} gone")
+            elif kind == "pools":
+                self.cache.pools.pop(key, None)
+                self.trigger_namespace(key[0], cause=f"warm pool {key[1]} gone")
+            elif kind == "sessions":
+                self.forget(key)
+            elif kind == "claims":
+                claim = self.cache.claims.pop(key, None)
+                owner = self.session_for_claim(claim) if claim else None
+                if owner is not None and owner in self.cache.sessions:
+                    self.scheduler.schedule(owner, _now())
+            else:
+                sandbox = self.cache.sandboxes.pop(key, None)
+                owner = self.session_for_sandbox(sandbox) if sandbox else None
+                if owner is not None and owner in self.cache.sessions:
+                    self.scheduler.schedule(owner, _now())
+        return gone
 
     # ---- observation -------------------------------------------------------------------------
     async def label_domains(self) -> list[str]:
@@ -354,6 +432,15 @@ class Reconciler:
 
         claim_name = naming.claim_name(name, uid)
         claim = await self._observe_claim(namespace, claim_name, session)
+        if claim is None and not fresh and (session.get("status") or {}).get("claimName"):
+            # The claim the status names is gone. So may the session be: a stale event handled after its
+            # deletion (the garbage collector took the claim) must not create the claim again.
+            latest = await self.kube.get_session(namespace, name)
+            if latest is None or latest["metadata"]["uid"] != uid:
+                self.forget(key)
+                if latest is not None:  # the same name, another session: its own pass
+                    self.scheduler.schedule(key, _now())
+                return
         sandbox = await self._observe_sandbox(namespace, claim)
         fork_blocked: fork.ForkBlocked | None = None
         if claim is None and fork.source_name(session) and not (session.get("status") or {}).get("claimName"):
@@ -396,6 +483,7 @@ class Reconciler:
             expiry_lead=self.config.expiry_warning,
         )
         status_patch: dict[str, Any] | None = None
+        again = False
         for action in actions:
             if isinstance(action, PatchStatus):
                 status_patch = {**action.patch, **status_extra}
@@ -406,7 +494,7 @@ class Reconciler:
                 self._event(session, action.reason, action.message, "Warning")
             elif isinstance(action, CreateClaim | PatchClaim):
                 try:
-                    await self._act(action, session, claim, log, deadline_lag)
+                    again = await self._act(action, session, claim, log, deadline_lag) or again
                 except ApiException as exc:
                     if not refusals.is_refusal(exc.status):
                         raise
@@ -418,7 +506,7 @@ class Reconciler:
                     await self._write_status(key, session, {**patch, **status_extra}, log)
                     raise
             else:
-                await self._act(action, session, claim, log, deadline_lag)
+                again = await self._act(action, session, claim, log, deadline_lag) or again
         if fork_blocked is not None:
             wait = FORK_RETRY if fork_blocked.phase == Phase.PENDING else FORK_RECHECK
             self.scheduler.schedule(key, now + dt.timedelta(seconds=wait))
@@ -427,6 +515,8 @@ class Reconciler:
         if status_patch is not None:
             await self._write_status(key, session, status_patch, log)
         await self._retention(key, session, status_patch, effective, now)
+        if again:  # last, so no deadline set by this pass replaces it
+            self.scheduler.schedule(key, _now() + dt.timedelta(seconds=AGAIN_DELAY))
 
     async def _act(
         self,
@@ -435,7 +525,8 @@ class Reconciler:
         claim: dict[str, Any] | None,
         log: Any,
         deadline_lag: float | None,
-    ) -> None:
+    ) -> bool:
+        """Do one action; True when the session needs another pass soon."""
         namespace, name = session["metadata"]["namespace"], session["metadata"]["name"]
         self._fence()
         if isinstance(action, CreateClaim):
@@ -444,14 +535,16 @@ class Reconciler:
             if created is None:
                 self._create_refused.add((namespace, name))
                 existing = await self.kube.get_claim(namespace, claim_name)
-                if existing is not None and is_owned_by(existing, session["metadata"]["uid"]):
+                if existing is None:
+                    log.warning("the claim create met a 409 but no claim is there: creating again", claim=claim_name)
+                elif is_owned_by(existing, session["metadata"]["uid"]):
                     self.cache.remember_claim((namespace, claim_name), existing)
                     log.info("claim exists already", claim=claim_name)
                 else:
                     log.warning("a SandboxClaim of that name belongs to someone else", claim=claim_name)
-                # Either way the next pass sees the claim and decides with it.
-                self.scheduler.schedule((namespace, name), _now())
-                return
+                # Either way the next pass sees the claim (or its absence) and decides with it. Not scheduled
+                # here: a ScheduleCheck later in this pass would replace it with a far deadline.
+                return True
             self.cache.remember_claim((namespace, claim_name), created)
             metrics.CLAIMS_CREATED.inc()
             log.info("claim created", claim=claim_name)
@@ -491,6 +584,7 @@ class Reconciler:
                 "Suspended" if mode == c.OPERATING_MODE_SUSPENDED else "Resumed",
                 f"Sandbox {action.name} operatingMode set to {mode}",
             )
+        return False
 
     async def _apply_network_policy(self, action: ApplyNetworkPolicy, session: dict[str, Any], log: Any) -> None:
         manifest = action.manifest
@@ -544,7 +638,7 @@ class Reconciler:
             )
             message = ready.get("message") or f"phase {after}"
             log.info("phase changed", old=before, new=after, reason=ready.get("reason"), message=message)
-            warning = after in (Phase.FAILED,)
+            warning = after in (Phase.FAILED,) or ready.get("reason") == phases.REASON_SANDBOX_UNAVAILABLE
             self._event(
                 session,
                 after if not ready.get("reason") else str(ready["reason"]),

@@ -23,3 +23,15 @@ def test_cache_keeps_the_newest_session() -> None:
     cache.remember_session(("n", "s"), {"metadata": {"name": "s", "resourceVersion": "9"}})
     cache.remember_session(("n", "s"), {"metadata": {"name": "s", "resourceVersion": "8"}})
     assert cache.sessions[("n", "s")]["metadata"]["resourceVersion"] == "9"
+
+
+def test_cache_keeps_the_newest_claim_and_sandbox() -> None:
+    """A slow create answer (no status yet) must not replace the Ready claim the watch delivered."""
+    cache = Cache()
+    ready = {"metadata": {"name": "c", "resourceVersion": "12"}, "status": {"conditions": [{"type": "Ready"}]}}
+    cache.remember_claim(("n", "c"), ready)
+    cache.remember_claim(("n", "c"), {"metadata": {"name": "c", "resourceVersion": "10"}})
+    assert cache.claims[("n", "c")]["metadata"]["resourceVersion"] == "12"
+    cache.remember_sandbox(("n", "s"), {"metadata": {"name": "s", "resourceVersion": "5"}})
+    cache.remember_sandbox(("n", "s"), {"metadata": {"name": "s", "resourceVersion": "4"}})
+    assert cache.sandboxes[("n", "s")]["metadata"]["resourceVersion"] == "5"

@@ -238,6 +238,30 @@ async def test_on_started_leading_runs_once_per_term() -> None:
     assert len(started) == 2 and a.transitions == 2
 
 
+async def test_a_lapse_between_two_rounds_counts_as_a_new_term() -> None:
+    """A throttled round outlives the renew deadline (passes are refused meanwhile) and then renews:
+    _notify sees leader -> leader, yet on_started_leading must run again to redo the refused passes."""
+    api, clock = FakeLeases(), Clock()
+    started: list[float] = []
+    a = elector(api, clock, "a", on_started_leading=lambda: started.append(clock.t))
+    await a.try_once()
+    await a._notify()
+    slow_get = api.get
+
+    async def throttled_get(namespace: str, name: str) -> dict[str, Any] | None:
+        clock.t += 8.0  # waited out Retry-After past the renew deadline
+        assert not a.is_leader()
+        return await slow_get(namespace, name)
+
+    api.get = throttled_get  # type: ignore[method-assign]
+    await a.try_once()
+    api.get = slow_get  # type: ignore[method-assign]
+    await a.try_once()  # the next round is quick: leader again before _notify looks
+    assert a.is_leader()
+    await a._notify()
+    assert started == [1000.0, 1008.0] and a.transitions == 2
+
+
 # ---- the reconciler's gate ---------------------------------------------------------------------------
 class NoKube:
     """Any API call fails the test: a standby must not even read."""
@@ -262,3 +286,40 @@ async def test_take_over_schedules_every_known_session() -> None:
         reconciler.cache.sessions[("ns", name)] = {"metadata": {"namespace": "ns", "name": name}}
     await reconciler.take_over()
     assert len(reconciler.scheduler) == 3
+
+
+async def test_take_over_returns_at_once_and_collects_orphans_in_the_background() -> None:
+    """The elector awaits take_over() before its next renewal: a slow API must not hold it there."""
+    import asyncio
+
+    release = asyncio.Event()
+    deleted: list[str] = []
+
+    class SlowKube:
+        async def get_session(self, namespace: str, name: str) -> None:
+            await release.wait()  # an API server answering very slowly
+            return None
+
+        async def delete_claim(self, namespace: str, name: str, uid: str | None = None) -> bool:
+            deleted.append(name)
+            return True
+
+    reconciler = Reconciler(SlowKube())  # type: ignore[arg-type]
+    reconciler.cache.sessions[("ns", "live")] = {"metadata": {"namespace": "ns", "name": "live"}}
+    orphan = {
+        "metadata": {
+            "namespace": "ns",
+            "name": "gone-claim",
+            "uid": "c1",
+            "ownerReferences": [
+                {"kind": "AgentSession", "apiVersion": "agentsession.dev/v1alpha1", "name": "gone", "uid": "u1"}
+            ],
+        }
+    }
+    reconciler.cache.claims[("ns", "gone-claim")] = orphan
+    await asyncio.wait_for(reconciler.take_over(), timeout=1)  # did not wait for the slow GET
+    assert reconciler.scheduler.due(("ns", "live")) is not None
+    release.set()
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert deleted == ["gone-claim"]

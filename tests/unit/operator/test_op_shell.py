@@ -177,6 +177,49 @@ async def test_a_claim_that_exists_anyway_is_read_and_reported(
     assert kube.sessions[key]["status"]["phase"] == "Failed"
 
 
+async def test_a_409_on_create_with_no_claim_there_is_retried_soon_not_at_the_next_deadline(
+    kube: FakeKube, reconciler: Reconciler, make_session: Make
+) -> None:
+    """An AlreadyExists for a claim a GET then cannot find (a 409 injected by a proxy, or a claim going
+    away): the pass asks for another one soon, and the TTL deadline the same pass schedules after it
+    must not replace that (it did: the session waited minutes without a claim)."""
+    kube.pools.add(("ns", "python-pool"))
+    now = dt.datetime.now(dt.UTC)
+    key = _store(
+        kube,
+        make_session(
+            spec={"warmPoolRef": {"name": "python-pool"}, "ttl": "2h"}, created=now.strftime("%Y-%m-%dT%H:%M:%SZ")
+        ),
+    )
+    create = kube.create_claim
+
+    async def conflict_once(claim: dict[str, Any]) -> dict[str, Any] | None:
+        kube.create_claim = create  # type: ignore[method-assign]
+        kube.writes.append(("create-claim", claim["metadata"]["name"]))
+        return None  # 409 AlreadyExists, yet nothing is there
+
+    kube.create_claim = conflict_once  # type: ignore[method-assign]
+    await reconciler.reconcile(key, cause="test")
+    due = reconciler.scheduler.due(key)
+    assert due is not None and (due - now).total_seconds() < 5  # soon, not in 2 h
+    await reconciler.reconcile(key, cause="again")
+    assert kube.writes.count(("create-claim", "demo")) == 2 and ("ns", "demo") in kube.claims
+
+
+async def test_a_stale_event_after_the_session_was_deleted_creates_no_claim(
+    kube: FakeKube, reconciler: Reconciler, make_session: Make
+) -> None:
+    """Its claim was garbage-collected with it; a MODIFIED event still queued brings the old body."""
+    kube.pools.add(("ns", "python-pool"))
+    body = make_session(spec={"warmPoolRef": {"name": "python-pool"}}, status={"phase": "Ready", "claimName": "demo"})
+    key = ("ns", "demo")
+    body["metadata"].setdefault("resourceVersion", "1")
+    reconciler.cache.remember_session(key, body)  # the event's body; the API has no such session any more
+    await reconciler.reconcile(key, cause="session MODIFIED")
+    assert not any(w[0] == "create-claim" for w in kube.writes)
+    assert key not in reconciler.cache.sessions
+
+
 async def test_a_missing_pool_waits_without_a_claim(kube: FakeKube, reconciler: Reconciler, make_session: Make) -> None:
     key = _store(kube, make_session())
     await reconciler.reconcile(key, cause="test")

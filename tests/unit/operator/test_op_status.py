@@ -396,3 +396,30 @@ def test_written_status_is_a_valid_api_status(make_session: Make, make_claim: Ma
     status = AgentSessionStatus.model_validate({k: v for k, v in written.items() if v is not None})
     assert status.phase == written["phase"] and status.pod_ips == written["podIPs"]
     assert [c.type for c in status.conditions or []] == [c["type"] for c in written["conditions"]]
+
+
+# --- A Ready session whose sandbox stops being ready (its runtime killed) -----------------------------
+def test_ready_session_that_loses_its_sandbox_says_so_and_recovers(make_session: Make, make_claim: Make) -> None:
+    ready = compute_status(make_session(), ready_claim(make_claim), None, T0, True)
+    assert ready["phase"] == "Ready"
+    lost_claim = ready_claim(make_claim, ready=("False", "DependenciesNotReady", "Pod is Running but not Ready"))
+    lost = compute_status(make_session(status=ready), lost_claim, None, T0 + timedelta(seconds=5), True)
+    assert lost["phase"] == "Provisioning"
+    condition = cond(lost, "Ready")
+    assert condition["status"] == "False" and condition["reason"] == "SandboxUnavailable"
+    assert (
+        "was ready and is not any more" in condition["message"]
+        and "Pod is Running but not Ready" in condition["message"]
+    )
+    assert lost["readyAt"] == ready["readyAt"]  # the first Ready is kept
+    # Still down on the next pass: the same reason (not "provisioning" as for a new session).
+    again = compute_status(make_session(status=lost), lost_claim, None, T0 + timedelta(seconds=9), True)
+    assert cond(again, "Ready")["reason"] == "SandboxUnavailable"
+    back = compute_status(make_session(status=again), ready_claim(make_claim), None, T0 + timedelta(seconds=20), True)
+    assert back["phase"] == "Ready" and cond(back, "Ready")["reason"] == "SandboxReady"
+
+
+def test_a_new_session_waiting_for_its_sandbox_is_not_called_unavailable(make_session: Make, make_claim: Make) -> None:
+    waiting = ready_claim(make_claim, ready=("False", "DependenciesNotReady", "Pod is not Ready"))
+    result = compute_status(make_session(), waiting, None, T0, True)
+    assert result["phase"] == "Provisioning" and cond(result, "Ready")["reason"] == "DependenciesNotReady"

@@ -1,0 +1,115 @@
+"""How every request of the operator's own API client is sent: a timeout, Retry-After, and client-go's retries.
+
+kubernetes_asyncio sends each request with an empty `aiohttp.ClientTimeout()`: no timeout at all, so an
+API server (or a middlebox) that accepts a request and never answers held a session's pass, and its
+lock, for good. And a 429 failed the pass, which was retried after 1 s whatever Retry-After said.
+
+Wrapped around `RESTClientObject.request` (every call of every API class goes through it):
+
+- each request has a total timeout (REQUEST_TIMEOUT unless the caller gives one);
+- a 429 (or a 5xx carrying Retry-After) closes a gate for the whole client until Retry-After has
+  passed (capped), and the request is sent again then: the API server's flow control throttles the
+  client, not one request, so no request of ours goes out before the time it asked for;
+- a GET whose connection broke (reset, closed, timed out) is sent again after a short backoff.
+
+Everything else surfaces to the caller (a pass fails and is retried with its own backoff): a 500
+without Retry-After or a broken write may have been applied, and only the pass knows whether doing it
+again is safe (claim names are deterministic, so it is, through a 409).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import aiohttp
+from kubernetes_asyncio.client.rest import ApiException
+
+from agentsession_operator.infra import metrics
+from agentsession_operator.infra.logs import logger
+
+REQUEST_TIMEOUT = 30.0  # seconds, the whole exchange (kopf's own requests: settings.networking)
+MAX_RETRY_AFTER = 30.0  # an absurd Retry-After must not park the operator
+DEFAULT_RETRY_AFTER = 1.0  # a 429 without the header
+MAX_ATTEMPTS = 5
+GET_RETRY_BACKOFF = 0.2  # doubled per attempt
+
+_log = logger()
+
+
+def retry_after(exc: ApiException, now: Callable[[], float] = time.time) -> float | None:
+    """Seconds the server asked us to wait (Retry-After as seconds or an HTTP date), capped; else None."""
+    value = str((getattr(exc, "headers", None) or {}).get("Retry-After") or "").strip()
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            seconds = email.utils.parsedate_to_datetime(value).timestamp() - now()
+        except (TypeError, ValueError):
+            return None
+    return min(max(seconds, 0.0), MAX_RETRY_AFTER)
+
+
+class Gate:
+    """Closed until a time on the monotonic clock: every request waits for it to open."""
+
+    def __init__(
+        self,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+    ) -> None:
+        self.clock = clock
+        self.sleep = sleep
+        self.not_before = 0.0
+
+    def close_for(self, seconds: float) -> None:
+        self.not_before = max(self.not_before, self.clock() + seconds)
+
+    async def wait(self) -> None:
+        while (remaining := self.not_before - self.clock()) > 0:
+            await self.sleep(remaining)
+
+
+_BROKEN = (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, asyncio.TimeoutError, ConnectionError)
+
+
+def wrap(request: Callable[..., Awaitable[Any]], gate: Gate, timeout: float = REQUEST_TIMEOUT) -> Callable[..., Any]:
+    """`request` (RESTClientObject.request's signature) sent with the rules above."""
+
+    async def send(method: str, url: str, *args: Any, _request_timeout: Any = None, **kwargs: Any) -> Any:
+        attempt = 0
+        while True:
+            attempt += 1
+            await gate.wait()
+            try:
+                return await request(method, url, *args, _request_timeout=_request_timeout or timeout, **kwargs)
+            except ApiException as exc:
+                wait = retry_after(exc)
+                status = int(exc.status or 0)
+                if status == 429 and wait is None:
+                    wait = DEFAULT_RETRY_AFTER
+                if wait is None or not (status == 429 or status >= 500) or attempt >= MAX_ATTEMPTS:
+                    raise
+                metrics.API_RETRIES.labels(reason=str(status)).inc()
+                _log.info("API server asked to retry later", status=status, retry_after=wait, method=method)
+                gate.close_for(wait)
+            except _BROKEN as exc:
+                if method != "GET" or attempt >= MAX_ATTEMPTS:
+                    raise
+                metrics.API_RETRIES.labels(reason=type(exc).__name__).inc()
+                await gate.sleep(GET_RETRY_BACKOFF * 2 ** (attempt - 1))
+
+    return send
+
+
+def install(api_client: Any, gate: Gate | None = None, timeout: float = REQUEST_TIMEOUT) -> Gate:
+    """Route every request of `api_client` through `wrap` (the API classes call rest_client.request)."""
+    gate = gate or Gate()
+    rest = api_client.rest_client
+    rest.request = wrap(rest.request, gate, timeout)
+    return gate

@@ -1,0 +1,78 @@
+"""A relist (kopf's after 410 Gone) brings no DELETED events: the cache drops what a list no longer has."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentsession_operator.kube.cache import Cache, unseen_deletions
+from agentsession_operator.kube.reconciler import Reconciler
+
+
+def _body(ns: str, name: str, rv: int, **extra: Any) -> dict[str, Any]:
+    return {"metadata": {"namespace": ns, "name": name, "resourceVersion": str(rv), **extra}}
+
+
+def test_unseen_deletions_drops_only_what_the_list_should_have_had() -> None:
+    cached = {
+        ("n", "old"): _body("n", "old", 5),
+        ("n", "kept"): _body("n", "kept", 6),
+        ("n", "new"): _body("n", "new", 12),
+    }
+    # "new" is newer than the list's snapshot (10): a watch event after the list; the list could not see it.
+    assert unseen_deletions(cached, {("n", "kept")}, "10") == [("n", "old")]
+    assert unseen_deletions({("n", "p"): 3}, set(), "10") == [("n", "p")]  # pools cache versions only
+    assert unseen_deletions(cached, set(), "not-a-number") == []  # opaque: drop nothing
+
+
+class ListingKube:
+    """list_versioned over fixed contents (the rest of Kube is not called by resync)."""
+
+    def __init__(self, items: dict[str, list[dict[str, Any]]], version: str) -> None:
+        self.items = items
+        self.version = version
+
+    async def list_versioned(self, kind: str) -> tuple[list[dict[str, Any]], str]:
+        return self.items.get(kind, []), self.version
+
+
+async def test_resync_drops_a_deleted_policy_and_pool_and_rejudges_the_namespace() -> None:
+    kube = ListingKube({"policies": [_body("n", "keeper", 3)], "pools": [_body("n", "pool", 4)]}, "20")
+    rec = Reconciler(kube)  # type: ignore[arg-type]
+    rec.cache = Cache(loaded=True)
+    rec.cache.policies["n"]["keeper"] = _body("n", "keeper", 3)
+    rec.cache.policies["n"]["doomed"] = _body("n", "doomed", 7)
+    rec.cache.pools.update({("n", "pool"): 4, ("n", "doomed-pool"): 8})
+    rec.cache.remember_session(("n", "s"), _body("n", "s", 9))
+    try:
+        assert await rec.resync("policies") == [("n", "doomed")]
+        assert list(rec.cache.policies["n"]) == ["keeper"]
+        assert await rec.resync("pools") == [("n", "doomed-pool")]
+        assert set(rec.cache.pools) == {("n", "pool")}
+        assert rec.scheduler.due(("n", "s")) is not None  # the namespace's sessions are judged again
+    finally:
+        await rec.scheduler.stop()
+
+
+async def test_resync_forgets_sessions_and_claims_deleted_unseen() -> None:
+    claim = _body(
+        "n",
+        "s-claim",
+        11,
+        ownerReferences=[
+            {"kind": "AgentSession", "apiVersion": "agentsession.dev/v1alpha1", "name": "live", "uid": "u"}
+        ],
+    )
+    kube = ListingKube({"sessions": [_body("n", "live", 10)], "claims": []}, "30")
+    rec = Reconciler(kube)  # type: ignore[arg-type]
+    rec.cache.loaded = True
+    rec.cache.remember_session(("n", "live"), _body("n", "live", 10))
+    rec.cache.remember_session(("n", "gone"), _body("n", "gone", 12))
+    rec.cache.remember_claim(("n", "s-claim"), claim)
+    try:
+        assert await rec.resync("sessions") == [("n", "gone")]
+        assert set(rec.cache.sessions) == {("n", "live")}
+        assert await rec.resync("claims") == [("n", "s-claim")]
+        assert not rec.cache.claims
+        assert rec.scheduler.due(("n", "live")) is not None  # its claim went: judged again
+    finally:
+        await rec.scheduler.stop()
