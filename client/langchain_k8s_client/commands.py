@@ -261,14 +261,17 @@ def build_user_command(
     runner: Runner,
     has_base64: bool = True,
     capture: str = "o",
-    sweep: bool = False,
+    seq: int = 1,
+    sweep: int = 0,
 ) -> str:
     """Wrap a user command: combined output capped at `max_output` bytes, any bytes kept.
 
     `runner` is the in-pod watchdog that enforces `timeout` ("none": no watchdog
-    process, see `RuntimeInfo.runner_for`). The capture file is `<staging_dir>/<capture>.<pid>`;
-    `sweep` removes this client's capture files in the background once the answer is written
-    (see scripts/capture.sh: no call pays an `rm`).
+    process, see `RuntimeInfo.runner_for`). The capture file is `<staging_dir>/<capture>.<seq>`,
+    `seq` numbering the client's calls (never reused). `sweep` > 0 makes this a sweeping call:
+    in the background once the answer is written, it removes the files of calls `seq - 2 * sweep`
+    to `seq - sweep - 1` and creates those of the next `2 * sweep` calls (scripts/capture.sh and
+    encode.sh: no call pays an `rm`, nor, mostly, a file creation).
     """
     encoder = "LC_ALL=C base64" if has_base64 else _PY_BASE64
     if runner == "none":
@@ -277,7 +280,8 @@ def build_user_command(
     else:
         script = _WATCHDOG_TEMPLATE.replace("RUNNER", _WATCHDOGS[runner])
     script = script.replace("ENCODER", encoder)
-    args = [str(timeout), str(max_output + 1), staging_dir, command, cwd, capture, "1" if sweep else ""]
+    sweep_arg = str(sweep) if sweep else ""
+    args = [str(timeout), str(max_output + 1), staging_dir, command, cwd, capture, str(seq), sweep_arg]
     return runtime_command(["sh", "-c", script, "sh", *args])
 
 

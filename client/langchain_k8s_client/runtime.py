@@ -27,7 +27,8 @@ EXECUTE_READ_MARGIN: Final = 30.0
 """Seconds the HTTP read waits beyond a command's timeout (the wrapper still has to encode and answer)."""
 
 CAPTURE_SWEEP_EVERY: Final = 32
-"""Every this many commands, the wrapper removes the client's capture files in the background."""
+"""Every this many commands (the 1st, the 33rd, ...), the wrapper removes the client's used capture
+files and creates the next ones, in the background (see scripts/encode.sh)."""
 
 DOWNLOAD_INLINE_MAX: Final = 512 * 1024
 """Files up to this size come back inside the prepare answer (measured faster below ~1 MiB)."""
@@ -52,7 +53,7 @@ class RuntimeProtocol:
     def __init__(self, expected_hostname: str | None = None) -> None:
         self.expected_hostname = expected_hostname
         self.info: RuntimeInfo | None = None
-        # Capture files are named per client (and per wrapper pid), so one client's sweep never
+        # Capture files are named per client (and per call number), so one client's sweep never
         # touches another's; the probe sweeps what a vanished client left (files over 2 hours old).
         self.capture = f"o.{uuid.uuid4().hex[:12]}"
         self._commands = 0
@@ -119,7 +120,8 @@ class RuntimeProtocol:
             runner=runner,
             has_base64=info.has_base64,
             capture=self.capture,
-            sweep=self._commands % CAPTURE_SWEEP_EVERY == 0,
+            seq=self._commands,
+            sweep=CAPTURE_SWEEP_EVERY if self._commands % CAPTURE_SWEEP_EVERY == 1 else 0,
         )
         raw = yield from self.script(wrapped, idempotent=False, read_timeout=timeout + EXECUTE_READ_MARGIN)
         return commands.parse_user_command(

@@ -92,10 +92,10 @@ def test_user_command_travels_as_one_argument() -> None:
     nasty = "echo '$(x)' \"`y`\"\n\t; exit 3 # \\ '\"'"
     argv = shlex.split(wrap(nasty, Path("/st age"), timeout=7, max_output=10, cwd="/w d"))
     assert argv[:2] == ["sh", "-c"]
-    assert argv[3:] == ["sh", "7", "11", "/st age", nasty, "/w d", "o", ""]  # $0 is `sh`, as under `sh -c`
+    assert argv[3:] == ["sh", "7", "11", "/st age", nasty, "/w d", "o", "1", ""]  # $0 is `sh`, as under `sh -c`
     assert nasty not in argv[2]  # never interpolated into the script text
     direct = shlex.split(wrap(nasty, Path("/s"), runner="none"))
-    assert direct[4:] == ["30", "1001", "/s", nasty, "", "o", ""] and nasty not in direct[2]
+    assert direct[4:] == ["30", "1001", "/s", nasty, "", "o", "1", ""] and nasty not in direct[2]
 
 
 @pytest.mark.parametrize(
@@ -365,6 +365,7 @@ def test_a_sweeping_call_removes_the_clients_capture_files(tmp_path: Path) -> No
         cwd="",
         runner="none",
         capture="o.me",
+        seq=3,
     )
     proc = subprocess.Popen(shlex.split(killed), cwd=tmp_path, stdout=subprocess.PIPE, start_new_session=True)
     try:
@@ -377,23 +378,36 @@ def test_a_sweeping_call_removes_the_clients_capture_files(tmp_path: Path) -> No
         proc.communicate(timeout=10)
     other = staging / "o.other.1"
     other.write_text("another client's")
-    assert len(os.listdir(staging)) == 2
-    sweep = commands.build_user_command(
-        "echo hi",
-        timeout=30,
-        max_output=1000,
-        staging_dir=str(staging),
-        cwd="",
-        runner="none",
-        capture="o.me",
-        sweep=True,
-    )
-    stdout, _, _ = run_like_runtime(sweep, tmp_path)
-    assert stdout.startswith("@LKC 0 ")
-    deadline = time.monotonic() + 10  # the sweep runs in the background, after the answer
-    while os.listdir(staging) != ["o.other.1"]:
-        assert time.monotonic() < deadline, os.listdir(staging)
-        time.sleep(0.01)
+    assert sorted(os.listdir(staging)) == ["o.me.3", "o.other.1"]
+
+    def sweep_at(seq: int) -> None:
+        command = commands.build_user_command(
+            "echo hi",
+            timeout=30,
+            max_output=1000,
+            staging_dir=str(staging),
+            cwd="",
+            runner="none",
+            capture="o.me",
+            seq=seq,
+            sweep=4,
+        )
+        stdout, _, _ = run_like_runtime(command, tmp_path)
+        assert stdout.startswith("@LKC 0 ")
+
+    def left_eventually(expected: set[str]) -> None:
+        deadline = time.monotonic() + 10  # the sweep runs in the background, after the answer
+        while set(os.listdir(staging)) != expected:
+            assert time.monotonic() < deadline, sorted(os.listdir(staging))
+            time.sleep(0.01)
+
+    # Call 5 sweeps calls -3 to 0 (none) and creates the files of calls 6 to 13, empty.
+    sweep_at(5)
+    left_eventually({"o.other.1", "o.me.3", "o.me.5"} | {f"o.me.{n}" for n in range(6, 14)})
+    assert {(staging / f"o.me.{n}").stat().st_size for n in range(5, 14)} == {0}
+    # Call 9 removes calls 1 to 4 (the killed wrapper's file with them) and creates up to 17.
+    sweep_at(9)
+    left_eventually({"o.other.1", "o.me.5"} | {f"o.me.{n}" for n in range(6, 18)})
 
 
 @pytest.mark.parametrize("shell", SHELLS)
