@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from langchain_k8s_client.commands import STAGING_DIRNAME
+from langchain_k8s_client.commands import STAGING_DIRNAME, WRAPPER_PREFIX
 from langchain_k8s_client.pod_sandbox import PodSandbox
 from langchain_k8s_client.runtime import CAPTURE_SWEEP_EVERY
 
@@ -200,7 +200,8 @@ def test_default_timeout_commands_behave_like_sh_c(
 
 
 def _capture_sizes(staging: Path) -> set[int]:
-    return {p.stat().st_size for p in staging.iterdir()}
+    """Sizes of the capture files (the staged wrappers stay, see commands.UserCommand)."""
+    return {p.stat().st_size for p in staging.iterdir() if not p.name.startswith(WRAPPER_PREFIX)}
 
 
 def test_cd_and_variables_do_not_leak_between_commands(pod_sandbox: PodSandbox, runtime_server: RuntimeServer) -> None:

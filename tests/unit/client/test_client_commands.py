@@ -316,6 +316,66 @@ def test_wrapper_shell_semantics(
     assert set(_capture_sizes(tmp_path / "stage")) <= {0}
 
 
+@pytest.mark.parametrize("runner", RUNNERS)
+@pytest.mark.parametrize(("command", "output", "code"), SHELL_SEMANTICS)
+@pytest.mark.parametrize("shell", [s for s in SHELLS if s == "dash"])  # the probe stages wrappers for dash only
+def test_a_staged_wrapper_answers_as_the_inline_one(
+    tmp_path: Path, shell: str, command: str, output: str | None, code: int | None, runner: commands.Runner
+) -> None:
+    """`sh -c '. ./.lkc-staging/w-...sh' sh args`: the same answer, `$0` and error messages included, as
+    the script inline (bash would name the sourced file in its messages: there the script goes inline)."""
+    staging = tmp_path / commands.STAGING_DIRNAME
+    options = {"timeout": 30, "max_output": 1000, "staging_dir": str(staging), "cwd": "", "runner": runner}
+    inline = commands.user_command(command, seq=1, **options)  # type: ignore[arg-type]
+    staged = commands.user_command(command, seq=2, **options)  # type: ignore[arg-type]
+    staging.mkdir()
+    (staging / staged.wrapper).write_text(staged.script)
+    answers = []
+    for wrapped_command in (inline.inline(), staged.staged()):
+        stdout, stderr, exit_code = run_like_runtime(wrapped_command, tmp_path, shell)
+        answers.append(
+            commands.parse_user_command(stdout, stderr, exit_code, timeout=30, max_output=1000, runner=runner)
+        )
+    assert answers[0] == answers[1]
+    if output is not None:
+        assert answers[1].output == output
+
+
+@pytest.mark.parametrize("shell", [s for s in SHELLS if s == "dash"])  # the probe stages wrappers for dash only
+def test_a_missing_staged_wrapper_is_recognised(tmp_path: Path, shell: str) -> None:
+    wrapped = commands.user_command(
+        "echo hi", timeout=30, max_output=1000, staging_dir=str(tmp_path / "s"), cwd="", runner="none"
+    )
+    stdout, stderr, exit_code = run_like_runtime(wrapped.staged(), tmp_path, shell)
+    assert commands.wrapper_missing(stdout, stderr, exit_code, wrapped.wrapper)
+    (tmp_path / commands.STAGING_DIRNAME).mkdir()
+    (tmp_path / commands.STAGING_DIRNAME / wrapped.wrapper).write_text(wrapped.script)
+    stdout, stderr, exit_code = run_like_runtime(wrapped.staged(), tmp_path, shell)
+    assert not commands.wrapper_missing(stdout, stderr, exit_code, wrapped.wrapper)
+    assert stdout.startswith("@LKC 0 ")
+
+
+def test_a_runtime_error_naming_the_wrapper_is_not_a_missing_wrapper() -> None:
+    """The runtime's timeout message repeats the command line: the command ran, it must not go again."""
+    wrapped = commands.user_command("sleep 9", timeout=2, max_output=10, staging_dir="/s", cwd="", runner="none")
+    argv = shlex.split(wrapped.staged())
+    stderr = f"Failed to execute command: Command '{argv}' timed out after 2 seconds"
+    assert not commands.wrapper_missing("", stderr, 1, wrapped.wrapper)
+    assert not commands.wrapper_missing(
+        "", f"sh: 1: .: cannot open ./{commands.STAGING_DIRNAME}/other.sh: x", 2, wrapped.wrapper
+    )
+
+
+def test_a_wrapper_is_named_by_its_script_alone() -> None:
+    options = {"timeout": 30, "max_output": 1000, "staging_dir": "/s", "cwd": ""}
+    a = commands.user_command("ls /a", runner="none", **options)  # type: ignore[arg-type]
+    b = commands.user_command("ls /b", runner="none", seq=7, sweep=32, **options)  # type: ignore[arg-type]
+    c = commands.user_command("ls /a; ls /b", runner="none", **options)  # type: ignore[arg-type]
+    assert a.wrapper == b.wrapper != c.wrapper
+    assert a.wrapper.startswith("w-") and a.wrapper.endswith(".sh")
+    assert len(a.staged()) < 150 < 600 < len(a.inline())
+
+
 @pytest.mark.parametrize("shell", SHELLS)
 def test_wrapper_adds_no_ignored_signals(tmp_path: Path, shell: str) -> None:
     """The wrapper's own traps never reach the command: it ignores exactly what a plain `sh -c` would
