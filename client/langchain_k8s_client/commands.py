@@ -24,7 +24,7 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
-from typing import Final, Literal
+from typing import Final, Literal, NamedTuple
 
 from .errors import SandboxError
 
@@ -563,33 +563,39 @@ def build_gnu_grep(
     return sh_command(_GREP_SCRIPT, str(cap), budget_arg, *args, "--", root)
 
 
-@dataclass(frozen=True)
-class GrepRecord:
+class GrepRecord(NamedTuple):
+    """One match (a tuple: a frozen dataclass costs ~1 microsecond more per record to make)."""
+
     path: str
     line: int
     text: str
 
 
+# One record per line: an absolute path (split at its last slash), NUL, the line number, `:`, the text.
+_GREP_RECORD: Final = re.compile(r"^((/[^\0\n]*)?/([^/\0\n]*))\0([0-9]+):([^\n]*)\n", re.MULTILINE)
+
+
 def parse_gnu_grep(stdout: str) -> tuple[list[GrepRecord], int | None]:
     """The records (in the python version's order: a directory's files by name, then its
-    subdirectories) and grep's exit status (None when `head` cut it off)."""
-    keyed: list[tuple[list[str], int, GrepRecord]] = []
+    subdirectories) and grep's exit status (None when `head` cut it off).
+
+    One regex pass and one sort on a string key (each costs ~1 microsecond a record; splitting line
+    by line and a list key cost five times that, more than grep's own search of 1,000 files)."""
     status: int | None = None
-    lines = stdout.split("\n")[:-1]  # after the last line break: nothing, or a record cut short
-    for index, line in enumerate(lines):
-        if line.startswith("@E"):
-            status = int(line[2:]) if line[2:].isdigit() else None
-            break
-        path, nul, rest = line.partition("\0")
-        number, colon, text = rest.partition(":")
-        if not (nul and colon and number.isdigit()):
-            if not nul and index + 1 < len(lines):
-                return _parse_gnu_grep_slowly(stdout)  # a file name with a line break in it
-            break  # a record cut short (timeout): what came before stands
-        record = GrepRecord(path, int(number), text)
-        keyed.append((_walk_key(path), record.line, record))
-    keyed.sort(key=lambda item: (item[0], item[1]))
-    return [record for _, _, record in keyed], status
+    at = 0 if stdout.startswith("@E") else stdout.find("\n@E") + 1  # paths are absolute: "@E" is the status
+    if at or stdout.startswith("@E"):
+        end = stdout.find("\n", at)
+        word = stdout[at + 2 : end if end >= 0 else len(stdout)]
+        status = int(word) if word.isdigit() else None
+        body = stdout[:at]
+    else:
+        body = stdout[: stdout.rfind("\n") + 1]  # after the last line break: nothing, or a record cut short
+    found = _GREP_RECORD.findall(body)
+    if len(found) != body.count("\n"):
+        return _parse_gnu_grep_slowly(stdout)  # a file name with a line break in it
+    # Python's sort is stable and grep lists a file's lines in order: the path's key alone is enough.
+    found.sort(key=lambda r: "\1" + r[1].replace("/", "\0\1") + "\0\0" + r[2])
+    return [GrepRecord(path, int(number), text) for path, _, _, number, text in found], status
 
 
 def _parse_gnu_grep_slowly(stdout: str) -> tuple[list[GrepRecord], int | None]:

@@ -91,3 +91,21 @@ def test_what_gnu_grep_may_serve() -> None:
 def test_probe_reports_gnu_grep(tmp_path: Path) -> None:
     info = commands.parse_probe(run(commands.build_probe(), cwd=tmp_path).decode())
     assert info.gnu_grep is (shutil.which("grep") is not None)
+
+
+def test_parsing_a_record_cut_short_and_the_status() -> None:
+    assert commands.parse_gnu_grep("/a/b\x001:x\n/a/c\x002:y") == ([commands.GrepRecord("/a/b", 1, "x")], None)
+    assert commands.parse_gnu_grep("/a/b\x001:x\n@E0\n") == ([commands.GrepRecord("/a/b", 1, "x")], 0)
+    assert commands.parse_gnu_grep("@E2\n") == ([], 2)
+
+
+def test_parsing_a_file_name_with_a_line_break() -> None:
+    stdout = "/d/z\x001:z\n/d/a\nb\x003:t\n/d/c/x\x001:c\n@E0\n"
+    assert commands.parse_gnu_grep(stdout) == (
+        [
+            commands.GrepRecord("/d/a\nb", 3, "t"),
+            commands.GrepRecord("/d/z", 1, "z"),
+            commands.GrepRecord("/d/c/x", 1, "c"),
+        ],
+        0,
+    )
