@@ -563,6 +563,10 @@ def build_gnu_grep(
     return sh_command(_GREP_SCRIPT, str(cap), budget_arg, *args, "--", root)
 
 
+GREP_KILLED: Final = frozenset({-9, 128 + 9})
+"""The runtime's exit code for scripts/grep.sh killed by its watchdog at the time budget."""
+
+
 class GrepRecord(NamedTuple):
     """One match (a tuple: a frozen dataclass costs ~1 microsecond more per record to make)."""
 
@@ -577,7 +581,8 @@ _GREP_RECORD: Final = re.compile(r"^((/[^\0\n]*)?/([^/\0\n]*))\0([0-9]+):([^\n]*
 
 def parse_gnu_grep(stdout: str) -> tuple[list[GrepRecord], int | None]:
     """The records (in the python version's order: a directory's files by name, then its
-    subdirectories) and grep's exit status (None when `head` cut it off).
+    subdirectories) and the status of an `@E<status>` line (None without one; scripts/grep.sh
+    prints none: the runtime's exit code and stderr tell).
 
     One regex pass and one sort on a string key (each costs ~1 microsecond a record; splitting line
     by line and a list key cost five times that, more than grep's own search of 1,000 files)."""
