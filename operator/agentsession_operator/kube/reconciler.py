@@ -334,6 +334,7 @@ class Reconciler:
             violations=violations,
         )
         status_patch: dict[str, Any] | None = None
+        created: dict[str, Any] | None = None
         for action in actions:
             if isinstance(action, PatchStatus):
                 status_patch = {**action.patch, **status_extra}
@@ -352,8 +353,20 @@ class Reconciler:
                     patch = refusals.refusal_status(session, planned, verb, int(exc.status), message, now)
                     await self._write_status(key, session, {**patch, **status_extra}, log)
                     raise
+                if isinstance(action, CreateClaim):
+                    created = self.cache.claims.get((namespace, action.manifest["metadata"]["name"]))
             else:
                 await self._act(action, session, claim, log, deadline_lag)
+        if created is not None and is_owned_by(created, uid):
+            # The status the claim's first watch event would lead to (Provisioning, with the claim's
+            # name), written now: otherwise this pass writes Pending and the next pass Provisioning,
+            # one more status write (~8 ms, serialized per session) before Ready. Judged with the
+            # claim, as that next pass does; it then finds nothing to change.
+            running = policy.violations(session, effective, await self.label_domains(), running=True)
+            again = reconcile_actions(session, created, None, now, effective=effective, violations=running)
+            provisioning = next((a.patch for a in again if isinstance(a, PatchStatus)), None)
+            if provisioning is not None:
+                status_patch = {**provisioning, **status_extra}
         if status_patch is None and status_extra:
             status_patch = status_extra
         if status_patch is not None:
