@@ -120,9 +120,29 @@ def main() -> None:
             'mkdir -p /tmp/g && cd /tmp/g && for i in $(seq 1 1000); do echo "line $i needle" > f$i.txt; done',
             timeout=120,
         )
-        grep_ours = median_ms(lambda: ours.grep("needle", "/tmp/g"), max(5, n // 5))
-        grep_peer = attempt(lambda: peer.grep("needle", "/tmp/g"), max(5, n // 5))
-        rows.append(("grep over 1,000 files", f"{grep_ours:.1f}", f"langchain-k8s {grep_peer}", ""))
+        # Interleaved as well, both checked to find all 1,000 first.
+        assert (
+            len(ours.grep("needle", "/tmp/g").matches or []) == len(peer.grep("needle", "/tmp/g").matches or []) == 1000
+        )
+        grep_ours_t: list[float] = []
+        grep_peer_t: list[float] = []
+        for _ in range(max(5, n // 5)):
+            for fn, bucket in (
+                (lambda: ours.grep("needle", "/tmp/g"), grep_ours_t),
+                (lambda: peer.grep("needle", "/tmp/g"), grep_peer_t),
+            ):
+                t0 = time.perf_counter()
+                fn()
+                bucket.append(time.perf_counter() - t0)
+        go, gp = (1000 * statistics.median(x) for x in (grep_ours_t, grep_peer_t))
+        rows.append(
+            (
+                "grep over 1,000 files",
+                f"{go:.1f}",
+                f"langchain-k8s {gp:.1f}",
+                f"vs langchain-k8s {go / gp:.2f} (target <= 1.0)",
+            )
+        )
         print(f"AgentSessionSandbox on a python-runtime pod, medians in ms ({n} rounds for execute)")
         for name, value, others, ratio in rows:
             print(f"{name:<24} {value:>9}   {others:<60} {ratio}")

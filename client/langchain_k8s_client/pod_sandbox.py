@@ -475,16 +475,17 @@ class PodSandbox(BaseSandbox):
         return self._grep_result(raw, path, max_count)
 
     def _gnu_grep_result(self, raw: RuntimeExec, cap: int, max_count: int | None) -> GrepResult | None:
-        if raw.exit_code != 0 or not (raw.stdout.startswith("/") or raw.stdout.startswith("@E")):
+        killed = raw.exit_code in commands.GREP_KILLED
+        if not (raw.exit_code == 0 or killed) or not (raw.stdout.startswith("/") or not raw.stdout):
             return None
-        records, status = commands.parse_gnu_grep(raw.stdout)
-        if not records and status not in (0, 1):
-            return None
+        records, _ = commands.parse_gnu_grep(raw.stdout)
+        if not records and raw.stderr.strip() and not killed:
+            return None  # nothing found and grep complained (a missing or unreadable path)
         matches: list[GrepMatch] = [
             {"path": self._policy.display(r.path), "line": r.line, "text": r.text} for r in records[:cap]
         ]
-        # Cut by `head` (status None), or killed at the time budget (137): what was found stands.
-        truncated = len(records) >= cap or status not in (0, 1, 2)
+        # Cut by `head`, or killed at the time budget: what was found stands.
+        truncated = len(records) >= cap or killed
         if max_count is not None and len(matches) > max_count:
             matches, truncated = matches[:max_count], True
         return GrepResult(matches=matches, truncated=truncated)

@@ -27,7 +27,8 @@ EXECUTE_READ_MARGIN: Final = 30.0
 """Seconds the HTTP read waits beyond a command's timeout (the wrapper still has to encode and answer)."""
 
 CAPTURE_SWEEP_EVERY: Final = 32
-"""Every this many commands, the wrapper removes the client's capture files in the background."""
+"""Every this many commands (the 1st, the 33rd, ...), the wrapper removes the client's used capture
+files and creates the next ones, in the background (see scripts/encode.sh)."""
 
 DOWNLOAD_INLINE_MAX: Final = 512 * 1024
 """Files up to this size come back inside the prepare answer (measured faster below ~1 MiB)."""
@@ -52,10 +53,12 @@ class RuntimeProtocol:
     def __init__(self, expected_hostname: str | None = None) -> None:
         self.expected_hostname = expected_hostname
         self.info: RuntimeInfo | None = None
-        # Capture files are named per client (and per wrapper pid), so one client's sweep never
+        # Capture files are named per client (and per call number), so one client's sweep never
         # touches another's; the probe sweeps what a vanished client left (files over 2 hours old).
         self.capture = f"o.{uuid.uuid4().hex[:12]}"
         self._commands = 0
+        self._staged: set[str] = set()  # wrappers known to be in the pod (reset by every probe)
+        self._staging_fails = False  # the pod refused a wrapper: send the script with each call
 
     def invalidate(self) -> None:
         self.info = None
@@ -70,6 +73,7 @@ class RuntimeProtocol:
             self.info = None
             raise WrongPod(self.expected_hostname, info.hostname)
         self.info = info
+        self._staged = set(info.wrappers)
         return info
 
     def ensure(self) -> Op[RuntimeInfo]:
@@ -110,7 +114,7 @@ class RuntimeProtocol:
         info = yield from self.ensure()
         runner = info.runner_for(timeout)
         self._commands += 1
-        wrapped = commands.build_user_command(
+        wrapped = commands.user_command(
             command,
             timeout=timeout,
             max_output=max_output,
@@ -119,12 +123,46 @@ class RuntimeProtocol:
             runner=runner,
             has_base64=info.has_base64,
             capture=self.capture,
-            sweep=self._commands % CAPTURE_SWEEP_EVERY == 0,
+            seq=self._commands,
+            sweep=CAPTURE_SWEEP_EVERY if self._commands % CAPTURE_SWEEP_EVERY == 1 else 0,
         )
-        raw = yield from self.script(wrapped, idempotent=False, read_timeout=timeout + EXECUTE_READ_MARGIN)
+        read_timeout = timeout + EXECUTE_READ_MARGIN
+        raw: RuntimeExec | None = None
+        for _ in range(2):
+            if not (yield from self._stage_wrapper(info, wrapped)):
+                break
+            raw = yield from self.script(wrapped.staged(), idempotent=False, read_timeout=read_timeout)
+            if not commands.wrapper_missing(raw.stdout, raw.stderr, raw.exit_code, wrapped.wrapper):
+                break
+            # Removed since the probe saw it: nothing ran, so the call goes again with the wrapper staged anew.
+            self._staged.discard(wrapped.wrapper)
+            raw = None
+        if raw is None:
+            raw = yield from self.script(wrapped.inline(), idempotent=False, read_timeout=read_timeout)
         return commands.parse_user_command(
             raw.stdout, raw.stderr, raw.exit_code, timeout=timeout, max_output=max_output, runner=runner
         )
+
+    def _stage_wrapper(self, info: RuntimeInfo, wrapped: commands.UserCommand) -> Op[bool]:
+        """Make sure the wrapper is in the pod (once per wrapper and pod: it is named by its content and
+        stays); False when the pod refuses it, and from then on for this connection."""
+        if wrapped.wrapper in self._staged:
+            return True
+        if self._staging_fails or not info.stages_wrappers:
+            return False
+        temporary = f"{wrapped.wrapper}.{uuid.uuid4().hex}"
+        resp = yield wire.upload_request(f"{commands.STAGING_DIRNAME}/{temporary}", wrapped.script.encode())
+        if wire.upload_error(resp) is None:
+            staging = info.staging_dir
+            raw = yield from self.script(
+                commands.build_stage_wrapper(f"{staging}/{temporary}", f"{staging}/{wrapped.wrapper}"),
+                idempotent=False,
+            )
+            if raw.exit_code == 0:
+                self._staged.add(wrapped.wrapper)
+                return True
+        self._staging_fails = True
+        return False
 
     # -- files -----------------------------------------------------------------------
 

@@ -1,6 +1,7 @@
 # Run once per (re)connection, as `sh -c <this> lkc .lkc-staging`. It learns the base dir (the
 # runtime's cwd), the pod's name (the pod runner sets HOSTNAME to it), how to enforce timeouts, and
-# sweeps staging files that a broken connection left behind. `grep=gnu`: grep() may use it.
+# sweeps staging files that a broken connection left behind; `wrappers=` lists the staged command
+# wrappers. `grep=gnu`: grep() may use it.
 # `group=1`: the probe leads its own session and process group, as the runtime (v1.0+) starts every command so that it can kill the
 # whole group at its own limit; `limit=` is that limit's raw setting, parsed by commands.parse_probe
 # exactly as the runtime parses it (`?` when it holds anything but letters, digits and `.+_-`, e.g.
@@ -25,5 +26,14 @@ if read -r s 2>/dev/null </proc/$$/stat; then
 fi
 v=${SANDBOX_EXEC_TIMEOUT_SECONDS-300}
 case $v in *[!0-9A-Za-z.+_-]*) echo "limit=?";; *) echo "limit=$v";; esac
-find "$d" -type f -mmin +120 -delete 2>/dev/null
+# `sh=dash`: its messages never name a sourced file (bash's do), so wrappers may be staged. `-ef`
+# compares inodes (dash, bash and BusyBox have it; a shell without it is simply not dash).
+# shellcheck disable=SC3013
+for x in /bin/dash /usr/bin/dash; do [ /proc/$$/exe -ef "$x" ] 2>/dev/null && { echo sh=dash; break; }; done
+# The staged command wrappers (commands.UserCommand) stay: named by their content, shared by every
+# client, never changed; a client whose wrapper went missing stages it again.
+w=
+for f in "$d"/w-*.sh; do [ -f "$f" ] && w="$w ${f##*/}"; done
+echo "wrappers=$w"
+find "$d" -type f -mmin +120 ! -name 'w-*.sh' -delete 2>/dev/null
 exit 0

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from langchain_k8s_client.commands import STAGING_DIRNAME
+from langchain_k8s_client.commands import STAGING_DIRNAME, WRAPPER_PREFIX
 from langchain_k8s_client.pod_sandbox import PodSandbox
 
 from .harness import RuntimeServer
@@ -152,8 +152,11 @@ def test_staging_is_left_clean(pod_sandbox: PodSandbox, runtime_server: RuntimeS
     pod_sandbox.edit(f"{scratch}/b", "b", "c" * 20000)  # payload above the inline limit: staged
     pod_sandbox.execute("echo hi")
     staging = runtime_server.base_dir / STAGING_DIRNAME
-    # Only the commands' capture files stay between sweeps, empty (see scripts/capture.sh).
-    assert {(p.name[:2], p.stat().st_size) for p in staging.iterdir()} <= {("o.", 0)}
+    # Only the commands' capture files stay between sweeps, empty (see scripts/capture.sh), and the
+    # staged command wrappers (named by their content, see commands.UserCommand).
+    left = {(p.name[:2], p.stat().st_size) for p in staging.iterdir() if not p.name.startswith(WRAPPER_PREFIX)}
+    assert left <= {("o.", 0)}
+    assert all(p.name.endswith(".sh") for p in staging.iterdir() if p.name.startswith(WRAPPER_PREFIX))
 
 
 def test_edit_large_payload_and_crlf_files(pod_sandbox: PodSandbox, scratch: Path) -> None:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import httpx
 
+from langchain_k8s_client import commands
 from langchain_k8s_client.pod_sandbox import PodSandbox
 from langchain_k8s_client.transport import PodEndpoint, RetryPolicy, RuntimeTransport
 
@@ -20,7 +21,18 @@ Answer = dict[str, object] | httpx.Response | Exception | Callable[[httpx.Reques
 
 
 def probe_stdout(hostname: str = "pod-0", base: str = "/app", runner: str = "timeout") -> str:
-    return f"@LKCP\nbase={base}\nhost={hostname}\nrunner={runner}\nbase64=1\n"
+    wrappers = " ".join(every_wrapper())
+    return f"@LKCP\nbase={base}\nhost={hostname}\nrunner={runner}\nbase64=1\nsh=dash\nwrappers={wrappers}\n"
+
+
+def every_wrapper() -> list[str]:
+    """The names of every staged command wrapper: the fake pod has them all (no staging requests)."""
+    names = []
+    for runner, command in [("timeout", "x"), ("python3", "x"), ("none", "x"), ("none", "a; b"), ("none", "$$")]:
+        for has_base64 in (True, False):
+            options = {"timeout": 1, "max_output": 1, "staging_dir": "/s", "cwd": "", "has_base64": has_base64}
+            names.append(commands.user_command(command, runner=runner, **options).wrapper)  # type: ignore[arg-type]
+    return names
 
 
 def wrapped(output: bytes = b"", code: int = 0, start: str = "100.00", end: str = "100.50") -> dict[str, object]:

@@ -92,10 +92,10 @@ def test_user_command_travels_as_one_argument() -> None:
     nasty = "echo '$(x)' \"`y`\"\n\t; exit 3 # \\ '\"'"
     argv = shlex.split(wrap(nasty, Path("/st age"), timeout=7, max_output=10, cwd="/w d"))
     assert argv[:2] == ["sh", "-c"]
-    assert argv[3:] == ["sh", "7", "11", "/st age", nasty, "/w d", "o", ""]  # $0 is `sh`, as under `sh -c`
+    assert argv[3:] == ["sh", "7", "11", "/st age", nasty, "/w d", "o", "1", ""]  # $0 is `sh`, as under `sh -c`
     assert nasty not in argv[2]  # never interpolated into the script text
     direct = shlex.split(wrap(nasty, Path("/s"), runner="none"))
-    assert direct[4:] == ["30", "1001", "/s", nasty, "", "o", ""] and nasty not in direct[2]
+    assert direct[4:] == ["30", "1001", "/s", nasty, "", "o", "1", ""] and nasty not in direct[2]
 
 
 @pytest.mark.parametrize(
@@ -316,6 +316,66 @@ def test_wrapper_shell_semantics(
     assert set(_capture_sizes(tmp_path / "stage")) <= {0}
 
 
+@pytest.mark.parametrize("runner", RUNNERS)
+@pytest.mark.parametrize(("command", "output", "code"), SHELL_SEMANTICS)
+@pytest.mark.parametrize("shell", [s for s in SHELLS if s == "dash"])  # the probe stages wrappers for dash only
+def test_a_staged_wrapper_answers_as_the_inline_one(
+    tmp_path: Path, shell: str, command: str, output: str | None, code: int | None, runner: commands.Runner
+) -> None:
+    """`sh -c '. ./.lkc-staging/w-...sh' sh args`: the same answer, `$0` and error messages included, as
+    the script inline (bash would name the sourced file in its messages: there the script goes inline)."""
+    staging = tmp_path / commands.STAGING_DIRNAME
+    options = {"timeout": 30, "max_output": 1000, "staging_dir": str(staging), "cwd": "", "runner": runner}
+    inline = commands.user_command(command, seq=1, **options)  # type: ignore[arg-type]
+    staged = commands.user_command(command, seq=2, **options)  # type: ignore[arg-type]
+    staging.mkdir()
+    (staging / staged.wrapper).write_text(staged.script)
+    answers = []
+    for wrapped_command in (inline.inline(), staged.staged()):
+        stdout, stderr, exit_code = run_like_runtime(wrapped_command, tmp_path, shell)
+        answers.append(
+            commands.parse_user_command(stdout, stderr, exit_code, timeout=30, max_output=1000, runner=runner)
+        )
+    assert answers[0] == answers[1]
+    if output is not None:
+        assert answers[1].output == output
+
+
+@pytest.mark.parametrize("shell", [s for s in SHELLS if s == "dash"])  # the probe stages wrappers for dash only
+def test_a_missing_staged_wrapper_is_recognised(tmp_path: Path, shell: str) -> None:
+    wrapped = commands.user_command(
+        "echo hi", timeout=30, max_output=1000, staging_dir=str(tmp_path / "s"), cwd="", runner="none"
+    )
+    stdout, stderr, exit_code = run_like_runtime(wrapped.staged(), tmp_path, shell)
+    assert commands.wrapper_missing(stdout, stderr, exit_code, wrapped.wrapper)
+    (tmp_path / commands.STAGING_DIRNAME).mkdir()
+    (tmp_path / commands.STAGING_DIRNAME / wrapped.wrapper).write_text(wrapped.script)
+    stdout, stderr, exit_code = run_like_runtime(wrapped.staged(), tmp_path, shell)
+    assert not commands.wrapper_missing(stdout, stderr, exit_code, wrapped.wrapper)
+    assert stdout.startswith("@LKC 0 ")
+
+
+def test_a_runtime_error_naming_the_wrapper_is_not_a_missing_wrapper() -> None:
+    """The runtime's timeout message repeats the command line: the command ran, it must not go again."""
+    wrapped = commands.user_command("sleep 9", timeout=2, max_output=10, staging_dir="/s", cwd="", runner="none")
+    argv = shlex.split(wrapped.staged())
+    stderr = f"Failed to execute command: Command '{argv}' timed out after 2 seconds"
+    assert not commands.wrapper_missing("", stderr, 1, wrapped.wrapper)
+    assert not commands.wrapper_missing(
+        "", f"sh: 1: .: cannot open ./{commands.STAGING_DIRNAME}/other.sh: x", 2, wrapped.wrapper
+    )
+
+
+def test_a_wrapper_is_named_by_its_script_alone() -> None:
+    options = {"timeout": 30, "max_output": 1000, "staging_dir": "/s", "cwd": ""}
+    a = commands.user_command("ls /a", runner="none", **options)  # type: ignore[arg-type]
+    b = commands.user_command("ls /b", runner="none", seq=7, sweep=32, **options)  # type: ignore[arg-type]
+    c = commands.user_command("ls /a; ls /b", runner="none", **options)  # type: ignore[arg-type]
+    assert a.wrapper == b.wrapper != c.wrapper
+    assert a.wrapper.startswith("w-") and a.wrapper.endswith(".sh")
+    assert len(a.staged()) < 150 < 600 < len(a.inline())
+
+
 @pytest.mark.parametrize("shell", SHELLS)
 def test_wrapper_adds_no_ignored_signals(tmp_path: Path, shell: str) -> None:
     """The wrapper's own traps never reach the command: it ignores exactly what a plain `sh -c` would
@@ -365,6 +425,7 @@ def test_a_sweeping_call_removes_the_clients_capture_files(tmp_path: Path) -> No
         cwd="",
         runner="none",
         capture="o.me",
+        seq=3,
     )
     proc = subprocess.Popen(shlex.split(killed), cwd=tmp_path, stdout=subprocess.PIPE, start_new_session=True)
     try:
@@ -377,23 +438,36 @@ def test_a_sweeping_call_removes_the_clients_capture_files(tmp_path: Path) -> No
         proc.communicate(timeout=10)
     other = staging / "o.other.1"
     other.write_text("another client's")
-    assert len(os.listdir(staging)) == 2
-    sweep = commands.build_user_command(
-        "echo hi",
-        timeout=30,
-        max_output=1000,
-        staging_dir=str(staging),
-        cwd="",
-        runner="none",
-        capture="o.me",
-        sweep=True,
-    )
-    stdout, _, _ = run_like_runtime(sweep, tmp_path)
-    assert stdout.startswith("@LKC 0 ")
-    deadline = time.monotonic() + 10  # the sweep runs in the background, after the answer
-    while os.listdir(staging) != ["o.other.1"]:
-        assert time.monotonic() < deadline, os.listdir(staging)
-        time.sleep(0.01)
+    assert sorted(os.listdir(staging)) == ["o.me.3", "o.other.1"]
+
+    def sweep_at(seq: int) -> None:
+        command = commands.build_user_command(
+            "echo hi",
+            timeout=30,
+            max_output=1000,
+            staging_dir=str(staging),
+            cwd="",
+            runner="none",
+            capture="o.me",
+            seq=seq,
+            sweep=4,
+        )
+        stdout, _, _ = run_like_runtime(command, tmp_path)
+        assert stdout.startswith("@LKC 0 ")
+
+    def left_eventually(expected: set[str]) -> None:
+        deadline = time.monotonic() + 10  # the sweep runs in the background, after the answer
+        while set(os.listdir(staging)) != expected:
+            assert time.monotonic() < deadline, sorted(os.listdir(staging))
+            time.sleep(0.01)
+
+    # Call 5 sweeps calls -3 to 0 (none) and creates the files of calls 6 to 13, empty.
+    sweep_at(5)
+    left_eventually({"o.other.1", "o.me.3", "o.me.5"} | {f"o.me.{n}" for n in range(6, 14)})
+    assert {(staging / f"o.me.{n}").stat().st_size for n in range(5, 14)} == {0}
+    # Call 9 removes calls 1 to 4 (the killed wrapper's file with them) and creates up to 17.
+    sweep_at(9)
+    left_eventually({"o.other.1", "o.me.5"} | {f"o.me.{n}" for n in range(6, 18)})
 
 
 @pytest.mark.parametrize("shell", SHELLS)

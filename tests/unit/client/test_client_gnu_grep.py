@@ -6,6 +6,7 @@ import os
 import shlex
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -23,11 +24,16 @@ def run(command: str, cwd: Path | None = None) -> bytes:
     return proc.stdout
 
 
+def run_like_runtime(command: str) -> tuple[bytes, bytes, int]:
+    proc = subprocess.run(shlex.split(command), capture_output=True, timeout=60, check=False, start_new_session=True)
+    return proc.stdout, proc.stderr, proc.returncode
+
+
 def gnu(root: Path, pattern: str, cap: int = 10_001, budget: float | None = 20.0) -> list[tuple[str, int, str]]:
     alternatives = [p for p in pattern.split("\n") if p] or [pattern]
     command = commands.build_gnu_grep(alternatives, str(root), exclude_dirs=(".git",), cap=cap, budget=budget)
     records, status = commands.parse_gnu_grep(run(command).decode("utf-8"))  # strict, as the runtime
-    assert status in (0, 1, None)
+    assert status is None
     return [(r.path, r.line, r.text) for r in records]
 
 
@@ -69,7 +75,29 @@ def test_cap_bounds_the_output(tree: Path) -> None:
 
 def test_a_missing_root_is_an_error_without_records(tmp_path: Path) -> None:
     command = commands.build_gnu_grep(["x"], str(tmp_path / "nope"), exclude_dirs=(), cap=5, budget=20.0)
-    assert commands.parse_gnu_grep(run(command).decode()) == ([], 2)
+    stdout, stderr, code = run_like_runtime(command)
+    assert (stdout, code) == (b"", 0) and b"No such file" in stderr  # the client asks the python version
+
+
+def test_no_match_is_silent_and_leaves_no_watchdog(tmp_path: Path) -> None:
+    (tmp_path / "f").write_text("hay\n")
+    command = commands.build_gnu_grep(["x"], str(tmp_path), exclude_dirs=(), cap=5, budget=31.5)
+    assert run_like_runtime(command) == (b"", b"", 0)
+    deadline = time.monotonic() + 5
+    while b"sleep 31.5" in subprocess.run(["ps", "-eo", "args"], capture_output=True, check=False).stdout:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+
+
+def test_the_time_budget_kills_the_whole_search(tmp_path: Path) -> None:
+    (tmp_path / "f").write_text("needle\n")
+    os.mkfifo(tmp_path / "fifo")  # named on the command line: grep blocks reading it
+    command = commands.build_gnu_grep(["needle"], str(tmp_path / "f"), exclude_dirs=(), cap=5, budget=0.5)
+    command += " " + shlex.quote(str(tmp_path / "fifo"))
+    started = time.monotonic()
+    stdout, _, code = run_like_runtime(command)
+    assert code in commands.GREP_KILLED and time.monotonic() - started < 10
+    assert commands.parse_gnu_grep(stdout.decode()) == ([], None)  # grep's output was still in its buffer
 
 
 def test_non_utf8_output_is_refused_by_the_runtime(tmp_path: Path) -> None:
@@ -91,3 +119,21 @@ def test_what_gnu_grep_may_serve() -> None:
 def test_probe_reports_gnu_grep(tmp_path: Path) -> None:
     info = commands.parse_probe(run(commands.build_probe(), cwd=tmp_path).decode())
     assert info.gnu_grep is (shutil.which("grep") is not None)
+
+
+def test_parsing_a_record_cut_short_and_the_status() -> None:
+    assert commands.parse_gnu_grep("/a/b\x001:x\n/a/c\x002:y") == ([commands.GrepRecord("/a/b", 1, "x")], None)
+    assert commands.parse_gnu_grep("/a/b\x001:x\n@E0\n") == ([commands.GrepRecord("/a/b", 1, "x")], 0)
+    assert commands.parse_gnu_grep("@E2\n") == ([], 2)
+
+
+def test_parsing_a_file_name_with_a_line_break() -> None:
+    stdout = "/d/z\x001:z\n/d/a\nb\x003:t\n/d/c/x\x001:c\n@E0\n"
+    assert commands.parse_gnu_grep(stdout) == (
+        [
+            commands.GrepRecord("/d/a\nb", 3, "t"),
+            commands.GrepRecord("/d/z", 1, "z"),
+            commands.GrepRecord("/d/c/x", 1, "c"),
+        ],
+        0,
+    )

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import shlex
+from collections.abc import Callable
 
 import httpx
 import pytest
@@ -250,3 +252,56 @@ def test_a_command_that_may_have_run_is_not_resent_even_with_a_resolver() -> Non
         with pytest.raises(TransportError):
             transport.execute("step", timeout=5, max_output=10)
         assert len(fake.argvs()) == 1
+
+
+def test_a_wrapper_is_staged_once_then_each_call_sends_its_name() -> None:
+    fake = FakeRuntime(answers=[plain(), plain(), wrapped(b"1"), wrapped(b"2")])
+    fake.handler = _without_wrappers(fake)  # type: ignore[method-assign]
+    transport = fake.transport()
+    assert transport.execute("echo 1", timeout=5, max_output=10).output == "1"
+    assert transport.execute("echo 2", timeout=5, max_output=10).output == "2"
+    assert fake.paths() == ["POST /execute", "POST /upload", "POST /execute", "POST /execute", "POST /execute"]
+    mv, first, second = fake.argvs()
+    assert mv[:2] == ["mv", "-f"] and mv[2].startswith(mv[3] + ".") and mv[3].startswith("/app/.lkc-staging/w-")
+    assert (
+        first[:2] == second[:2] == ["sh", "-c"]
+        and first[2] == second[2] == f". ./.lkc-staging/{mv[3].rsplit('/', 1)[1]}"
+    )
+    assert first[7] == "echo 1" and second[7] == "echo 2"
+
+
+def test_a_wrapper_removed_since_the_probe_is_staged_again_and_the_call_sent_once_more() -> None:
+    missing = plain(stderr="sh: 1: .: cannot open ./.lkc-staging/WRAPPER: No such file", exit_code=2)
+
+    def gone(request: httpx.Request) -> httpx.Response:
+        wrapper = shlex.split(FakeRuntime.command(request))[2].rsplit("/", 1)[1]
+        return httpx.Response(200, json={**missing, "stderr": str(missing["stderr"]).replace("WRAPPER", wrapper)})
+
+    fake = FakeRuntime(answers=[gone, httpx.Response(200, json={}), plain(), wrapped(b"ok")])
+    transport = fake.transport()
+    assert transport.execute("echo ok", timeout=5, max_output=10).output == "ok"
+    assert fake.paths() == ["POST /execute", "POST /execute", "POST /upload", "POST /execute", "POST /execute"]
+
+
+def test_a_pod_that_refuses_the_wrapper_gets_the_script_with_each_call() -> None:
+    fake = FakeRuntime(answers=[httpx.Response(403, json={"message": "Access denied"}), wrapped(b"1"), wrapped(b"2")])
+    fake.handler = _without_wrappers(fake)  # type: ignore[method-assign]
+    transport = fake.transport()
+    assert transport.execute("echo 1", timeout=5, max_output=10).output == "1"
+    assert transport.execute("echo 2", timeout=5, max_output=10).output == "2"
+    assert fake.paths() == ["POST /execute", "POST /upload", "POST /execute", "POST /execute"]
+    assert all(len(argv[2]) > 300 for argv in fake.argvs())  # the script itself
+
+
+def _without_wrappers(fake: FakeRuntime) -> Callable[[httpx.Request], httpx.Response]:
+    handler = fake.handler
+
+    def probe_without_wrappers(request: httpx.Request) -> httpx.Response:
+        response = handler(request)
+        if request.url.path == "/execute" and "@LKCP" in fake.command(request):
+            body = json.loads(response.content)
+            body["stdout"] = body["stdout"].split("wrappers=")[0]
+            return httpx.Response(200, json=body)
+        return response
+
+    return probe_without_wrappers

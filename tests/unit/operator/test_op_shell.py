@@ -144,14 +144,17 @@ async def test_a_pass_creates_the_claim_and_writes_status(
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")  # the reconciler reads the real clock
     key = _store(kube, make_session(spec={"warmPoolRef": {"name": "python-pool"}, "ttl": "2h"}, created=now))
     await reconciler.reconcile(key, cause="test")
-    assert ("create-claim", "demo") in kube.writes and ("status", "demo") in kube.writes
-    assert kube.sessions[key]["status"]["phase"] == "Pending"
+    # One status write, not two; the session's NetworkPolicy goes in with the claim, before the status.
+    assert kube.writes == [("create-claim", "demo"), ("create-network-policy", "agentsession-demo"), ("status", "demo")]
+    # Provisioning with the claim's name at once (not Pending, then Provisioning in the next pass).
+    status = kube.sessions[key]["status"]
+    assert status["phase"] == "Provisioning" and status["claimName"]
     assert reconciler.scheduler.due(key) is not None  # the TTL deadline is scheduled
-    await reconciler.reconcile(key, cause="claim seen")  # the claim exists now: Provisioning
-    assert kube.sessions[key]["status"]["phase"] == "Provisioning"
     writes = len(kube.writes)
+    await reconciler.reconcile(key, cause="claim seen")  # the claim's watch event: nothing left to write
     await reconciler.reconcile(key, cause="again")  # nothing changed: nothing is written (level-triggered)
     assert kube.writes[writes:] == []
+    assert kube.sessions[key]["status"]["phase"] == "Provisioning"
 
 
 async def test_a_new_session_creates_its_claim_without_reading_it_first(
