@@ -2,7 +2,8 @@
 
 langchain-tests 1.1.9 predates deepagents 0.7: `write` now creates or overwrites, and `glob` returns
 absolute paths of regular files only. These seven really fail for a backend that follows 0.7, so they
-are strict xfails: they start failing loudly the day the suite or the contract changes.
+are strict xfails that accept only an AssertionError: they start failing loudly the day the suite or the
+contract changes, or the backend fails them for another reason.
 """
 
 from __future__ import annotations
@@ -17,32 +18,32 @@ _FILES_ONLY = "deepagents 0.7 glob() returns regular files only; langchain-tests
 
 
 class Deepagents07SandboxTests(SandboxIntegrationTests):
-    @pytest.mark.xfail(strict=True, reason=_OVERWRITES)
+    @pytest.mark.xfail(strict=True, raises=AssertionError, reason=_OVERWRITES)
     def test_write_existing_file_fails(self, sandbox_backend: SandboxBackendProtocol, sandbox_test_root: str) -> None:
         super().test_write_existing_file_fails(sandbox_backend, sandbox_test_root)
 
-    @pytest.mark.xfail(strict=True, reason=_ABSOLUTE)
+    @pytest.mark.xfail(strict=True, raises=AssertionError, reason=_ABSOLUTE)
     def test_glob(self, sandbox_backend: SandboxBackendProtocol, sandbox_test_root: str) -> None:
         super().test_glob(sandbox_backend, sandbox_test_root)
 
-    @pytest.mark.xfail(strict=True, reason=_ABSOLUTE)
+    @pytest.mark.xfail(strict=True, raises=AssertionError, reason=_ABSOLUTE)
     def test_glob_basic_pattern(self, sandbox_backend: SandboxBackendProtocol, sandbox_test_root: str) -> None:
         super().test_glob_basic_pattern(sandbox_backend, sandbox_test_root)
 
-    @pytest.mark.xfail(strict=True, reason=_ABSOLUTE)
+    @pytest.mark.xfail(strict=True, raises=AssertionError, reason=_ABSOLUTE)
     def test_glob_with_character_class(self, sandbox_backend: SandboxBackendProtocol, sandbox_test_root: str) -> None:
         super().test_glob_with_character_class(sandbox_backend, sandbox_test_root)
 
-    @pytest.mark.xfail(strict=True, reason=_ABSOLUTE)
+    @pytest.mark.xfail(strict=True, raises=AssertionError, reason=_ABSOLUTE)
     def test_glob_with_question_mark(self, sandbox_backend: SandboxBackendProtocol, sandbox_test_root: str) -> None:
         super().test_glob_with_question_mark(sandbox_backend, sandbox_test_root)
 
-    @pytest.mark.xfail(strict=True, reason=_ABSOLUTE)
+    @pytest.mark.xfail(strict=True, raises=AssertionError, reason=_ABSOLUTE)
     def test_glob_hidden_files_explicitly(
         self, sandbox_backend: SandboxBackendProtocol, sandbox_test_root: str
     ) -> None:
         super().test_glob_hidden_files_explicitly(sandbox_backend, sandbox_test_root)
 
-    @pytest.mark.xfail(strict=True, reason=_FILES_ONLY)
+    @pytest.mark.xfail(strict=True, raises=AssertionError, reason=_FILES_ONLY)
     def test_glob_with_directories(self, sandbox_backend: SandboxBackendProtocol, sandbox_test_root: str) -> None:
         super().test_glob_with_directories(sandbox_backend, sandbox_test_root)

@@ -32,8 +32,15 @@ def ready_claim(make_claim: Make, **kwargs: Any) -> dict[str, Any]:
     return make_claim(**{**defaults, **kwargs})
 
 
-def test_set_condition_is_exported() -> None:
-    assert status_module.set_condition is not None
+def test_a_condition_keeps_its_transition_time_until_its_status_changes() -> None:
+    later = T0 + timedelta(minutes=5)
+    first = status_module.set_condition(None, "Ready", False, "ClaimPending", "waiting", T0, 1)
+    same = status_module.set_condition(first, "Ready", False, "SandboxNotReady", "still waiting", later, 2)
+    flipped = status_module.set_condition(same, "Ready", True, "SandboxReady", "ready", later, 2)
+    assert same[0]["lastTransitionTime"] == "2025-01-01T12:00:00Z"  # same status: the transition stands
+    assert same[0]["reason"] == "SandboxNotReady" and same[0]["observedGeneration"] == 2
+    assert flipped[0]["lastTransitionTime"] == "2025-01-01T12:05:00Z" and flipped[0]["status"] == "True"
+    assert first[0]["status"] == "False"  # the input list is never changed
 
 
 # --- Pending: before any claim ----------------------------------------------------------------------
@@ -41,7 +48,6 @@ def test_pending_while_claim_is_created(make_session: Make) -> None:
     result = compute_status(make_session(), None, None, T0, True)
     assert result["phase"] == "Pending"
     assert cond(result, "Ready")["reason"] == "ClaimPending"
-    assert cond(result, "ClaimCreated") | {} == cond(result, "ClaimCreated")
     assert cond(result, "ClaimCreated")["status"] == "False"
     assert cond(result, "Expired")["status"] == "False"
     assert cond(result, "Failed")["status"] == "False"
