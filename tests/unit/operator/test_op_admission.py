@@ -156,10 +156,17 @@ def test_max_sessions_per_label_counts_unfinished_others(make_session: Make, pol
     others = [running(make_session, "one", "a"), running(make_session, "two", "a", phase="Pending")]
     (message,) = create(new, policies, others)
     assert message == (
-        "2 unfinished AgentSessions already carry team=a; the policy maximum is 2 (AgentSessionPolicy rules)"
+        "2 unfinished AgentSessions already carry team=a (one, two); the policy maximum is 2 (AgentSessionPolicy "
+        "rules); one of them must be deleted or finish first"
     )
+    # A session waiting for a slot (Failed, PolicyViolation) holds its place: it proceeds when one frees.
+    waiting = running(make_session, "two", "a", "Failed")
+    waiting["status"]["conditions"] = [{"type": "Failed", "status": "True", "reason": "PolicyViolation"}]
+    assert create(new, policies, [others[0], waiting])
     # Finished ones, other values, other namespaces and the session itself do not count.
-    finished = [running(make_session, "one", "a", "Expired"), running(make_session, "two", "a", "Failed")]
+    failed = running(make_session, "two", "a", "Failed")
+    failed["status"]["conditions"] = [{"type": "Failed", "status": "True", "reason": "InvalidMetadata"}]
+    finished = [running(make_session, "one", "a", "Expired"), failed]
     assert create(new, policies, [*finished, others[0]]) == []
     assert create(new, policies, [others[0], running(make_session, "b1", "b")]) == []
     foreign = running(make_session, "far", "a")
@@ -211,10 +218,14 @@ def test_deleting_and_other_operations_are_never_refused(make_session: Make, pol
     assert admission.review(deleting, policies, DOMAINS, [], "UPDATE", old=bad) == []
 
 
-def test_needs_session_count(make_session: Make, policies: list[dict[str, Any]]) -> None:
-    assert admission.needs_session_count(good(make_session), policies)
-    assert not admission.needs_session_count(make_session(labels={}), policies)
-    assert not admission.needs_session_count(good(make_session), [])
+def test_counted_groups(make_session: Make, policies: list[dict[str, Any]]) -> None:
+    assert admission.counted_groups(good(make_session), policies, "CREATE") == [("team", "a")]
+    assert admission.counted_groups(make_session(labels={}), policies, "CREATE") == []
+    assert admission.counted_groups(good(make_session), [], "CREATE") == []
+    assert admission.counted_groups(good(make_session), policies, "UPDATE", good(make_session)) == []
+    assert admission.counted_groups(good(make_session), policies, "UPDATE", good(make_session, team="b")) == [
+        ("team", "a")
+    ]
 
 
 # ---- webhook plumbing that needs no server ---------------------------------------------------------
