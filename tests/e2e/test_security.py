@@ -157,6 +157,81 @@ def test_waiting_session_proceeds_when_a_slot_frees(kube: Kube, namespace: str, 
     kube.wait_for("second to proceed", lambda: status_of(kube, "second", namespace).get("phase") == "Ready", timeout=60)
 
 
+def _condition(kube: Kube, name: str, namespace: str, ctype: str) -> dict[str, Any]:
+    return next((c for c in status_of(kube, name, namespace).get("conditions") or [] if c["type"] == ctype), {})
+
+
+def test_a_label_added_to_a_running_session_counts_against_the_cap(
+    kube: Kube, namespace: str, operator: OperatorProcess
+) -> None:
+    """Item 5. Before: maxSessionsPerLabel judged only sessions without a claim, so a label added to a
+    running session let two run under a cap of one, and matchedSessions ignored it. Now: admission refuses
+    the label while the group is full; stored anyway (admission off), the newest of the group is stopped
+    (suspended, claim kept) and the oldest keeps running; when the oldest goes, the stopped one resumes."""
+    kube.apply(
+        manifests.template("pause"),
+        manifests.warm_pool("pool", "pause", 0),
+        policy(
+            "cap",
+            {"selector": {"matchLabels": {"team": "a"}}, "cleanup": {"maxSessionsPerLabel": {"key": "team", "max": 1}}},
+        ),
+        namespace=namespace,
+    )
+    time.sleep(2)  # the operator's watch sees the policy
+    kube.apply(manifests.session("old", "pool", {"app": "x"}), namespace=namespace)
+    time.sleep(1.1)  # a later creationTimestamp (whole seconds) for the next one
+    kube.apply(manifests.session("young", "pool", {"team": "a"}), namespace=namespace)
+    for name in ("old", "young"):
+        kube.wait_for(f"{name} Ready", lambda n=name: status_of(kube, n, namespace).get("phase") == "Ready", timeout=90)
+    kube.wait_for(
+        "matchedSessions 1",
+        lambda: (
+            ((kube.get("agentsessionpolicy", "cap", namespace) or {}).get("status") or {}).get("matchedSessions") == 1
+        ),
+        timeout=30,
+    )
+    # Admission: joining a full group is refused, naming the session that holds the place.
+    joined = kube.run("label", "agentsession", "old", "-n", namespace, "team=a", check=False)
+    assert joined.returncode != 0, joined.stdout
+    assert "1 unfinished AgentSessions already carry team=a (young)" in joined.stderr, joined.stderr
+    # Stored while admission is off (this harness's configuration fails open): the reconciler holds the cap.
+    operator.stop()
+    try:
+        kube.run("label", "agentsession", "old", "-n", namespace, "team=a")
+    finally:
+        operator.start()
+    kube.wait_for(
+        "young (the newest) stopped",
+        lambda: status_of(kube, "young", namespace).get("phase") == "Failed",
+        timeout=30,
+    )
+    compliant = _condition(kube, "young", namespace, "PolicyCompliant")
+    assert compliant["status"] == "False" and "already carry team=a (old)" in compliant["message"], compliant
+    young = status_of(kube, "young", namespace)
+    assert kube.get("sandboxclaim", young["claimName"], namespace) is not None  # its volumes kept
+    kube.wait_for(
+        "young's Sandbox suspended",
+        lambda: (
+            (kube.get("sandbox", young["sandboxName"], namespace) or {}).get("spec", {}).get("operatingMode")
+            == "Suspended"
+        ),
+        timeout=30,
+    )
+    assert status_of(kube, "old", namespace).get("phase") == "Ready"  # the oldest keeps running
+    kube.wait_for(
+        "matchedSessions 2",
+        lambda: (
+            ((kube.get("agentsessionpolicy", "cap", namespace) or {}).get("status") or {}).get("matchedSessions") == 2
+        ),
+        timeout=30,
+    )
+    kube.run("delete", "agentsession", "old", "-n", namespace, "--wait=false")
+    kube.wait_for(
+        "young resumed", lambda: status_of(kube, "young", namespace).get("phase") == "Ready", timeout=90, interval=0.5
+    )
+    assert _condition(kube, "young", namespace, "PolicyCompliant")["status"] == "True"
+
+
 def test_removing_a_label_does_not_escape_the_policy(kube: Kube, namespace: str, operator: OperatorProcess) -> None:
     """Item 4 (the reconcile half). Attack: `kubectl label ags s1 team-` unselected the policy that capped
     the TTL, and the session ran without an expiry. Now the maximum recorded in status.resolved holds."""
