@@ -294,6 +294,66 @@ def test_removing_a_selected_label_is_refused_at_admission(
     kube.run("label", "agentsession", "s1", "-n", namespace, "note=x")  # selected by nothing: allowed
 
 
+def _patch_spec(kube: Kube, name: str, namespace: str, spec: dict[str, Any]) -> Any:
+    return kube.run(
+        "patch", "agentsession", name, "-n", namespace, "--type=merge", "-p", json.dumps({"spec": spec}), check=False
+    )
+
+
+def test_loosening_updates_are_refused_at_admission(kube: Kube, namespace: str, operator: OperatorProcess) -> None:
+    """Item 4 (spec changes). A spec UPDATE that breaks a policy in force is refused with the sentence a
+    CREATE gets (one rule, decisions/policy.py); and once the sandbox exists, the maxima recorded in
+    status.resolved still bound spec after the policy is loosened. Before: that last UPDATE was admitted
+    and silently capped at reconcile. The reconciler stays the second line (test_running_session_that_
+    breaks_a_new_policy_is_stopped, test_removing_a_label_does_not_escape_the_policy)."""
+    kube.apply(
+        manifests.template("pause"),
+        manifests.warm_pool("pool", "pause", 0),
+        policy("rules", {"limits": {"maxTtl": "1h", "podAnnotations": {"deny": ["mesh.example.com/*"]}}}),
+        namespace=namespace,
+    )
+    over = manifests.session("probe", "pool", ttl="2h")
+    kube.wait_for(
+        "the webhook to know the policy",
+        lambda: REFUSED in (refusal(kube, over, namespace, dry_run=True) or ""),
+        timeout=60,
+        interval=0.5,
+    )
+    kube.apply(manifests.session("s1", "pool", ttl="30m"), namespace=namespace)
+    kube.wait_for(
+        "s1 with its sandbox (maxTtl recorded)",
+        lambda: (
+            (status_of(kube, "s1", namespace).get("resolved") or {}).get("maxTtl") == "1h"
+            and status_of(kube, "s1", namespace).get("claimName")
+        ),
+        timeout=60,
+    )
+    meshless = manifests.session("meshless", "pool", ttl="30m")
+    meshless["spec"]["podAnnotations"] = {"mesh.example.com/inject": "false"}
+    created = refusal(kube, meshless, namespace, dry_run=True) or ""
+    sentence = "spec.podAnnotations key mesh.example.com/inject is denied by the pattern mesh.example.com/*"
+    assert sentence in created, created
+    annotated = _patch_spec(kube, "s1", namespace, {"podAnnotations": {"mesh.example.com/inject": "false"}})
+    assert annotated.returncode != 0 and REFUSED in annotated.stderr and sentence in annotated.stderr, annotated
+    longer = _patch_spec(kube, "s1", namespace, {"ttl": "2h"})
+    assert longer.returncode != 0 and "spec.ttl 2h exceeds the policy maximum 1h" in longer.stderr, longer.stderr
+    # The policy is loosened: new sessions get the new maximum, s1 keeps the one it started under.
+    kube.apply(policy("rules", {"limits": {"maxTtl": "10h"}}), namespace=namespace)
+    kube.wait_for(
+        "the webhook to see the loosened policy",
+        lambda: refusal(kube, manifests.session("probe2", "pool", ttl="5h"), namespace, dry_run=True) is None,
+        timeout=30,
+        interval=0.5,
+    )
+    loosened = _patch_spec(kube, "s1", namespace, {"ttl": "5h"})
+    assert loosened.returncode != 0, loosened.stdout
+    assert "spec.ttl 5h exceeds the maximum 1h in force for this session since its sandbox was created" in (
+        loosened.stderr
+    ), loosened.stderr
+    assert (kube.get("agentsession", "s1", namespace) or {})["spec"]["ttl"] == "30m"
+    assert _patch_spec(kube, "s1", namespace, {"ttl": "45m"}).returncode == 0  # tighter or within: admitted
+
+
 def _warning_reasons(kube: Kube, name: str, namespace: str) -> list[str]:
     events = json.loads(kube.run("get", "events.v1.events.k8s.io", "-n", namespace, "-o", "json").stdout)["items"]
     return [

@@ -14,6 +14,10 @@ reconciler stays the backstop for whatever slips past (operator down, a policy n
   standing violations are reported as warnings (:func:`standing_violations`), never as refusals.
   An UPDATE that puts the session into a capped label group it was not in (a label added or changed)
   is counted as a CREATE would be (:func:`quota.over_cap`), since the reconciler counts it at every pass.
+  A spec UPDATE is judged by the same sentences as a CREATE (policy.violations), so another pool, a
+  denied env or annotation, a ttl or idleTimeout over a maximum are refused before they are stored; once
+  the sandbox exists the maxima recorded in ``status.resolved`` still bound spec.ttl/idleTimeout after
+  a policy is loosened (policy.recorded_maxima), as they do at reconcile.
   A session may only become more constrained: a label change that takes it out of a policy that
   selected it (``kubectl label ags s1 team-``) is refused (:func:`departures`), naming the policy and
   the labels to restore; to move a session elsewhere, delete it and create it anew.

@@ -517,8 +517,27 @@ def _pod_annotation_violations(spec: Mapping[str, Any]) -> list[str]:
     return found
 
 
+def recorded_maxima(session: Mapping[str, Any]) -> dict[str, Sourced[timedelta]]:
+    """``maxTtl``/``maxIdleTimeout`` recorded in ``status.resolved`` once the claim exists: a running
+    session's maxima only tighten (:func:`resolve`), so these still bound what ``spec`` may ask for."""
+    status = session.get("status") or {}
+    if not conditions.is_true(status.get("conditions"), phases.COND_CLAIM_CREATED):
+        return {}
+    before = status.get("resolved") or {}
+    found = {}
+    for key, field_name in (("ttl", "maxTtl"), ("idleTimeout", "maxIdleTimeout")):
+        value = _recorded(before.get(field_name))
+        if value is not None:
+            found[key] = Sourced(value.value, f"status.resolved.{field_name}", str(before.get(field_name)))
+    return found
+
+
 def _limit_violations(
-    spec: Mapping[str, Any], effective: EffectivePolicy, resolved: Resolved, running: bool = False
+    spec: Mapping[str, Any],
+    effective: EffectivePolicy,
+    resolved: Resolved,
+    running: bool = False,
+    recorded: Mapping[str, Sourced[timedelta]] | None = None,
 ) -> list[str]:
     found = []
     pools = effective.allowed_warm_pools
@@ -535,10 +554,19 @@ def _limit_violations(
         except ValueError as err:
             found.append(f"spec.{key}: {err}")
             continue
-        if cap is not None and value > cap.value and not running:
-            # A running session is held to the cap by resolve() (expiry moves earlier): not a reason to stop it.
+        if running:
+            continue  # a running session is held to the caps by resolve() (expiry moves earlier): not stopped
+        before = (recorded or {}).get(key)
+        if cap is not None and value > cap.value:
             found.append(
                 f"spec.{key} {text} exceeds the policy maximum {cap.text or format_duration(cap.value)} {cap.origin()}"
+            )
+        elif before is not None and value > before.value:
+            # The policy allows more now (loosened, or no longer selecting): the maximum that applied stays.
+            found.append(
+                f"spec.{key} {text} exceeds the maximum {before.text} in force for this session since its sandbox "
+                f"was created ({before.policy}): a session's maxima only tighten; delete the session and create "
+                "it anew for the new policy's"
             )
     if effective.max_storage is not None:
         total = 0
@@ -710,7 +738,7 @@ def violations(
         *_pod_label_violations(spec, effective, resolved, domains),
         *_pod_annotation_violations(spec),
         *_reserved_label_violations(spec),
-        *_limit_violations(spec, effective, resolved, running),
+        *_limit_violations(spec, effective, resolved, running, recorded_maxima(session)),
         *_env_violations(spec, effective),
         *_annotation_and_volume_violations(spec, effective),
         *_fork_violations(spec, effective, running),
