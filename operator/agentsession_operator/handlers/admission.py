@@ -9,6 +9,7 @@ reconciler re-checks each session at every pass.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import kopf
@@ -16,6 +17,7 @@ import kopf
 from agentsession_api import names
 from agentsession_operator.decisions import admission, fork
 from agentsession_operator.decisions.selectors import watched
+from agentsession_operator.infra import webhook_server
 from agentsession_operator.infra.logs import logger
 
 HANDLER_ID = "policy"
@@ -49,9 +51,14 @@ async def validate_session(
     warnings: list[str],
     old: kopf.Body | None = None,
     operation: str | None = None,
+    sslpeer: Mapping[str, Any] | None = None,
     **_: Any,
 ) -> None:
     """Refuse an AgentSession CREATE/UPDATE that breaks an applicable AgentSessionPolicy."""
+    denied = webhook_server.caller_refusal(memo.get("webhook"), sslpeer)
+    if denied is not None:  # before anything is read: such a caller learns nothing of the policies
+        _log.warning("webhook call refused", reason=denied, peer=webhook_server.peer_names(sslpeer))
+        raise kopf.AdmissionError(denied, code=403)
     session = dict(body)
     meta = session.get("metadata") or {}
     namespace = meta.get("namespace")
