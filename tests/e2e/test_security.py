@@ -3,13 +3,20 @@ operator process (items that need the cluster; pure rules are in tests/unit/oper
 
 from __future__ import annotations
 
+import http.client
 import json
+import ssl
 import time
+import urllib.error
+import urllib.request
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from agentsession_api.timestamps import parse_time
+from devcluster import pki as devcluster_pki
+from devcluster.cluster import WEBHOOK_CLIENT_CA, WEBHOOK_CLIENT_NAME
 from tests.e2e import manifests
 from tests.e2e.conftest import Kube, OperatorProcess
 from tests.e2e.test_policy import REFUSED, refusal, status_of, wait_enforced
@@ -352,6 +359,96 @@ def test_loosening_updates_are_refused_at_admission(kube: Kube, namespace: str, 
     ), loosened.stderr
     assert (kube.get("agentsession", "s1", namespace) or {})["spec"]["ttl"] == "30m"
     assert _patch_spec(kube, "s1", namespace, {"ttl": "45m"}).returncode == 0  # tighter or within: admitted
+
+
+def _admission_review(namespace: str, session: dict[str, Any]) -> bytes:
+    session = {**session, "metadata": {**session["metadata"], "namespace": namespace}}
+    group = {"group": "agentsession.dev", "version": "v1alpha1"}
+    return json.dumps(
+        {
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {
+                "uid": "0b4f7a9e-0000-4000-8000-000000000001",
+                "kind": {**group, "kind": "AgentSession"},
+                "resource": {**group, "resource": "agentsessions"},
+                "namespace": namespace,
+                "name": session["metadata"]["name"],
+                "operation": "CREATE",
+                "userInfo": {"username": "tenant-b"},
+                "object": session,
+                "dryRun": True,
+            },
+        }
+    ).encode()
+
+
+def _call_webhook(port: int, body: bytes, cert: tuple[Path, Path] | None) -> dict[str, Any]:
+    """POST an AdmissionReview straight to the webhook port, as a pod that reaches it would."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE  # the caller is being tested, not the server
+    if cert is not None:
+        context.load_cert_chain(str(cert[0]), str(cert[1]))
+    request = urllib.request.Request(
+        f"https://127.0.0.1:{port}/policy", data=body, headers={"Content-Type": "application/json"}, method="POST"
+    )
+    with urllib.request.urlopen(request, context=context, timeout=10) as answer:
+        return dict(json.loads(answer.read()))
+
+
+def test_only_the_api_servers_client_certificate_reaches_the_webhook(
+    cluster: Any, kube: Kube, namespace: str, operator: OperatorProcess, tmp_path: Path
+) -> None:
+    """Item 2. Attack: a pod that can reach the webhook port (the operator namespace's NetworkPolicy admits
+    every address until networkPolicy.apiServerCIDRs is set) posts AdmissionReviews: it learns another
+    tenant's policy details from the refusals, and can probe them at will. Now, with --webhook-client-ca (the
+    CA of the client certificate the API server presents, AdmissionConfiguration kubeConfigFile) and
+    --webhook-client-name: no certificate, or one from another CA (even system:masters), gets no TLS session;
+    another name from the right CA gets a bare refusal; admission through the API server works as before."""
+    pki = cluster.paths.pki
+    stranger_ca = devcluster_pki.KeyPair(pki / f"{WEBHOOK_CLIENT_CA}.crt", pki / f"{WEBHOOK_CLIENT_CA}.key")
+    stranger = devcluster_pki.issue(stranger_ca, tmp_path, "stranger", "tenant-b", client=True)
+    # Without the option (the default, as before): any caller gets an answer.
+    anyone = _admission_review(namespace, manifests.session("probe", "pool", {"team": "c"}))
+    assert "response" in _call_webhook(operator.webhook_port, anyone, None)
+    operator.stop()
+    guarded = OperatorProcess(
+        cluster,
+        kubeconfig=operator.kubeconfig,
+        extra_args=[
+            f"--webhook-client-ca={pki / f'{WEBHOOK_CLIENT_CA}.crt'}",
+            f"--webhook-client-name={WEBHOOK_CLIENT_NAME}",
+        ],
+        log_name="operator-client-auth.log",
+    )
+    try:
+        guarded.start()
+        kube.apply(
+            manifests.template("pause"),
+            manifests.warm_pool("pool", "pause", 0),
+            policy("secret-rules", {"labels": {"values": {"team": "^(alpha-7|omega-9)$"}}}),
+            namespace=namespace,
+        )
+        wait_enforced(kube, namespace)  # through the API server: refused by the policy
+        assert refusal(kube, manifests.session("fine", "pool", {"team": "alpha-7"}), namespace, dry_run=True) is None
+        probe = _admission_review(namespace, manifests.session("probe", "pool", {"team": "c"}))
+        for who, cert in (
+            ("no client certificate", None),
+            ("the cluster CA's system:masters certificate", (pki / "admin.crt", pki / "admin.key")),
+        ):
+            with pytest.raises((ssl.SSLError, ConnectionError, urllib.error.URLError, http.client.HTTPException)):
+                answer = _call_webhook(guarded.webhook_port, probe, cert)
+                pytest.fail(f"{who}: answered {answer}")
+        answer = _call_webhook(guarded.webhook_port, probe, (stranger.cert, stranger.key))["response"]
+        assert answer["allowed"] is False and "alpha-7" not in json.dumps(answer), answer
+        assert "not one this webhook accepts" in answer["status"]["message"], answer
+        api_server = (pki / "apiserver-webhook-client.crt", pki / "apiserver-webhook-client.key")
+        answer = _call_webhook(guarded.webhook_port, probe, api_server)["response"]
+        assert answer["allowed"] is False and "alpha-7" in answer["status"]["message"], answer  # the real caller
+    finally:
+        guarded.stop()
+        operator.start()
 
 
 def _warning_reasons(kube: Kube, name: str, namespace: str) -> list[str]:
