@@ -383,7 +383,7 @@ def _admission_review(namespace: str, session: dict[str, Any]) -> bytes:
     ).encode()
 
 
-def _call_webhook(port: int, body: bytes, cert: tuple[Path, Path] | None) -> dict[str, Any]:
+def _call_webhook(host: str, port: int, body: bytes, cert: tuple[Path, Path] | None) -> dict[str, Any]:
     """POST an AdmissionReview straight to the webhook port, as a pod that reaches it would."""
     context = ssl.create_default_context()
     context.check_hostname = False
@@ -391,7 +391,7 @@ def _call_webhook(port: int, body: bytes, cert: tuple[Path, Path] | None) -> dic
     if cert is not None:
         context.load_cert_chain(str(cert[0]), str(cert[1]))
     request = urllib.request.Request(
-        f"https://127.0.0.1:{port}/policy", data=body, headers={"Content-Type": "application/json"}, method="POST"
+        f"https://{host}:{port}/policy", data=body, headers={"Content-Type": "application/json"}, method="POST"
     )
     with urllib.request.urlopen(request, context=context, timeout=10) as answer:
         return dict(json.loads(answer.read()))
@@ -411,7 +411,7 @@ def test_only_the_api_servers_client_certificate_reaches_the_webhook(
     stranger = devcluster_pki.issue(stranger_ca, tmp_path, "stranger", "tenant-b", client=True)
     # Without the option (the default, as before): any caller gets an answer.
     anyone = _admission_review(namespace, manifests.session("probe", "pool", {"team": "c"}))
-    assert "response" in _call_webhook(operator.webhook_port, anyone, None)
+    assert "response" in _call_webhook("127.0.0.1", operator.webhook_port, anyone, None)
     operator.stop()
     guarded = OperatorProcess(
         cluster,
@@ -438,13 +438,13 @@ def test_only_the_api_servers_client_certificate_reaches_the_webhook(
             ("the cluster CA's system:masters certificate", (pki / "admin.crt", pki / "admin.key")),
         ):
             with pytest.raises((ssl.SSLError, ConnectionError, urllib.error.URLError, http.client.HTTPException)):
-                answer = _call_webhook(guarded.webhook_port, probe, cert)
+                answer = _call_webhook("127.0.0.1", guarded.webhook_port, probe, cert)
                 pytest.fail(f"{who}: answered {answer}")
-        answer = _call_webhook(guarded.webhook_port, probe, (stranger.cert, stranger.key))["response"]
+        answer = _call_webhook("127.0.0.1", guarded.webhook_port, probe, (stranger.cert, stranger.key))["response"]
         assert answer["allowed"] is False and "alpha-7" not in json.dumps(answer), answer
         assert "not one this webhook accepts" in answer["status"]["message"], answer
         api_server = (pki / "apiserver-webhook-client.crt", pki / "apiserver-webhook-client.key")
-        answer = _call_webhook(guarded.webhook_port, probe, api_server)["response"]
+        answer = _call_webhook("127.0.0.1", guarded.webhook_port, probe, api_server)["response"]
         assert answer["allowed"] is False and "alpha-7" in answer["status"]["message"], answer  # the real caller
     finally:
         guarded.stop()
