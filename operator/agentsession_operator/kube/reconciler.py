@@ -272,8 +272,22 @@ class Reconciler:
                 self.cache.policies[meta["namespace"]][meta["name"]] = dict(body)
         for body in await _listing(self.kube.list_warm_pools):
             self.cache.remember_pool((body["metadata"]["namespace"], body["metadata"]["name"]), body)
+        capped = {ns for ns, bodies in self.cache.policies.items() if quota.capped_keys(bodies.values())}
+        if capped:
+            # maxSessionsPerLabel ranks a session among the others of its group: know them all before the
+            # first pass, else a waiting session judged before the older ones arrive gets a claim for a moment
+            # (the listing's order is by name, not age). A session deleted before the watch starts is dropped
+            # by the relist that follows the watch's first listing.
+            for body in await _listing(self.kube.list_sessions):
+                meta = body["metadata"]
+                if meta.get("namespace") in capped:
+                    self.cache.remember_session((meta["namespace"], meta["name"]), body)
         self.cache.loaded = True
-        logger().info("policies and warm pools loaded", policies=sum(map(len, self.cache.policies.values())))
+        logger().info(
+            "policies and warm pools loaded",
+            policies=sum(map(len, self.cache.policies.values())),
+            sessions_in_capped_namespaces=len(self.cache.sessions),
+        )
 
     # ---- relists: deletions no watch delivered ------------------------------------------------
     def relisted(self, kind: str) -> None:

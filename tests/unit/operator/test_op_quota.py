@@ -264,3 +264,44 @@ def test_no_policies_no_work() -> None:
 
 def test_session_kind_is_ours() -> None:
     assert names.SESSION_KIND == "AgentSession"
+
+
+async def test_after_a_restart_a_waiting_session_is_judged_with_every_older_one_known(
+    make_policy: Make, make_claim: Make, make_sandbox: Make
+) -> None:
+    """Restart: kopf's first listing comes in name order, each session's pass as its event is handled. A
+    waiting session whose pass ran before the older ones were cached saw nobody ahead and got a claim.
+    Now prime() lists the sessions of namespaces under a cap before any pass."""
+    running, _, _ = _running("zeta", 1, {"team": "a"}, make_claim, make_sandbox)  # the oldest, named last
+    waiting = one("alpha", 59, status=WAITING)
+    waiting["metadata"]["creationTimestamp"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    fake = FakeKube({"zeta": running, "alpha": waiting})
+    created: list[Obj] = []
+
+    async def list_policies(namespace: str | None) -> list[Obj]:
+        return [make_policy("cap", {"cleanup": {"maxSessionsPerLabel": {"key": "team", "max": 1}}})]
+
+    async def list_warm_pools() -> list[Obj]:
+        return [{"metadata": {"name": "python-pool", "namespace": "ns"}}]
+
+    async def list_sessions(namespace: str | None = None, selector: str | None = None) -> list[Obj]:
+        return [copy.deepcopy(waiting), copy.deepcopy(running)]
+
+    async def create_claim(manifest: Obj) -> Obj:
+        created.append(manifest)
+        return manifest
+
+    for name, fn in (
+        ("list_policies", list_policies),
+        ("list_warm_pools", list_warm_pools),
+        ("list_sessions", list_sessions),
+        ("create_claim", create_claim),
+    ):
+        setattr(fake, name, fn)
+    rec = Reconciler(Kube.__new__(Kube))
+    rec.kube = fake  # type: ignore[assignment]
+    await rec.prime()
+    rec.remember_session(("ns", "alpha"), copy.deepcopy(waiting))  # its watch event, first by name
+    await rec.reconcile(("ns", "alpha"), cause="session listed")
+    assert created == [] and fake.sessions["alpha"]["status"]["phase"] == "Failed"
+    await asyncio.gather(*rec._background, return_exceptions=True)
