@@ -51,6 +51,10 @@ def node_kind() -> str:
 
 
 AGENT_SANDBOX_NAMESPACE = "agent-sandbox-system"
+WEBHOOK_CLIENT_CA = "webhook-client-ca"
+"""pki/webhook-client-ca.crt: the CA of the client certificate the API server presents to admission webhooks."""
+WEBHOOK_CLIENT_NAME = "kube-apiserver-webhook-client"
+"""Its common name (the operator's --webhook-client-name)."""
 AGENT_SANDBOX_CONFIGMAP = "agent-sandbox-config"
 
 
@@ -255,6 +259,11 @@ class Cluster:
             organization="system:masters",
             client=True,
         )
+        # The client certificate the API server presents to admission webhooks (AdmissionConfiguration
+        # kubeConfigFile), from a CA of its own: a webhook trusting it trusts the API server, not every
+        # client certificate the cluster CA signs (kubelets, users).
+        webhook_client_ca = pki.make_ca(d, WEBHOOK_CLIENT_CA, "devcluster-webhook-client-ca")
+        pki.issue(webhook_client_ca, d, "apiserver-webhook-client", WEBHOOK_CLIENT_NAME, client=True)
         pki.service_account_keys(d)
 
     def start_process(self, name: str, cmd: list[str], env: dict[str, str] | None = None) -> int:
@@ -353,6 +362,7 @@ class Cluster:
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
                 "--authorization-mode=Node,RBAC",
                 "--enable-admission-plugins=NodeRestriction",
+                f"--admission-control-config-file={self._admission_configuration()}",
                 f"--kubelet-client-certificate={d / 'apiserver-kubelet-client.crt'}",
                 f"--kubelet-client-key={d / 'apiserver-kubelet-client.key'}",
                 # By address, never by a DNS lookup of the node's name (no resolver query leaves the machine).
@@ -387,6 +397,33 @@ class Cluster:
                 f"system:kube-{name}",
             )
         self._say(f"kube-apiserver ready at {server}")
+
+    def _admission_configuration(self) -> Path:
+        """The API server presents its webhook client certificate to every admission webhook (user "*")."""
+        d = self.paths.pki
+        kubeconfig_path = self.paths.root / "admission-webhook-client.kubeconfig"
+        client = {"client-certificate": str(d / "apiserver-webhook-client.crt")}
+        client["client-key"] = str(d / "apiserver-webhook-client.key")
+        kubeconfig_path.write_text(
+            yaml.safe_dump({"apiVersion": "v1", "kind": "Config", "users": [{"name": "*", "user": client}]})
+        )
+        kubeconfig_path.chmod(0o600)
+        webhook = {
+            "apiVersion": "apiserver.config.k8s.io/v1",
+            "kind": "WebhookAdmissionConfiguration",
+            "kubeConfigFile": str(kubeconfig_path),
+        }
+        config = {
+            "apiVersion": "apiserver.config.k8s.io/v1",
+            "kind": "AdmissionConfiguration",
+            "plugins": [
+                {"name": "ValidatingAdmissionWebhook", "configuration": dict(webhook)},
+                {"name": "MutatingAdmissionWebhook", "configuration": dict(webhook)},
+            ],
+        }
+        path = self.paths.root / "admission-configuration.yaml"
+        path.write_text(yaml.safe_dump(config, sort_keys=False))
+        return path
 
     def _advertise_flags(self) -> list[str]:
         if self.node == "real":

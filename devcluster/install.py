@@ -43,6 +43,7 @@ def install(cluster: Cluster, out: IO[str] = sys.stderr, timeout: str = "180s") 
         cluster.kubectl("delete", WEBHOOK_CONFIGURATION)
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-k", str(CONFIG))
     narrow_webhook_ingress(cluster)
+    require_api_server_certificate(cluster)
     # The image tag stays the same while its content changes: restart to run the image just pushed.
     cluster.kubectl("-n", NAMESPACE, "rollout", "restart", f"deployment/{DEPLOYMENT}")
     cluster.kubectl("-n", NAMESPACE, "rollout", "status", f"deployment/{DEPLOYMENT}", f"--timeout={timeout}")
@@ -59,8 +60,52 @@ def narrow_webhook_ingress(cluster: Cluster) -> None:
     cluster.kubectl("-n", NAMESPACE, "patch", "networkpolicy", DEPLOYMENT, "--type=json", "-p", json.dumps(ops))
 
 
+WEBHOOK_CLIENT_CA_CONFIGMAP = "apiserver-webhook-client-ca"
+WEBHOOK_CLIENT_CA_DIR = "/etc/agentsession/webhook-client-ca"
+
+
+def require_api_server_certificate(cluster: Cluster) -> None:
+    """Only the API server may call the webhook: this cluster's API server presents the client certificate
+    of pki/webhook-client-ca (its AdmissionConfiguration), so the operator requires it, as a user turns it
+    on for their control plane (the chart's webhook.clientAuth does the same)."""
+    from devcluster.cluster import WEBHOOK_CLIENT_CA, WEBHOOK_CLIENT_NAME
+
+    ca = (cluster.paths.pki / f"{WEBHOOK_CLIENT_CA}.crt").read_text()
+    configmap = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": WEBHOOK_CLIENT_CA_CONFIGMAP, "namespace": NAMESPACE},
+        "data": {"ca.crt": ca},
+    }
+    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=json.dumps(configmap))
+    deployment = json.loads(cluster.kubectl("-n", NAMESPACE, "get", "deployment", DEPLOYMENT, "-o", "json").stdout)
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    wanted = [f"--webhook-client-ca={WEBHOOK_CLIENT_CA_DIR}/ca.crt", f"--webhook-client-name={WEBHOOK_CLIENT_NAME}"]
+    args = [a for a in container.get("args") or [] if not a.startswith("--webhook-client-")] + wanted
+    patch = {
+        "spec": {
+            "template": {
+                "spec": {
+                    "containers": [
+                        {
+                            "name": container["name"],
+                            "args": args,
+                            "volumeMounts": [
+                                {"name": "webhook-client-ca", "mountPath": WEBHOOK_CLIENT_CA_DIR, "readOnly": True}
+                            ],
+                        }
+                    ],
+                    "volumes": [{"name": "webhook-client-ca", "configMap": {"name": WEBHOOK_CLIENT_CA_CONFIGMAP}}],
+                }
+            }
+        }
+    }
+    cluster.kubectl("-n", NAMESPACE, "patch", "deployment", DEPLOYMENT, "--type=strategic", "-p", json.dumps(patch))
+
+
 def uninstall(cluster: Cluster, out: IO[str] = sys.stderr) -> None:
     _require_real_node(cluster)
     cluster.kubectl("delete", "-k", str(CONFIG), "--ignore-not-found", "--wait=true", "--timeout=120s")
     cluster.kubectl("delete", WEBHOOK_CONFIGURATION, "--ignore-not-found")
+    cluster.kubectl("-n", NAMESPACE, "delete", "configmap", WEBHOOK_CLIENT_CA_CONFIGMAP, "--ignore-not-found")
     print("[devcluster] operator uninstalled", file=out, flush=True)

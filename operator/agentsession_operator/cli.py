@@ -150,7 +150,23 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="the shipped ValidatingWebhookConfiguration whose clientConfig and caBundle this operator patches "
         "(empty: leave it alone)",
     )
+    hook.add_argument(
+        "--webhook-client-ca",
+        default=os.environ.get("WEBHOOK_CLIENT_CA") or None,
+        metavar="PEM_FILE",
+        help="require a client certificate signed by this CA: the one the API server presents to webhooks "
+        "(its AdmissionConfiguration kubeConfigFile); callers without one are refused in the TLS handshake",
+    )
+    hook.add_argument(
+        "--webhook-client-name",
+        action="append",
+        default=_list_env("WEBHOOK_CLIENT_NAMES"),
+        help="with --webhook-client-ca: the client certificate's common name (or a DNS name) must be this one "
+        "(repeat; env WEBHOOK_CLIENT_NAMES); default: any certificate the CA signed",
+    )
     args = parser.parse_args(argv)
+    if args.webhook_client_name and not args.webhook_client_ca:
+        parser.error("--webhook-client-name needs --webhook-client-ca")
     if bool(args.webhook_cert) != bool(args.webhook_key):
         parser.error("--webhook-cert and --webhook-key go together")
     try:
@@ -209,6 +225,8 @@ def webhook_config(args: argparse.Namespace) -> webhook.WebhookConfig:
         configuration=args.webhook_configuration or None,
         cert_secret=_namespaced(args.webhook_cert_secret),
         generate=args.webhook_cert_generate,
+        client_ca=args.webhook_client_ca,
+        client_names=tuple(args.webhook_client_name or ()),
     )
 
 

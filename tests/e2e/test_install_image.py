@@ -8,8 +8,11 @@ would both reconcile, and share one webhook configuration).
 
 from __future__ import annotations
 
+import http.client
 import json
+import ssl
 import time
+import urllib.error
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -137,6 +140,28 @@ def test_only_the_api_server_reaches_the_webhook_and_only_labelled_namespaces_th
         assert not _connects(kube, scraper, "prometheus", ip, 9443), "the scraper reached the webhook port"
     finally:
         kube.run("delete", "namespace", scraper, "--wait=false", check=False)
+
+
+def test_a_caller_without_the_api_servers_certificate_gets_no_tls_session(
+    installed: None, kube: Kube, cluster: Cluster, namespace: str
+) -> None:
+    """Issue 11 item 2. The NetworkPolicy admits the webhook port from the API server's address, an address
+    others may share (the default admits every address until networkPolicy.apiServerCIDRs is set; here the
+    host, where this test runs). make install turns on --webhook-client-ca/--webhook-client-name (the
+    chart's webhook.clientAuth): from that very address, a caller without the API server's client
+    certificate gets no TLS session, while admission through the API server works (the test above)."""
+    from tests.e2e.test_security import _admission_review, _call_webhook
+
+    pod = _operator_pod(kube)
+    args = pod["spec"]["containers"][0]["args"]
+    assert any(a.startswith("--webhook-client-ca=") for a in args), args
+    ip = pod["status"]["podIP"]
+    body = _admission_review(namespace, manifests.session("probe", "py", ttl="10h"))
+    with pytest.raises((ssl.SSLError, ConnectionError, urllib.error.URLError, http.client.HTTPException)):
+        _call_webhook(ip, 9443, body, None)
+    pki = cluster.paths.pki
+    answer = _call_webhook(ip, 9443, body, (pki / "apiserver-webhook-client.crt", pki / "apiserver-webhook-client.key"))
+    assert "response" in answer, answer  # the API server's certificate is answered
 
 
 POLICY_REFUSAL = 'admission webhook "policy.agentsession.dev" denied the request'

@@ -143,7 +143,8 @@ def test_violations_are_refused_at_admission_naming_the_rule(kube: Kube, policed
     error = refusal(kube, manifests.session("a3", "pool", TEAM_A), namespace)
     assert error is not None and REFUSED in error, "the third team=a session was admitted"
     assert (
-        "2 unfinished AgentSessions already carry team=a; the policy maximum is 2 (AgentSessionPolicy rules)" in error
+        "2 unfinished AgentSessions already carry team=a (a1, a2); the policy maximum is 2 (AgentSessionPolicy rules)"
+        in error
     )
     assert refusal(kube, manifests.session("b1", "pool", {"team": "b"}), namespace) is None
 

@@ -3,13 +3,20 @@ operator process (items that need the cluster; pure rules are in tests/unit/oper
 
 from __future__ import annotations
 
+import http.client
 import json
+import ssl
 import time
+import urllib.error
+import urllib.request
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from agentsession_api.timestamps import parse_time
+from devcluster import pki as devcluster_pki
+from devcluster.cluster import WEBHOOK_CLIENT_CA, WEBHOOK_CLIENT_NAME
 from tests.e2e import manifests
 from tests.e2e.conftest import Kube, OperatorProcess
 from tests.e2e.test_policy import REFUSED, refusal, status_of, wait_enforced
@@ -157,6 +164,81 @@ def test_waiting_session_proceeds_when_a_slot_frees(kube: Kube, namespace: str, 
     kube.wait_for("second to proceed", lambda: status_of(kube, "second", namespace).get("phase") == "Ready", timeout=60)
 
 
+def _condition(kube: Kube, name: str, namespace: str, ctype: str) -> dict[str, Any]:
+    return next((c for c in status_of(kube, name, namespace).get("conditions") or [] if c["type"] == ctype), {})
+
+
+def test_a_label_added_to_a_running_session_counts_against_the_cap(
+    kube: Kube, namespace: str, operator: OperatorProcess
+) -> None:
+    """Item 5. Before: maxSessionsPerLabel judged only sessions without a claim, so a label added to a
+    running session let two run under a cap of one, and matchedSessions ignored it. Now: admission refuses
+    the label while the group is full; stored anyway (admission off), the newest of the group is stopped
+    (suspended, claim kept) and the oldest keeps running; when the oldest goes, the stopped one resumes."""
+    kube.apply(
+        manifests.template("pause"),
+        manifests.warm_pool("pool", "pause", 0),
+        policy(
+            "cap",
+            {"selector": {"matchLabels": {"team": "a"}}, "cleanup": {"maxSessionsPerLabel": {"key": "team", "max": 1}}},
+        ),
+        namespace=namespace,
+    )
+    time.sleep(2)  # the operator's watch sees the policy
+    kube.apply(manifests.session("old", "pool", {"app": "x"}), namespace=namespace)
+    time.sleep(1.1)  # a later creationTimestamp (whole seconds) for the next one
+    kube.apply(manifests.session("young", "pool", {"team": "a"}), namespace=namespace)
+    for name in ("old", "young"):
+        kube.wait_for(f"{name} Ready", lambda n=name: status_of(kube, n, namespace).get("phase") == "Ready", timeout=90)
+    kube.wait_for(
+        "matchedSessions 1",
+        lambda: (
+            ((kube.get("agentsessionpolicy", "cap", namespace) or {}).get("status") or {}).get("matchedSessions") == 1
+        ),
+        timeout=30,
+    )
+    # Admission: joining a full group is refused, naming the session that holds the place.
+    joined = kube.run("label", "agentsession", "old", "-n", namespace, "team=a", check=False)
+    assert joined.returncode != 0, joined.stdout
+    assert "1 unfinished AgentSessions already carry team=a (young)" in joined.stderr, joined.stderr
+    # Stored while admission is off (this harness's configuration fails open): the reconciler holds the cap.
+    operator.stop()
+    try:
+        kube.run("label", "agentsession", "old", "-n", namespace, "team=a")
+    finally:
+        operator.start()
+    kube.wait_for(
+        "young (the newest) stopped",
+        lambda: status_of(kube, "young", namespace).get("phase") == "Failed",
+        timeout=30,
+    )
+    compliant = _condition(kube, "young", namespace, "PolicyCompliant")
+    assert compliant["status"] == "False" and "already carry team=a (old)" in compliant["message"], compliant
+    young = status_of(kube, "young", namespace)
+    assert kube.get("sandboxclaim", young["claimName"], namespace) is not None  # its volumes kept
+    kube.wait_for(
+        "young's Sandbox suspended",
+        lambda: (
+            (kube.get("sandbox", young["sandboxName"], namespace) or {}).get("spec", {}).get("operatingMode")
+            == "Suspended"
+        ),
+        timeout=30,
+    )
+    assert status_of(kube, "old", namespace).get("phase") == "Ready"  # the oldest keeps running
+    kube.wait_for(
+        "matchedSessions 2",
+        lambda: (
+            ((kube.get("agentsessionpolicy", "cap", namespace) or {}).get("status") or {}).get("matchedSessions") == 2
+        ),
+        timeout=30,
+    )
+    kube.run("delete", "agentsession", "old", "-n", namespace, "--wait=false")
+    kube.wait_for(
+        "young resumed", lambda: status_of(kube, "young", namespace).get("phase") == "Ready", timeout=90, interval=0.5
+    )
+    assert _condition(kube, "young", namespace, "PolicyCompliant")["status"] == "True"
+
+
 def test_removing_a_label_does_not_escape_the_policy(kube: Kube, namespace: str, operator: OperatorProcess) -> None:
     """Item 4 (the reconcile half). Attack: `kubectl label ags s1 team-` unselected the policy that capped
     the TTL, and the session ran without an expiry. Now the maximum recorded in status.resolved holds."""
@@ -217,6 +299,156 @@ def test_removing_a_selected_label_is_refused_at_admission(
     session = kube.get("agentsession", "s1", namespace)
     assert session and session["metadata"]["labels"]["team"] == "a"
     kube.run("label", "agentsession", "s1", "-n", namespace, "note=x")  # selected by nothing: allowed
+
+
+def _patch_spec(kube: Kube, name: str, namespace: str, spec: dict[str, Any]) -> Any:
+    return kube.run(
+        "patch", "agentsession", name, "-n", namespace, "--type=merge", "-p", json.dumps({"spec": spec}), check=False
+    )
+
+
+def test_loosening_updates_are_refused_at_admission(kube: Kube, namespace: str, operator: OperatorProcess) -> None:
+    """Item 4 (spec changes). A spec UPDATE that breaks a policy in force is refused with the sentence a
+    CREATE gets (one rule, decisions/policy.py); and once the sandbox exists, the maxima recorded in
+    status.resolved still bound spec after the policy is loosened. Before: that last UPDATE was admitted
+    and silently capped at reconcile. The reconciler stays the second line (test_running_session_that_
+    breaks_a_new_policy_is_stopped, test_removing_a_label_does_not_escape_the_policy)."""
+    kube.apply(
+        manifests.template("pause"),
+        manifests.warm_pool("pool", "pause", 0),
+        policy("rules", {"limits": {"maxTtl": "1h", "podAnnotations": {"deny": ["mesh.example.com/*"]}}}),
+        namespace=namespace,
+    )
+    over = manifests.session("probe", "pool", ttl="2h")
+    kube.wait_for(
+        "the webhook to know the policy",
+        lambda: REFUSED in (refusal(kube, over, namespace, dry_run=True) or ""),
+        timeout=60,
+        interval=0.5,
+    )
+    kube.apply(manifests.session("s1", "pool", ttl="30m"), namespace=namespace)
+    kube.wait_for(
+        "s1 with its sandbox (maxTtl recorded)",
+        lambda: (
+            (status_of(kube, "s1", namespace).get("resolved") or {}).get("maxTtl") == "1h"
+            and status_of(kube, "s1", namespace).get("claimName")
+        ),
+        timeout=60,
+    )
+    meshless = manifests.session("meshless", "pool", ttl="30m")
+    meshless["spec"]["podAnnotations"] = {"mesh.example.com/inject": "false"}
+    created = refusal(kube, meshless, namespace, dry_run=True) or ""
+    sentence = "spec.podAnnotations key mesh.example.com/inject is denied by the pattern mesh.example.com/*"
+    assert sentence in created, created
+    annotated = _patch_spec(kube, "s1", namespace, {"podAnnotations": {"mesh.example.com/inject": "false"}})
+    assert annotated.returncode != 0 and REFUSED in annotated.stderr and sentence in annotated.stderr, annotated
+    longer = _patch_spec(kube, "s1", namespace, {"ttl": "2h"})
+    assert longer.returncode != 0 and "spec.ttl 2h exceeds the policy maximum 1h" in longer.stderr, longer.stderr
+    # The policy is loosened: new sessions get the new maximum, s1 keeps the one it started under.
+    kube.apply(policy("rules", {"limits": {"maxTtl": "10h"}}), namespace=namespace)
+    kube.wait_for(
+        "the webhook to see the loosened policy",
+        lambda: refusal(kube, manifests.session("probe2", "pool", ttl="5h"), namespace, dry_run=True) is None,
+        timeout=30,
+        interval=0.5,
+    )
+    loosened = _patch_spec(kube, "s1", namespace, {"ttl": "5h"})
+    assert loosened.returncode != 0, loosened.stdout
+    assert "spec.ttl 5h exceeds the maximum 1h in force for this session since its sandbox was created" in (
+        loosened.stderr
+    ), loosened.stderr
+    assert (kube.get("agentsession", "s1", namespace) or {})["spec"]["ttl"] == "30m"
+    assert _patch_spec(kube, "s1", namespace, {"ttl": "45m"}).returncode == 0  # tighter or within: admitted
+
+
+def _admission_review(namespace: str, session: dict[str, Any]) -> bytes:
+    session = {**session, "metadata": {**session["metadata"], "namespace": namespace}}
+    group = {"group": "agentsession.dev", "version": "v1alpha1"}
+    return json.dumps(
+        {
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {
+                "uid": "0b4f7a9e-0000-4000-8000-000000000001",
+                "kind": {**group, "kind": "AgentSession"},
+                "resource": {**group, "resource": "agentsessions"},
+                "namespace": namespace,
+                "name": session["metadata"]["name"],
+                "operation": "CREATE",
+                "userInfo": {"username": "tenant-b"},
+                "object": session,
+                "dryRun": True,
+            },
+        }
+    ).encode()
+
+
+def _call_webhook(host: str, port: int, body: bytes, cert: tuple[Path, Path] | None) -> dict[str, Any]:
+    """POST an AdmissionReview straight to the webhook port, as a pod that reaches it would."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE  # the caller is being tested, not the server
+    if cert is not None:
+        context.load_cert_chain(str(cert[0]), str(cert[1]))
+    request = urllib.request.Request(
+        f"https://{host}:{port}/policy", data=body, headers={"Content-Type": "application/json"}, method="POST"
+    )
+    with urllib.request.urlopen(request, context=context, timeout=10) as answer:
+        return dict(json.loads(answer.read()))
+
+
+def test_only_the_api_servers_client_certificate_reaches_the_webhook(
+    cluster: Any, kube: Kube, namespace: str, operator: OperatorProcess, tmp_path: Path
+) -> None:
+    """Item 2. Attack: a pod that can reach the webhook port (the operator namespace's NetworkPolicy admits
+    every address until networkPolicy.apiServerCIDRs is set) posts AdmissionReviews: it learns another
+    tenant's policy details from the refusals, and can probe them at will. Now, with --webhook-client-ca (the
+    CA of the client certificate the API server presents, AdmissionConfiguration kubeConfigFile) and
+    --webhook-client-name: no certificate, or one from another CA (even system:masters), gets no TLS session;
+    another name from the right CA gets a bare refusal; admission through the API server works as before."""
+    pki = cluster.paths.pki
+    stranger_ca = devcluster_pki.KeyPair(pki / f"{WEBHOOK_CLIENT_CA}.crt", pki / f"{WEBHOOK_CLIENT_CA}.key")
+    stranger = devcluster_pki.issue(stranger_ca, tmp_path, "stranger", "tenant-b", client=True)
+    # Without the option (the default, as before): any caller gets an answer.
+    anyone = _admission_review(namespace, manifests.session("probe", "pool", {"team": "c"}))
+    assert "response" in _call_webhook("127.0.0.1", operator.webhook_port, anyone, None)
+    operator.stop()
+    guarded = OperatorProcess(
+        cluster,
+        kubeconfig=operator.kubeconfig,
+        extra_args=[
+            f"--webhook-client-ca={pki / f'{WEBHOOK_CLIENT_CA}.crt'}",
+            f"--webhook-client-name={WEBHOOK_CLIENT_NAME}",
+        ],
+        log_name="operator-client-auth.log",
+    )
+    try:
+        guarded.start()
+        kube.apply(
+            manifests.template("pause"),
+            manifests.warm_pool("pool", "pause", 0),
+            policy("secret-rules", {"labels": {"values": {"team": "^(alpha-7|omega-9)$"}}}),
+            namespace=namespace,
+        )
+        wait_enforced(kube, namespace)  # through the API server: refused by the policy
+        assert refusal(kube, manifests.session("fine", "pool", {"team": "alpha-7"}), namespace, dry_run=True) is None
+        probe = _admission_review(namespace, manifests.session("probe", "pool", {"team": "c"}))
+        for who, cert in (
+            ("no client certificate", None),
+            ("the cluster CA's system:masters certificate", (pki / "admin.crt", pki / "admin.key")),
+        ):
+            with pytest.raises((ssl.SSLError, ConnectionError, urllib.error.URLError, http.client.HTTPException)):
+                answer = _call_webhook("127.0.0.1", guarded.webhook_port, probe, cert)
+                pytest.fail(f"{who}: answered {answer}")
+        answer = _call_webhook("127.0.0.1", guarded.webhook_port, probe, (stranger.cert, stranger.key))["response"]
+        assert answer["allowed"] is False and "alpha-7" not in json.dumps(answer), answer
+        assert "not one this webhook accepts" in answer["status"]["message"], answer
+        api_server = (pki / "apiserver-webhook-client.crt", pki / "apiserver-webhook-client.key")
+        answer = _call_webhook("127.0.0.1", guarded.webhook_port, probe, api_server)["response"]
+        assert answer["allowed"] is False and "alpha-7" in answer["status"]["message"], answer  # the real caller
+    finally:
+        guarded.stop()
+        operator.start()
 
 
 def _warning_reasons(kube: Kube, name: str, namespace: str) -> list[str]:

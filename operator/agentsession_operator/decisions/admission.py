@@ -6,13 +6,18 @@ request when :func:`review` returns anything. Every sentence comes from policy.p
 reconciler stays the backstop for whatever slips past (operator down, a policy not yet seen).
 
 * CREATE: every violation of :func:`policy.violations`, plus ``cleanup.maxSessionsPerLabel`` counted
-  over the other unfinished sessions (phase neither Expired nor Failed) of the namespace.
+  over the places other sessions of the namespace hold (:mod:`quota`: unfinished, waiting ones included).
 * UPDATE: only violations the change introduces. Immutable fields (warmPoolRef, env,
   volumeClaimTemplates) cannot change, but ttl, idleTimeout, idleAction, labels, podLabels,
   podAnnotations and metadata.labels can; a session that broke a rule already (say a policy lowered
   its maxTtl later) must still take unrelated writes such as activity annotations or suspend, so
   standing violations are reported as warnings (:func:`standing_violations`), never as refusals.
-  The session count is not re-checked on UPDATE (the reconciler only applies it before the claim exists).
+  An UPDATE that puts the session into a capped label group it was not in (a label added or changed)
+  is counted as a CREATE would be (:func:`quota.over_cap`), since the reconciler counts it at every pass.
+  A spec UPDATE is judged by the same sentences as a CREATE (policy.violations), so another pool, a
+  denied env or annotation, a ttl or idleTimeout over a maximum are refused before they are stored; once
+  the sandbox exists the maxima recorded in ``status.resolved`` still bound spec.ttl/idleTimeout after
+  a policy is loosened (policy.recorded_maxima), as they do at reconcile.
   A session may only become more constrained: a label change that takes it out of a policy that
   selected it (``kubectl label ags s1 team-``) is refused (:func:`departures`), naming the policy and
   the labels to restore; to move a session elsewhere, delete it and create it anew.
@@ -24,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from agentsession_operator.decisions import policy
+from agentsession_operator.decisions import policy, quota
 
 REFUSAL_PREFIX = "AgentSession refused by AgentSessionPolicy: "
 
@@ -33,9 +38,24 @@ def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return obj.get("metadata") or {}
 
 
-def needs_session_count(session: Mapping[str, Any], policies: Iterable[Mapping[str, Any]]) -> bool:
-    """True when a maxSessionsPerLabel limit applies, i.e. :func:`review` on CREATE reads the other sessions."""
-    return bool(policy.session_limits_for(session, policy.effective_policy_for(session, policies)))
+def counted_groups(
+    session: Mapping[str, Any],
+    policies: Iterable[Mapping[str, Any]],
+    operation: str,
+    old: Mapping[str, Any] | None = None,
+) -> list[tuple[str, str]]:
+    """The capped (key, value) label groups :func:`review` counts, so the handler lists only those
+    sessions: every capped group of the session on CREATE, the groups it joins on UPDATE."""
+    limits = [
+        (limit.key, value)
+        for limit, value in policy.session_limits_for(session, policy.effective_policy_for(session, policies))
+    ]
+    if operation == "CREATE":
+        return limits
+    if operation == "UPDATE" and old is not None:
+        entered = quota.joined(session, old, [key for key, _ in limits])
+        return [group for group in limits if group in entered]
+    return []
 
 
 def _deleting(session: Mapping[str, Any]) -> bool:
@@ -54,7 +74,7 @@ def review(
 
     ``policies`` may hold policies of any namespace (only the session's namespace and matching
     selectors apply); ``label_domains`` is agent-sandbox's pod label allowlist; ``sessions_in_namespace``
-    is read on CREATE only; ``old`` is the stored object on UPDATE.
+    holds the sessions of the groups :func:`counted_groups` names; ``old`` is the stored object on UPDATE.
     """
     if operation not in ("CREATE", "UPDATE") or _deleting(session):
         return []
@@ -62,12 +82,17 @@ def review(
     effective = policy.effective_policy_for(session, policies)
     found = policy.violations(session, effective, label_domains)
     if operation == "CREATE":
-        return found + policy.session_limit_violations(session, effective, sessions_in_namespace)
+        return found + quota.over_cap(session, effective, sessions_in_namespace, newcomer=True)
     if old is None:
         return found
     found = departures(session, old, policies) + found
     before = set(policy.violations(old, policy.effective_policy_for(old, policies), label_domains))
-    return [sentence for sentence in found if sentence not in before]
+    found = [sentence for sentence in found if sentence not in before]
+    # A label that puts a running session into a full group would stop a session (or this one): refused.
+    entered = counted_groups(session, policies, operation, old)
+    if entered:
+        found += quota.over_cap(session, effective, sessions_in_namespace, newcomer=True, only=entered)
+    return found
 
 
 def _selector_keys(selector: Mapping[str, Any] | None) -> list[str]:

@@ -517,8 +517,27 @@ def _pod_annotation_violations(spec: Mapping[str, Any]) -> list[str]:
     return found
 
 
+def recorded_maxima(session: Mapping[str, Any]) -> dict[str, Sourced[timedelta]]:
+    """``maxTtl``/``maxIdleTimeout`` recorded in ``status.resolved`` once the claim exists: a running
+    session's maxima only tighten (:func:`resolve`), so these still bound what ``spec`` may ask for."""
+    status = session.get("status") or {}
+    if not conditions.is_true(status.get("conditions"), phases.COND_CLAIM_CREATED):
+        return {}
+    before = status.get("resolved") or {}
+    found = {}
+    for key, field_name in (("ttl", "maxTtl"), ("idleTimeout", "maxIdleTimeout")):
+        value = _recorded(before.get(field_name))
+        if value is not None:
+            found[key] = Sourced(value.value, f"status.resolved.{field_name}", str(before.get(field_name)))
+    return found
+
+
 def _limit_violations(
-    spec: Mapping[str, Any], effective: EffectivePolicy, resolved: Resolved, running: bool = False
+    spec: Mapping[str, Any],
+    effective: EffectivePolicy,
+    resolved: Resolved,
+    running: bool = False,
+    recorded: Mapping[str, Sourced[timedelta]] | None = None,
 ) -> list[str]:
     found = []
     pools = effective.allowed_warm_pools
@@ -535,10 +554,19 @@ def _limit_violations(
         except ValueError as err:
             found.append(f"spec.{key}: {err}")
             continue
-        if cap is not None and value > cap.value and not running:
-            # A running session is held to the cap by resolve() (expiry moves earlier): not a reason to stop it.
+        if running:
+            continue  # a running session is held to the caps by resolve() (expiry moves earlier): not stopped
+        before = (recorded or {}).get(key)
+        if cap is not None and value > cap.value:
             found.append(
                 f"spec.{key} {text} exceeds the policy maximum {cap.text or format_duration(cap.value)} {cap.origin()}"
+            )
+        elif before is not None and value > before.value:
+            # The policy allows more now (loosened, or no longer selecting): the maximum that applied stays.
+            found.append(
+                f"spec.{key} {text} exceeds the maximum {before.text} in force for this session since its sandbox "
+                f"was created ({before.policy}): a session's maxima only tighten; delete the session and create "
+                "it anew for the new policy's"
             )
     if effective.max_storage is not None:
         total = 0
@@ -710,7 +738,7 @@ def violations(
         *_pod_label_violations(spec, effective, resolved, domains),
         *_pod_annotation_violations(spec),
         *_reserved_label_violations(spec),
-        *_limit_violations(spec, effective, resolved, running),
+        *_limit_violations(spec, effective, resolved, running, recorded_maxima(session)),
         *_env_violations(spec, effective),
         *_annotation_and_volume_violations(spec, effective),
         *_fork_violations(spec, effective, running),
@@ -722,76 +750,3 @@ def session_limits_for(session: Mapping[str, Any], effective: EffectivePolicy) -
     """The per-label session caps that apply to this session, each with the session's value of that label."""
     labels = (session.get("metadata") or {}).get("labels") or {}
     return [(limit, labels[limit.key]) for limit in effective.session_limits if limit.key in labels]
-
-
-def _same_object(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
-    ma, mb = a.get("metadata") or {}, b.get("metadata") or {}
-    if ma.get("uid") and ma.get("uid") == mb.get("uid"):
-        return True
-    return bool(ma.get("name")) and ma.get("name") == mb.get("name") and ma.get("namespace") == mb.get("namespace")
-
-
-def _created(obj: Mapping[str, Any]) -> tuple[str, str]:
-    meta = obj.get("metadata") or {}
-    return str(meta.get("creationTimestamp") or ""), str(meta.get("name") or "")
-
-
-def count_unfinished(
-    session: Mapping[str, Any],
-    others: Iterable[Mapping[str, Any]],
-    key: str,
-    value: str,
-    *,
-    only_earlier: bool = False,
-) -> int:
-    """Other sessions of the session's namespace labelled ``key=value`` whose phase is not terminal.
-
-    ``only_earlier`` counts only those created before ``session`` (creation time, then name), so
-    every reconciler pass over a burst of sessions agrees on which ones are over the limit.
-    """
-    namespace = (session.get("metadata") or {}).get("namespace")
-    count = 0
-    for other in others:
-        meta = other.get("metadata") or {}
-        if meta.get("namespace", namespace) != namespace or _same_object(session, other):
-            continue
-        if (meta.get("labels") or {}).get(key) != value:
-            continue
-        if phases.is_terminal((other.get("status") or {}).get("phase")):
-            continue
-        if only_earlier and not _created(other) < _created(session):
-            continue
-        count += 1
-    return count
-
-
-def session_limit_violations(
-    session: Mapping[str, Any],
-    effective: EffectivePolicy,
-    others: Sequence[Mapping[str, Any]],
-    *,
-    only_earlier: bool = False,
-) -> list[str]:
-    """``cleanup.maxSessionsPerLabel``: one sentence per label whose cap the other sessions fill already.
-
-    At admission every stored session counts (the new one comes last); the reconciler counts only the
-    sessions created earlier (``only_earlier``).
-    """
-    found = []
-    for limit, value in session_limits_for(session, effective):
-        count = count_unfinished(session, others, limit.key, value, only_earlier=only_earlier)
-        violation = session_limit_violation(count, limit, value)
-        if violation:
-            found.append(violation)
-    return found
-
-
-def session_limit_violation(existing_count: int, limit: SessionLimit, label_value: str | None = None) -> str | None:
-    """A sentence when ``existing_count`` other unfinished sessions already fill the cap, else None."""
-    if existing_count < limit.max:
-        return None
-    selector = f"{limit.key}={label_value}" if label_value is not None else f"the same {limit.key} label"
-    return (
-        f"{existing_count} unfinished AgentSessions already carry {selector}; the policy maximum is {limit.max} "
-        f"(AgentSessionPolicy {limit.policy})"
-    )

@@ -9,13 +9,15 @@ reconciler re-checks each session at every pass.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import kopf
 
 from agentsession_api import names
-from agentsession_operator.decisions import admission, fork, policy
+from agentsession_operator.decisions import admission, fork
 from agentsession_operator.decisions.selectors import watched
+from agentsession_operator.infra import webhook_server
 from agentsession_operator.infra.logs import logger
 
 HANDLER_ID = "policy"
@@ -23,13 +25,12 @@ HANDLER_ID = "policy"
 _log = logger(component="webhook")
 
 
-async def _sessions_for_count(reconciler: Any, session: dict[str, Any], namespace: str) -> list[dict[str, Any]]:
-    """The namespace's sessions carrying the limited labels, read live (the cache may lag a burst of creates)."""
-    effective = policy.effective_policy_for(session, list(reconciler.cache.policies.get(namespace, {}).values()))
+async def _sessions_for_count(reconciler: Any, groups: list[tuple[str, str]], namespace: str) -> list[dict[str, Any]]:
+    """The namespace's sessions in these capped label groups, read live (the cache may lag a burst of creates)."""
     found: dict[str, dict[str, Any]] = {}
     try:
-        for limit, value in policy.session_limits_for(session, effective):
-            for other in await reconciler.kube.list_sessions(namespace, selector=f"{limit.key}={value}"):
+        for key, value in groups:
+            for other in await reconciler.kube.list_sessions(namespace, selector=f"{key}={value}"):
                 found[other["metadata"].get("uid") or other["metadata"]["name"]] = other
     except Exception as exc:  # the cache is the fallback: slightly stale beats not checking
         _log.warning("listing sessions for maxSessionsPerLabel failed; using the cache", error=str(exc)[:300])
@@ -50,9 +51,14 @@ async def validate_session(
     warnings: list[str],
     old: kopf.Body | None = None,
     operation: str | None = None,
+    sslpeer: Mapping[str, Any] | None = None,
     **_: Any,
 ) -> None:
     """Refuse an AgentSession CREATE/UPDATE that breaks an applicable AgentSessionPolicy."""
+    denied = webhook_server.caller_refusal(memo.get("webhook"), sslpeer)
+    if denied is not None:  # before anything is read: such a caller learns nothing of the policies
+        _log.warning("webhook call refused", reason=denied, peer=webhook_server.peer_names(sslpeer))
+        raise kopf.AdmissionError(denied, code=403)
     session = dict(body)
     meta = session.get("metadata") or {}
     namespace = meta.get("namespace")
@@ -63,10 +69,11 @@ async def validate_session(
         reconciler = memo.reconciler
         policies = list(reconciler.cache.policies.get(namespace, {}).values())
         domains = await reconciler.label_domains()
-        others: list[dict[str, Any]] = []
-        if operation == "CREATE" and admission.needs_session_count(session, policies):
-            others = await _sessions_for_count(reconciler, session, namespace)
         previous = dict(old) if old is not None else None
+        others: list[dict[str, Any]] = []
+        groups = admission.counted_groups(session, policies, operation, previous)
+        if groups:
+            others = await _sessions_for_count(reconciler, groups, namespace)
         fork_problems: list[str] = []
         source_name = fork.source_name(session) if operation == "CREATE" else None
         if source_name:

@@ -37,7 +37,7 @@ async def session_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_:
         reconciler.forget(key)
         reconciler.wake_forks(*key)
         return
-    reconciler.cache.remember_session(key, dict(body))
+    reconciler.remember_session(key, dict(body))
     await reconciler.reconcile(key, cause=f"session {type or 'listed'}")
     reconciler.wake_forks(*key)  # forks waiting for this session to be Ready
 

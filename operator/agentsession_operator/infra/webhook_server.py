@@ -29,6 +29,7 @@ import datetime as dt
 import ipaddress
 import shutil
 import socket
+import ssl
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -73,6 +74,12 @@ class WebhookConfig:
     """(namespace, name) of the Secret holding the certificate every replica shares."""
     generate: bool = True
     """Fill (or renew) the Secret when it holds no usable certificate; False: it is provided (cert-manager)."""
+    client_ca: str | None = None
+    """CA bundle (PEM file) that signed the API server's client certificate for webhooks: when set, a caller
+    without a certificate from it is refused in the TLS handshake (it never reaches a handler)."""
+    client_names: tuple[str, ...] = ()
+    """With ``client_ca``: the certificate's common name or a DNS subjectAltName must be one of these
+    (empty: any certificate the CA signed)."""
 
     @property
     def enabled(self) -> bool:
@@ -320,6 +327,11 @@ def build_server(
         atexit.register(shutil.rmtree, directory, ignore_errors=True)
         cert_path, key_path, ca_path = self_signed(directory, config.server_names())
         cert, key, ca = str(cert_path), str(key_path), str(ca_path)
+    # The API server's client certificate (its AdmissionConfiguration kubeConfigFile): required when
+    # configured, so a pod that can reach the port gets no TLS session, let alone a policy's refusal text.
+    client_auth: dict[str, Any] = (
+        {"verify_mode": ssl.CERT_REQUIRED, "verify_cafile": config.client_ca} if config.client_ca else {}
+    )
     return PublishingWebhookServer(
         service=config.service,
         publish=publish,
@@ -329,7 +341,28 @@ def build_server(
         certfile=cert,
         pkeyfile=key,
         cafile=ca,
+        **client_auth,
     )
+
+
+def peer_names(sslpeer: Mapping[str, Any] | None) -> list[str]:
+    """The common name(s) and DNS subjectAltNames of a verified peer certificate (``getpeercert()``)."""
+    found = []
+    for rdn in (sslpeer or {}).get("subject") or ():
+        found += [str(value) for key, value in rdn if key == "commonName"]
+    found += [str(value) for kind, value in (sslpeer or {}).get("subjectAltName") or () if kind == "DNS"]
+    return found
+
+
+def caller_refusal(config: WebhookConfig | None, sslpeer: Mapping[str, Any] | None) -> str | None:
+    """Why this caller may not use the webhook (None: it may). Only with ``client_ca`` and ``client_names``:
+    the TLS handshake already required a certificate the CA signed; this narrows it to named ones."""
+    if config is None or not config.client_ca or not config.client_names:
+        return None
+    names = peer_names(sslpeer)
+    if any(name in config.client_names for name in names):
+        return None
+    return "the caller's client certificate is not one this webhook accepts"
 
 
 def ensure_port_free(config: WebhookConfig) -> None:

@@ -23,7 +23,7 @@ from agentsession_api.activity import report_key
 from agentsession_api.phases import Phase
 from agentsession_api.timestamps import parse_time
 from agentsession_operator import constants as c
-from agentsession_operator.decisions import fork, lifecycle, naming, network, policy, refusals, retention
+from agentsession_operator.decisions import fork, lifecycle, naming, network, policy, quota, refusals, retention
 from agentsession_operator.decisions import status as session_status
 from agentsession_operator.decisions.actions import (
     DEFAULT_EXPIRY_WARNING,
@@ -55,6 +55,7 @@ RESYNC_PERIOD = 300.0  # a relist that found nothing delivers no event at all: l
 RESYNC_KINDS = ("policies", "pools", "sessions", "claims", "sandboxes")
 MAX_RETRY_DELAY = 60.0
 AGAIN_DELAY = 0.2  # seconds before the pass a claim create's 409 asks for
+POLICY_STATUS_DEBOUNCE = 2.0  # seconds: matchedSessions follows session changes this late, once per burst
 
 
 @dataclass
@@ -92,6 +93,7 @@ class Reconciler:
         self._dirty: dict[Key, tuple[str, bool]] = {}
         self._create_refused: set[Key] = set()  # sessions whose claim create met an existing claim
         self._resync_due: set[str] = set()  # kinds whose listing-driven resync is pending
+        self._policy_status_due: set[str] = set()  # namespaces whose policies' status is refreshed soon
         # Leadership gate (kube/leader.py): a standby keeps its cache current but never writes.
         self.is_leader: Callable[[], bool] = lambda: True
 
@@ -135,25 +137,60 @@ class Reconciler:
         for key in self.cache.sessions_in(namespace):
             self.scheduler.schedule(key, now)
 
-    def slot_may_have_freed(self, namespace: str) -> None:
-        """A session of the namespace was deleted or finished: sessions waiting on maxSessionsPerLabel
-        (Failed, PolicyViolation, no claim) are judged again now. Only those, and only when a policy of
-        the namespace sets a cap, so thousands of finishing sessions cause no storm of passes."""
-        capped = any(
-            ((p.get("spec") or {}).get("cleanup") or {}).get("maxSessionsPerLabel")
-            for p in self.cache.policies.get(namespace, {}).values()
-        )
-        if not capped:
+    def remember_session(self, key: Key, body: dict[str, Any]) -> None:
+        """Cache the newest body of a session (every path goes through here) and see what its change moves."""
+        before = self.cache.sessions.get(key)
+        self.cache.remember_session(key, body)
+        after = self.cache.sessions.get(key)
+        if after is not before:
+            self._session_changed(key[0], before, after)
+
+    def _session_changed(self, namespace: str, before: dict[str, Any] | None, after: dict[str, Any] | None) -> None:
+        """A session appeared, changed or went. maxSessionsPerLabel: when its place in a capped label group
+        changed (created, relabelled, finished, deleted), the sessions ranked after it in that group are
+        judged again now (decisions.quota.to_wake: a waiting one may proceed, a running one may be over).
+        Policies' matchedSessions: refreshed soon when its labels changed. Both cost nothing in a namespace
+        without policies, and neither scans the namespace unless a label or a place changed."""
+        policies = self.cache.policies.get(namespace) or {}
+        if not policies:
             return
-        now = _now()
-        for key in self.cache.sessions_in(namespace):
-            status = self.cache.sessions[key].get("status") or {}
-            failed: dict[str, Any] = next(
-                (x for x in status.get("conditions") or [] if x.get("type") == phases.COND_FAILED), {}
-            )
-            waiting = status.get("phase") == Phase.FAILED and not status.get("claimName")
-            if waiting and failed.get("reason") == phases.REASON_POLICY_VIOLATION:
-                self.scheduler.schedule(key, now)
+        keys = quota.capped_keys(policies.values())
+        if keys:
+            now = _now()
+            for woken in quota.to_wake(before, after, self.cache.bodies_in(namespace), keys):
+                due = self.scheduler.due(woken)
+                if due is None or due > now:  # already due: a burst wakes each session once
+                    self.scheduler.schedule(woken, now)
+
+        def labels(body: dict[str, Any] | None) -> Any:
+            return ((body or {}).get("metadata") or {}).get("labels") or {}
+
+        if before is None or after is None or labels(before) != labels(after):
+            self.policy_status_soon(namespace)
+
+    def policy_status_soon(self, namespace: str) -> None:
+        """Refresh the namespace's policies' status (matchedSessions) once a burst of session changes is over:
+        one pass over the namespace per POLICY_STATUS_DEBOUNCE, not one per session event."""
+        if namespace in self._policy_status_due:
+            return
+        try:
+            task = asyncio.get_running_loop().create_task(self._policy_status_later(namespace))
+        except RuntimeError:  # no loop (a synchronous caller): the next policy event writes it
+            return
+        self._policy_status_due.add(namespace)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _policy_status_later(self, namespace: str) -> None:
+        await asyncio.sleep(POLICY_STATUS_DEBOUNCE)
+        self._policy_status_due.discard(namespace)
+        if not self.is_leader():
+            return
+        for name in list(self.cache.policies.get(namespace, {})):
+            try:
+                await self.update_policy_status(namespace, name)
+            except Exception as exc:  # the next change or policy event writes it
+                logger(namespace=namespace, policy=name).warning("policy status not written", error=str(exc)[:300])
 
     async def update_policy_status(self, namespace: str, name: str) -> None:
         """Valid, matchedSessions, observedGeneration of one policy (written when they change)."""
@@ -235,8 +272,22 @@ class Reconciler:
                 self.cache.policies[meta["namespace"]][meta["name"]] = dict(body)
         for body in await _listing(self.kube.list_warm_pools):
             self.cache.remember_pool((body["metadata"]["namespace"], body["metadata"]["name"]), body)
+        capped = {ns for ns, bodies in self.cache.policies.items() if quota.capped_keys(bodies.values())}
+        if capped:
+            # maxSessionsPerLabel ranks a session among the others of its group: know them all before the
+            # first pass, else a waiting session judged before the older ones arrive gets a claim for a moment
+            # (the listing's order is by name, not age). A session deleted before the watch starts is dropped
+            # by the relist that follows the watch's first listing.
+            for body in await _listing(self.kube.list_sessions):
+                meta = body["metadata"]
+                if meta.get("namespace") in capped:
+                    self.cache.remember_session((meta["namespace"], meta["name"]), body)
         self.cache.loaded = True
-        logger().info("policies and warm pools loaded", policies=sum(map(len, self.cache.policies.values())))
+        logger().info(
+            "policies and warm pools loaded",
+            policies=sum(map(len, self.cache.policies.values())),
+            sessions_in_capped_namespaces=len(self.cache.sessions),
+        )
 
     # ---- relists: deletions no watch delivered ------------------------------------------------
     def relisted(self, kind: str) -> None:
@@ -411,7 +462,7 @@ class Reconciler:
         if session is None:
             self.forget(key)
             return
-        self.cache.remember_session(key, session)
+        self.remember_session(key, session)
         now = _now()
         uid = session["metadata"]["uid"]
         log = logger(namespace=namespace, session=name, cause=cause)
@@ -463,10 +514,9 @@ class Reconciler:
         # Every pass, claim or not: PolicyCompliant is always the current verdict, and a running session
         # that breaks a policy is stopped (decisions.actions).
         violations = policy.violations(session, effective, await self.label_domains(), running=claim is not None)
-        if claim is None:
-            # maxSessionsPerLabel by creation order, so concurrent creations agree on who is over.
-            others = self.cache.bodies_in(namespace)
-            violations += policy.session_limit_violations(session, effective, others, only_earlier=True)
+        # maxSessionsPerLabel at every pass, claim or not: the places ranked before this one (creation
+        # order, so every replica and restart agrees on who is over; decisions.quota).
+        violations += quota.over_cap(session, effective, self.cache.bodies_in(namespace))
 
         policy_key = (namespace, network.policy_name(claim_name))
         isolation = network.Isolation(self.config.network, self.cache.network_policies.get(policy_key))
@@ -648,7 +698,7 @@ class Reconciler:
             self._fence()
             written = await self.kube.patch_session_status(key[0], key[1], patch)
         if written is not None:
-            self.cache.remember_session(key, written)
+            self.remember_session(key, written)
         after = patch.get("phase", before)
         if after and after != self._phases.get(key):
             previous = self._phases.get(key)
@@ -656,8 +706,6 @@ class Reconciler:
                 metrics.SESSIONS_BY_PHASE.labels(namespace=key[0], phase=previous).dec()
             metrics.SESSIONS_BY_PHASE.labels(namespace=key[0], phase=after).inc()
             self._phases[key] = after
-        if after != before and after in phases.TERMINAL_PHASES:
-            self.slot_may_have_freed(key[0])
         if after != before and after:
             ready: dict[str, Any] = next(
                 (x for x in patch.get("conditions") or [] if x.get("type") == phases.COND_READY), {}
@@ -700,14 +748,15 @@ class Reconciler:
             self.scheduler.schedule(key, when)
 
     def forget(self, key: Key) -> None:
-        self.cache.sessions.pop(key, None)
+        body = self.cache.sessions.pop(key, None)
         self.scheduler.cancel(key)
         self._locks.pop(key, None)
         self._create_refused.discard(key)
         phase = self._phases.pop(key, None)
         if phase:
             metrics.SESSIONS_BY_PHASE.labels(namespace=key[0], phase=phase).dec()
-        self.slot_may_have_freed(key[0])
+        if body is not None:  # a slot may have freed; matchedSessions changed
+            self._session_changed(key[0], body, None)
 
 
 PRIME_PATIENCE = 60.0

@@ -219,6 +219,29 @@ def test_cert_manager_option(helm: Path) -> None:
     assert "--no-webhook-cert-generate" in container["args"]
 
 
+def test_webhook_client_certificate_option(helm: Path) -> None:
+    """webhook.clientAuth: the CA from a ConfigMap, mounted read-only, and the names passed as flags."""
+    rendered = _objects(
+        _template(
+            helm,
+            "--set",
+            "webhook.clientAuth.caConfigMap=apiserver-webhook-client-ca",
+            "--set",
+            "webhook.clientAuth.names={kube-apiserver-webhook-client}",
+        )
+    )
+    pod = rendered["Deployment/agentsession-system/agentsession-operator"]["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert "--webhook-client-ca=/etc/agentsession/webhook-client-ca/ca.crt" in container["args"]
+    assert "--webhook-client-name=kube-apiserver-webhook-client" in container["args"]
+    mount = next(m for m in container["volumeMounts"] if m["name"] == "webhook-client-ca")
+    assert mount["readOnly"] is True
+    volume = next(v for v in pod["volumes"] if v["name"] == "webhook-client-ca")
+    assert volume["configMap"]["name"] == "apiserver-webhook-client-ca"
+    plain = _objects(_template(helm))["Deployment/agentsession-system/agentsession-operator"]
+    assert not any("--webhook-client" in a for a in plain["spec"]["template"]["spec"]["containers"][0]["args"])
+
+
 def test_chart_crds_are_the_generated_ones() -> None:
     for path in sorted((ROOT / "crds").glob("*.yaml")):
         if path.name == "kustomization.yaml":

@@ -156,10 +156,17 @@ def test_max_sessions_per_label_counts_unfinished_others(make_session: Make, pol
     others = [running(make_session, "one", "a"), running(make_session, "two", "a", phase="Pending")]
     (message,) = create(new, policies, others)
     assert message == (
-        "2 unfinished AgentSessions already carry team=a; the policy maximum is 2 (AgentSessionPolicy rules)"
+        "2 unfinished AgentSessions already carry team=a (one, two); the policy maximum is 2 (AgentSessionPolicy "
+        "rules); one of them must be deleted or finish first"
     )
+    # A session waiting for a slot (Failed, PolicyViolation) holds its place: it proceeds when one frees.
+    waiting = running(make_session, "two", "a", "Failed")
+    waiting["status"]["conditions"] = [{"type": "Failed", "status": "True", "reason": "PolicyViolation"}]
+    assert create(new, policies, [others[0], waiting])
     # Finished ones, other values, other namespaces and the session itself do not count.
-    finished = [running(make_session, "one", "a", "Expired"), running(make_session, "two", "a", "Failed")]
+    failed = running(make_session, "two", "a", "Failed")
+    failed["status"]["conditions"] = [{"type": "Failed", "status": "True", "reason": "InvalidMetadata"}]
+    finished = [running(make_session, "one", "a", "Expired"), failed]
     assert create(new, policies, [*finished, others[0]]) == []
     assert create(new, policies, [others[0], running(make_session, "b1", "b")]) == []
     foreign = running(make_session, "far", "a")
@@ -211,10 +218,14 @@ def test_deleting_and_other_operations_are_never_refused(make_session: Make, pol
     assert admission.review(deleting, policies, DOMAINS, [], "UPDATE", old=bad) == []
 
 
-def test_needs_session_count(make_session: Make, policies: list[dict[str, Any]]) -> None:
-    assert admission.needs_session_count(good(make_session), policies)
-    assert not admission.needs_session_count(make_session(labels={}), policies)
-    assert not admission.needs_session_count(good(make_session), [])
+def test_counted_groups(make_session: Make, policies: list[dict[str, Any]]) -> None:
+    assert admission.counted_groups(good(make_session), policies, "CREATE") == [("team", "a")]
+    assert admission.counted_groups(make_session(labels={}), policies, "CREATE") == []
+    assert admission.counted_groups(good(make_session), [], "CREATE") == []
+    assert admission.counted_groups(good(make_session), policies, "UPDATE", good(make_session)) == []
+    assert admission.counted_groups(good(make_session), policies, "UPDATE", good(make_session, team="b")) == [
+        ("team", "a")
+    ]
 
 
 # ---- webhook plumbing that needs no server ---------------------------------------------------------
@@ -577,3 +588,66 @@ async def test_publishing_retries_and_never_raises() -> None:
     await kube_webhook.publisher(Flaky(0, found=False), "agentsession.dev", hooks, None)(  # type: ignore[arg-type]
         {"url": "https://127.0.0.1:1/"}
     )
+
+
+# ---- item 4: an UPDATE may only tighten -----------------------------------------------------------
+LOOSENINGS: list[tuple[str, dict[str, Any], str]] = [
+    ("ttl over maxTtl", {"ttl": "3h"}, "spec.ttl 3h exceeds the policy maximum 1h"),
+    ("idle over maxIdleTimeout", {"idleTimeout": "1h"}, "spec.idleTimeout 1h exceeds the policy maximum 20m"),
+    ("a label prefix not allowed", {"labels": {"x/y": "1"}}, "spec.labels key x/y does not start with an allowed"),
+    (
+        "an agent-sandbox pod annotation",
+        {"podAnnotations": {"kubernetes.io/x": "1"}},
+        'spec.podAnnotations key "kubernetes.io/x"',
+    ),
+]
+
+
+@pytest.mark.parametrize(("what", "change", "sentence"), LOOSENINGS, ids=[w for w, _, _ in LOOSENINGS])
+def test_an_update_is_refused_with_the_sentence_a_create_gets(
+    make_session: Make, policies: list[dict[str, Any]], what: str, change: dict[str, Any], sentence: str
+) -> None:
+    """One home for the rule: what a CREATE of the changed object is refused for, the UPDATE is too."""
+    stored = good(make_session)
+    changed = copy.deepcopy(stored)
+    changed["spec"].update(change)
+    refused = admission.review(changed, policies, DOMAINS, [], "UPDATE", old=stored)
+    assert refused and all(sentence in r or "does not start" in r for r in refused), refused
+    assert refused == [v for v in create(changed, policies) if "unfinished" not in v]
+
+
+def _running_since(session: dict[str, Any], **recorded: str) -> dict[str, Any]:
+    session["status"] = {
+        "phase": "Ready",
+        "conditions": [{"type": "ClaimCreated", "status": "True", "reason": "Created", "message": ""}],
+        "resolved": recorded,
+    }
+    return session
+
+
+def test_an_update_over_the_maxima_recorded_when_the_sandbox_was_made_is_refused(
+    make_session: Make, make_policy: Make
+) -> None:
+    """Attack: the policy that capped a running session's TTL at 1h is loosened (or deleted, or its label
+    changed under a policy that still selects it), then `kubectl patch ags s --type=merge -p
+    '{"spec":{"ttl":"8h"}}'`. Before: admitted (the current policy allows it) and silently capped at
+    reconcile. Now refused: the maxima recorded in status.resolved still hold, as at reconcile."""
+    loosened = [make_policy("rules", {"limits": {"maxTtl": "10h"}})]
+    stored = _running_since(good(make_session, ttl="30m"), maxTtl="1h", maxIdleTimeout="20m")
+    longer = copy.deepcopy(stored)
+    longer["spec"]["ttl"] = "8h"
+    longer["spec"]["idleTimeout"] = "2h"
+    assert admission.review(longer, loosened, DOMAINS, [], "UPDATE", old=stored) == [
+        "spec.ttl 8h exceeds the maximum 1h in force for this session since its sandbox was created "
+        "(status.resolved.maxTtl): a session's maxima only tighten; delete the session and create it anew for "
+        "the new policy's",
+        "spec.idleTimeout 2h exceeds the maximum 20m in force for this session since its sandbox was created "
+        "(status.resolved.maxIdleTimeout): a session's maxima only tighten; delete the session and create it "
+        "anew for the new policy's",
+    ]
+    within = copy.deepcopy(stored)
+    within["spec"]["ttl"] = "45m"
+    assert admission.review(within, loosened, DOMAINS, [], "UPDATE", old=stored) == []
+    assert admission.review(longer, [], DOMAINS, [], "UPDATE", old=stored)  # no policy at all any more
+    # The reconciler caps a running session (expiry moves earlier) rather than stopping it.
+    assert violations(longer, effective_policy_for(longer, loosened), DOMAINS, running=True) == []

@@ -17,7 +17,6 @@ from agentsession_operator.decisions.policy import (
     merge_policies,
     policy_errors,
     resolve,
-    session_limit_violation,
     session_limits_for,
     violations,
 )
@@ -366,28 +365,3 @@ def test_session_limits(make_session: Make, make_policy: Make) -> None:
     ((limit, value),) = session_limits_for(make_session(labels={"team": "a"}), effective)
     assert limit == SessionLimit("team", 2, "cap") and value == "a"
     assert session_limits_for(make_session(labels={}), effective) == []
-    assert session_limit_violation(1, limit, value) is None
-    message = session_limit_violation(2, limit, value)
-    assert message == (
-        "2 unfinished AgentSessions already carry team=a; the policy maximum is 2 (AgentSessionPolicy cap)"
-    )
-    assert "the same team label" in (session_limit_violation(3, limit) or "")
-
-
-def test_unfinished_sessions_are_counted_in_one_place(make_session: Callable[..., dict[str, Any]]) -> None:
-    """Admission counts every other unfinished session; the reconciler only those created earlier."""
-    from agentsession_operator.decisions.policy import count_unfinished
-
-    def one(name: str, created: str, phase: str = "Ready", team: str = "a") -> dict[str, Any]:
-        return make_session(name, uid=f"uid-{name}", labels={"team": team}, created=created, status={"phase": phase})
-
-    me = one("me", "2025-01-01T11:00:00Z")
-    others = [
-        one("early", "2025-01-01T10:00:00Z"),
-        one("late", "2025-01-01T12:00:00Z"),
-        one("done", "2025-01-01T09:00:00Z", phase="Expired"),
-        one("other-team", "2025-01-01T09:00:00Z", team="b"),
-        me,
-    ]
-    assert count_unfinished(me, others, "team", "a") == 2
-    assert count_unfinished(me, others, "team", "a", only_earlier=True) == 1

@@ -183,18 +183,25 @@ def _limited_reconciler() -> Reconciler:
         "phase": "Failed",
         "conditions": [{"type": "Failed", "status": "True", "reason": "PolicyViolation", "message": "1 unfinished"}],
     }
-    rec.cache.sessions[("tenant-a", "s1")] = {"metadata": {"name": "s1", "namespace": "tenant-a"}, "status": {}}
-    rec.cache.sessions[("tenant-a", "s2")] = {
-        "metadata": {"name": "s2", "namespace": "tenant-a"},
-        "status": waiting_status,
-    }
+    for name, minute, status in (("s1", 1, {"phase": "Ready"}), ("s2", 2, waiting_status)):
+        rec.cache.sessions[("tenant-a", name)] = {
+            "metadata": {
+                "name": name,
+                "namespace": "tenant-a",
+                "uid": f"uid-{name}",
+                "labels": {"team": "a"},
+                "creationTimestamp": f"2025-01-01T10:0{minute}:00Z",
+                "resourceVersion": "1",
+            },
+            "status": status,
+        }
     return rec
 
 
 async def test_a_freed_slot_wakes_the_sessions_waiting_for_it() -> None:
     """Item 5. Attack (on the tenant's own quota): s2 Failed over maxSessionsPerLabel was never re-checked
-    when s1 went away, so it stayed Failed for good. Now the waiting sessions of the namespace are
-    reconciled again when a session is deleted or finishes."""
+    when s1 went away, so it stayed Failed for good. Now the sessions behind a freed place in its label
+    group are reconciled again when a session is deleted or finishes (decisions.quota.to_wake)."""
     rec = _limited_reconciler()
     rec.forget(("tenant-a", "s1"))
     assert rec.scheduler.due(("tenant-a", "s2")) is not None
@@ -202,6 +209,9 @@ async def test_a_freed_slot_wakes_the_sessions_waiting_for_it() -> None:
 
 async def test_a_finished_session_wakes_the_waiting_ones() -> None:
     rec = _limited_reconciler()
-    rec.slot_may_have_freed("tenant-a")
+    finished = copy.deepcopy(rec.cache.sessions[("tenant-a", "s1")])
+    finished["metadata"]["resourceVersion"] = "2"
+    finished["status"] = {"phase": "Expired"}
+    rec.remember_session(("tenant-a", "s1"), finished)
     assert rec.scheduler.due(("tenant-a", "s2")) is not None
-    assert rec.scheduler.due(("tenant-a", "s1")) is None  # only the waiting ones: no O(n) storm
+    assert rec.scheduler.due(("tenant-a", "s1")) is None  # only those behind it: no O(n) storm

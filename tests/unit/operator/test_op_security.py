@@ -253,6 +253,35 @@ def test_operator_binds_loopback_unless_told_otherwise(monkeypatch: pytest.Monke
     assert inspect.signature(metrics.serve).parameters["addr"].default == "127.0.0.1"
 
 
+# --- 2: who may call the webhook ----------------------------------------------------------------------
+def test_webhook_client_certificate_is_required_when_configured(tmp_path: Any) -> None:
+    """With --webhook-client-ca the server requires a client certificate from that CA in the handshake
+    (kopf's verify_mode/verify_cafile); --webhook-client-name narrows it to the API server's name."""
+    import ssl
+
+    from agentsession_operator import cli
+    from agentsession_operator.infra import webhook_server
+
+    ca = tmp_path / "client-ca.crt"
+    ca.write_bytes(webhook_server.issue(["client-ca"]).ca)
+    args = cli.parse_args(["--webhook-client-ca", str(ca), "--webhook-client-name", "kube-apiserver-webhook-client"])
+    config = cli.webhook_config(args)
+    assert config.client_ca == str(ca) and config.client_names == ("kube-apiserver-webhook-client",)
+    server = webhook_server.build_server(config)
+    assert server.verify_mode == ssl.CERT_REQUIRED and server.verify_cafile == str(ca)
+    plain = webhook_server.build_server(cli.webhook_config(cli.parse_args([])))
+    assert plain.verify_mode is None and plain.verify_cafile is None  # off unless asked for
+
+    apiserver = {"subject": ((("commonName", "kube-apiserver-webhook-client"),),)}
+    stranger = {"subject": ((("commonName", "tenant-b"),),), "subjectAltName": (("DNS", "x.example"),)}
+    assert webhook_server.caller_refusal(config, apiserver) is None
+    assert webhook_server.caller_refusal(config, stranger) is not None
+    assert webhook_server.caller_refusal(config, {}) is not None
+    assert webhook_server.caller_refusal(webhook_server.WebhookConfig(client_ca=str(ca)), stranger) is None
+    with pytest.raises(SystemExit):
+        cli.parse_args(["--webhook-client-name", "x"])  # a name without the CA would check nothing
+
+
 # --- AgentSessionPolicy status: Valid and matchedSessions are written ---------------------------------
 def test_policy_status_reports_an_invalid_regex_and_what_it_matches(make_session: Make, make_policy: Make) -> None:
     """Argo CD and Flux read health from status: a policy whose pattern RE2 refuses shows Valid=False."""

@@ -1,0 +1,177 @@
+"""``cleanup.maxSessionsPerLabel`` as a quota, judged the same way at admission and at every pass.
+
+The rule (one home; admission and the reconciler both call it):
+
+* A **group** is the sessions of one namespace carrying ``key=value`` for a capped ``key``.
+* A session **holds a place** in its groups from its creation until it is finished for good: being
+  deleted, Expired, or Failed for a reason it cannot recover from (agent-sandbox's terminal claim
+  reasons, the same "finished" as ``cleanup.deleteFinishedAfter``). A session waiting for a slot, one
+  stopped by a policy, a suspended one: all hold their place (so fixing or resuming one never stops
+  another).
+* Places are ranked by ``metadata.creationTimestamp``, then name: immutable, so every replica and every
+  restart ranks the same way, whatever the cache's order or the statuses written so far.
+* The first ``max`` of a group run; every later one is **over**: without a claim it waits (phase
+  Failed, reason PolicyViolation, no claim created); with a claim (a label added to a running session,
+  sessions stored while admission was off) it is stopped like any policy violation (Sandbox suspended,
+  claim and volumes kept). When a place ahead frees (deleted, finished, label changed), the next in
+  rank proceeds (a stopped one is resumed).
+* Admission: a CREATE, or an UPDATE that puts a session into a group it was not in, is refused when
+  the group already has ``max`` places held (the newcomer would rank last, so would only wait).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from agentsession_api import phases
+from agentsession_api.phases import Phase
+from agentsession_operator.decisions import policy
+from agentsession_operator.decisions.conditions import find_condition
+from agentsession_operator.decisions.status import TERMINAL_CLAIM_REASONS
+
+NAMES_SHOWN = 5  # sessions named in a sentence; more are counted
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    return obj.get("metadata") or {}
+
+
+def holds_place(session: Mapping[str, Any]) -> bool:
+    """True until the session is finished for good (see the module docstring)."""
+    if _meta(session).get("deletionTimestamp"):
+        return False
+    status = session.get("status") or {}
+    phase = status.get("phase")
+    if phase == Phase.EXPIRED:
+        return False
+    if phase == Phase.FAILED:
+        failed = find_condition(status.get("conditions"), phases.COND_FAILED) or {}
+        return failed.get("reason") not in TERMINAL_CLAIM_REASONS
+    return True
+
+
+def rank(session: Mapping[str, Any]) -> tuple[str, str]:
+    """Creation time, then name (RFC 3339 UTC timestamps sort as text)."""
+    meta = _meta(session)
+    return str(meta.get("creationTimestamp") or ""), str(meta.get("name") or "")
+
+
+def _same(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    ma, mb = _meta(a), _meta(b)
+    if ma.get("uid") and mb.get("uid"):
+        return bool(ma.get("uid") == mb.get("uid"))
+    return bool(ma.get("name")) and ma.get("name") == mb.get("name") and ma.get("namespace") == mb.get("namespace")
+
+
+def members(
+    namespace: str | None, key: str, value: str, sessions: Iterable[Mapping[str, Any]]
+) -> list[Mapping[str, Any]]:
+    """The sessions holding a place in the group ``key=value`` of ``namespace``, in rank order."""
+    found = [
+        s
+        for s in sessions
+        if _meta(s).get("namespace", namespace) == namespace
+        and (_meta(s).get("labels") or {}).get(key) == value
+        and holds_place(s)
+    ]
+    return sorted(found, key=rank)
+
+
+def sentence(ahead: Sequence[Mapping[str, Any]], limit: policy.SessionLimit, value: str) -> str:
+    """Why a session is over the cap, naming the sessions holding the places (same namespace)."""
+    names = [str(_meta(s).get("name")) for s in ahead[:NAMES_SHOWN]]
+    more = f" and {len(ahead) - NAMES_SHOWN} more" if len(ahead) > NAMES_SHOWN else ""
+    return (
+        f"{len(ahead)} unfinished AgentSessions already carry {limit.key}={value} ({', '.join(names)}{more}); "
+        f"the policy maximum is {limit.max} (AgentSessionPolicy {limit.policy}); one of them must be deleted "
+        "or finish first"
+    )
+
+
+def over_cap(
+    session: Mapping[str, Any],
+    effective: policy.EffectivePolicy,
+    sessions: Iterable[Mapping[str, Any]],
+    *,
+    newcomer: bool = False,
+    only: Iterable[tuple[str, str]] | None = None,
+) -> list[str]:
+    """One sentence per capped label group in which ``session`` is over the cap.
+
+    At a pass (``newcomer`` False) the places ranked before the session count. At admission
+    (``newcomer`` True) every place held by another session counts: the newcomer would rank last
+    (a stored session's creation time is never later than a new one's). ``only`` limits the check
+    to these (key, value) groups (an UPDATE judges only the groups it joins). A session that holds
+    no place itself (finished, deleted) is never over.
+    """
+    if not holds_place(session):
+        return []
+    sessions = list(sessions)
+    wanted = set(only) if only is not None else None
+    namespace = _meta(session).get("namespace")
+    found = []
+    for limit, value in policy.session_limits_for(session, effective):
+        if wanted is not None and (limit.key, value) not in wanted:
+            continue
+        group = [s for s in members(namespace, limit.key, value, sessions) if not _same(s, session)]
+        ahead = group if newcomer else [s for s in group if rank(s) < rank(session)]
+        if len(ahead) >= limit.max:
+            found.append(sentence(ahead, limit, value))
+    return found
+
+
+def capped_keys(policies: Iterable[Mapping[str, Any]]) -> frozenset[str]:
+    """Every label key some policy caps (``cleanup.maxSessionsPerLabel.key``)."""
+    keys = set()
+    for body in policies:
+        limit = ((body.get("spec") or {}).get("cleanup") or {}).get("maxSessionsPerLabel") or {}
+        if limit.get("key"):
+            keys.add(str(limit["key"]))
+    return frozenset(keys)
+
+
+def groups(session: Mapping[str, Any] | None, keys: Iterable[str]) -> frozenset[tuple[str, str]]:
+    """The (key, value) groups of ``keys`` in which the session holds a place."""
+    if session is None or not holds_place(session):
+        return frozenset()
+    labels = _meta(session).get("labels") or {}
+    return frozenset((k, labels[k]) for k in keys if k in labels)
+
+
+def joined(
+    session: Mapping[str, Any], old: Mapping[str, Any] | None, keys: Iterable[str]
+) -> frozenset[tuple[str, str]]:
+    """On UPDATE: the capped groups the new object is in and the stored one was not."""
+    keys = list(keys)
+    return groups(session, keys) - groups(old, keys)
+
+
+def to_wake(
+    before: Mapping[str, Any] | None,
+    after: Mapping[str, Any] | None,
+    sessions: Iterable[Mapping[str, Any]],
+    keys: Iterable[str],
+) -> list[tuple[str, str]]:
+    """Sessions to judge again when one session's place changed (created, relabelled, finished, deleted).
+
+    Only the groups it entered or left, and in them only the sessions ranked after it: a place can
+    only push out, or make room for, those behind it. A new session ranks last, so a burst of
+    creations wakes nobody.
+    """
+    keys = list(keys)
+    changed = groups(before, keys) ^ groups(after, keys)
+    if not changed:
+        return []
+    me = after if after is not None else before
+    assert me is not None
+    namespace = _meta(me).get("namespace")
+    wake = []
+    for s in sessions:
+        meta = _meta(s)
+        if meta.get("namespace") != namespace or _same(s, me) or rank(s) <= rank(me):
+            continue
+        labels = meta.get("labels") or {}
+        if any(labels.get(k) == v for k, v in changed) and holds_place(s):
+            wake.append((str(namespace), str(meta.get("name"))))
+    return wake

@@ -1,0 +1,307 @@
+"""maxSessionsPerLabel as a real quota (issue 11, item 5): the pure rule (decisions/quota.py), what the
+reconciler does with it at every pass, what it wakes, and policies' matchedSessions following sessions."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import random
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from agentsession_api import names
+from agentsession_operator.decisions import admission, naming, quota
+from agentsession_operator.decisions.policy import effective_policy_for
+from agentsession_operator.kube import reconciler as reconciler_module
+from agentsession_operator.kube.client import Kube
+from agentsession_operator.kube.reconciler import Reconciler
+
+Obj = dict[str, Any]
+Make = Callable[..., Obj]
+CAP = {"cleanup": {"maxSessionsPerLabel": {"key": "team", "max": 2}}}
+WAITING = {
+    "phase": "Failed",
+    "conditions": [{"type": "Failed", "status": "True", "reason": "PolicyViolation", "message": "over"}],
+}
+
+
+def one(name: str, minute: int, *, team: str | None = "a", status: Obj | None = None, deleting: bool = False) -> Obj:
+    from tests.unit.operator.conftest import build_session  # type: ignore[import-not-found]
+
+    return build_session(
+        name,
+        uid=f"uid-{name}",
+        labels={"team": team} if team else {},
+        created=f"2025-01-01T10:{minute:02d}:00Z",
+        status=status,
+        deleting=deleting,
+    )
+
+
+@pytest.fixture
+def cap(make_policy: Make) -> list[Obj]:
+    return [make_policy("cap", CAP)]
+
+
+def over(session: Obj, sessions: list[Obj], policies: list[Obj], **kw: Any) -> list[str]:
+    return quota.over_cap(session, effective_policy_for(session, policies), sessions, **kw)
+
+
+def test_the_first_places_by_creation_run_and_the_rest_wait(cap: list[Obj]) -> None:
+    """Waiting (Failed/PolicyViolation) and stopped sessions keep their place; finished ones do not."""
+    s1 = one("s1", 1, status={"phase": "Ready", "claimName": "c1"})
+    s2 = one("s2", 2, status=WAITING)  # waiting for a slot: still ranked
+    s3 = one("s3", 3)
+    s4 = one("s4", 4, status={"phase": "Expired"})
+    s5 = one("s5", 5, status={"phase": "Suspended"})
+    everyone = [s1, s2, s3, s4, s5]
+    assert over(s1, everyone, cap) == [] and over(s2, everyone, cap) == []
+    (message,) = over(s3, everyone, cap)
+    assert message.startswith("2 unfinished AgentSessions already carry team=a (s1, s2); the policy maximum is 2")
+    assert over(s4, everyone, cap) == []  # finished: never over
+    assert "(s1, s2, s3)" in over(s5, everyone, cap)[0]
+
+
+def test_finished_for_good_or_deleted_sessions_free_their_place(cap: list[Obj]) -> None:
+    terminal = {
+        "phase": "Failed",
+        "conditions": [{"type": "Failed", "status": "True", "reason": "InvalidMetadata", "message": "x"}],
+    }
+    gone = [one("e", 1, status={"phase": "Expired"}), one("f", 2, status=terminal), one("d", 3, deleting=True)]
+    me = one("me", 9)
+    assert over(me, [*gone, one("x", 4), me], cap) == []
+    assert over(me, [*gone, one("x", 4), one("y", 5), me], cap) != []
+    assert not quota.holds_place(gone[1]) and quota.holds_place(one("w", 1, status=WAITING))
+
+
+def test_the_ranking_is_the_same_whatever_the_cache_order_or_statuses(cap: list[Obj]) -> None:
+    """Deterministic across replicas and restarts: creation time then name, never list order."""
+    same_second = [one(name, 7) for name in ("d", "b", "c", "a")]
+    for _ in range(5):
+        random.shuffle(same_second)
+        verdicts = {s["metadata"]["name"]: bool(over(s, same_second, cap)) for s in same_second}
+        assert verdicts == {"a": False, "b": False, "c": True, "d": True}
+
+
+def test_a_label_added_to_a_running_session_counts(cap: list[Obj]) -> None:
+    """The group's newest is over when an older session joins it, claim or not (running, it is stopped)."""
+    running = {"phase": "Ready", "claimName": "c"}
+    old = one("old", 1, team=None, status=running)
+    a, b = one("a", 2, status=running), one("b", 3, status=running)
+    assert over(b, [old, a, b], cap) == []
+    joined = copy.deepcopy(old)
+    joined["metadata"]["labels"] = {"team": "a"}
+    assert over(b, [joined, a, b], cap) != [] and over(a, [joined, a, b], cap) == []
+    # Those behind the join are woken to be judged; nobody is woken for a new (last) session.
+    assert quota.to_wake(old, joined, [joined, a, b], {"team"}) == [("ns", "a"), ("ns", "b")]
+    newest = one("c", 9)
+    assert quota.to_wake(None, newest, [joined, a, b, newest], {"team"}) == []
+
+
+def test_a_freed_place_wakes_only_those_behind_it_in_its_group() -> None:
+    first, second, third = one("s1", 1), one("s2", 2, status=WAITING), one("s3", 3, status=WAITING)
+    other = one("t", 4, team="b", status=WAITING)
+    sessions = [first, second, third, other]
+    assert quota.to_wake(first, None, sessions, {"team"}) == [("ns", "s2"), ("ns", "s3")]
+    expired = {**first, "status": {"phase": "Expired"}}
+    assert quota.to_wake(first, expired, sessions, {"team"}) == [("ns", "s2"), ("ns", "s3")]
+    assert quota.to_wake(third, None, sessions, {"team"}) == []  # the last: nobody behind it
+    unchanged = {**first, "status": {"phase": "Ready"}}
+    assert quota.to_wake(first, unchanged, sessions, {"team"}) == []  # a status write: no scan, no wake
+
+
+def test_admission_counts_waiting_sessions_and_refuses_joining_a_full_group(cap: list[Obj]) -> None:
+    """CREATE counts every place held (a waiting session too); an UPDATE adding the label is a join."""
+    held = [one("s1", 1, status={"phase": "Ready"}), one("s2", 2, status=WAITING)]
+    new = one("s3", 0)
+    new["metadata"].pop("creationTimestamp")
+    (refusal,) = admission.review(new, cap, [], held, "CREATE")
+    assert "2 unfinished AgentSessions already carry team=a (s1, s2)" in refusal
+    stored = one("old", 0, team="b")
+    relabelled = copy.deepcopy(stored)
+    relabelled["metadata"]["labels"]["team"] = "a"
+    assert admission.counted_groups(relabelled, cap, "UPDATE", stored) == [("team", "a")]
+    (refusal,) = admission.review(relabelled, cap, [], [*held, relabelled], "UPDATE", old=stored)
+    assert "already carry team=a (s1, s2)" in refusal
+    assert admission.review(relabelled, cap, [], held[:1], "UPDATE", old=stored) == []
+    # An UPDATE within its group (spec, another label) counts nothing.
+    assert admission.counted_groups(relabelled, cap, "UPDATE", relabelled) == []
+
+
+# ---- the reconciler -------------------------------------------------------------------------------
+class FakeKube:
+    """What a pass over a running session calls; records Sandbox patches and status writes."""
+
+    def __init__(self, sessions: dict[str, Obj]) -> None:
+        self.sessions = sessions
+        self.sandbox_patches: list[tuple[str, Obj]] = []
+        self.policy_status: list[tuple[str, Obj]] = []
+
+    async def get_session(self, namespace: str, name: str) -> Obj | None:
+        return copy.deepcopy(self.sessions.get(name))
+
+    async def patch_session_status(self, namespace: str, name: str, status: Obj) -> Obj | None:
+        body = self.sessions[name]
+        merged = {k: v for k, v in {**(body.get("status") or {}), **status}.items() if v is not None}
+        self.sessions[name] = {**body, "status": merged}
+        return copy.deepcopy(self.sessions[name])
+
+    async def get_claim(self, namespace: str, name: str) -> Obj | None:
+        return None
+
+    async def get_sandbox(self, namespace: str, name: str) -> Obj | None:
+        return None
+
+    async def allowed_label_domains(self, namespace: str, name: str) -> list[str]:
+        return ["sandbox.users.io"]
+
+    async def patch_sandbox(self, namespace: str, name: str, patch: Obj) -> None:
+        self.sandbox_patches.append((name, patch))
+
+    async def patch_claim(self, namespace: str, name: str, patch: Obj) -> None:
+        return None
+
+    async def create_network_policy(self, manifest: Obj) -> Obj:
+        return {**manifest, "metadata": {**manifest["metadata"], "uid": "np"}}
+
+    async def patch_policy_status(self, namespace: str, name: str, status: Obj) -> None:
+        self.policy_status.append((name, status))
+
+    async def event(self, obj: Obj, reason: str, message: str, type_: str = "Normal") -> None:
+        return None
+
+
+def _running(name: str, minute: int, labels: dict[str, str], make_claim: Make, make_sandbox: Make) -> tuple[Obj, ...]:
+    now = datetime.now(UTC)
+    session = one(name, 0)
+    session["metadata"]["labels"] = labels
+    session["metadata"]["creationTimestamp"] = (now - timedelta(minutes=60 - minute)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    claim_name = naming.claim_name(name, session["metadata"]["uid"])
+    claim = make_claim(claim_name, owner_uid=session["metadata"]["uid"], uid=f"claim-{name}", sandbox_name=claim_name)
+    claim["status"]["conditions"] = [{"type": "Ready", "status": "True", "reason": "Ready", "message": ""}]
+    sandbox = make_sandbox(claim_name, owner_uid=f"claim-{name}", mode="Running")
+    session["status"] = {"phase": "Ready", "claimName": claim_name, "sandboxName": claim_name}
+    return session, claim, sandbox
+
+
+async def test_a_running_session_pushed_over_the_cap_by_an_older_one_is_stopped_then_resumed(
+    make_claim: Make, make_sandbox: Make, make_policy: Make
+) -> None:
+    """Attack (on the tenant's own quota): `kubectl label ags old team=a` on a running session (while
+    admission was off). Before: the cap was judged only for sessions without a claim, so three ran under
+    a cap of two. Now the newest of the group is stopped (suspended, claim kept), and resumed when the
+    older one is deleted."""
+    rec = Reconciler(Kube.__new__(Kube))
+    rec.cache.loaded = True
+    rec.cache.policies["ns"]["cap"] = make_policy("cap", CAP)
+    bodies = {}
+    for name, minute, labels in (("old", 1, {"team": "a"}), ("a", 2, {"team": "a"}), ("b", 3, {"team": "a"})):
+        session, claim, sandbox = _running(name, minute, labels, make_claim, make_sandbox)
+        bodies[name] = session
+        rec.cache.sessions[("ns", name)] = session
+        rec.cache.claims[("ns", claim["metadata"]["name"])] = claim
+        rec.cache.sandboxes[("ns", sandbox["metadata"]["name"])] = sandbox
+    fake = FakeKube(bodies)
+    rec.kube = fake  # type: ignore[assignment]
+    await rec.reconcile(("ns", "b"), cause="test")
+    assert fake.sessions["b"]["status"]["phase"] == "Failed", fake.sessions["b"]["status"]
+    compliant = next(c for c in fake.sessions["b"]["status"]["conditions"] if c["type"] == "PolicyCompliant")
+    assert "already carry team=a (old, a)" in compliant["message"]
+    assert [p["spec"]["operatingMode"] for _, p in fake.sandbox_patches] == ["Suspended"]
+    for name in ("old", "a"):
+        await rec.reconcile(("ns", name), cause="test")
+        assert fake.sessions[name]["status"]["phase"] == "Ready"
+    # The oldest goes: b is woken at once and resumed.
+    sandbox_key = ("ns", fake.sessions["b"]["status"]["sandboxName"])
+    suspended = rec.cache.sandboxes[sandbox_key]
+    suspended["spec"]["operatingMode"] = "Suspended"
+    suspended["status"]["conditions"] = [{"type": "Suspended", "status": "True", "reason": "PodDeleted"}]
+    rec.forget(("ns", "old"))
+    assert rec.scheduler.due(("ns", "b")) is not None and rec.scheduler.due(("ns", "a")) is not None
+    await rec.reconcile(("ns", "b"), cause="test")
+    assert fake.sandbox_patches[-1][1]["spec"]["operatingMode"] == "Running"
+    assert fake.sessions["b"]["status"]["phase"] != "Failed"
+    await asyncio.gather(*rec._background, return_exceptions=True)
+
+
+async def test_matched_sessions_follow_session_label_changes(
+    make_policy: Make, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """matchedSessions was written on policy events only. Now a session's label change (or a session
+    appearing or going) refreshes its namespace's policies once per burst."""
+    monkeypatch.setattr(reconciler_module, "POLICY_STATUS_DEBOUNCE", 0.05)
+    rec = Reconciler(Kube.__new__(Kube))
+    fake = FakeKube({})
+    rec.kube = fake  # type: ignore[assignment]
+    rec.cache.policies["ns"]["team-a"] = make_policy("team-a", {"selector": {"matchLabels": {"team": "a"}}})
+    for i in range(20):  # a burst: one refresh
+        rec.remember_session(("ns", f"s{i}"), one(f"s{i}", i))
+    await asyncio.sleep(0.2)
+    assert [(n, s["matchedSessions"]) for n, s in fake.policy_status] == [("team-a", 20)]
+    rec.cache.policies["ns"]["team-a"]["status"] = fake.policy_status[-1][1]
+    relabelled = one("s0", 0, team="b")
+    relabelled["metadata"]["resourceVersion"] = "5"
+    rec.remember_session(("ns", "s0"), relabelled)
+    rec.forget(("ns", "s1"))
+    await asyncio.sleep(0.2)
+    assert fake.policy_status[-1][1]["matchedSessions"] == 18
+    status_only = {**relabelled, "status": {"phase": "Ready"}}
+    status_only["metadata"] = {**relabelled["metadata"], "resourceVersion": "6"}
+    before = len(fake.policy_status)
+    rec.remember_session(("ns", "s0"), status_only)  # labels unchanged: nothing to refresh
+    await asyncio.sleep(0.2)
+    assert len(fake.policy_status) == before
+
+
+def test_no_policies_no_work() -> None:
+    rec = Reconciler(Kube.__new__(Kube))
+    rec.remember_session(("ns", "s"), one("s", 1))
+    assert rec._policy_status_due == set() and len(rec.scheduler) == 0
+
+
+def test_session_kind_is_ours() -> None:
+    assert names.SESSION_KIND == "AgentSession"
+
+
+async def test_after_a_restart_a_waiting_session_is_judged_with_every_older_one_known(
+    make_policy: Make, make_claim: Make, make_sandbox: Make
+) -> None:
+    """Restart: kopf's first listing comes in name order, each session's pass as its event is handled. A
+    waiting session whose pass ran before the older ones were cached saw nobody ahead and got a claim.
+    Now prime() lists the sessions of namespaces under a cap before any pass."""
+    running, _, _ = _running("zeta", 1, {"team": "a"}, make_claim, make_sandbox)  # the oldest, named last
+    waiting = one("alpha", 59, status=WAITING)
+    waiting["metadata"]["creationTimestamp"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    fake = FakeKube({"zeta": running, "alpha": waiting})
+    created: list[Obj] = []
+
+    async def list_policies(namespace: str | None) -> list[Obj]:
+        return [make_policy("cap", {"cleanup": {"maxSessionsPerLabel": {"key": "team", "max": 1}}})]
+
+    async def list_warm_pools() -> list[Obj]:
+        return [{"metadata": {"name": "python-pool", "namespace": "ns"}}]
+
+    async def list_sessions(namespace: str | None = None, selector: str | None = None) -> list[Obj]:
+        return [copy.deepcopy(waiting), copy.deepcopy(running)]
+
+    async def create_claim(manifest: Obj) -> Obj:
+        created.append(manifest)
+        return manifest
+
+    for name, fn in (
+        ("list_policies", list_policies),
+        ("list_warm_pools", list_warm_pools),
+        ("list_sessions", list_sessions),
+        ("create_claim", create_claim),
+    ):
+        setattr(fake, name, fn)
+    rec = Reconciler(Kube.__new__(Kube))
+    rec.kube = fake  # type: ignore[assignment]
+    await rec.prime()
+    rec.remember_session(("ns", "alpha"), copy.deepcopy(waiting))  # its watch event, first by name
+    await rec.reconcile(("ns", "alpha"), cause="session listed")
+    assert created == [] and fake.sessions["alpha"]["status"]["phase"] == "Failed"
+    await asyncio.gather(*rec._background, return_exceptions=True)
