@@ -269,6 +269,10 @@ class _Conn:
         if now - self.idle_since > KEEPALIVE_EXPIRY:
             return False
         try:
+            if hasattr(select, "poll"):  # no FD_SETSIZE limit (select() fails on descriptors over 1023)
+                poller = select.poll()
+                poller.register(self.sock, select.POLLIN)
+                return not poller.poll(0)
             return not select.select([self.sock], [], [], 0)[0]
         except (OSError, ValueError):
             return False
