@@ -28,7 +28,7 @@ import threading
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Final, cast
+from typing import Final, TypeVar, cast
 
 import httpx
 
@@ -255,6 +255,23 @@ def _address(request: httpx.Request) -> tuple[str, int]:
     return url.host, url.port or 80
 
 
+_C = TypeVar("_C", "_Conn", "_AsyncConn")
+
+
+def _pick(idle: list[_C], key: tuple[str, int], now: float) -> tuple[_C | None, list[_C]]:
+    """The newest usable idle connection to `key`, and the idle list without it; unusable ones are closed."""
+    kept: list[_C] = []
+    for conn in idle:
+        if conn.usable(now):
+            kept.append(conn)
+        else:
+            conn.close()
+    for index in range(len(kept) - 1, -1, -1):
+        if kept[index].key == key:
+            return kept.pop(index), kept
+    return None, kept
+
+
 # ------------------------------------------------------------------------------------ sync
 
 
@@ -389,11 +406,9 @@ class PodHTTPTransport(httpx.BaseTransport):
     def _acquire(self, key: tuple[str, int], timeout: float | None) -> _Conn:
         now = time.monotonic()
         with self._lock:
-            while self._idle:
-                conn = self._idle.pop()
-                if conn.key == key and conn.usable(now):
-                    return conn
-                conn.close()
+            found, self._idle = _pick(self._idle, key, now)
+        if found is not None:
+            return found
         try:
             sock = socket.create_connection(key, timeout=timeout)
         except TimeoutError as exc:
@@ -541,12 +556,9 @@ class AsyncPodHTTPTransport(httpx.AsyncBaseTransport):
             raise httpx.WriteError(str(exc) or type(exc).__name__) from exc
 
     async def _acquire(self, key: tuple[str, int], timeout: float | None) -> _AsyncConn:
-        now = time.monotonic()
-        while self._idle:
-            conn = self._idle.pop()
-            if conn.key == key and conn.usable(now):
-                return conn
-            conn.close()
+        found, self._idle = _pick(self._idle, key, time.monotonic())
+        if found is not None:
+            return found
         try:
             async with asyncio.timeout(timeout):
                 reader, writer = await asyncio.open_connection(*key)
