@@ -1,7 +1,8 @@
 """The client on a real AgentSession pod, side by side with a raw HTTP call and with langchain-k8s.
 
 On the same pod, interleaved rounds: `execute("true")` through AgentSessionSandbox vs a raw POST of
-`sh -c true` to the runtime vs langchain-k8s 0.7.1's `KubernetesSandbox` (attached to the same claim);
+`sh -c true` to the runtime (httpx, as the issue measured it; and the stdlib's http.client, one send
+and the least Python) vs langchain-k8s 0.7.1's `KubernetesSandbox` (attached to the same claim);
 10 MiB upload and download; `grep` over 1,000 files. Prints medians and ratios.
 Run: `.venv/bin/python -m benchmarks.bench_client [--rounds 30]` (needs the `bench` extra).
 """
@@ -9,7 +10,9 @@ Run: `.venv/bin/python -m benchmarks.bench_client [--rounds 30]` (needs the `ben
 from __future__ import annotations
 
 import argparse
+import http.client
 import io
+import json
 import os
 import statistics
 import time
@@ -79,26 +82,39 @@ def main() -> None:
         def raw_true() -> None:
             raw.post(f"http://{ip}:8888/execute", json={"command": "sh -c true"}, timeout=30).raise_for_status()
 
+        stdlib = http.client.HTTPConnection(ip, 8888, timeout=30)
+        body = json.dumps({"command": "sh -c true"}).encode()
+
+        def stdlib_true() -> None:
+            stdlib.request("POST", "/execute", body=body, headers={"Content-Type": "application/json"})
+            answer = stdlib.getresponse()
+            answer.read()
+            assert answer.status == 200, answer.status
+
         # Interleave the three in blocks so machine noise hits all alike.
         ours_t: list[float] = []
         raw_t: list[float] = []
+        stdlib_t: list[float] = []
         peer_t: list[float] = []
+        stdlib_true()
         for _ in range(n):
             for fn, bucket in (
                 (lambda: ours.execute("true"), ours_t),
                 (raw_true, raw_t),
+                (stdlib_true, stdlib_t),
                 (lambda: peer.execute("true"), peer_t),
             ):
                 t0 = time.perf_counter()
                 fn()
                 bucket.append(time.perf_counter() - t0)
-        o, r, p = (1000 * statistics.median(x) for x in (ours_t, raw_t, peer_t))
+        o, r, sl, p = (1000 * statistics.median(x) for x in (ours_t, raw_t, stdlib_t, peer_t))
         rows.append(
             (
                 'execute("true")',
                 f"{o:.2f}",
-                f"raw POST sh -c true {r:.2f}; langchain-k8s {p:.2f}",
-                f"vs raw {o / r:.2f} (target <= 1.15); vs langchain-k8s {o / p:.2f} (target <= 1.0)",
+                f"raw POST sh -c true {r:.2f} (http.client {sl:.2f}); langchain-k8s {p:.2f}",
+                f"vs raw {o / r:.2f} (target <= 1.15; vs http.client {o / sl:.2f}); "
+                f"vs langchain-k8s {o / p:.2f} (target <= 1.0)",
             )
         )
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Final
 
@@ -76,12 +77,13 @@ def _declared_too_large(resp: httpx.Response, limits: ResponseLimits) -> bool:
 
 
 def read_bounded(
-    client: httpx.Client, request: httpx.Request, req: HttpRequest, limits: ResponseLimits
+    send: Callable[[httpx.Request], httpx.Response], request: httpx.Request, req: HttpRequest, limits: ResponseLimits
 ) -> HttpResponse:
-    """Send and read one answer within `limits` (sync). A pod silent right at the deadline is cut by the
-    read timeout instead, so the worst case is the deadline plus one read timeout."""
+    """Send (`send` answers with the body still streaming) and read one answer within `limits` (sync). A pod
+    silent right at the deadline is cut by the read timeout instead, so the worst case is the deadline plus
+    one read timeout."""
     deadline = time.monotonic() + limits.total_seconds(req)
-    resp = client.send(request, stream=True)
+    resp = send(request)
     try:
         if _declared_too_large(resp, limits):
             raise too_large(req, limits)
@@ -98,12 +100,15 @@ def read_bounded(
 
 
 async def aread_bounded(
-    client: httpx.AsyncClient, request: httpx.Request, req: HttpRequest, limits: ResponseLimits
+    send: Callable[[httpx.Request], Awaitable[httpx.Response]],
+    request: httpx.Request,
+    req: HttpRequest,
+    limits: ResponseLimits,
 ) -> HttpResponse:
     """Send and read one answer within `limits` (async: the deadline is exact)."""
     try:
         async with asyncio.timeout(limits.total_seconds(req)):
-            resp = await client.send(request, stream=True)
+            resp = await send(request)
             try:
                 if _declared_too_large(resp, limits):
                     raise too_large(req, limits)

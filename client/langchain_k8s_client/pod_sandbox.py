@@ -478,14 +478,19 @@ class PodSandbox(BaseSandbox):
         killed = raw.exit_code in commands.GREP_KILLED
         if not (raw.exit_code == 0 or killed) or not (raw.stdout.startswith("/") or not raw.stdout):
             return None
-        records, _ = commands.parse_gnu_grep(raw.stdout)
-        if not records and raw.stderr.strip() and not killed:
+        rows = commands.gnu_grep_rows(raw.stdout)
+        if rows is None:  # a file name with a line break: the careful parser
+            rows = [(r.path, "", str(r.line), r.text) for r in commands.parse_gnu_grep(raw.stdout)[0]]
+        if not rows and raw.stderr.strip() and not killed:
             return None  # nothing found and grep complained (a missing or unreadable path)
-        matches: list[GrepMatch] = [
-            {"path": self._policy.display(r.path), "line": r.line, "text": r.text} for r in records[:cap]
-        ]
+        display = self._policy.display if self._policy.virtual_mode else None
+        matches: list[GrepMatch] = (
+            [{"path": display(d + n), "line": int(k), "text": t} for d, n, k, t in rows[:cap]]
+            if display
+            else [{"path": d + n, "line": int(k), "text": t} for d, n, k, t in rows[:cap]]
+        )
         # Cut by `head`, or killed at the time budget: what was found stands.
-        truncated = len(records) >= cap or killed
+        truncated = len(rows) >= cap or killed
         if max_count is not None and len(matches) > max_count:
             matches, truncated = matches[:max_count], True
         return GrepResult(matches=matches, truncated=truncated)

@@ -1,9 +1,11 @@
 """The transport to a pod's python runtime: endpoint, retries, sync and async drivers.
 
 `RuntimeTransport` runs the sans-IO operations of `runtime.RuntimeProtocol` over
-httpx, with one `httpx.Client` for the sync API and one `httpx.AsyncClient` per
-event loop for the async API (an AsyncClient's connections belong to the loop
-that opened them). The retry loop, the driving of an operation and the
+the keep-alive HTTP/1.1 transport of `http11` (httpx requests and responses, sent
+straight to the transport: the `httpx.Client` layer cost 0.1 to 0.25 ms a call),
+one for the sync API and one per event loop for the async API (its connections
+belong to the loop that opened them). A caller's own `httpx.Client` is used
+instead when given. The retry loop, the driving of an operation and the
 reconnection rule are each one flow (see `flows`): the sync API calls its sides,
 the async API awaits them, so only the sending and the waiting differ.
 
@@ -38,6 +40,7 @@ import httpx
 from .commands import CommandResult, RuntimeInfo
 from .errors import TransportError, WrongPod
 from .flows import Call, Flow, run_async, run_sync
+from .http11 import AsyncPodHTTPTransport, PodHTTPTransport
 from .limits import DEFAULT_MAX_RESPONSE_BYTES, ResponseLimits, aread_bounded, read_bounded
 from .runtime import Downloaded, Op, RuntimeProtocol
 from .wire import HttpRequest, HttpResponse, RuntimeExec
@@ -131,6 +134,21 @@ def _build(client: httpx.Client | httpx.AsyncClient, endpoint: PodEndpoint, req:
     return client.build_request(req.method, url, content=req.json_body, headers=headers, timeout=timeout)
 
 
+def _request(endpoint: PodEndpoint, req: HttpRequest) -> httpx.Request:
+    """`_build` without an httpx.Client: the same request, for the transport itself."""
+    read = req.read_timeout
+    timeout = {"connect": CONNECT_TIMEOUT, "read": read, "write": read, "pool": read}
+    url = endpoint.base_url + req.path
+    if req.upload is not None:
+        name, content = req.upload
+        files = {"file": (name, content, "application/octet-stream")}
+        return httpx.Request(req.method, url, files=files, headers=endpoint.headers, extensions={"timeout": timeout})
+    headers = dict(endpoint.headers)
+    if req.json_body is not None:
+        headers["Content-Type"] = "application/json"
+    return httpx.Request(req.method, url, content=req.json_body, headers=headers, extensions={"timeout": timeout})
+
+
 class RuntimeTransport:
     """Sync and async access to one pod's runtime (see the module docstring)."""
 
@@ -143,6 +161,8 @@ class RuntimeTransport:
         client: httpx.Client | None = None,
         async_client_factory: Callable[[], httpx.AsyncClient] | None = None,
         limits: ResponseLimits | None = None,
+        http: httpx.BaseTransport | None = None,
+        async_http_factory: Callable[[], httpx.AsyncBaseTransport] | None = None,
     ) -> None:
         self._endpoint = endpoint
         self._limits = limits or ResponseLimits()
@@ -150,11 +170,15 @@ class RuntimeTransport:
         self._retry = retry or RetryPolicy()
         self._resolve_endpoint = resolve_endpoint
         self._stale = False
-        self._client = client or httpx.Client(trust_env=False)
-        self._async_factory = async_client_factory or (lambda: httpx.AsyncClient(trust_env=False))
-        self._aclients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
-            weakref.WeakKeyDictionary()
-        )
+        # The pod's own HTTP/1.1 transport (http11): 0.2 ms less per request than httpcore's, and
+        # 0.1 to 0.25 ms more without the httpx.Client layer (a caller's own client keeps it).
+        self._client = client
+        self._http = http or PodHTTPTransport()
+        self._async_client_factory = async_client_factory
+        self._async_http_factory = async_http_factory or AsyncPodHTTPTransport
+        self._aclients: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, httpx.AsyncClient | httpx.AsyncBaseTransport
+        ] = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
 
     # -- state -----------------------------------------------------------------------
@@ -209,18 +233,27 @@ class RuntimeTransport:
 
     # Bounded reads (limits.py): a hostile pod can neither fill memory nor trickle forever.
     def _send_once(self, req: HttpRequest) -> HttpResponse:
-        return read_bounded(self._client, _build(self._client, self._endpoint, req), req, self._limits)
+        client = self._client
+        if client is not None:
+            request = _build(client, self._endpoint, req)
+            return read_bounded(lambda r: client.send(r, stream=True), request, req, self._limits)
+        return read_bounded(self._http.handle_request, _request(self._endpoint, req), req, self._limits)
 
     async def _asend_once(self, req: HttpRequest) -> HttpResponse:
-        client = self._aclient()
-        return await aread_bounded(client, _build(client, self._endpoint, req), req, self._limits)
+        sender = self._aclient()
+        if isinstance(sender, httpx.AsyncClient):
+            client = sender
+            request = _build(client, self._endpoint, req)
+            return await aread_bounded(lambda r: client.send(r, stream=True), request, req, self._limits)
+        return await aread_bounded(sender.handle_async_request, _request(self._endpoint, req), req, self._limits)
 
-    def _aclient(self) -> httpx.AsyncClient:
+    def _aclient(self) -> httpx.AsyncClient | httpx.AsyncBaseTransport:
         loop = asyncio.get_running_loop()
-        client = self._aclients.get(loop)
-        if client is None:
-            client = self._aclients[loop] = self._async_factory()
-        return client
+        sender = self._aclients.get(loop)
+        if sender is None:
+            factory = self._async_client_factory or self._async_http_factory
+            sender = self._aclients[loop] = factory()
+        return sender
 
     def _drive_flow(self, op: Op[T]) -> Flow[T]:
         """Run one sans-IO operation: each request it yields is sent, each answer sent back in."""
@@ -381,13 +414,15 @@ class RuntimeTransport:
     # -- lifecycle -------------------------------------------------------------------
 
     def close(self) -> None:
-        self._client.close()
+        if self._client is not None:
+            self._client.close()
+        self._http.close()
 
     async def aclose(self) -> None:
         loop = asyncio.get_running_loop()
-        client = self._aclients.pop(loop, None)
-        if client is not None:
-            await client.aclose()
+        sender = self._aclients.pop(loop, None)
+        if sender is not None:
+            await sender.aclose()
 
 
 __all__ = ["DEFAULT_MAX_RESPONSE_BYTES", "PodEndpoint", "ResponseLimits", "RetryPolicy", "RuntimeTransport"]

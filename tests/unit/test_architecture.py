@@ -58,7 +58,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
 }
 
 CLIENT_CORE = {"errors", "wire", "paths", "commands", "pyscripts", "runtime", "activity", "durations", "flows"}
-CLIENT_IO = {"transport", "limits", "sessions"}
+CLIENT_IO = {"transport", "http11", "limits", "sessions"}
 NO_IO = ("asyncio", "socket", "httpx", "kopf", "kubernetes", "kubernetes_asyncio", "structlog", "prometheus_client")
 """Modules the pure layers (the client's core, the operator's decisions, the contract) never import."""
 

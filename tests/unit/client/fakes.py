@@ -95,8 +95,8 @@ class FakeRuntime:
         return RuntimeTransport(
             endpoint,  # type: ignore[arg-type]
             retry=FAST_RETRY,
-            client=httpx.Client(transport=mock),
-            async_client_factory=lambda: httpx.AsyncClient(transport=mock),
+            http=mock,
+            async_http_factory=lambda: mock,
             **kwargs,  # type: ignore[arg-type]
         )
 

@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from langchain_k8s_client import commands, pyscripts
 
@@ -137,3 +139,24 @@ def test_parsing_a_file_name_with_a_line_break() -> None:
         ],
         0,
     )
+
+
+_NAMES = st.sampled_from(["a", "b", "a-b", "a.b", "ab", "b0", "z", "A", "_", "a b"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.lists(_NAMES, max_size=3), _NAMES, st.integers(1, 3)), max_size=30))
+def test_the_fast_order_is_the_walk_order(files: list[tuple[list[str], str, int]]) -> None:
+    """gnu_grep_rows sorts by directory and name; the careful parser by `_walk_key`: the same order."""
+    seen: set[str] = set()
+    lines = []
+    for parts, name, count in files:
+        path = "/r/" + "/".join([*(f"{p}.d" for p in parts), name])
+        if path in seen:
+            continue
+        seen.add(path)
+        lines += [f"{path}\x00{n}:t{n}\n" for n in range(1, count + 1)]
+    stdout = "".join(lines)
+    fast = [commands.GrepRecord(d + n, int(k), t) for d, n, k, t in commands.gnu_grep_rows(stdout) or []]
+    slow, _ = commands._parse_gnu_grep_slowly(stdout)
+    assert fast == slow

@@ -408,5 +408,5 @@ def test_fuzz_probe_through_the_transport(stdout: str) -> None:
 
     fake = FakeRuntime()
     transport = fake.transport()
-    transport._client = httpx.Client(transport=httpx.MockTransport(handler))
+    transport._http = httpx.MockTransport(handler)
     typed_only(transport.runtime_info)

@@ -11,7 +11,7 @@ import pytest
 
 from langchain_k8s_client import wire
 from langchain_k8s_client.errors import SandboxError, TransportError, WrongPod
-from langchain_k8s_client.transport import PodEndpoint, RetryPolicy
+from langchain_k8s_client.transport import PodEndpoint, RetryPolicy, RuntimeTransport
 
 from .fakes import BASE, Answer, FakeRuntime, plain, wrapped
 
@@ -305,3 +305,27 @@ def _without_wrappers(fake: FakeRuntime) -> Callable[[httpx.Request], httpx.Resp
         return response
 
     return probe_without_wrappers
+
+
+async def test_a_callers_own_httpx_client_is_used_when_given() -> None:
+    """Without one, requests go straight to the transport (no httpx.Client layer); with one, through it."""
+    fake = FakeRuntime(answers=[wrapped(b"sync"), wrapped(b"async")])
+    mock = httpx.MockTransport(fake.handler)
+    sent: list[str] = []
+
+    def hook(request: httpx.Request) -> None:
+        sent.append(request.url.path)
+
+    async def ahook(request: httpx.Request) -> None:
+        sent.append(request.url.path)
+
+    transport = RuntimeTransport(
+        PodEndpoint(BASE, expected_hostname=fake.hostname),
+        client=httpx.Client(transport=mock, event_hooks={"request": [hook]}),
+        async_client_factory=lambda: httpx.AsyncClient(transport=mock, event_hooks={"request": [ahook]}),
+    )
+    assert transport.execute("a", timeout=5, max_output=10).output == "sync"
+    assert (await transport.aexecute("b", timeout=5, max_output=10)).output == "async"
+    assert sent == ["/execute"] * 3  # the probe, then each API's command
+    transport.close()
+    await transport.aclose()
