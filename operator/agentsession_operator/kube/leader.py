@@ -27,6 +27,7 @@ from agentsession_operator.kube import transport
 from agentsession_operator.kube.client import without_env_lookups
 
 _log = logger()
+LEASE_USER_AGENT = "leader-election"  # tells the lease client's requests from the reconciler's
 
 
 class Conflict(Exception):
@@ -54,6 +55,7 @@ class KubeLeaseAPI:
         any reconcile request held the renewals back for Retry-After, and a stalled request for 30 s:
         either cost the leader its Lease."""
         api_client = without_env_lookups(client.ApiClient())
+        api_client.user_agent = f"{api_client.user_agent} {LEASE_USER_AGENT}"  # as client-go's AddUserAgent
         lease_api = cls(api_client)
         lease_api.gate = transport.install(api_client, transport.Gate(), timeout=timeout)
         return lease_api

@@ -401,6 +401,7 @@ async def test_the_lease_client_has_its_own_gate_and_timeout(monkeypatch: pytest
     try:
         assert await asyncio.wait_for(lease.get("ns", "lease"), timeout=1) is None
         assert sent == [("GET", 3.0)] and lease.gate is not operator_gate
+        assert lease.api_client.user_agent.endswith(" leader-election")  # its requests can be told apart
     finally:
         await lease.close()
         await operator_client.close()
