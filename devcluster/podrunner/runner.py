@@ -258,15 +258,37 @@ class PodWorker:
         self.thread.start()
 
     def _run(self) -> None:
-        try:
-            self._run_inner()
-        except Exception as exc:
-            log.exception("pod %s/%s failed", self.namespace, self.name)
-            self._patch_status(
-                False,
-                {"waiting": {"reason": "CreateContainerError", "message": str(exc)[:500]}},
-                message=str(exc)[:500],
-            )
+        """Run the pod; a failure to set it up (an API read while the API server restarts, a PVC not bound
+        yet) is reported and tried again after a kubelet's back-off, not given up for good."""
+        failures = 0
+        while not self.stop_event.is_set():
+            try:
+                self._run_inner()
+                return
+            except Exception as exc:
+                log.exception("pod %s/%s failed", self.namespace, self.name)
+                self._stop_process()  # never two of its programs at once
+                self._patch_status(
+                    False,
+                    {"waiting": {"reason": "CreateContainerError", "message": str(exc)[:500]}},
+                    message=str(exc)[:500],
+                )
+                backoff = RESTART_BACKOFF[min(failures, len(RESTART_BACKOFF) - 1)]
+                failures += 1
+                if self.stop_event.wait(backoff):
+                    return
+
+    def _stop_process(self) -> None:
+        proc = self.proc
+        if proc is not None and proc.poll() is None:
+            for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, sig)
+                try:
+                    proc.wait(timeout=wait)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
 
     def _run_inner(self) -> None:
         runtime = runtimes.for_image(self.container["image"])
@@ -358,16 +380,7 @@ class PodWorker:
     def stop(self) -> None:
         """Stop the whole process group and wait until it is gone."""
         self.stop_event.set()
-        proc = self.proc
-        if proc is not None and proc.poll() is None:
-            for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, sig)
-                try:
-                    proc.wait(timeout=wait)
-                    break
-                except subprocess.TimeoutExpired:
-                    continue
+        self._stop_process()
         if self.thread is not None and self.thread is not threading.current_thread():
             self.thread.join(timeout=15)
 

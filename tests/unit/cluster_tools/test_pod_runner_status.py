@@ -74,3 +74,23 @@ def test_a_stopped_worker_stops_retrying(tmp_path: Path) -> None:
     w = worker(stopping, tmp_path)
     w._run_inner()
     assert stopping.calls == 3 and w.ready is None
+
+
+def test_a_pod_whose_setup_failed_is_tried_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Preparing a runtime pod reads the API (ConfigMaps, Secrets, PVCs): a read refused while the API
+    server restarts marked the pod CreateContainerError for good. Now it is reported and tried again after
+    a kubelet's back-off."""
+    monkeypatch.setattr(runner, "RESTART_BACKOFF", (0.001,))
+    api = FlakyAPI()
+    w = worker(api, tmp_path)
+    attempts: list[int] = []
+
+    def run_inner() -> None:
+        attempts.append(1)
+        if len(attempts) < 3:
+            raise urllib3.exceptions.MaxRetryError(None, "/api/v1/namespaces/ns/configmaps/c", reason=None)  # type: ignore[arg-type]
+        w.ready = True
+
+    monkeypatch.setattr(w, "_run_inner", run_inner)
+    w._run()
+    assert len(attempts) == 3 and api.calls == 2 and w.ready is True  # two CreateContainerError reports
