@@ -74,9 +74,7 @@ test: venv ## every test: unit, then end to end on the kwok node, then on the re
 	$(PY) -m devcluster.prereqs kwok real-node images  # every host package before any long build
 	DEVCLUSTER_NODE=kwok $(PY) -m devcluster build
 	DEVCLUSTER_NODE=real $(PY) -m devcluster build
-	# The kube-apiserver restart test timed out in 2 of the last clean runs (issue 12, open): make test-faults runs it.
-	DEVCLUSTER_NODE=kwok $(PY) -m pytest tests/integration tests/e2e -q \
-	  --deselect "tests/e2e/test_faults.py::test_control_plane_restarted_mid_run[kube-apiserver]"
+	DEVCLUSTER_NODE=kwok $(PY) -m pytest tests/integration tests/e2e -q
 	DEVCLUSTER_NODE=real $(PY) -m pytest tests/e2e -q -m "not faults"
 
 install: venv ## on a running real-node cluster: build the operator's image, push it, kubectl apply -k config/

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import urllib3
 from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
 
@@ -26,6 +27,7 @@ from devcluster.podrunner.sandbox import DEFAULT_PATH, RUNTIME_MOUNT, ContainerS
 log = logging.getLogger("pod-runner")
 
 RESTART_BACKOFF = (10.0, 20.0, 40.0, 80.0, 160.0, 300.0)  # a kubelet's CrashLoopBackOff steps
+STATUS_RETRY = (0.5, 5.0)  # a status write that failed is sent again after 0.5 s, doubling up to 5 s
 
 
 def _now() -> str:
@@ -97,12 +99,29 @@ class PodWorker:
             for c in self.pod["spec"]["containers"]
         ]
         body = {"status": {"conditions": conditions, "containerStatuses": statuses}}
-        try:
-            self.api.patch_namespaced_pod_status(self.name, self.namespace, body)
-            self.ready = ready
-        except ApiException as exc:
-            if exc.status != 404:
-                log.warning("status patch of %s/%s failed: %s", self.namespace, self.name, exc.reason)
+        # Until it lands, as a kubelet's status manager does: a write refused by an API server that is
+        # restarting (503, connection refused) was dropped before, and a pod with no probe loop (pause)
+        # then stayed ContainerCreating for good (the kube-apiserver restart test, 1 run in 6).
+        delay = STATUS_RETRY[0]
+        while not self.stop_event.is_set():
+            try:
+                self.api.patch_namespaced_pod_status(self.name, self.namespace, body, _request_timeout=10)
+                self.ready = ready
+                return
+            except ApiException as exc:
+                if exc.status == 404:
+                    return
+                if exc.status != 429 and exc.status < 500:
+                    log.warning("status patch of %s/%s refused: %s", self.namespace, self.name, exc.reason)
+                    return
+                reason = exc.reason
+            except (urllib3.exceptions.HTTPError, OSError) as exc:  # refused, reset, timed out
+                reason = str(exc)
+            log.warning(
+                "status patch of %s/%s failed: %s; retrying in %.1f s", self.namespace, self.name, reason, delay
+            )
+            self.stop_event.wait(delay)
+            delay = min(delay * 2, STATUS_RETRY[1])
 
     # ---- filesystem --------------------------------------------------------------------------
     def _user(self) -> tuple[int | None, int | None, tuple[int, ...]]:
@@ -239,15 +258,37 @@ class PodWorker:
         self.thread.start()
 
     def _run(self) -> None:
-        try:
-            self._run_inner()
-        except Exception as exc:
-            log.exception("pod %s/%s failed", self.namespace, self.name)
-            self._patch_status(
-                False,
-                {"waiting": {"reason": "CreateContainerError", "message": str(exc)[:500]}},
-                message=str(exc)[:500],
-            )
+        """Run the pod; a failure to set it up (an API read while the API server restarts, a PVC not bound
+        yet) is reported and tried again after a kubelet's back-off, not given up for good."""
+        failures = 0
+        while not self.stop_event.is_set():
+            try:
+                self._run_inner()
+                return
+            except Exception as exc:
+                log.exception("pod %s/%s failed", self.namespace, self.name)
+                self._stop_process()  # never two of its programs at once
+                self._patch_status(
+                    False,
+                    {"waiting": {"reason": "CreateContainerError", "message": str(exc)[:500]}},
+                    message=str(exc)[:500],
+                )
+                backoff = RESTART_BACKOFF[min(failures, len(RESTART_BACKOFF) - 1)]
+                failures += 1
+                if self.stop_event.wait(backoff):
+                    return
+
+    def _stop_process(self) -> None:
+        proc = self.proc
+        if proc is not None and proc.poll() is None:
+            for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, sig)
+                try:
+                    proc.wait(timeout=wait)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
 
     def _run_inner(self) -> None:
         runtime = runtimes.for_image(self.container["image"])
@@ -339,16 +380,7 @@ class PodWorker:
     def stop(self) -> None:
         """Stop the whole process group and wait until it is gone."""
         self.stop_event.set()
-        proc = self.proc
-        if proc is not None and proc.poll() is None:
-            for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, sig)
-                try:
-                    proc.wait(timeout=wait)
-                    break
-                except subprocess.TimeoutExpired:
-                    continue
+        self._stop_process()
         if self.thread is not None and self.thread is not threading.current_thread():
             self.thread.join(timeout=15)
 

@@ -64,7 +64,9 @@ def _ours(record: Record) -> bool:
 
 
 def retry_after_report(records: list[Record]) -> dict[str, object]:
-    """For every injected 429: did anything of ours go out before Retry-After had passed?"""
+    """For every injected 429: did anything of the same client of ours go out before Retry-After had
+    passed? The Lease has a client of its own (its own gate, user agent "... leader-election"): a 429 on a
+    reconcile request must not hold the renewals back, and one on a renewal holds back only renewals."""
     throttled = [r for r in records if r.status == 429 and r.answered is not None and r.retry_after]
     early = in_flight = 0
     samples: list[str] = []
@@ -75,7 +77,7 @@ def retry_after_report(records: list[Record]) -> dict[str, object]:
         for other in records:
             if other is r or not (r.answered < other.arrived < until):
                 continue
-            if _ours(r) and _ours(other):
+            if _ours(r) and _ours(other) and r.user_agent == other.user_agent:
                 if other.accepted < r.answered + IN_FLIGHT:
                     in_flight += 1
                 else:

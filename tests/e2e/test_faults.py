@@ -47,7 +47,17 @@ def converged(kube: Kube, namespace: str, expected: set[str] | None = None, time
             return False
         return all((s.get("status") or {}).get("phase") == "Ready" for s in sessions)
 
-    kube.wait_for("every session Ready", check, timeout=timeout, interval=1.0)
+    try:
+        kube.wait_for("every session Ready", check, timeout=timeout, interval=1.0)
+    except AssertionError:
+        # What each session was waiting for: the failure is diagnosed from the output alone.
+        for s in kube.list("agentsession", namespace):
+            st = s.get("status") or {}
+            if st.get("phase") != "Ready":
+                print("not Ready:", s["metadata"]["name"], st.get("phase"), kube.condition(s, "Ready"))
+        for claim in kube.list("sandboxclaim", namespace):
+            print("claim:", claim["metadata"]["name"], (claim.get("status") or {}).get("conditions"))
+        raise
 
     def claims_match() -> bool:
         live = {s["metadata"]["uid"] for s in kube.list("agentsession", namespace)}
@@ -89,6 +99,7 @@ def test_control_plane_restarted_mid_run(
     print(f"{component} down and back in {time.monotonic() - started:.1f} s")
     writer.join(timeout=180)
     converged(kube, namespace, set(names))
+    print(f"converged {time.monotonic() - started:.1f} s after the {component} restart began")
     assert operator.proc is not None and operator.proc.poll() is None, "the operator exited"
 
 

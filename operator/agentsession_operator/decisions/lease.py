@@ -33,6 +33,15 @@ class Timing:
         if not 0 < self.retry_period < self.renew_deadline < self.lease_duration:
             raise ValueError("lease timing needs 0 < retry_period < renew_deadline < lease_duration")
 
+    @property
+    def round_timeout(self) -> float:
+        """How long one lease round (a read and a write) may take: under the renew deadline, as client-go
+        bounds its renewals by it. renew_deadline - 2 * retry_period (3 s by default) when that is longer
+        than a retry period: a round that stalls one retry period after a renewal is given up in time
+        for another round to renew before the hold runs out (rounds start every retry_period, or at once
+        when a round overran)."""
+        return max(self.retry_period, self.renew_deadline - 2 * self.retry_period)
+
 
 @dataclass(frozen=True)
 class Record:

@@ -34,7 +34,7 @@ async def session_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_:
         reconciler.relisted("sessions")  # kopf listed: drop what the listing lacks
     key = _key(body)
     if type == "DELETED":
-        reconciler.forget(key)
+        reconciler.session_deleted(key, body["metadata"].get("uid"))
         reconciler.wake_forks(*key)
         return
     reconciler.remember_session(key, dict(body))

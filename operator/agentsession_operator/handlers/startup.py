@@ -58,8 +58,9 @@ async def startup(
     election = memo.get("election")  # cli.Election, or None: the only replica, always leader
     memo.elector = None
     if election is not None:
+        memo.lease_api = KubeLeaseAPI.connect(election.timing.round_timeout)  # its own client and timeout
         elector = LeaderElector(
-            KubeLeaseAPI(kube.api_client),
+            memo.lease_api,
             election.namespace,
             election.name,
             election.identity,
@@ -101,6 +102,7 @@ async def _serve_admission(
 async def cleanup(memo: kopf.Memo, **_: Any) -> None:
     if memo.get("elector") is not None:
         await memo.elector.stop()  # stop acting, then release the Lease: the standby takes over at once
+        await memo.lease_api.close()
     if memo.get("resync") is not None:
         memo.resync.cancel()
         with contextlib.suppress(asyncio.CancelledError):

@@ -29,6 +29,7 @@ def slim(body: Mapping[str, Any], drop_spec: tuple[str, ...] = ()) -> dict[str, 
 
 
 SANDBOX_SPEC_UNUSED = ("podTemplate", "volumeClaimTemplates")
+MAX_TOMBSTONES = 10_000  # deleted session UIDs remembered (~1 MB at most); the oldest are dropped first
 
 
 @dataclass
@@ -44,9 +45,26 @@ class Cache:
     loaded: bool = False
     """Policies and warm pools were listed once: before that no session is acted on (a session judged
     without its policy would get a claim the policy forbids)."""
+    deleted: dict[str, None] = field(default_factory=dict)
+    """UIDs of sessions known to be deleted (their DELETED event, a relist without them, a status write
+    answered 404), oldest first, at most MAX_TOMBSTONES: a body of one of them (a stale event, a pass that
+    read it before the deletion) is never cached or acted on again."""
+
+    def session_deleted(self, uid: str | None) -> None:
+        if not uid:
+            return
+        self.deleted.pop(uid, None)
+        self.deleted[uid] = None
+        while len(self.deleted) > MAX_TOMBSTONES:
+            del self.deleted[next(iter(self.deleted))]
+
+    def is_deleted(self, body: Mapping[str, Any]) -> bool:
+        return (body.get("metadata") or {}).get("uid") in self.deleted
 
     def remember_session(self, key: Key, body: dict[str, Any]) -> None:
-        """Keep the newest body: a watch event can arrive after our own, newer write."""
+        """Keep the newest body: a watch event can arrive after our own, newer write. Never a deleted one."""
+        if self.is_deleted(body):
+            return
         known = self.sessions.get(key)
         if known is not None and _resource_version(known) > _resource_version(body):
             return

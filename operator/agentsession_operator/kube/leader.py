@@ -23,8 +23,11 @@ from kubernetes_asyncio.client.rest import ApiException
 
 from agentsession_operator.decisions import lease as rules
 from agentsession_operator.infra.logs import logger
+from agentsession_operator.kube import transport
+from agentsession_operator.kube.client import without_env_lookups
 
 _log = logger()
+LEASE_USER_AGENT = "leader-election"  # tells the lease client's requests from the reconciler's
 
 
 class Conflict(Exception):
@@ -43,6 +46,22 @@ class KubeLeaseAPI:
     def __init__(self, api_client: client.ApiClient) -> None:
         self.api_client = api_client
         self.api = client.CoordinationV1Api(api_client)
+        self.gate: transport.Gate | None = None  # its own Retry-After gate (connect)
+
+    @classmethod
+    def connect(cls, timeout: float) -> KubeLeaseAPI:
+        """A client of its own (configuration already loaded by Kube.connect): its own connections, its own
+        Retry-After gate and a timeout under the renew deadline. Sharing the operator's client, a 429 on
+        any reconcile request held the renewals back for Retry-After, and a stalled request for 30 s:
+        either cost the leader its Lease."""
+        api_client = without_env_lookups(client.ApiClient())
+        api_client.user_agent = f"{api_client.user_agent} {LEASE_USER_AGENT}"  # as client-go's AddUserAgent
+        lease_api = cls(api_client)
+        lease_api.gate = transport.install(api_client, transport.Gate(), timeout=timeout)
+        return lease_api
+
+    async def close(self) -> None:
+        await self.api_client.close()
 
     def _plain(self, obj: Any) -> dict[str, Any]:
         return dict(self.api_client.sanitize_for_serialization(obj))
@@ -171,14 +190,18 @@ class LeaderElector:
 
     async def run(self) -> None:
         while True:
+            started = self._clock()
             try:
-                await self.try_once()
+                # Bounded: a stalled request must not outlive the hold (see Timing.round_timeout).
+                await asyncio.wait_for(self.try_once(), self.timing.round_timeout)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # the API is down or slow: keep trying; is_leader() expires by itself
-                _log.warning("leader lease round failed", error=str(exc), leader=self.is_leader())
+                error = str(exc) or type(exc).__name__
+                _log.warning("leader lease round failed", error=error, leader=self.is_leader())
             await self._notify()
-            await asyncio.sleep(self.timing.retry_period)
+            # Every retry_period from the start of the last round; at once after a round that overran it.
+            await asyncio.sleep(max(0.0, started + self.timing.retry_period - self._clock()))
 
     def start(self) -> None:
         self._task = asyncio.create_task(self.run(), name="leader-election")
@@ -197,23 +220,26 @@ class LeaderElector:
         if not held:
             return
         try:
-            lease = await self.api.get(self.namespace, self.name)
-            if lease is None:
-                return
-            record = rules.record_from(lease)
-            if record.holder != self.identity:
-                return
-            body = {
-                "apiVersion": "coordination.k8s.io/v1",
-                "kind": "Lease",
-                "metadata": {
-                    "name": self.name,
-                    "namespace": self.namespace,
-                    "resourceVersion": record.resource_version,
-                },
-                "spec": rules.released_spec(record, self._wall()),
-            }
-            await self.api.replace(self.namespace, self.name, body)
-            _log.info("leader lease released", identity=self.identity)
+            await asyncio.wait_for(self._release(), self.timing.round_timeout)
         except Exception as exc:  # the standby then takes over after lease_duration instead
-            _log.warning("leader lease not released", error=str(exc))
+            _log.warning("leader lease not released", error=str(exc) or type(exc).__name__)
+
+    async def _release(self) -> None:
+        lease = await self.api.get(self.namespace, self.name)
+        if lease is None:
+            return
+        record = rules.record_from(lease)
+        if record.holder != self.identity:
+            return
+        body = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {
+                "name": self.name,
+                "namespace": self.namespace,
+                "resourceVersion": record.resource_version,
+            },
+            "spec": rules.released_spec(record, self._wall()),
+        }
+        await self.api.replace(self.namespace, self.name, body)
+        _log.info("leader lease released", identity=self.identity)

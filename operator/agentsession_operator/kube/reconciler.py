@@ -75,6 +75,10 @@ class NotLeader(Exception):
     """This replica is (no longer) the leader: it must not write; the leader's pass covers it."""
 
 
+class SessionGone(Exception):
+    """The session this pass acts for was deleted meanwhile: nothing more is written for it."""
+
+
 def _phase(status: dict[str, Any] | None) -> str | None:
     return (status or {}).get("phase")
 
@@ -342,7 +346,7 @@ class Reconciler:
                 self.cache.pools.pop(key, None)
                 self.trigger_namespace(key[0], cause=f"warm pool {key[1]} gone")
             elif kind == "sessions":
-                self.forget(key)
+                self.session_deleted(key, (self.cache.sessions.get(key) or {}).get("metadata", {}).get("uid"))
             elif kind == "claims":
                 claim = self.cache.claims.pop(key, None)
                 owner = self.session_for_claim(claim) if claim else None
@@ -443,6 +447,8 @@ class Reconciler:
             self._failures.pop(key, None)
         except NotLeader:
             logger(namespace=key[0], session=key[1]).info("not leader: pass abandoned before writing", cause=cause)
+        except SessionGone:
+            logger(namespace=key[0], session=key[1]).info("session deleted: pass abandoned", cause=cause)
         except Exception as exc:
             metrics.RECONCILE_ERRORS.labels(kind=type(exc).__name__).inc()
             failures = self._failures[key] = self._failures[key] + 1
@@ -459,7 +465,7 @@ class Reconciler:
         session = None if fresh else self.cache.sessions.get(key)
         if session is None:
             session = await self.kube.get_session(namespace, name)
-        if session is None:
+        if session is None or self.cache.is_deleted(session):
             self.forget(key)
             return
         self.remember_session(key, session)
@@ -488,6 +494,7 @@ class Reconciler:
             # deletion (the garbage collector took the claim) must not create the claim again.
             latest = await self.kube.get_session(namespace, name)
             if latest is None or latest["metadata"]["uid"] != uid:
+                self.cache.session_deleted(uid)
                 self.forget(key)
                 if latest is not None:  # the same name, another session: its own pass
                     self.scheduler.schedule(key, _now())
@@ -606,6 +613,10 @@ class Reconciler:
         namespace, name = session["metadata"]["namespace"], session["metadata"]["name"]
         self._fence()
         if isinstance(action, CreateClaim):
+            if self.cache.is_deleted(session):
+                # Its DELETED event was handled while this pass awaited the API (a pass started by a claim,
+                # a deadline or a take-over, not by the session's own event): no claim for a dead session.
+                raise SessionGone()
             created = await self.kube.create_claim(action.manifest)
             claim_name = action.manifest["metadata"]["name"]
             if created is None:
@@ -697,8 +708,12 @@ class Reconciler:
             patch = session_status.minimal_status(patch)
             self._fence()
             written = await self.kube.patch_session_status(key[0], key[1], patch)
-        if written is not None:
-            self.remember_session(key, written)
+        if written is None:
+            # 404: the session is gone. Remember it, so that no later trigger (the garbage collector
+            # deleting the claim this pass created, a deadline) acts on the body this pass had.
+            self.session_deleted(key, session["metadata"].get("uid"))
+            raise SessionGone()
+        self.remember_session(key, written)
         after = patch.get("phase", before)
         if after and after != self._phases.get(key):
             previous = self._phases.get(key)
@@ -746,6 +761,13 @@ class Reconciler:
         when = retention.deletion_time(view, after)
         if when is not None:
             self.scheduler.schedule(key, when)
+
+    def session_deleted(self, key: Key, uid: str | None) -> None:
+        """The session (this UID) is deleted: forget it, and never act on a body of it again."""
+        cached_uid = (self.cache.sessions.get(key) or {}).get("metadata", {}).get("uid")
+        self.cache.session_deleted(uid)
+        if not uid or not cached_uid or cached_uid == uid:  # not a newer session of the same name
+            self.forget(key)
 
     def forget(self, key: Key) -> None:
         body = self.cache.sessions.pop(key, None)

@@ -1,5 +1,7 @@
 """The reconciler's cache keeps only what decisions read."""
 
+import pytest
+
 from agentsession_operator.kube.cache import SANDBOX_SPEC_UNUSED, Cache, slim
 
 
@@ -35,3 +37,21 @@ def test_cache_keeps_the_newest_claim_and_sandbox() -> None:
     cache.remember_sandbox(("n", "s"), {"metadata": {"name": "s", "resourceVersion": "5"}})
     cache.remember_sandbox(("n", "s"), {"metadata": {"name": "s", "resourceVersion": "4"}})
     assert cache.sandboxes[("n", "s")]["metadata"]["resourceVersion"] == "5"
+
+
+def test_deleted_sessions_are_never_cached_again_and_the_tombstones_are_bounded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from agentsession_operator.kube import cache as cache_module
+
+    monkeypatch.setattr(cache_module, "MAX_TOMBSTONES", 3)
+    c = cache_module.Cache()
+    body = {"metadata": {"name": "a", "namespace": "ns", "uid": "u1", "resourceVersion": "5"}}
+    c.session_deleted("u1")
+    c.remember_session(("ns", "a"), body)
+    assert ("ns", "a") not in c.sessions
+    for uid in ("u2", "u3", "u4"):
+        c.session_deleted(uid)
+    assert list(c.deleted) == ["u2", "u3", "u4"]  # the oldest went first
+    c.remember_session(("ns", "a"), body)
+    assert ("ns", "a") in c.sessions

@@ -323,3 +323,85 @@ async def test_take_over_returns_at_once_and_collects_orphans_in_the_background(
     for _ in range(20):
         await asyncio.sleep(0)
     assert deleted == ["gone-claim"]
+
+
+# ---- the lease's own client and timeout (a stalled or throttled API must not cost the Lease) ----
+def test_a_round_is_bounded_under_the_renew_deadline() -> None:
+    assert T.round_timeout == 3.0  # 7 - 2 * 2: a stalled round ends in time for one more before the hold ends
+    for timing in (
+        rules.Timing(10, 7, 2),
+        rules.Timing(10, 3, 2),
+        rules.Timing(2.5, 1.75, 0.5),
+        rules.Timing(15, 10, 2),
+    ):
+        assert timing.retry_period <= timing.round_timeout < timing.renew_deadline
+
+
+async def test_a_stalled_lease_request_is_given_up_and_the_leader_keeps_the_lease() -> None:
+    """One lease read never answers (a stalled connection). Before, the round waited for the operator
+    client's 30 s timeout: the leader's hold (renew deadline) ran out and its passes were refused. Now
+    the round is given up after round_timeout and the next one renews before the hold ends."""
+    import asyncio
+    import time
+
+    timing = rules.Timing(lease_duration=2.5, renew_deadline=1.75, retry_period=0.5)  # rounds of 0.75 s at most
+    api = FakeLeases()
+    stall = asyncio.Event()
+    gets = 0
+    real_get = api.get
+
+    async def get(namespace: str, name: str) -> dict[str, Any] | None:
+        nonlocal gets
+        gets += 1
+        if gets == 2:
+            await stall.wait()  # never set: the answer never comes
+        return await real_get(namespace, name)
+
+    api.get = get  # type: ignore[method-assign]
+    e = LeaderElector(api, "ns", "lease", "a", timing)
+    e.start()
+    try:
+        start = time.monotonic()
+        while not e.is_leader():
+            assert time.monotonic() - start < 1, "never became leader"
+            await asyncio.sleep(0.01)
+        lost = 0
+        while time.monotonic() - start < 2.0:  # the stalled round, and the ones after it
+            lost += not e.is_leader()
+            await asyncio.sleep(0.01)
+        assert gets >= 3 and lost == 0 and e.transitions == 1
+    finally:
+        await e.stop()
+
+
+async def test_the_lease_client_has_its_own_gate_and_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 429 on a reconcile request closes the operator client's gate (Retry-After, up to 30 s); lease
+    requests go out all the same, with the lease's timeout rather than the operator's 30 s."""
+    import asyncio
+
+    from kubernetes_asyncio import client
+    from kubernetes_asyncio.client.rest import ApiException, RESTClientObject
+
+    from agentsession_operator.kube import transport
+    from agentsession_operator.kube.leader import KubeLeaseAPI
+
+    sent: list[Any] = []
+
+    async def request(self: Any, method: str, url: str, *args: Any, _request_timeout: Any = None, **kw: Any) -> Any:
+        sent.append((method, _request_timeout))
+        exc = ApiException(status=404, reason="Not Found")
+        exc.body = b"{}"
+        raise exc
+
+    monkeypatch.setattr(RESTClientObject, "request", request)
+    operator_client = client.ApiClient()
+    operator_gate = transport.install(operator_client)
+    operator_gate.close_for(30)  # throttled: the operator's own requests wait 30 s
+    lease = KubeLeaseAPI.connect(T.round_timeout)
+    try:
+        assert await asyncio.wait_for(lease.get("ns", "lease"), timeout=1) is None
+        assert sent == [("GET", 3.0)] and lease.gate is not operator_gate
+        assert lease.api_client.user_agent.endswith(" leader-election")  # its requests can be told apart
+    finally:
+        await lease.close()
+        await operator_client.close()

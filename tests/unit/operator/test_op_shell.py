@@ -223,6 +223,80 @@ async def test_a_stale_event_after_the_session_was_deleted_creates_no_claim(
     assert key not in reconciler.cache.sessions
 
 
+async def _session_event(reconciler: Reconciler, type_: str | None, body: dict[str, Any]) -> None:
+    import kopf
+
+    from agentsession_operator.handlers import events
+
+    await events.session_event(type=type_, body=kopf.Body(copy.deepcopy(body)), memo=kopf.Memo(reconciler=reconciler))
+
+
+async def test_a_stale_event_handled_after_the_deleted_event_creates_no_claim(
+    kube: FakeKube, reconciler: Reconciler, make_session: Make
+) -> None:
+    """A body older than the session's first status (no claimName) arriving after its DELETED event was
+    handled (a relist, a late trigger): no claim, no GET of the session, not cached again."""
+    kube.pools.add(("ns", "python-pool"))
+    body = make_session()
+    body["metadata"]["resourceVersion"] = "1"
+    await _session_event(reconciler, "DELETED", body)
+    await _session_event(reconciler, "MODIFIED", body)
+    assert not any(w[0] == "create-claim" for w in kube.writes)
+    assert ("ns", "demo") not in reconciler.cache.sessions
+
+
+async def test_a_deletion_seen_while_a_pass_awaits_the_api_creates_no_claim(
+    kube: FakeKube, reconciler: Reconciler, make_session: Make
+) -> None:
+    """A pass for a new session (no status yet) waits on the API (here: the pool read); the session's
+    DELETED event is handled meanwhile. The pass had the body from before the deletion: before the
+    tombstone it created the claim all the same (for the garbage collector to remove)."""
+    pool_read = asyncio.Event()
+    release = asyncio.Event()
+
+    async def slow_pool(namespace: str, name: str) -> dict[str, Any] | None:
+        pool_read.set()
+        await release.wait()
+        return {"metadata": {"name": name}}
+
+    kube.get_warm_pool = slow_pool  # type: ignore[method-assign]
+    key = _store(kube, make_session())
+    body = copy.deepcopy(kube.sessions[key])
+    reconciler.cache.remember_session(key, body)
+    passing = asyncio.create_task(reconciler.reconcile(key, cause="claim DELETED"))
+    await pool_read.wait()
+    del kube.sessions[key]  # deleted in the API; its DELETED event is handled while the pass waits
+    await _session_event(reconciler, "DELETED", body)
+    release.set()
+    await passing
+    assert kube.writes == [] and kube.reads == []
+    assert key not in reconciler.cache.sessions and reconciler.scheduler.due(key) is None
+
+
+async def test_a_status_write_answered_404_ends_the_session_for_good(
+    kube: FakeKube, reconciler: Reconciler, make_session: Make
+) -> None:
+    """The window left: the session's own event, handled after the session was deleted (kopf hands an
+    object's events over one at a time, so its DELETED waits behind it). The claim is created (only a
+    GET could tell) and the status write answers 404; from then on the session is known gone, so the
+    claim's DELETED event (the garbage collector) does not create it again, as it did before."""
+    kube.pools.add(("ns", "python-pool"))
+    body = make_session()
+    body["metadata"]["resourceVersion"] = "1"  # in no API: deleted before its ADDED event is handled
+    await _session_event(reconciler, "ADDED", body)
+    assert kube.writes.count(("create-claim", "demo")) == 1 and ("status", "demo") in kube.writes
+    claim = kube.claims.pop(("ns", "demo"))  # the garbage collector
+    import kopf
+
+    from agentsession_operator.handlers import events
+
+    memo = kopf.Memo(reconciler=reconciler)
+    await events.claim_event(type="DELETED", body=kopf.Body(claim), memo=memo)
+    await _session_event(reconciler, "DELETED", body)
+    assert kube.writes.count(("create-claim", "demo")) == 1
+    assert ("ns", "demo") not in reconciler.cache.sessions
+
+
 async def test_a_missing_pool_waits_without_a_claim(kube: FakeKube, reconciler: Reconciler, make_session: Make) -> None:
     key = _store(kube, make_session())
     await reconciler.reconcile(key, cause="test")
