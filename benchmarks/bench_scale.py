@@ -11,6 +11,8 @@ cumulative: one operator process and the same sessions from the first point to t
   and waited for until every object in it is Ready. Both sides run under the same load and the same
   number of live objects; the ratio is sessions Ready per second over claims Ready per second, each
   summed over its own batches. Ready is seen on a watch (no listing of thousands of objects).
+  `--direct-every 2` creates claims in every other round only (a shorter run; each claim batch still
+  runs between two session batches, at the same total number of objects).
 - the CPU of every process (kube-apiserver, etcd, the agent-sandbox controller, kwok, the pod runner,
   the scheduler, the operator, this benchmark), sampled from /proc, per side: CPU per object created
   says which component pays for what the operator adds;
@@ -70,6 +72,13 @@ def proc_cpu_seconds(pid: int) -> float:
 def proc_peak_rss_mib(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def proc_rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return 0.0
 
@@ -157,16 +166,34 @@ class Tracker(threading.Thread):
         namespace: str,
         plural: str,
         ready: Callable[..., bool],
+        ended: Callable[..., bool] = lambda _: False,
+        always: bool = True,
     ) -> None:
         super().__init__(daemon=True)
         self.args = (group, version, namespace, plural)
         self.api = api
         self.is_ready = ready
+        self.is_ended = ended
         self.ready_at: dict[str, float] = {}  # monotonic
+        self.ended_at: dict[str, dt.datetime] = {}
         self.deleted_at: dict[str, dt.datetime] = {}
         self.changed = threading.Condition()
         self.stop = threading.Event()
         self.started = threading.Event()
+        # A tracker that is not `always` watches only while active (from the moment it is activated):
+        # decoding every claim's events all along cost the benchmark as much CPU as the operator.
+        self.always = always
+        self.active = threading.Event()
+        if always:
+            self.active.set()
+
+    def activate(self, on: bool) -> None:
+        if on:
+            self.started.clear()
+            self.active.set()
+            self.started.wait(60)
+        else:
+            self.active.clear()
 
     def _see(self, kind: str, obj: dict[str, Any]) -> None:
         name = obj["metadata"]["name"]
@@ -175,6 +202,8 @@ class Tracker(threading.Thread):
                 self.deleted_at.setdefault(name, dt.datetime.now(dt.UTC))
             elif name not in self.ready_at and self.is_ready(obj):
                 self.ready_at[name] = time.monotonic()
+            elif name not in self.ended_at and self.is_ended(obj):
+                self.ended_at[name] = dt.datetime.now(dt.UTC)
             else:
                 return
             self.changed.notify_all()
@@ -182,11 +211,18 @@ class Tracker(threading.Thread):
     def run(self) -> None:
         version = ""
         while not self.stop.is_set():
+            if not self.active.is_set():
+                version = ""
+                self.active.wait(1.0)
+                continue
             try:
                 if not version:
-                    listing = self.api.list_namespaced_custom_object(*self.args)
-                    for item in listing["items"]:
-                        self._see("LISTED", item)
+                    if self.always:
+                        listing = self.api.list_namespaced_custom_object(*self.args)
+                        for item in listing["items"]:
+                            self._see("LISTED", item)
+                    else:  # from now on: the list's version only
+                        listing = self.api.list_namespaced_custom_object(*self.args, limit=1)
                     version = listing["metadata"]["resourceVersion"]
                     self.started.set()
                 for event in watch.Watch().stream(
@@ -199,8 +235,8 @@ class Tracker(threading.Thread):
                     version = event["object"]["metadata"]["resourceVersion"]
                     if event["type"] != "BOOKMARK":
                         self._see(event["type"], event["object"])
-                    if self.stop.is_set():
-                        return
+                    if self.stop.is_set() or not self.active.is_set():
+                        break
             except ApiException as exc:
                 if exc.status == 410:
                     version = ""  # too old: list again
@@ -231,16 +267,24 @@ def _session_ready(session: dict[str, Any]) -> bool:
     return bool((session.get("status") or {}).get("readyAt"))  # Ready at least once
 
 
+def _session_expired(session: dict[str, Any]) -> bool:
+    return (session.get("status") or {}).get("phase") == "Expired"
+
+
 class Run:
     """The cluster, the two trackers, the operator and the running totals of both sides."""
 
     def __init__(self, cluster: Cluster, api: client.CustomObjectsApi, args: argparse.Namespace) -> None:
         self.cluster, self.api, self.args = cluster, api, args
-        self.sessions = Tracker(api, GROUP, VERSION, NS, "agentsessions", _session_ready)
-        self.claims = Tracker(api, EXT, EXT_VERSION, NS, "sandboxclaims", lambda _: False)  # reaps only
+        self.sessions = Tracker(api, GROUP, VERSION, NS, "agentsessions", _session_ready, _session_expired)
+        # The reaps: watched only while a sample is being reaped (a session reaped at any other time
+        # shows as Expired on the sessions' watch).
+        self.claims = Tracker(api, EXT, EXT_VERSION, NS, "sandboxclaims", lambda _: False, always=False)
         self.direct = Tracker(api, EXT, EXT_VERSION, NS_DIRECT, "sandboxclaims", _claim_ready)
-        self.count = 0  # objects of each side created so far
-        self.batches = 0
+        self.count = 0  # sessions created so far
+        self.made = {"sessions": 0, "direct": 0}
+        self.rounds = 0
+        self.direct_rounds = 0
         self.busy = {"sessions": 0.0, "direct": 0.0}  # seconds spent in each side's batches
         self.latencies: dict[str, list[float]] = {"sessions": [], "direct": []}
         self.created_at: dict[str, float] = {}
@@ -257,7 +301,8 @@ class Run:
         self.operator = start_operator("--log-level", "WARNING", "--namespace", NS, stdout=log)
         for tracker in (self.sessions, self.claims, self.direct):
             tracker.start()
-            tracker.started.wait(60)
+            if tracker.always:
+                tracker.started.wait(60)
         pids = {k: int(v) for k, v in self.cluster.state.get("pids", {}).items()}
         pids["operator"] = self.operator.pid
         pids["benchmark"] = os.getpid()
@@ -273,9 +318,11 @@ class Run:
         if self.operator is not None:
             stop_operator(self.operator)
 
-    def _batch(self, side: str, first: int, size: int) -> None:
+    def _batch(self, side: str, size: int) -> float:
+        """Create `size` objects of one side and wait until all are Ready; their rate."""
         assert self.sampler is not None
         self.sampler.phase = side
+        first = self.made[side]
         names = [f"{'s' if side == 'sessions' else 'd'}{i:05d}" for i in range(first, first + size)]
 
         def create(name: str) -> None:
@@ -293,33 +340,49 @@ class Run:
         tracker = self.sessions if side == "sessions" else self.direct
         done = tracker.wait_ready(names)
         self.busy[side] += done - t0
+        self.made[side] += size
         self.latencies[side] += [tracker.ready_at[n] - self.created_at[n] for n in names]
         self.sampler.phase = "between"
+        return size / (done - t0)
 
     def grow_to(self, n: int) -> dict[str, Any]:
         """Create both sides up to n each, in alternating batches; what each side cost."""
         assert self.sampler is not None
-        busy0, count0 = dict(self.busy), self.count
+        busy0, made0 = dict(self.busy), dict(self.made)
         lat0 = {k: len(v) for k, v in self.latencies.items()}
         cpu0, wall0 = self.sampler.snapshot()
         size = max(25, min(self.args.batch, (n - self.count) // 4))
         while self.count < n:
             step = min(size, n - self.count)
-            # claims, sessions, sessions, claims, ...: neither side always goes first.
-            order = ("direct", "sessions") if self.batches % 2 == 0 else ("sessions", "direct")
+            rates: dict[str, float] = {}
+            order: tuple[str, ...]
+            if self.rounds % self.args.direct_every == 0 or self.made["direct"] == made0["direct"]:
+                # claims, sessions, then sessions, claims: neither side always goes first.
+                order = ("direct", "sessions") if self.direct_rounds % 2 == 0 else ("sessions", "direct")
+                self.direct_rounds += 1
+            else:
+                order = ("sessions",)
             for side in order:
-                self._batch(side, self.count, step)
+                rates[side] = self._batch(side, step)
             self.count += step
-            self.batches += 1
+            self.rounds += 1
+            said = ", ".join(f"{k} {v:.1f}/s" for k, v in rates.items())
+            print(
+                f"{dt.datetime.now(dt.UTC):%H:%M:%S} {self.made['sessions']} sessions, {self.made['direct']} claims;"
+                f" batch of {step}: {said}; operator RSS {proc_rss_mib(self.operator.pid):.0f} MiB;"
+                f" load {load_average():.1f}",
+                flush=True,
+            )
         cpu1, wall1 = self.sampler.snapshot()
-        created = self.count - count0
         per_side: dict[str, Any] = {}
         for side in ("direct", "sessions"):
+            created = self.made[side] - made0[side]
             seconds = self.busy[side] - busy0[side]
             cpu = {k: v - cpu0.get(side, {}).get(k, 0.0) for k, v in cpu1.get(side, {}).items()}
             wall = wall1.get(side, 0.0) - wall0.get(side, 0.0)
             lat = self.latencies[side][lat0[side] :]
             per_side[side] = {
+                "created": created,
                 "seconds": seconds,
                 "rate": created / seconds,
                 "latency_p50": statistics.median(lat),
@@ -327,7 +390,7 @@ class Run:
                 "cpu_ms_per_object": {k: 1000 * v / created for k, v in cpu.items()},
                 "cpu_pct": {k: 100 * v / wall for k, v in cpu.items()} if wall else {},
             }
-        return {"created": created, "batch": size, **per_side}
+        return {"created": self.made["sessions"] - made0["sessions"], "batch": size, **per_side}
 
 
 def main() -> None:
@@ -337,6 +400,12 @@ def main() -> None:
     parser.add_argument("--window", type=float, default=30.0, help="the reap sample's deadlines spread over this")
     parser.add_argument("--sample", type=int, default=100, help="sessions reaped at each point")
     parser.add_argument("--quiet", type=float, default=30.0, help="seconds of idle CPU measurement")
+    parser.add_argument(
+        "--direct-every",
+        type=int,
+        default=1,
+        help="a batch of direct claims every this many rounds (2: half as many claims as sessions, a shorter run)",
+    )
     parser.add_argument("--json", default="", help="write the per-point rows here")
     args = parser.parse_args()
     points = sorted(int(p) for p in args.points.split(","))
@@ -397,6 +466,7 @@ def run_point(run: Run, n: int) -> dict[str, Any]:
     assert run.sampler is not None
     loads0 = len(run.sampler.loads)
     growth = run.grow_to(n)
+    sessions, direct = growth["sessions"], growth["direct"]
     operator = run.operator
 
     # Idle CPU: nothing happens to these sessions for a while.
@@ -420,6 +490,7 @@ def run_point(run: Run, n: int) -> dict[str, Any]:
 
     # Reap lag: a sample (not the reporters) gets deadlines spread over the next `window` seconds.
     run.sampler.phase = "reaping"
+    run.claims.activate(True)
     pool = [s for s in live if s not in set(reporters)]
     sample = pool[:: max(1, len(pool) // args.sample)][: args.sample]
     start = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=15)  # the patches below take a few seconds
@@ -442,16 +513,20 @@ def run_point(run: Run, n: int) -> dict[str, Any]:
     while dt.datetime.now(dt.UTC) < end and not all(s in run.claims.deleted_at for s in sample):
         time.sleep(1)
     lags = [(run.claims.deleted_at[s] - d).total_seconds() for s, d in deadlines.items() if s in run.claims.deleted_at]
+    run.claims.activate(False)
     run.sampled |= set(deadlines)
-    others = set(run.claims.deleted_at) - run.sampled
+    others = (set(run.claims.deleted_at) | set(run.sessions.ended_at)) - run.sampled
     early = sum(lag < -1.0 for lag in lags) + len(others)  # every other deadline is hours away
     peak = proc_peak_rss_mib(operator.pid)
     run.sampler.phase = "between"
     loads = run.sampler.loads[loads0:] or [load_average()]
-    sessions, direct = growth["sessions"], growth["direct"]
     ratio = sessions["rate"] / direct["rate"]
     rows: list[tuple[str, Any, str]] = [
-        ("live sessions", n, f"(+{growth['created']} of each side, batches of {growth['batch']})"),
+        (
+            "live sessions",
+            n,
+            f"(+{growth['created']} sessions, +{direct['created']} direct claims, batches of {growth['batch']})",
+        ),
         ("sessions Ready/s (through the operator)", f"{sessions['rate']:.1f}", f"{sessions['seconds']:.0f} s"),
         ("claims Ready/s (created directly)", f"{direct['rate']:.1f}", f"{direct['seconds']:.0f} s"),
         ("creation throughput ratio", f"{ratio:.2f}", ">= 0.9"),
