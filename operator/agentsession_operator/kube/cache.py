@@ -41,6 +41,9 @@ class Cache:
     policies: dict[str, dict[str, dict[str, Any]]] = field(default_factory=lambda: defaultdict(dict))
     sessions: dict[Key, dict[str, Any]] = field(default_factory=dict)  # the latest body seen per session
     network_policies: dict[Key, dict[str, Any]] = field(default_factory=dict)  # the operator's own, by label
+    forks: set[Key] = field(default_factory=set)
+    """The cached sessions that are forks (spec.forkFrom): every session event looks for forks waiting on
+    it, and scanning all sessions for them cost 8 ms per event at 10,000 sessions."""
     loaded: bool = False
     """Policies and warm pools were listed once: before that no session is acted on (a session judged
     without its policy would get a claim the policy forbids)."""
@@ -51,6 +54,14 @@ class Cache:
         if known is not None and _resource_version(known) > _resource_version(body):
             return
         self.sessions[key] = slim(body)
+        if ((body.get("spec") or {}).get("forkFrom") or {}).get("name"):
+            self.forks.add(key)
+        else:
+            self.forks.discard(key)
+
+    def forget_session(self, key: Key) -> None:
+        self.sessions.pop(key, None)
+        self.forks.discard(key)
 
     def remember_claim(self, key: Key, body: Mapping[str, Any]) -> None:
         """The newest: our create's answer can arrive after the watch delivered the claim Ready (a slow API

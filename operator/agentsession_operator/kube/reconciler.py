@@ -175,7 +175,7 @@ class Reconciler:
     def wake_forks(self, namespace: str, source: str) -> None:
         """A session changed: forks of it still without a claim are judged again now (it may be Ready)."""
         now = _now()
-        for key in self.cache.sessions_in(namespace):
+        for key in [k for k in self.cache.forks if k[0] == namespace]:
             body = self.cache.sessions[key]
             if fork.source_name(body) == source and not (body.get("status") or {}).get("claimName"):
                 self.scheduler.schedule(key, now)
@@ -471,8 +471,9 @@ class Reconciler:
         # Every pass, claim or not: PolicyCompliant is always the current verdict, and a running session
         # that breaks a policy is stopped (decisions.actions).
         violations = policy.violations(session, effective, await self.label_domains(), running=claim is not None)
-        if claim is None:
-            # maxSessionsPerLabel by creation order, so concurrent creations agree on who is over.
+        if claim is None and policy.session_limits_for(session, effective):
+            # maxSessionsPerLabel by creation order, so concurrent creations agree on who is over. (Only
+            # under such a limit: listing the namespace's sessions is O(sessions) per new session.)
             others = self.cache.bodies_in(namespace)
             violations += policy.session_limit_violations(session, effective, others, only_earlier=True)
 
@@ -717,7 +718,7 @@ class Reconciler:
             self.scheduler.schedule(key, when)
 
     def forget(self, key: Key) -> None:
-        self.cache.sessions.pop(key, None)
+        self.cache.forget_session(key)
         self.scheduler.cancel(key)
         self._locks.pop(key, None)
         self._create_refused.discard(key)

@@ -458,3 +458,18 @@ async def test_the_network_policy_is_created_once_and_a_stale_one_replaced_only_
     assert kube.network_policies[("ns", "agentsession-demo")]["spec"]["ingress"] == [{}]
     isolated = next(c for c in kube.sessions[key]["status"]["conditions"] if c["type"] == "NetworkIsolated")
     assert (isolated["status"], isolated["reason"]) == ("False", "NameConflict")
+
+
+async def test_a_session_event_wakes_only_its_waiting_forks(reconciler: Reconciler, make_session: Make) -> None:
+    """wake_forks looks only at the forks (an index), not at every session of the namespace."""
+    fork = make_session("copy", spec={"forkFrom": {"name": "demo"}})
+    other = make_session("other", spec={"forkFrom": {"name": "elsewhere"}})
+    plain = make_session("plain")
+    for body in (fork, other, plain):
+        reconciler.cache.remember_session(("ns", body["metadata"]["name"]), body)
+    assert reconciler.cache.forks == {("ns", "copy"), ("ns", "other")}
+    reconciler.wake_forks("ns", "demo")
+    assert reconciler.scheduler.due(("ns", "copy")) is not None
+    assert reconciler.scheduler.due(("ns", "other")) is None and reconciler.scheduler.due(("ns", "plain")) is None
+    reconciler.forget(("ns", "copy"))
+    assert reconciler.cache.forks == {("ns", "other")}
