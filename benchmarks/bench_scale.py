@@ -35,6 +35,7 @@ import datetime as dt
 import io
 import json
 import os
+import signal
 import statistics
 import threading
 import time
@@ -393,7 +394,12 @@ class Run:
         return {"created": self.made["sessions"] - made0["sessions"], "batch": size, **per_side}
 
 
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt  # a TERM (a run cut short) stops the operator and the cluster as ^C does
+
+
 def main() -> None:
+    signal.signal(signal.SIGTERM, _interrupt)
     parser = argparse.ArgumentParser()
     parser.add_argument("--points", default="100,1000,5000", help="numbers of live sessions, cumulative")
     parser.add_argument("--batch", type=int, default=250, help="largest batch of each side")
