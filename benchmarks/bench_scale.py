@@ -134,8 +134,10 @@ class CpuSampler(threading.Thread):
         out: dict[str, float] = {}
         for name, pid in self.pids.items():
             try:
-                # bwrap (the agent-sandbox controller's) does nothing itself: count its children too.
-                out[name] = proc_cpu_seconds(pid) + sum(proc_cpu_seconds(c) for c in _children(pid))
+                # bwrap (the agent-sandbox controller's) does nothing itself: count its children too. Not
+                # for this benchmark: the operator is its child, counted on its own.
+                children = _children(pid) if name == "agent-sandbox-controller" else []
+                out[name] = proc_cpu_seconds(pid) + sum(proc_cpu_seconds(c) for c in children)
             except (FileNotFoundError, ProcessLookupError, ValueError):
                 out[name] = 0.0
         return out
