@@ -1,5 +1,8 @@
 """The reconciler's cache keeps only what decisions read."""
 
+import json
+
+from agentsession_api.phases import Phase
 from agentsession_operator.kube.cache import SANDBOX_SPEC_UNUSED, Cache, slim
 
 
@@ -35,3 +38,19 @@ def test_cache_keeps_the_newest_claim_and_sandbox() -> None:
     cache.remember_sandbox(("n", "s"), {"metadata": {"name": "s", "resourceVersion": "5"}})
     cache.remember_sandbox(("n", "s"), {"metadata": {"name": "s", "resourceVersion": "4"}})
     assert cache.sandboxes[("n", "s")]["metadata"]["resourceVersion"] == "5"
+
+
+def test_cached_bodies_share_their_keys_and_short_strings() -> None:
+    """Two claims decoded from JSON each have their own key strings; cached, they share them (memory at
+    10,000 sessions), and the body is otherwise the same, enum values of our own writes included."""
+    text = '{"metadata": {"name": "%s", "managedFields": [{}]}, "status": {"conditions": [{"type": "Ready"}]}}'
+    cache = Cache()
+    for name in ("a", "b"):
+        cache.remember_claim(("ns", name), json.loads(text % name))
+    a, b = cache.claims[("ns", "a")], cache.claims[("ns", "b")]
+    assert a == {"metadata": {"name": "a"}, "status": {"conditions": [{"type": "Ready"}]}}
+    key_a = next(k for k in a["status"]["conditions"][0])
+    key_b = next(k for k in b["status"]["conditions"][0])
+    assert key_a is key_b and a["status"]["conditions"][0]["type"] is b["status"]["conditions"][0]["type"]
+    cache.remember_session(("ns", "s"), {"metadata": {"name": "s"}, "status": {"phase": Phase.READY}})
+    assert cache.sessions[("ns", "s")]["status"]["phase"] is Phase.READY
