@@ -1,13 +1,31 @@
-"""One operator replica, thousands of sessions: reap precision, memory, idle CPU, writes per report,
-creation throughput against the same number of claims created directly.
+"""One operator replica, thousands of sessions: creation throughput against claims created directly,
+side by side, then reap precision, memory, idle CPU and writes per report at each size.
 
-Sessions use a pause-image template (this measures the operator, not runtimes). Idle timeouts are
-spread over a window so deadlines arrive steadily, not all at once. For each point (a number of
-sessions; a fresh operator process and namespace each): first N SandboxClaims created directly (the
-object the SDK creates) until all are Ready, deleted again; then N AgentSessions through the
-operator, the same way. Prints a table per point, then one row per point (how cost grows), and
-writes the rows as JSON (`--json`) for `benchmarks.plot_scale`.
-Run: `.venv/bin/python -m benchmarks.bench_scale [--points 100,1000,5000] [--window 60]`.
+Sessions use a pause-image template (this measures the operator, not runtimes). The points are
+cumulative: one operator process and the same sessions from the first point to the last (creating
+10,000 from nothing again for each point would take most of the run). Up to each point:
+
+- creation, interleaved: batches of SandboxClaims created directly (the object the SDK creates, in
+  their own namespace, which the operator does not watch) and batches of AgentSessions through the
+  operator, alternating (claims, sessions, sessions, claims, ...), each batch created by 16 threads
+  and waited for until every object in it is Ready. Both sides run under the same load and the same
+  number of live objects; the ratio is sessions Ready per second over claims Ready per second, each
+  summed over its own batches. Ready is seen on a watch (no listing of thousands of objects).
+  `--direct-every 2` creates claims in every other round only (a shorter run; each claim batch still
+  runs between two session batches, at the same total number of objects).
+- the CPU of every process (kube-apiserver, etcd, the agent-sandbox controller, kwok, the pod runner,
+  the scheduler, the operator, this benchmark), sampled from /proc, per side: CPU per object created
+  says which component pays for what the operator adds;
+- idle CPU: nothing happens for a while;
+- API writes per activity report: 100 reports on 100 sessions, counted by the API server;
+- reap lag: a sample of sessions get a new idleTimeout so their deadlines fall over the next
+  `--window` seconds (the others keep hours); deadline -> the claim's DELETED event. Reaped early:
+  any claim deleted more than 1 s before its deadline (the others count too: their deadlines are
+  hours away).
+
+Prints a table per point and one row per point; writes the rows as JSON (`--json`) for
+`benchmarks.plot_scale`.
+Run: `.venv/bin/python -m benchmarks.bench_scale [--points 100,1000,5000,10000]`.
 """
 
 from __future__ import annotations
@@ -17,6 +35,7 @@ import datetime as dt
 import io
 import json
 import os
+import signal
 import statistics
 import threading
 import time
@@ -33,13 +52,17 @@ from devcluster.cluster import Cluster, Paths
 os.environ["KUBECONFIG"] = str(Paths().kubeconfig)
 
 from kubernetes import client, config, watch
+from kubernetes.client.rest import ApiException
 
 from tests.e2e import manifests
 
-NS = "bench-scale"
+NS = "bench-scale"  # the sessions (the only namespace the operator watches)
+NS_DIRECT = "bench-scale-direct"  # the claims created directly
 GROUP, VERSION = "agentsession.dev", "v1alpha1"
 EXT, EXT_VERSION = "extensions.agents.x-k8s.io", "v1beta1"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+LONG_IDLE = "8h"  # every session's idle timeout but the reap sample's: never reached in a run
+THREADS = 16
 
 
 def proc_cpu_seconds(pid: int) -> float:
@@ -54,6 +77,20 @@ def proc_peak_rss_mib(pid: int) -> float:
     return 0.0
 
 
+def proc_rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _children(pid: int) -> list[int]:
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*/children"):
+        found += [int(p) for p in task.read_text().split()]
+    return found
+
+
 def ts(text: str) -> dt.datetime:
     return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
 
@@ -61,6 +98,10 @@ def ts(text: str) -> dt.datetime:
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def load_average() -> float:
+    return float(Path("/proc/loadavg").read_text().split()[0])
 
 
 def apiserver_writes(cluster: Cluster) -> float:
@@ -76,33 +117,148 @@ def apiserver_writes(cluster: Cluster) -> float:
     return total
 
 
-class ClaimDeletions(threading.Thread):
-    """Records when each claim's DELETED event is seen (the reap moment)."""
+class CpuSampler(threading.Thread):
+    """CPU seconds of each process, summed per phase (the phase the main thread says it is in)."""
 
-    def __init__(self, api: client.CustomObjectsApi) -> None:
+    def __init__(self, pids: dict[str, int], period: float = 1.0) -> None:
         super().__init__(daemon=True)
-        self.api = api
-        self.deleted: dict[str, dt.datetime] = {}
+        self.pids = pids
+        self.period = period
+        self.phase = "setup"
+        self.totals: dict[str, dict[str, float]] = {}
+        self.wall: dict[str, float] = {}
+        self.loads: list[float] = []
         self.stop = threading.Event()
 
-    def run(self) -> None:
-        w = watch.Watch()
-        while not self.stop.is_set():
+    def _sample(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for name, pid in self.pids.items():
             try:
-                for event in w.stream(
+                # bwrap (the agent-sandbox controller's) does nothing itself: count its children too. Not
+                # for this benchmark: the operator is its child, counted on its own.
+                children = _children(pid) if name == "agent-sandbox-controller" else []
+                out[name] = proc_cpu_seconds(pid) + sum(proc_cpu_seconds(c) for c in children)
+            except (FileNotFoundError, ProcessLookupError, ValueError):
+                out[name] = 0.0
+        return out
+
+    def run(self) -> None:
+        last, last_t = self._sample(), time.monotonic()
+        while not self.stop.wait(self.period):
+            now, now_t = self._sample(), time.monotonic()
+            phase = self.phase
+            table = self.totals.setdefault(phase, {})
+            for name, value in now.items():
+                table[name] = table.get(name, 0.0) + max(0.0, value - last.get(name, value))
+            self.wall[phase] = self.wall.get(phase, 0.0) + now_t - last_t
+            self.loads.append(load_average())
+            last, last_t = now, now_t
+
+    def snapshot(self) -> tuple[dict[str, dict[str, float]], dict[str, float]]:
+        return {k: dict(v) for k, v in self.totals.items()}, dict(self.wall)
+
+
+class Tracker(threading.Thread):
+    """Watches one kind in one namespace: when each object was first seen Ready, when it was deleted."""
+
+    def __init__(
+        self,
+        api: client.CustomObjectsApi,
+        group: str,
+        version: str,
+        namespace: str,
+        plural: str,
+        ready: Callable[..., bool],
+        ended: Callable[..., bool] = lambda _: False,
+        always: bool = True,
+    ) -> None:
+        super().__init__(daemon=True)
+        self.args = (group, version, namespace, plural)
+        self.api = api
+        self.is_ready = ready
+        self.is_ended = ended
+        self.ready_at: dict[str, float] = {}  # monotonic
+        self.ended_at: dict[str, dt.datetime] = {}
+        self.deleted_at: dict[str, dt.datetime] = {}
+        self.changed = threading.Condition()
+        self.stop = threading.Event()
+        self.started = threading.Event()
+        # A tracker that is not `always` watches only while active (from the moment it is activated):
+        # decoding every claim's events all along cost the benchmark as much CPU as the operator.
+        self.always = always
+        self.active = threading.Event()
+        if always:
+            self.active.set()
+
+    def activate(self, on: bool) -> None:
+        if on:
+            self.started.clear()
+            self.active.set()
+            self.started.wait(60)
+        else:
+            self.active.clear()
+
+    def _see(self, kind: str, obj: dict[str, Any]) -> None:
+        name = obj["metadata"]["name"]
+        with self.changed:
+            if kind == "DELETED":
+                self.deleted_at.setdefault(name, dt.datetime.now(dt.UTC))
+            elif name not in self.ready_at and self.is_ready(obj):
+                self.ready_at[name] = time.monotonic()
+            elif name not in self.ended_at and self.is_ended(obj):
+                self.ended_at[name] = dt.datetime.now(dt.UTC)
+            else:
+                return
+            self.changed.notify_all()
+
+    def run(self) -> None:
+        version = ""
+        while not self.stop.is_set():
+            if not self.active.is_set():
+                version = ""
+                self.active.wait(1.0)
+                continue
+            try:
+                if not version:
+                    if self.always:
+                        listing = self.api.list_namespaced_custom_object(*self.args)
+                        for item in listing["items"]:
+                            self._see("LISTED", item)
+                    else:  # from now on: the list's version only
+                        listing = self.api.list_namespaced_custom_object(*self.args, limit=1)
+                    version = listing["metadata"]["resourceVersion"]
+                    self.started.set()
+                for event in watch.Watch().stream(
                     self.api.list_namespaced_custom_object,
-                    "extensions.agents.x-k8s.io",
-                    "v1beta1",
-                    NS,
-                    "sandboxclaims",
-                    timeout_seconds=30,
+                    *self.args,
+                    resource_version=version,
+                    allow_watch_bookmarks=True,
+                    timeout_seconds=60,
                 ):
-                    if event["type"] == "DELETED":
-                        self.deleted[event["object"]["metadata"]["name"]] = dt.datetime.now(dt.UTC)
-                    if self.stop.is_set():
-                        return
+                    version = event["object"]["metadata"]["resourceVersion"]
+                    if event["type"] != "BOOKMARK":
+                        self._see(event["type"], event["object"])
+                    if self.stop.is_set() or not self.active.is_set():
+                        break
+            except ApiException as exc:
+                if exc.status == 410:
+                    version = ""  # too old: list again
+                else:
+                    time.sleep(0.5)
             except Exception:
-                time.sleep(0.2)
+                time.sleep(0.5)
+
+    def wait_ready(self, names: list[str], timeout: float = 1800) -> float:
+        """The monotonic time the last of `names` was seen Ready."""
+        deadline = time.monotonic() + timeout
+        with self.changed:
+            while True:
+                missing = [n for n in names if n not in self.ready_at]
+                if not missing:
+                    return max(self.ready_at[n] for n in names)
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{len(missing)}/{len(names)} not Ready after {timeout:.0f} s: {missing[:5]}")
+                self.changed.wait(1.0)
 
 
 def _claim_ready(claim: dict[str, Any]) -> bool:
@@ -110,48 +266,157 @@ def _claim_ready(claim: dict[str, Any]) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
-def _poll_until(count: Callable[[], int], n: int, t0: float, what: str) -> float:
-    """Seconds from t0 until count() reaches n (polled every 0.2 s)."""
-    while True:
-        done = count()
-        if done >= n:
-            return time.monotonic() - t0
-        if time.monotonic() - t0 > 1800:
-            raise TimeoutError(f"only {done}/{n} {what} after 30 min")
-        time.sleep(0.2)
+def _session_ready(session: dict[str, Any]) -> bool:
+    return bool((session.get("status") or {}).get("readyAt"))  # Ready at least once
 
 
-def direct_claims(api: client.CustomObjectsApi, n: int) -> float:
-    """Seconds until n SandboxClaims created directly (16 threads, as the sessions) are all Ready."""
-    t0 = time.monotonic()
+def _session_expired(session: dict[str, Any]) -> bool:
+    return (session.get("status") or {}).get("phase") == "Expired"
 
-    def create(i: int) -> None:
-        api.create_namespaced_custom_object(EXT, EXT_VERSION, NS, "sandboxclaims", manifests.claim(f"d{i:05d}", "pool"))
 
-    with ThreadPoolExecutor(16) as pool:
-        list(pool.map(create, range(n)))
+class Run:
+    """The cluster, the two trackers, the operator and the running totals of both sides."""
 
-    def ready() -> int:
-        return sum(map(_claim_ready, api.list_namespaced_custom_object(EXT, EXT_VERSION, NS, "sandboxclaims")["items"]))
+    def __init__(self, cluster: Cluster, api: client.CustomObjectsApi, args: argparse.Namespace) -> None:
+        self.cluster, self.api, self.args = cluster, api, args
+        self.sessions = Tracker(api, GROUP, VERSION, NS, "agentsessions", _session_ready, _session_expired)
+        # The reaps: watched only while a sample is being reaped (a session reaped at any other time
+        # shows as Expired on the sessions' watch).
+        self.claims = Tracker(api, EXT, EXT_VERSION, NS, "sandboxclaims", lambda _: False, always=False)
+        self.direct = Tracker(api, EXT, EXT_VERSION, NS_DIRECT, "sandboxclaims", _claim_ready)
+        self.count = 0  # sessions created so far
+        self.made = {"sessions": 0, "direct": 0}
+        self.rounds = 0
+        self.direct_rounds = 0
+        self.busy = {"sessions": 0.0, "direct": 0.0}  # seconds spent in each side's batches
+        self.latencies: dict[str, list[float]] = {"sessions": [], "direct": []}
+        self.created_at: dict[str, float] = {}
+        self.sampled: set[str] = set()  # sessions given a short idle timeout, at any point
+        self.operator: Any = None
+        self.sampler: CpuSampler | None = None
 
-    return _poll_until(ready, n, t0, "claims Ready")
+    def setup(self) -> None:
+        for ns in (NS, NS_DIRECT):
+            self.cluster.kubectl("create", "namespace", ns)
+            docs = [manifests.template("pause"), manifests.warm_pool("pool", "pause", 0)]
+            self.cluster.kubectl("apply", "-n", ns, "-f", "-", input=yaml.safe_dump_all(docs))
+        log = open(self.cluster.paths.logs / "operator-bench.log", "wb")  # noqa: SIM115 - the run's lifetime
+        self.operator = start_operator("--log-level", "WARNING", "--namespace", NS, stdout=log)
+        for tracker in (self.sessions, self.claims, self.direct):
+            tracker.start()
+            if tracker.always:
+                tracker.started.wait(60)
+        pids = {k: int(v) for k, v in self.cluster.state.get("pids", {}).items()}
+        pids["operator"] = self.operator.pid
+        pids["benchmark"] = os.getpid()
+        self.sampler = CpuSampler(pids)
+        self.sampler.start()
+        time.sleep(3)  # the operator's start-up listing
+
+    def close(self) -> None:
+        for tracker in (self.sessions, self.claims, self.direct):
+            tracker.stop.set()
+        if self.sampler is not None:
+            self.sampler.stop.set()
+        if self.operator is not None:
+            stop_operator(self.operator)
+
+    def _batch(self, side: str, size: int) -> float:
+        """Create `size` objects of one side and wait until all are Ready; their rate."""
+        assert self.sampler is not None
+        self.sampler.phase = side
+        first = self.made[side]
+        names = [f"{'s' if side == 'sessions' else 'd'}{i:05d}" for i in range(first, first + size)]
+
+        def create(name: str) -> None:
+            self.created_at[name] = time.monotonic()
+            if side == "sessions":
+                body = manifests.session(name, "pool", idleTimeout=LONG_IDLE)
+                self.api.create_namespaced_custom_object(GROUP, VERSION, NS, "agentsessions", body)
+            else:
+                body = manifests.claim(name, "pool")
+                self.api.create_namespaced_custom_object(EXT, EXT_VERSION, NS_DIRECT, "sandboxclaims", body)
+
+        t0 = time.monotonic()
+        with ThreadPoolExecutor(THREADS) as pool:
+            list(pool.map(create, names))
+        tracker = self.sessions if side == "sessions" else self.direct
+        done = tracker.wait_ready(names)
+        self.busy[side] += done - t0
+        self.made[side] += size
+        self.latencies[side] += [tracker.ready_at[n] - self.created_at[n] for n in names]
+        self.sampler.phase = "between"
+        return size / (done - t0)
+
+    def grow_to(self, n: int) -> dict[str, Any]:
+        """Create both sides up to n each, in alternating batches; what each side cost."""
+        assert self.sampler is not None
+        busy0, made0 = dict(self.busy), dict(self.made)
+        lat0 = {k: len(v) for k, v in self.latencies.items()}
+        cpu0, wall0 = self.sampler.snapshot()
+        size = max(25, min(self.args.batch, (n - self.count) // 4))
+        while self.count < n:
+            step = min(size, n - self.count)
+            rates: dict[str, float] = {}
+            order: tuple[str, ...]
+            if self.rounds % self.args.direct_every == 0 or self.made["direct"] == made0["direct"]:
+                # claims, sessions, then sessions, claims: neither side always goes first.
+                order = ("direct", "sessions") if self.direct_rounds % 2 == 0 else ("sessions", "direct")
+                self.direct_rounds += 1
+            else:
+                order = ("sessions",)
+            for side in order:
+                rates[side] = self._batch(side, step)
+            self.count += step
+            self.rounds += 1
+            said = ", ".join(f"{k} {v:.1f}/s" for k, v in rates.items())
+            print(
+                f"{dt.datetime.now(dt.UTC):%H:%M:%S} {self.made['sessions']} sessions, {self.made['direct']} claims;"
+                f" batch of {step}: {said}; operator RSS {proc_rss_mib(self.operator.pid):.0f} MiB;"
+                f" load {load_average():.1f}",
+                flush=True,
+            )
+        cpu1, wall1 = self.sampler.snapshot()
+        per_side: dict[str, Any] = {}
+        for side in ("direct", "sessions"):
+            created = self.made[side] - made0[side]
+            seconds = self.busy[side] - busy0[side]
+            cpu = {k: v - cpu0.get(side, {}).get(k, 0.0) for k, v in cpu1.get(side, {}).items()}
+            wall = wall1.get(side, 0.0) - wall0.get(side, 0.0)
+            lat = self.latencies[side][lat0[side] :]
+            per_side[side] = {
+                "created": created,
+                "seconds": seconds,
+                "rate": created / seconds,
+                "latency_p50": statistics.median(lat),
+                "latency_p99": percentile(lat, 0.99),
+                "cpu_ms_per_object": {k: 1000 * v / created for k, v in cpu.items()},
+                "cpu_pct": {k: 100 * v / wall for k, v in cpu.items()} if wall else {},
+            }
+        return {"created": self.made["sessions"] - made0["sessions"], "batch": size, **per_side}
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt  # a TERM (a run cut short) stops the operator and the cluster as ^C does
 
 
 def main() -> None:
+    signal.signal(signal.SIGTERM, _interrupt)
     parser = argparse.ArgumentParser()
-    parser.add_argument("--points", default="100,1000,5000", help="numbers of sessions, one run each")
-    parser.add_argument("--sessions", type=int, default=0, help="a single point (overrides --points)")
-    parser.add_argument("--window", type=float, default=60.0, help="idle timeouts spread over this many seconds")
+    parser.add_argument("--points", default="100,1000,5000", help="numbers of live sessions, cumulative")
+    parser.add_argument("--batch", type=int, default=250, help="largest batch of each side")
+    parser.add_argument("--window", type=float, default=30.0, help="the reap sample's deadlines spread over this")
+    parser.add_argument("--sample", type=int, default=100, help="sessions reaped at each point")
+    parser.add_argument("--quiet", type=float, default=30.0, help="seconds of idle CPU measurement")
     parser.add_argument(
-        "--per-session",
-        type=float,
-        default=0.08,
-        help="shortest idle timeout per session (at least 60 s), so that all are Ready and sit idle "
-        "before the first deadline",
+        "--direct-every",
+        type=int,
+        default=1,
+        help="a batch of direct claims every this many rounds (2: half as many claims as sessions, a shorter run)",
     )
     parser.add_argument("--json", default="", help="write the per-point rows here")
     args = parser.parse_args()
-    points = [args.sessions] if args.sessions else [int(p) for p in args.points.split(",")]
+    points = sorted(int(p) for p in args.points.split(","))
     cluster = Cluster(out=io.StringIO())
     started_cluster = cluster.up()
     config.load_kube_config()
@@ -159,173 +424,155 @@ def main() -> None:
     cfg.connection_pool_maxsize = 32
     api = client.CustomObjectsApi(client.ApiClient(cfg))
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "crds/")
+    for ns in (NS, NS_DIRECT):
+        _wait_namespace_gone(cluster, ns)
     results: list[dict[str, Any]] = []
+    run = Run(cluster, api, args)
     try:
+        run.setup()
         for n in points:
-            results.append(run_point(cluster, api, n, args))
+            results.append(run_point(run, n))
             if args.json:
                 Path(args.json).write_text(json.dumps(results, indent=1) + "\n")
     finally:
+        run.close()
         if started_cluster:
             cluster.down()
     print("\nHow cost grows (one operator replica; creation: sessions Ready per second vs claims created directly)")
     print(
         f"{'sessions':>8} {'RSS MiB':>8} {'reap p50 s':>10} {'reap p99 s':>10} {'early':>5} {'idle CPU %':>10} "
-        f"{'writes/rep':>10} {'sessions/s':>10} {'claims/s':>8} {'ratio':>6}"
+        f"{'writes/rep':>10} {'sessions/s':>10} {'claims/s':>8} {'ratio':>6} {'load':>9}"
     )
     for r in results:
         print(
             f"{r['sessions']:>8} {r['rss_mib']:>8.0f} {r['reap_p50']:>10.2f} {r['reap_p99']:>10.2f} {r['early']:>5} "
             f"{r['idle_cpu_pct']:>10.2f} {r['writes_per_report']:>10.2f} {r['session_rate']:>10.1f} "
-            f"{r['claim_rate']:>8.1f} {r['session_rate'] / r['claim_rate']:>6.2f}"
+            f"{r['claim_rate']:>8.1f} {r['session_rate'] / r['claim_rate']:>6.2f} "
+            f"{r['load_min']:>4.1f}-{r['load_max']:<4.1f}"
         )
     print("targets: reap p99 <= 1 s, 0 early, RSS <= 400 MiB, idle CPU < 2 %, writes/report 2, ratio >= 0.9")
 
 
-def _wait_namespace_gone(cluster: Cluster) -> None:
+def _wait_namespace_gone(cluster: Cluster, ns: str) -> None:
     # kubectl's own --wait outlasts Cluster.kubectl's timeout with thousands of objects: poll instead.
-    cluster.kubectl("delete", "namespace", NS, "--ignore-not-found", "--wait=false")
+    cluster.kubectl("delete", "namespace", ns, "--ignore-not-found", "--wait=false")
     deadline = time.monotonic() + 1200
-    while cluster.kubectl("get", "namespace", NS, "--ignore-not-found", "-o", "name").stdout.strip():
+    while cluster.kubectl("get", "namespace", ns, "--ignore-not-found", "-o", "name").stdout.strip():
         if time.monotonic() > deadline:
-            raise TimeoutError(f"namespace {NS} still there after 20 min")
+            raise TimeoutError(f"namespace {ns} still there after 20 min")
         time.sleep(2)
 
 
-def run_point(cluster: Cluster, api: client.CustomObjectsApi, n: int, args: argparse.Namespace) -> dict[str, Any]:
-    _wait_namespace_gone(cluster)
-    cluster.kubectl("create", "namespace", NS)
-    cluster.kubectl(
-        "apply",
-        "-n",
-        NS,
-        "-f",
-        "-",
-        input=yaml.safe_dump_all([manifests.template("pause"), manifests.warm_pool("pool", "pause", 0)]),
-    )
-    # The direct claims first, without the operator running: agent-sandbox's own throughput.
-    claims_ready = direct_claims(api, n)
-    cluster.kubectl("delete", "sandboxclaims", "-n", NS, "--all", "--wait=false")
+def _idle_deadline(session: dict[str, Any], idle_seconds: float) -> dt.datetime:
+    status = session.get("status") or {}
+    last = ts(status.get("lastActivityTime") or status["readyAt"])
+    return last + dt.timedelta(seconds=idle_seconds)
 
-    def claims_left() -> int:
-        return -len(api.list_namespaced_custom_object(EXT, EXT_VERSION, NS, "sandboxclaims")["items"])
 
-    _poll_until(claims_left, 0, time.monotonic(), "claims deleted")
-    log = open(cluster.paths.logs / "operator-bench.log", "wb")  # noqa: SIM115 - closed in finally
-    operator = start_operator("--log-level", "WARNING", stdout=log)
-    deletions = ClaimDeletions(api)
-    try:
-        time.sleep(3)
-        base_idle = max(60.0, n * args.per_session)
-        deletions.start()  # before any session exists: no reap can be missed
-        t0 = time.monotonic()
+def run_point(run: Run, n: int) -> dict[str, Any]:
+    api, cluster, args = run.api, run.cluster, run.args
+    assert run.sampler is not None
+    loads0 = len(run.sampler.loads)
+    growth = run.grow_to(n)
+    sessions, direct = growth["sessions"], growth["direct"]
+    operator = run.operator
 
-        def create(i: int) -> None:
-            idle = base_idle + args.window * i / max(n - 1, 1)
-            body = manifests.session(f"s{i:05d}", "pool", idleTimeout=f"{idle:.0f}s")
-            api.create_namespaced_custom_object(GROUP, VERSION, NS, "agentsessions", body)
+    # Idle CPU: nothing happens to these sessions for a while.
+    run.sampler.phase = "idle"
+    time.sleep(2)  # the last batch's own status writes settle
+    cpu0, w0 = proc_cpu_seconds(operator.pid), time.monotonic()
+    time.sleep(args.quiet)
+    idle_cpu = (proc_cpu_seconds(operator.pid) - cpu0) / (time.monotonic() - w0)
 
-        with ThreadPoolExecutor(16) as pool:
-            list(pool.map(create, range(n)))
-        created = time.monotonic() - t0
-        cpu_start = proc_cpu_seconds(operator.pid)
-        listed: list[list[dict[str, Any]]] = [[]]
+    # API writes per activity report: 100 reports on 100 sessions, counted by the API server.
+    run.sampler.phase = "reports"
+    live = sorted(set(run.sessions.ready_at) - set(run.claims.deleted_at))
+    reporters = live[: min(100, max(1, n // 10))]
+    before = apiserver_writes(cluster)
+    for name in reporters:
+        stamp = dt.datetime.now(dt.UTC).isoformat().replace("+00:00", "Z")
+        patch = {"metadata": {"annotations": {"agentsession.dev/activity": f"{stamp} busy=0"}}}
+        api.patch_namespaced_custom_object(GROUP, VERSION, NS, "agentsessions", name, patch)
+    time.sleep(5)
+    writes_per_report = (apiserver_writes(cluster) - before) / len(reporters)
 
-        def ever_ready() -> int:
-            listed[0] = api.list_namespaced_custom_object(GROUP, VERSION, NS, "agentsessions")["items"]
-            return sum(bool((s.get("status") or {}).get("readyAt")) for s in listed[0])  # Ready at least once
+    # Reap lag: a sample (not the reporters) gets deadlines spread over the next `window` seconds.
+    run.sampler.phase = "reaping"
+    run.claims.activate(True)
+    pool = [s for s in live if s not in set(reporters)]
+    sample = pool[:: max(1, len(pool) // args.sample)][: args.sample]
+    start = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=15)  # the patches below take a few seconds
+    deadlines: dict[str, dt.datetime] = {}
 
-        all_ready = _poll_until(ever_ready, n, t0, "sessions Ready")
-        creation_cpu = (proc_cpu_seconds(operator.pid) - cpu_start) / all_ready  # busy share of one core
-        items = listed[0]
-        not_idle_yet = sum((s.get("status") or {}).get("phase") == "Ready" for s in items)
+    def shorten(item: tuple[int, str]) -> None:
+        i, name = item
+        body = api.get_namespaced_custom_object(GROUP, VERSION, NS, "agentsessions", name)
+        target = start + dt.timedelta(seconds=args.window * i / max(len(sample) - 1, 1))
+        since = _idle_deadline(body, 0)
+        idle = max(1, round((target - since).total_seconds()))
+        api.patch_namespaced_custom_object(
+            GROUP, VERSION, NS, "agentsessions", name, {"spec": {"idleTimeout": f"{idle}s"}}
+        )
+        deadlines[name] = since + dt.timedelta(seconds=idle)  # claim name == session name (short names)
 
-        def deadline(session: dict[str, Any]) -> dt.datetime:
-            status, spec = session["status"], session["spec"]
-            last = ts(status.get("lastActivityTime") or status["readyAt"])
-            return last + dt.timedelta(seconds=float(spec["idleTimeout"].rstrip("s")))
-
-        # No activity is reported (but by the reporters below): the deadline is last activity + idleTimeout.
-        deadline_by_claim = {s["status"]["claimName"]: deadline(s) for s in items}
-        first_deadline = min(deadline_by_claim.values())
-
-        # Idle CPU: nothing happens to these sessions for a while (before the first deadline).
-        quiet = min(30.0, max(5.0, (first_deadline - dt.datetime.now(dt.UTC)).total_seconds() - 5))
-        cpu0, w0 = proc_cpu_seconds(operator.pid), time.monotonic()
-        time.sleep(quiet)
-        idle_cpu = (proc_cpu_seconds(operator.pid) - cpu0) / (time.monotonic() - w0)
-
-        # API writes per activity report: 100 reports on 100 sessions, counted by the API server.
-        before = apiserver_writes(cluster)
-        reporters = [f"s{i:05d}" for i in range(n - min(100, n // 10), n)]  # the last deadlines: not reaped yet
-        for name in reporters:
-            stamp = dt.datetime.now(dt.UTC).isoformat().replace("+00:00", "Z")
-            api.patch_namespaced_custom_object(
-                GROUP,
-                VERSION,
-                NS,
-                "agentsessions",
-                name,
-                {"metadata": {"annotations": {"agentsession.dev/activity": f"{stamp} busy=0"}}},
-            )
-        time.sleep(5)
-        writes_per_report = (apiserver_writes(cluster) - before) / len(reporters)
-
-        # Reap lag: deadline (status.idleDeadline) -> the claim's DELETED event. The reporters' deadlines
-        # moved with their reports: they are left out.
-        for name in reporters:
-            deadline_by_claim.pop(name, None)  # claim name == session name here (short names)
-        end = time.monotonic() + args.window + base_idle + 120
-        while time.monotonic() < end and len(deletions.deleted) < n:
-            time.sleep(2)
-        lags = [
-            (deletions.deleted[c] - d).total_seconds() for c, d in deadline_by_claim.items() if c in deletions.deleted
-        ]
-        early = sum(lag < -1.0 for lag in lags)  # deadlines have one-second resolution
-        peak = proc_peak_rss_mib(operator.pid)
-        rate, claim_rate = n / all_ready, n / claims_ready
-        rows: list[tuple[str, Any, str]] = [
-            ("sessions", n, ""),
-            ("idle timeouts spread over", f"{base_idle:.0f}-{base_idle + args.window:.0f} s", ""),
-            ("created (client side)", f"{created:.1f} s", ""),
-            ("time until all Ready", f"{all_ready:.1f} s", f"{rate:.1f} sessions/s"),
-            ("same number of claims, direct", f"{claims_ready:.1f} s", f"{claim_rate:.1f} claims/s"),
-            ("creation throughput ratio", f"{rate / claim_rate:.2f}", ">= 0.9"),
-            (
-                "operator CPU while creating",
-                f"{100 * creation_cpu:.0f} % of a core",
-                "(100 %: the operator is the bottleneck)",
-            ),
-            ("still Ready then (not yet idle)", f"{not_idle_yet} / {n}", f"(CPU measured over {quiet:.0f} s)"),
-            ("operator CPU while idle", f"{100 * idle_cpu:.2f} % of a core", "< 2 %"),
-            ("API writes per activity report", f"{writes_per_report:.2f}", "2 (1 = the client's own patch)"),
-            ("reaped / measured", f"{len(lags)} / {len(deadline_by_claim)}", ""),
-            ("reap lag p50", f"{statistics.median(lags):.2f} s" if lags else "n/a", ""),
-            ("reap lag p99", f"{percentile(lags, 0.99):.2f} s" if lags else "n/a", "<= 1 s"),
-            ("reaped before the deadline", early, "0"),
-            ("operator peak RSS", f"{peak:.0f} MiB", "<= 400 MiB"),
-        ]
-        for name, value, target in rows:
-            print(f"{name:<34} {value!s:>22}  {target}")
-        return {
-            "sessions": n,
-            "rss_mib": peak,
-            "reap_p50": statistics.median(lags) if lags else float("nan"),
-            "reap_p99": percentile(lags, 0.99) if lags else float("nan"),
-            "early": early,
-            "reaped": len(lags),
-            "measured": len(deadline_by_claim),
-            "idle_cpu_pct": 100 * idle_cpu,
-            "writes_per_report": writes_per_report,
-            "session_rate": rate,
-            "claim_rate": claim_rate,
-            "created_s": created,
-            "creation_cpu_pct": 100 * creation_cpu,
-        }
-    finally:
-        deletions.stop.set()
-        stop_operator(operator)
-        log.close()
+    with ThreadPoolExecutor(8) as threads:
+        list(threads.map(shorten, enumerate(sample)))
+    end = max(deadlines.values()) + dt.timedelta(seconds=30)
+    while dt.datetime.now(dt.UTC) < end and not all(s in run.claims.deleted_at for s in sample):
+        time.sleep(1)
+    lags = [(run.claims.deleted_at[s] - d).total_seconds() for s, d in deadlines.items() if s in run.claims.deleted_at]
+    run.claims.activate(False)
+    run.sampled |= set(deadlines)
+    others = (set(run.claims.deleted_at) | set(run.sessions.ended_at)) - run.sampled
+    early = sum(lag < -1.0 for lag in lags) + len(others)  # every other deadline is hours away
+    peak = proc_peak_rss_mib(operator.pid)
+    run.sampler.phase = "between"
+    loads = run.sampler.loads[loads0:] or [load_average()]
+    ratio = sessions["rate"] / direct["rate"]
+    rows: list[tuple[str, Any, str]] = [
+        (
+            "live sessions",
+            n,
+            f"(+{growth['created']} sessions, +{direct['created']} direct claims, batches of {growth['batch']})",
+        ),
+        ("sessions Ready/s (through the operator)", f"{sessions['rate']:.1f}", f"{sessions['seconds']:.0f} s"),
+        ("claims Ready/s (created directly)", f"{direct['rate']:.1f}", f"{direct['seconds']:.0f} s"),
+        ("creation throughput ratio", f"{ratio:.2f}", ">= 0.9"),
+        ("create -> Ready p50 session / claim", f"{sessions['latency_p50']:.2f} / {direct['latency_p50']:.2f} s", ""),
+        ("create -> Ready p99 session / claim", f"{sessions['latency_p99']:.2f} / {direct['latency_p99']:.2f} s", ""),
+        ("operator CPU while idle", f"{100 * idle_cpu:.2f} % of a core", f"< 2 % (over {args.quiet:.0f} s)"),
+        ("API writes per activity report", f"{writes_per_report:.2f}", "2 (1 = the client's own patch)"),
+        ("reaped / sample", f"{len(lags)} / {len(sample)}", f"(deadlines over {args.window:.0f} s)"),
+        ("reap lag p50", f"{statistics.median(lags):.2f} s" if lags else "n/a", ""),
+        ("reap lag p99", f"{percentile(lags, 0.99):.2f} s" if lags else "n/a", "<= 1 s"),
+        ("reaped before the deadline", early, "0"),
+        ("operator peak RSS", f"{peak:.0f} MiB", "<= 400 MiB"),
+        ("load average (1 min) during the point", f"{min(loads):.1f} to {max(loads):.1f}", "(2 cores)"),
+    ]
+    for name, value, target in rows:
+        print(f"{name:<40} {value!s:>22}  {target}")
+    print("CPU per object created (ms) and share of a core while creating, per side:")
+    for proc in sorted(sessions["cpu_ms_per_object"], key=lambda p: -sessions["cpu_ms_per_object"][p]):
+        d_ms, s_ms = direct["cpu_ms_per_object"].get(proc, 0.0), sessions["cpu_ms_per_object"][proc]
+        d_pct, s_pct = direct["cpu_pct"].get(proc, 0.0), sessions["cpu_pct"].get(proc, 0.0)
+        print(f"  {proc:<26} claim {d_ms:7.1f} ms {d_pct:5.0f} %   session {s_ms:7.1f} ms {s_pct:5.0f} %")
+    return {
+        "sessions": n,
+        "rss_mib": peak,
+        "reap_p50": statistics.median(lags) if lags else float("nan"),
+        "reap_p99": percentile(lags, 0.99) if lags else float("nan"),
+        "early": early,
+        "reaped": len(lags),
+        "measured": len(sample),
+        "idle_cpu_pct": 100 * idle_cpu,
+        "writes_per_report": writes_per_report,
+        "session_rate": sessions["rate"],
+        "claim_rate": direct["rate"],
+        "ratio": ratio,
+        "load_min": min(loads),
+        "load_max": max(loads),
+        "growth": growth,
+    }
 
 
 if __name__ == "__main__":

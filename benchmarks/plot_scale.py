@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 
 def main() -> None:
@@ -20,16 +21,24 @@ def main() -> None:
 
     rows = sorted(json.loads(source.read_text()), key=lambda r: r["sessions"])
     n = [r["sessions"] for r in rows]
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+
+    def apiserver_ms(r: dict[str, Any], side: str) -> float:
+        """kube-apiserver CPU per object created (rows of bench_scale since it measures it)."""
+        return float(((r.get("growth") or {}).get(side) or {}).get("cpu_ms_per_object", {}).get("kube-apiserver", 0.0))
+
+    fig, axes = plt.subplots(1, 4, figsize=(17, 3.8))
     panels = [
         ("operator peak RSS (MiB)", [r["rss_mib"] for r in rows], 400, "target <= 400 MiB"),
         ("reap lag p99 (s)", [r["reap_p99"] for r in rows], 1.0, "target <= 1 s"),
         ("Ready per second", [r["session_rate"] for r in rows], None, ""),
+        ("kube-apiserver CPU per object (ms)", [apiserver_ms(r, "sessions") for r in rows], None, ""),
     ]
     for ax, (title, values, limit, label) in zip(axes, panels, strict=True):
         ax.plot(n, values, marker="o", label="AgentSessions (operator)")
         if title.startswith("Ready"):
             ax.plot(n, [r["claim_rate"] for r in rows], marker="s", label="SandboxClaims created directly")
+        if title.startswith("kube-apiserver"):
+            ax.plot(n, [apiserver_ms(r, "direct") for r in rows], marker="s", label="SandboxClaims created directly")
         if limit is not None:
             ax.axhline(limit, color="red", linestyle="--", linewidth=1, label=label)
         ax.set_xscale("log")

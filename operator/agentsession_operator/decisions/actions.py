@@ -97,6 +97,44 @@ REASON_MAX_TTL_LOWERED = "MaxTtlLowered"
 REASON_EXPIRING_SOON = "ExpiringSoon"
 
 
+PROGRESS_DELAY = timedelta(seconds=5)
+"""How long agent-sandbox's progress on a new session's sandbox (its claim's Ready message, the pod's
+address) may wait before it is written to the status. Most sessions are Ready sooner: their status is
+written twice (Provisioning, Ready), not once per step agent-sandbox reports; a slow one shows the
+latest step after this long."""
+PROGRESS_CHECK = "ProvisioningProgress"
+"""The ScheduleCheck reason of a deferred progress write (the reconciler's pass then reads its cache)."""
+_PROGRESS_FIELDS = ("sandboxName", "podName", "podIPs", "serviceFQDN", "launchType")
+
+
+def _without_progress(status: Mapping[str, Any]) -> dict[str, Any]:
+    kept = {k: v for k, v in status.items() if k not in _PROGRESS_FIELDS}
+    kept["conditions"] = [
+        {k: v for k, v in c.items() if k not in ("reason", "message")} if c.get("type") == phases.COND_READY else c
+        for c in status.get("conditions") or []
+    ]
+    return kept
+
+
+def progress_deferred_until(before: Mapping[str, Any], status: Mapping[str, Any], now: datetime) -> datetime | None:
+    """When a change that is only a provisioning session's progress may be written (None: write it now).
+
+    Only while a session that was never Ready is Provisioning, within PROGRESS_DELAY of becoming so (its
+    Ready condition's lastTransitionTime): the pass then writes nothing and looks again at that time.
+    """
+    if before.get("phase") != Phase.PROVISIONING or status.get("phase") != Phase.PROVISIONING:
+        return None
+    ready = find_condition(before.get("conditions"), phases.COND_READY) or {}
+    if before.get("readyAt") or ready.get("reason") == phases.REASON_SANDBOX_UNAVAILABLE:
+        return None
+    since = parse_time(ready.get("lastTransitionTime"))
+    if since is None or now >= since + PROGRESS_DELAY:
+        return None
+    if patch_changes(_without_progress(before), _without_progress(status)):
+        return None
+    return since + PROGRESS_DELAY
+
+
 def patch_changes(current: Any, patch: Any) -> bool:
     """True when applying ``patch`` as a JSON merge patch (RFC 7386) would change ``current``."""
     if not isinstance(patch, Mapping):
@@ -318,9 +356,13 @@ def reconcile_actions(
     lowered = max_ttl_warning(before, resolved, status, effective)
     soon, warn_at = expiry_warning(before, status, now, expiry_lead)
     actions += [w for w in (lowered, soon) if w is not None]
-    if patch_changes(before, status):
-        actions.append(PatchStatus(status))
     check = _next_check(status, now, warn_at)
+    if patch_changes(before, status):
+        later = progress_deferred_until(before, status, now)
+        if later is None:
+            actions.append(PatchStatus(status))
+        elif check is None or later < check.at:
+            check = ScheduleCheck(later, PROGRESS_CHECK)
     if check is not None:
         actions.append(check)
     return actions

@@ -14,7 +14,7 @@ from agentsession_api import names
 from agentsession_operator import constants as c
 from agentsession_operator.decisions.network import NetworkSettings
 from agentsession_operator.handlers import admission
-from agentsession_operator.infra import webhook_server
+from agentsession_operator.infra import memory, webhook_server
 from agentsession_operator.kube import webhook
 from agentsession_operator.kube.client import Kube
 from agentsession_operator.kube.leader import KubeLeaseAPI, LeaderElector
@@ -53,6 +53,7 @@ async def startup(
     reconciler.scheduler.start()
     period = memo.get("resync_period") or RESYNC_PERIOD
     memo.resync = asyncio.create_task(reconciler.resync_forever(period), name="cache-resync")
+    memo.gc = asyncio.create_task(memory.collect_forever(), name="gc-freeze")  # see infra/memory.py
     memo.kube = kube
     memo.reconciler = reconciler
     election = memo.get("election")  # cli.Election, or None: the only replica, always leader
@@ -103,9 +104,10 @@ async def cleanup(memo: kopf.Memo, **_: Any) -> None:
     if memo.get("elector") is not None:
         await memo.elector.stop()  # stop acting, then release the Lease: the standby takes over at once
         await memo.lease_api.close()
-    if memo.get("resync") is not None:
-        memo.resync.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await memo.resync
+    for task in (memo.get("resync"), memo.get("gc")):
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
     await memo.reconciler.scheduler.stop()
     await memo.kube.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -18,14 +19,36 @@ def _resource_version(body: Mapping[str, Any]) -> int:
         return 0
 
 
+INTERN_MAX = 64  # strings up to this long are shared between cached objects (keys, reasons, phases)
+
+
+def _compact(value: Any) -> Any:
+    """A copy whose keys and short strings are interned: every object decoded from JSON has its own copy
+    of each key ("lastTransitionTime", "observedGeneration", ...) and of values such as "True" or a
+    reason. Shared, a cached session, claim, Sandbox and NetworkPolicy take 12 KiB instead of 26 KiB
+    (tracemalloc), about 40 us per object to build."""
+    if isinstance(value, Mapping):
+        return {_intern(k): _compact(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_compact(v) for v in value]
+    return _intern(value)
+
+
+def _intern(value: Any) -> Any:
+    # Plain str only: a str subclass (our StrEnum phases, in bodies our own writes return) cannot be.
+    return sys.intern(value) if type(value) is str and len(value) <= INTERN_MAX else value
+
+
 def slim(body: Mapping[str, Any], drop_spec: tuple[str, ...] = ()) -> dict[str, Any]:
     """A cached copy without what no decision reads: managedFields (often the bulk of an object) and,
-    for Sandboxes, the pod template. Thousands of cached objects stay small."""
+    for Sandboxes, the pod template; its strings shared (_compact). Thousands of cached objects stay
+    small."""
     meta = {k: v for k, v in (body.get("metadata") or {}).items() if k != "managedFields"}
     out = {**body, "metadata": meta}
     if drop_spec and isinstance(body.get("spec"), Mapping):
         out["spec"] = {k: v for k, v in body["spec"].items() if k not in drop_spec}
-    return out
+    compact: dict[str, Any] = _compact(out)
+    return compact
 
 
 SANDBOX_SPEC_UNUSED = ("podTemplate", "volumeClaimTemplates")
@@ -42,6 +65,9 @@ class Cache:
     policies: dict[str, dict[str, dict[str, Any]]] = field(default_factory=lambda: defaultdict(dict))
     sessions: dict[Key, dict[str, Any]] = field(default_factory=dict)  # the latest body seen per session
     network_policies: dict[Key, dict[str, Any]] = field(default_factory=dict)  # the operator's own, by label
+    forks: set[Key] = field(default_factory=set)
+    """The cached sessions that are forks (spec.forkFrom): every session event looks for forks waiting on
+    it, and scanning all sessions for them cost 8 ms per event at 10,000 sessions."""
     loaded: bool = False
     """Policies and warm pools were listed once: before that no session is acted on (a session judged
     without its policy would get a claim the policy forbids)."""
@@ -69,6 +95,14 @@ class Cache:
         if known is not None and _resource_version(known) > _resource_version(body):
             return
         self.sessions[key] = slim(body)
+        if ((body.get("spec") or {}).get("forkFrom") or {}).get("name"):
+            self.forks.add(key)
+        else:
+            self.forks.discard(key)
+
+    def forget_session(self, key: Key) -> None:
+        self.sessions.pop(key, None)
+        self.forks.discard(key)
 
     def remember_claim(self, key: Key, body: Mapping[str, Any]) -> None:
         """The newest: our create's answer can arrive after the watch delivered the claim Ready (a slow API

@@ -19,6 +19,7 @@ from agentsession_operator.kube import transport
 _log = logger()
 
 _MERGE = {"Content-Type": "application/merge-patch+json"}
+LIST_PAGE = 500  # objects per page of the resync's listings
 
 
 def without_env_lookups(api_client: client.ApiClient) -> client.ApiClient:
@@ -87,9 +88,25 @@ class Kube:
             "claims": (c.EXTENSIONS_GROUP, c.EXTENSIONS_VERSION, c.CLAIM_PLURAL, managed),
             "sandboxes": (c.SANDBOX_GROUP, c.SANDBOX_VERSION, c.SANDBOX_PLURAL, None),
         }[kind]
-        kwargs = {"label_selector": selector} if selector else {}
-        result = await self.custom.list_cluster_custom_object(group, version, plural, **kwargs)
-        return list(result.get("items", [])), str((result.get("metadata") or {}).get("resourceVersion") or "")
+        kwargs: dict[str, Any] = {"label_selector": selector} if selector else {}
+        # In pages, each cut to the object's name at once: one listing of every session, claim and
+        # Sandbox at 10,000 sessions decoded to hundreds of MiB at once (every RESYNC_PERIOD), and the
+        # operator's peak RSS is what a node must hold.
+        keys: list[dict[str, Any]] = []
+        snapshot, token = "", None
+        while True:
+            if token:
+                kwargs["_continue"] = token
+            page = await self.custom.list_cluster_custom_object(group, version, plural, limit=LIST_PAGE, **kwargs)
+            meta = page.get("metadata") or {}
+            snapshot = snapshot or str(meta.get("resourceVersion") or "")  # every page is the first's snapshot
+            keys += [
+                {"metadata": {"namespace": i["metadata"].get("namespace"), "name": i["metadata"]["name"]}}
+                for i in page.get("items", [])
+            ]
+            token = meta.get("continue")
+            if not token:
+                return keys, snapshot
 
     # ---- sessions ---------------------------------------------------------------
     async def get_session(self, namespace: str, name: str) -> dict[str, Any] | None:

@@ -27,6 +27,7 @@ from agentsession_operator.decisions import fork, lifecycle, naming, network, po
 from agentsession_operator.decisions import status as session_status
 from agentsession_operator.decisions.actions import (
     DEFAULT_EXPIRY_WARNING,
+    PROGRESS_CHECK,
     Action,
     ApplyNetworkPolicy,
     CreateClaim,
@@ -96,6 +97,7 @@ class Reconciler:
         self._background: set[asyncio.Task[None]] = set()
         self._dirty: dict[Key, tuple[str, bool]] = {}
         self._create_refused: set[Key] = set()  # sessions whose claim create met an existing claim
+        self._progress_due: dict[Key, dt.datetime] = {}  # deadlines that only write provisioning progress
         self._resync_due: set[str] = set()  # kinds whose listing-driven resync is pending
         self._policy_status_due: set[str] = set()  # namespaces whose policies' status is refreshed soon
         # Leadership gate (kube/leader.py): a standby keeps its cache current but never writes.
@@ -132,6 +134,12 @@ class Reconciler:
 
     # ---- triggers ----------------------------------------------------------------------------
     async def _on_deadline(self, key: Key, at: dt.datetime) -> None:
+        if self._progress_due.get(key) == at:
+            # Only a provisioning session's deferred progress: the cached body does (no GET, which a
+            # deadline pass makes to act on the newest state; one per slow session at 10,000 sessions).
+            del self._progress_due[key]
+            await self.reconcile(key, cause="provisioning progress")
+            return
         lag = (_now() - at).total_seconds()
         await self.reconcile(key, cause="deadline", deadline_lag=lag)
 
@@ -208,7 +216,7 @@ class Reconciler:
     def wake_forks(self, namespace: str, source: str) -> None:
         """A session changed: forks of it still without a claim are judged again now (it may be Ready)."""
         now = _now()
-        for key in self.cache.sessions_in(namespace):
+        for key in [k for k in self.cache.forks if k[0] == namespace]:
             body = self.cache.sessions[key]
             if fork.source_name(body) == source and not (body.get("status") or {}).get("claimName"):
                 self.scheduler.schedule(key, now)
@@ -547,6 +555,10 @@ class Reconciler:
                 status_patch = {**action.patch, **status_extra}
             elif isinstance(action, ScheduleCheck):
                 self.scheduler.schedule(key, action.at)
+                if action.reason == PROGRESS_CHECK:
+                    self._progress_due[key] = action.at
+                else:
+                    self._progress_due.pop(key, None)
             elif isinstance(action, Warn):
                 log.warning("warning", reason=action.reason, message=action.message)
                 self._event(session, action.reason, action.message, "Warning")
@@ -635,7 +647,8 @@ class Reconciler:
             self.cache.remember_claim((namespace, claim_name), created)
             metrics.CLAIMS_CREATED.inc()
             log.info("claim created", claim=claim_name)
-            self._event(session, "ClaimCreated", f"Created SandboxClaim {claim_name}")
+            # No ClaimCreated Event: status.claimName and the ClaimCreated condition say it, and an Event
+            # is one more POST to the API server per new session (see _write_status).
             source = fork.source_name(session)
             if source:
                 copies = [
@@ -728,12 +741,16 @@ class Reconciler:
             message = ready.get("message") or f"phase {after}"
             log.info("phase changed", old=before, new=after, reason=ready.get("reason"), message=message)
             warning = after in (Phase.FAILED,) or ready.get("reason") == phases.REASON_SANDBOX_UNAVAILABLE
-            self._event(
-                session,
-                after if not ready.get("reason") else str(ready["reason"]),
-                message,
-                "Warning" if warning else "Normal",
-            )
+            # Every new session passes through Provisioning: its Event was a POST per session on the API
+            # server that creates the sessions (bench_scale), telling nothing the status does not. Ready,
+            # Pending (a missing pool, a policy), the end phases and every Warning keep theirs.
+            if warning or after != Phase.PROVISIONING:
+                self._event(
+                    session,
+                    after if not ready.get("reason") else str(ready["reason"]),
+                    message,
+                    "Warning" if warning else "Normal",
+                )
             if after == Phase.READY and patch.get("readyAt") and not (session.get("status") or {}).get("readyAt"):
                 created = parse_time(session["metadata"].get("creationTimestamp"))
                 ready_at = parse_time(patch["readyAt"])
@@ -770,10 +787,12 @@ class Reconciler:
             self.forget(key)
 
     def forget(self, key: Key) -> None:
-        body = self.cache.sessions.pop(key, None)
+        body = self.cache.sessions.get(key)
+        self.cache.forget_session(key)
         self.scheduler.cancel(key)
         self._locks.pop(key, None)
         self._create_refused.discard(key)
+        self._progress_due.pop(key, None)
         phase = self._phases.pop(key, None)
         if phase:
             metrics.SESSIONS_BY_PHASE.labels(namespace=key[0], phase=phase).dec()

@@ -1,7 +1,10 @@
 """The reconciler's cache keeps only what decisions read."""
 
+import json
+
 import pytest
 
+from agentsession_api.phases import Phase
 from agentsession_operator.kube.cache import SANDBOX_SPEC_UNUSED, Cache, slim
 
 
@@ -55,3 +58,19 @@ def test_deleted_sessions_are_never_cached_again_and_the_tombstones_are_bounded(
     assert list(c.deleted) == ["u2", "u3", "u4"]  # the oldest went first
     c.remember_session(("ns", "a"), body)
     assert ("ns", "a") in c.sessions
+
+
+def test_cached_bodies_share_their_keys_and_short_strings() -> None:
+    """Two claims decoded from JSON each have their own key strings; cached, they share them (memory at
+    10,000 sessions), and the body is otherwise the same, enum values of our own writes included."""
+    text = '{"metadata": {"name": "%s", "managedFields": [{}]}, "status": {"conditions": [{"type": "Ready"}]}}'
+    cache = Cache()
+    for name in ("a", "b"):
+        cache.remember_claim(("ns", name), json.loads(text % name))
+    a, b = cache.claims[("ns", "a")], cache.claims[("ns", "b")]
+    assert a == {"metadata": {"name": "a"}, "status": {"conditions": [{"type": "Ready"}]}}
+    key_a = next(k for k in a["status"]["conditions"][0])
+    key_b = next(k for k in b["status"]["conditions"][0])
+    assert key_a is key_b and a["status"]["conditions"][0]["type"] is b["status"]["conditions"][0]["type"]
+    cache.remember_session(("ns", "s"), {"metadata": {"name": "s"}, "status": {"phase": Phase.READY}})
+    assert cache.sessions[("ns", "s")]["status"]["phase"] is Phase.READY

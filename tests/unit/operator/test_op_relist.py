@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentsession_operator.kube import client as kube_client
 from agentsession_operator.kube.cache import Cache, unseen_deletions
 from agentsession_operator.kube.reconciler import Reconciler
 
@@ -76,3 +77,30 @@ async def test_resync_forgets_sessions_and_claims_deleted_unseen() -> None:
         assert rec.scheduler.due(("n", "live")) is not None  # its claim went: judged again
     finally:
         await rec.scheduler.stop()
+
+
+class PagedCustom:
+    """list_cluster_custom_object in pages of `limit`, as the API server with a continue token."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.names = names
+        self.calls: list[dict[str, Any]] = []
+
+    async def list_cluster_custom_object(self, group: str, version: str, plural: str, **kw: Any) -> dict[str, Any]:
+        self.calls.append(kw)
+        start = int(kw.get("_continue") or 0)
+        end = start + kw["limit"]
+        items = [_body("n", n, 1, managedFields=[{"big": "x" * 100}]) for n in self.names[start:end]]
+        more = str(end) if end < len(self.names) else ""
+        return {"metadata": {"resourceVersion": "42" if start == 0 else "99", "continue": more}, "items": items}
+
+
+async def test_listing_for_a_resync_comes_in_pages_cut_to_names(monkeypatch: Any) -> None:
+    monkeypatch.setattr(kube_client, "LIST_PAGE", 2)
+    kube = kube_client.Kube.__new__(kube_client.Kube)
+    kube.custom = PagedCustom(["a", "b", "c", "d", "e"])  # type: ignore[assignment]
+    items, version = await kube.list_versioned("claims")
+    assert [i["metadata"] for i in items] == [{"namespace": "n", "name": n} for n in "abcde"]
+    assert version == "42"  # the first page's snapshot: every page is of it
+    assert [c.get("_continue") for c in kube.custom.calls] == [None, "2", "4"]  # type: ignore[attr-defined]
+    assert all(c["label_selector"] for c in kube.custom.calls)  # type: ignore[attr-defined]

@@ -40,6 +40,7 @@ class FakeKube:
         return [{"metadata": {"namespace": ns, "name": name}} for ns, name in self.pools]
 
     async def get_session(self, namespace: str, name: str) -> dict[str, Any] | None:
+        self.reads.append(("get-session", name))
         return copy.deepcopy(self.sessions.get((namespace, name)))
 
     async def list_sessions(self, namespace: str | None = None, selector: str | None = None) -> list[dict[str, Any]]:
@@ -157,6 +158,33 @@ async def test_a_pass_creates_the_claim_and_writes_status(
     assert kube.sessions[key]["status"]["phase"] == "Provisioning"
 
 
+async def test_provisioning_progress_waits_then_is_written_from_the_cache(
+    kube: FakeKube, reconciler: Reconciler, make_session: Make, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """agent-sandbox's steps on a new session's claim are written once, PROGRESS_DELAY after Provisioning
+    (or with Ready, whichever comes first), and that deferred pass reads no session from the API."""
+    kube.pools.add(("ns", "python-pool"))
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    key = _store(kube, make_session(spec={"warmPoolRef": {"name": "python-pool"}, "idleTimeout": "8h"}, created=now))
+    await reconciler.reconcile(key, cause="test")
+    claim_key = ("ns", kube.sessions[key]["status"]["claimName"])
+    ready = {"type": "Ready", "status": "False", "reason": "DependenciesNotReady", "message": "Pod is Pending"}
+    kube.claims[claim_key]["status"] = {"sandbox": {"name": "demo"}, "conditions": [ready]}
+    reconciler.cache.remember_claim(claim_key, copy.deepcopy(kube.claims[claim_key]))
+    writes = len(kube.writes)
+    await reconciler.reconcile(key, cause="claim MODIFIED")
+    assert kube.writes[writes:] == []  # not yet
+    at = reconciler.scheduler.due(key)
+    assert at is not None and at - dt.datetime.now(dt.UTC) < dt.timedelta(seconds=6)
+    later = at + dt.timedelta(milliseconds=1)
+    monkeypatch.setattr("agentsession_operator.kube.reconciler._now", lambda: later)
+    kube.reads.clear()
+    await reconciler._on_deadline(key, at)
+    assert kube.writes[writes:] == [("status", "demo")] and kube.reads == []
+    condition = next(c for c in kube.sessions[key]["status"]["conditions"] if c["type"] == "Ready")
+    assert condition["message"] == "Pod is Pending" and kube.sessions[key]["status"]["sandboxName"] == "demo"
+
+
 async def test_a_new_session_creates_its_claim_without_reading_it_first(
     kube: FakeKube, reconciler: Reconciler, make_session: Make
 ) -> None:
@@ -164,7 +192,9 @@ async def test_a_new_session_creates_its_claim_without_reading_it_first(
     key = _store(kube, make_session(spec={"warmPoolRef": {"name": "python-pool"}}))
     await reconciler.reconcile(key, cause="test")
     assert ("create-claim", "demo") in kube.writes
-    assert kube.reads == []  # no GET before the create: nothing was ever created for it
+    assert [
+        r for r in kube.reads if r[0] == "get-claim"
+    ] == []  # no GET before the create: nothing was ever created for it
 
 
 async def test_a_claim_that_exists_anyway_is_read_and_reported(
@@ -502,3 +532,18 @@ async def test_the_network_policy_is_created_once_and_a_stale_one_replaced_only_
     assert kube.network_policies[("ns", "agentsession-demo")]["spec"]["ingress"] == [{}]
     isolated = next(c for c in kube.sessions[key]["status"]["conditions"] if c["type"] == "NetworkIsolated")
     assert (isolated["status"], isolated["reason"]) == ("False", "NameConflict")
+
+
+async def test_a_session_event_wakes_only_its_waiting_forks(reconciler: Reconciler, make_session: Make) -> None:
+    """wake_forks looks only at the forks (an index), not at every session of the namespace."""
+    fork = make_session("copy", spec={"forkFrom": {"name": "demo"}})
+    other = make_session("other", spec={"forkFrom": {"name": "elsewhere"}})
+    plain = make_session("plain")
+    for body in (fork, other, plain):
+        reconciler.cache.remember_session(("ns", body["metadata"]["name"]), body)
+    assert reconciler.cache.forks == {("ns", "copy"), ("ns", "other")}
+    reconciler.wake_forks("ns", "demo")
+    assert reconciler.scheduler.due(("ns", "copy")) is not None
+    assert reconciler.scheduler.due(("ns", "other")) is None and reconciler.scheduler.due(("ns", "plain")) is None
+    reconciler.forget(("ns", "copy"))
+    assert reconciler.cache.forks == {("ns", "other")}

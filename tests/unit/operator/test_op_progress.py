@@ -1,0 +1,66 @@
+"""A new session's status is written twice (Provisioning, Ready), not once per step agent-sandbox reports."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from agentsession_operator.decisions.actions import PROGRESS_DELAY, PatchStatus, ScheduleCheck, reconcile_actions
+from agentsession_operator.decisions.status import compute_status
+
+Make = Callable[..., dict[str, Any]]
+T0 = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
+SPEC = {"warmPoolRef": {"name": "pool"}, "idleTimeout": "8h"}
+
+
+def _provisioning(make_session: Make, make_claim: Make) -> dict[str, Any]:
+    """The session as the pass that created its claim wrote it (Provisioning, the claim without a status)."""
+    session = make_session(spec=SPEC, created="2025-01-01T11:59:59Z")
+    status = compute_status(session, make_claim(), None, T0, True)
+    assert status["phase"] == "Provisioning"
+    return make_session(spec=SPEC, created="2025-01-01T11:59:59Z", status=status)
+
+
+def _patches(actions: list[Any]) -> list[PatchStatus]:
+    return [a for a in actions if isinstance(a, PatchStatus)]
+
+
+def test_progress_of_a_new_session_waits(make_session: Make, make_claim: Make) -> None:
+    session = _provisioning(make_session, make_claim)
+    steps = [
+        make_claim(sandbox_name="demo", ready=("False", "SandboxNotReady", "Sandbox is not ready")),
+        make_claim(sandbox_name="demo", ready=("False", "DependenciesNotReady", "Pod exists with phase: Pending")),
+        make_claim(
+            sandbox_name="demo", pod_ips=["10.0.0.9"], ready=("False", "DependenciesNotReady", "Pod is Running")
+        ),
+    ]
+    for i, claim in enumerate(steps):
+        actions = reconcile_actions(session, claim, None, T0 + timedelta(seconds=i + 1))
+        assert _patches(actions) == []  # nothing written yet
+        checks = [a for a in actions if isinstance(a, ScheduleCheck)]
+        assert [c.at for c in checks] == [T0 + PROGRESS_DELAY]  # and looked at again then
+    # Ready: written at once, with everything the steps brought.
+    ready = make_claim(sandbox_name="demo", pod_ips=["10.0.0.9"], ready=("True", "DependenciesReady", "Pod is Ready"))
+    (patch,) = _patches(reconcile_actions(session, ready, None, T0 + timedelta(seconds=2)))
+    assert patch.patch["phase"] == "Ready" and patch.patch["podIPs"] == ["10.0.0.9"]
+
+
+def test_a_slow_session_shows_its_latest_step_after_the_delay(make_session: Make, make_claim: Make) -> None:
+    session = _provisioning(make_session, make_claim)
+    claim = make_claim(sandbox_name="demo", ready=("False", "DependenciesNotReady", "Pod exists with phase: Pending"))
+    (patch,) = _patches(reconcile_actions(session, claim, None, T0 + PROGRESS_DELAY))
+    ready = next(c for c in patch.patch["conditions"] if c["type"] == "Ready")
+    assert ready["message"] == "Pod exists with phase: Pending" and patch.patch["sandboxName"] == "demo"
+
+
+def test_anything_but_progress_is_written_at_once(make_session: Make, make_claim: Make) -> None:
+    session = _provisioning(make_session, make_claim)
+    # The spec changed (a new generation): observedGeneration moves, written now.
+    changed = {**session, "metadata": {**session["metadata"], "generation": 2}}
+    claim = make_claim(sandbox_name="demo", ready=("False", "SandboxNotReady", "Sandbox is not ready"))
+    assert _patches(reconcile_actions(changed, claim, None, T0 + timedelta(seconds=1)))
+    # A claim agent-sandbox gave up on: Failed, written now.
+    failed = make_claim(sandbox_name="demo", ready=("False", "PodFailed", "the pod failed"))
+    (patch,) = _patches(reconcile_actions(session, failed, None, T0 + timedelta(seconds=1)))
+    assert patch.patch["phase"] == "Failed"
