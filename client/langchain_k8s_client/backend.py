@@ -133,20 +133,30 @@ class AgentSessionSandbox(PodSandbox):
     def _report_activity(self, busy_seconds: float | None) -> None:
         busy = self._throttle.claim(busy_seconds)
         if busy is not None:
-            self._send_activity(busy)
+            self._check_still_ready(self._send_activity(busy))
 
     async def _areport_activity(self, busy_seconds: float | None) -> None:
         # The throttle decides on the loop (no I/O); the PATCH, when due, goes through a worker thread.
         busy = self._throttle.claim(busy_seconds)
         if busy is not None:
-            await asyncio.to_thread(self._send_activity, busy)
+            self._check_still_ready(await asyncio.to_thread(self._send_activity, busy))
 
-    def _send_activity(self, busy: float) -> None:
+    def _check_still_ready(self, answer: Mapping[str, Any] | None) -> None:
+        """The activity report's answer carries the session's status: when it is not Ready (suspended since
+        the last call, say), ask where the pod is before this call, instead of sending the call to the pod
+        that is going away (on a real node it still answers while it terminates: the command would run
+        there, and the session be resumed only after). Costs no request: a report is sent anyway."""
+        status = answer.get("status") if answer is not None else None
+        if isinstance(status, Mapping) and status.get("phase") != Phase.READY:
+            self.transport.mark_stale()
+
+    def _send_activity(self, busy: float) -> dict[str, Any] | None:
         try:
-            self._store.report_activity(self.namespace, self.id, busy)
+            return self._store.report_activity(self.namespace, self.id, busy)
         except Exception as exc:  # the operation itself must not fail on its activity report
             self._throttle.forget()
             log.warning("could not report activity on AgentSession %s/%s: %s", self.namespace, self.id, exc)
+            return None
 
     def wait_ready(self, timeout: float | None = None) -> SessionView:
         """Block until the session is Ready (typed errors otherwise) and return what its status says."""

@@ -281,11 +281,15 @@ class SessionStore:
                 raise SessionNotReady(view.phase or Phase.PENDING, f"not {phase} after {timeout:.0f} s")
             time.sleep(interval)
 
-    def report_activity(self, namespace: str, name: str, busy_seconds: float = 0) -> None:
-        """One merge patch of one annotation: `"<now> busy=<seconds>"`. The operator times it itself."""
+    def report_activity(self, namespace: str, name: str, busy_seconds: float = 0) -> dict[str, Any] | None:
+        """One merge patch of one annotation: `"<now> busy=<seconds>"`. The operator times it itself.
+
+        Returns the session as the PATCH answered it (its status included), or None if the answer was not an
+        object: the caller learns the phase at no extra request."""
         value = format_activity(dt.datetime.now(dt.UTC), busy_seconds)
         patch = {"metadata": {"annotations": {names.ANNOTATION_ACTIVITY: value}}}
-        self.api.patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name, patch)
+        answer = self.api.patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name, patch)
+        return answer if isinstance(answer, dict) else None
 
     def delete(self, namespace: str, name: str, uid: str | None = None) -> bool:
         body = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid) if uid else None)

@@ -214,8 +214,9 @@ class StoreOf:
     def wait_ready(self, namespace: str, name: str, timeout: float) -> sessions.SessionView:
         return sessions.SessionView.of(self.ready)
 
-    def report_activity(self, namespace: str, name: str, busy_seconds: float = 0) -> None:
+    def report_activity(self, namespace: str, name: str, busy_seconds: float = 0) -> dict[str, Any] | None:
         self.reports.append(busy_seconds)
+        return None
 
 
 def test_endpoint_comes_from_the_status_and_suspension_is_handled(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -234,3 +235,35 @@ def test_endpoint_comes_from_the_status_and_suspension_is_handled(monkeypatch: p
     store.current = {**body("Suspended"), "spec": {"suspend": True}}  # suspended on purpose: no waking
     with pytest.raises(SessionNotReady, match=r"spec\.suspend"):
         sandbox._resolve_endpoint()
+
+
+def test_a_call_after_a_suspension_asks_where_the_pod_is_before_calling_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The activity report sent before a call answers with the session's status. Suspended since the last
+    call: the call must not go to the cached pod (on a real node it still answers while it terminates, so
+    the command ran there and the session was still Suspended after it; seen under load), but resolve
+    first, which wakes the session and waits for the new pod."""
+
+    class Answering(StoreOf):
+        def report_activity(self, namespace: str, name: str, busy_seconds: float = 0) -> dict[str, Any]:
+            self.reports.append(busy_seconds)
+            return self.current
+
+    monkeypatch.setattr(backend_module, "SessionStore", Answering)
+    sandbox = AgentSessionSandbox("s", "n")
+    store = sandbox._store
+    assert isinstance(store, Answering)
+    sandbox.transport.set_endpoint(sandbox._resolve_endpoint())
+    assert not sandbox.transport._stale
+
+    sandbox._report_activity(30)  # still Ready: the cached pod is used
+    assert not sandbox.transport._stale
+    store.current = body("Suspended")
+    sandbox._throttle.forget()
+    sandbox._report_activity(30)
+    assert sandbox.transport._stale  # the next request resolves: wakes the session, waits for Ready
+
+    store.current = {"status": "garbage"}  # an odd answer never breaks the call
+    sandbox._throttle.forget()
+    sandbox.transport.set_endpoint(sandbox.transport._endpoint)
+    sandbox._report_activity(30)
+    assert not sandbox.transport._stale
