@@ -74,6 +74,7 @@ class ResponseParser:
         self._left = 0  # length mode: bytes left; chunked: bytes left in the current chunk
         self._chunk_state = "size"  # size, data, crlf, trailers
         self.keep_alive = False
+        self._complete = False  # body() returned None
 
     def feed(self, data: bytes) -> None:
         if data:
@@ -151,6 +152,17 @@ class ResponseParser:
 
     def body(self) -> bytes | None:
         """Body bytes received so far (b"": feed more), or None when the body is complete."""
+        data = self._body()
+        if data is None:
+            self._complete = True
+        return data
+
+    @property
+    def reusable(self) -> bool:
+        """The whole response was read, the server keeps the connection open, and nothing follows it."""
+        return self._complete and self.keep_alive and not self._buf
+
+    def _body(self) -> bytes | None:
         if self._mode == "none":
             return None
         if self._mode == "length":
@@ -218,11 +230,6 @@ class ResponseParser:
         if self._eof:
             raise httpx.RemoteProtocolError("server disconnected in the middle of a chunked body")
         return b""
-
-    @property
-    def leftover(self) -> bool:
-        """Bytes received beyond the response: the connection cannot be reused."""
-        return bool(self._buf)
 
 
 def serialize_head(request: httpx.Request) -> bytes:
@@ -305,7 +312,6 @@ class _SyncBody(httpx.SyncByteStream):
         self._conn: _Conn | None = conn
         self._parser = parser
         self._read = read
-        self._done = False
 
     def __iter__(self) -> Iterator[bytes]:
         conn = self._conn
@@ -314,7 +320,6 @@ class _SyncBody(httpx.SyncByteStream):
         while True:
             data = self._parser.body()
             if data is None:
-                self._done = True
                 return
             if data:
                 yield data
@@ -325,7 +330,7 @@ class _SyncBody(httpx.SyncByteStream):
         conn, self._conn = self._conn, None
         if conn is None:
             return
-        if self._done and self._parser.keep_alive and not self._parser.leftover:
+        if self._parser.reusable:
             self._transport._release(conn)
         else:
             conn.close()
@@ -472,7 +477,6 @@ class _AsyncBody(httpx.AsyncByteStream):
         self._conn: _AsyncConn | None = conn
         self._parser = parser
         self._read = read
-        self._done = False
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         conn = self._conn
@@ -481,7 +485,6 @@ class _AsyncBody(httpx.AsyncByteStream):
         while True:
             data = self._parser.body()
             if data is None:
-                self._done = True
                 return
             if data:
                 yield data
@@ -492,7 +495,7 @@ class _AsyncBody(httpx.AsyncByteStream):
         conn, self._conn = self._conn, None
         if conn is None:
             return
-        if self._done and self._parser.keep_alive and not self._parser.leftover:
+        if self._parser.reusable:
             self._transport._release(conn)
         else:
             conn.close()

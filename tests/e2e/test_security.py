@@ -168,6 +168,16 @@ def _condition(kube: Kube, name: str, namespace: str, ctype: str) -> dict[str, A
     return next((c for c in status_of(kube, name, namespace).get("conditions") or [] if c["type"] == ctype), {})
 
 
+def _label_while_admission_is_off(kube: Kube, operator: OperatorProcess, name: str, namespace: str, label: str) -> None:
+    """Label a session with the operator stopped: this harness's webhook configuration fails open, so the
+    change is stored unchecked, as while admission is off, and the reconciler must hold the policy."""
+    operator.stop()
+    try:
+        kube.run("label", "agentsession", name, "-n", namespace, label)
+    finally:
+        operator.start()
+
+
 def test_a_label_added_to_a_running_session_counts_against_the_cap(
     kube: Kube, namespace: str, operator: OperatorProcess
 ) -> None:
@@ -202,11 +212,7 @@ def test_a_label_added_to_a_running_session_counts_against_the_cap(
     assert joined.returncode != 0, joined.stdout
     assert "1 unfinished AgentSessions already carry team=a (young)" in joined.stderr, joined.stderr
     # Stored while admission is off (this harness's configuration fails open): the reconciler holds the cap.
-    operator.stop()
-    try:
-        kube.run("label", "agentsession", "old", "-n", namespace, "team=a")
-    finally:
-        operator.start()
+    _label_while_admission_is_off(kube, operator, "old", namespace, "team=a")
     kube.wait_for(
         "young (the newest) stopped",
         lambda: status_of(kube, "young", namespace).get("phase") == "Failed",
@@ -255,14 +261,10 @@ def test_removing_a_label_does_not_escape_the_policy(kube: Kube, namespace: str,
     assert before["expiresAt"] and before["resolved"]["maxTtl"] == "10m"
     # Admission refuses this change now (test_removing_a_selected_label_is_refused_at_admission); with the
     # operator down (this harness's configuration fails open) it gets through, and the reconciler must hold.
-    operator.stop()
-    try:
-        kube.run("label", "agentsession", "capped", "-n", namespace, "team-")
-    finally:
-        operator.start()
+    _label_while_admission_is_off(kube, operator, "capped", namespace, "team-")
     kube.wait_for(
         "a pass after the label went",
-        lambda: status_of(kube, "capped", namespace).get("observedGeneration") is not None and True,
+        lambda: status_of(kube, "capped", namespace).get("observedGeneration") is not None,
         timeout=10,
     )
     time.sleep(3)
