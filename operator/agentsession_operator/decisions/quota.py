@@ -105,13 +105,14 @@ def over_cap(
     to these (key, value) groups (an UPDATE judges only the groups it joins). A session that holds
     no place itself (finished, deleted) is never over.
     """
-    if not holds_place(session):
-        return []
+    limits = policy.session_limits_for(session, effective)
+    if not limits or not holds_place(session):
+        return []  # before reading ``sessions``: callers may pass a lazy scan of the namespace
     sessions = list(sessions)
     wanted = set(only) if only is not None else None
     namespace = _meta(session).get("namespace")
     found = []
-    for limit, value in policy.session_limits_for(session, effective):
+    for limit, value in limits:
         if wanted is not None and (limit.key, value) not in wanted:
             continue
         group = [s for s in members(namespace, limit.key, value, sessions) if not _same(s, session)]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -129,7 +129,12 @@ class Cache:
 
     def bodies_in(self, namespace: str) -> list[dict[str, Any]]:
         """The cached sessions of a namespace."""
-        return [body for (ns, _), body in self.sessions.items() if ns == namespace]
+        return list(self.scan_bodies_in(namespace))
+
+    def scan_bodies_in(self, namespace: str) -> Iterator[dict[str, Any]]:
+        """The same, lazily: a scan of every cached session, paid only if the caller reads it (the quota
+        checks at every pass and session event need it only under a maxSessionsPerLabel cap)."""
+        return (body for (ns, _), body in self.sessions.items() if ns == namespace)
 
 
 def version_of(value: Mapping[str, Any] | int) -> int:

@@ -169,7 +169,7 @@ class Reconciler:
         keys = quota.capped_keys(policies.values())
         if keys:
             now = _now()
-            for woken in quota.to_wake(before, after, self.cache.bodies_in(namespace), keys):
+            for woken in quota.to_wake(before, after, self.cache.scan_bodies_in(namespace), keys):
                 due = self.scheduler.due(woken)
                 if due is None or due > now:  # already due: a burst wakes each session once
                     self.scheduler.schedule(woken, now)
@@ -531,7 +531,7 @@ class Reconciler:
         violations = policy.violations(session, effective, await self.label_domains(), running=claim is not None)
         # maxSessionsPerLabel at every pass, claim or not: the places ranked before this one (creation
         # order, so every replica and restart agrees on who is over; decisions.quota).
-        violations += quota.over_cap(session, effective, self.cache.bodies_in(namespace))
+        violations += quota.over_cap(session, effective, self.cache.scan_bodies_in(namespace))
 
         policy_key = (namespace, network.policy_name(claim_name))
         isolation = network.Isolation(self.config.network, self.cache.network_policies.get(policy_key))

@@ -305,3 +305,17 @@ async def test_after_a_restart_a_waiting_session_is_judged_with_every_older_one_
     await rec.reconcile(("ns", "alpha"), cause="session listed")
     assert created == [] and fake.sessions["alpha"]["status"]["phase"] == "Failed"
     await asyncio.gather(*rec._background, return_exceptions=True)
+
+
+def test_the_namespace_scan_is_read_only_under_a_cap(cap: list[Obj]) -> None:
+    """Every pass asks over_cap; the scan of the cached sessions it may need is read only when the session
+    carries a capped label (a pass without one must not cost O(sessions) at 10,000 sessions)."""
+
+    def scan() -> Any:
+        raise AssertionError("the sessions were scanned")
+        yield
+
+    assert quota.over_cap(one("free", 1, team=None), effective_policy_for(one("free", 1, team=None), cap), scan()) == []
+    assert quota.over_cap(one("a", 1), effective_policy_for(one("a", 1), []), scan()) == []
+    with pytest.raises(AssertionError, match="scanned"):
+        over(one("a", 1), scan(), cap)  # type: ignore[arg-type]
