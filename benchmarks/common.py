@@ -7,7 +7,9 @@ import sys
 from typing import IO, Any
 
 
-def start_operator(*extra: str, stdout: IO[Any] | int = subprocess.DEVNULL) -> subprocess.Popen[bytes]:
+def start_operator(
+    *extra: str, stdout: IO[Any] | int = subprocess.DEVNULL, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
     """`python -m agentsession_operator` with no listeners, so it never collides with another one."""
     command = [
         sys.executable,
@@ -21,7 +23,7 @@ def start_operator(*extra: str, stdout: IO[Any] | int = subprocess.DEVNULL) -> s
         "0",
         *extra,
     ]
-    return subprocess.Popen(command, stdout=stdout, stderr=subprocess.STDOUT)
+    return subprocess.Popen(command, stdout=stdout, stderr=subprocess.STDOUT, env=env)
 
 
 def stop_operator(operator: subprocess.Popen[bytes]) -> None:

@@ -46,14 +46,16 @@ async def session_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_:
 @kopf.on.event(c.EXTENSIONS_GROUP, c.EXTENSIONS_VERSION, c.CLAIM_PLURAL, labels=MANAGED)
 async def claim_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     reconciler: Reconciler = memo.reconciler
+    session = reconciler.session_for_claim(dict(body))
+    unknown_owner = session is None or session not in reconciler.cache.sessions
     if type is None:
         reconciler.relisted("claims")  # kopf listed: drop what the listing lacks
+        if not unknown_owner and reconciler.unchanged("claims", _key(body), body):
+            return  # as the cache has it (start-up listing): the session's own listing runs its pass
     if type == "DELETED":
         reconciler.cache.claims.pop(_key(body), None)
     else:
         reconciler.cache.remember_claim(_key(body), body)
-    session = reconciler.session_for_claim(dict(body))
-    unknown_owner = session is None or session not in reconciler.cache.sessions
     if type != "DELETED" and unknown_owner and await reconciler.collect_orphan(dict(body)):
         return
     if session is not None:
@@ -63,9 +65,11 @@ async def claim_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: A
 @kopf.on.event(c.SANDBOX_GROUP, c.SANDBOX_VERSION, c.SANDBOX_PLURAL)
 async def sandbox_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     reconciler: Reconciler = memo.reconciler
+    session = reconciler.session_for_sandbox(dict(body))
     if type is None:
         reconciler.relisted("sandboxes")  # kopf listed: drop what the listing lacks
-    session = reconciler.session_for_sandbox(dict(body))
+        if session is not None and reconciler.unchanged("sandboxes", _key(body), body):
+            return  # as the cache has it (start-up listing): the session's own listing runs its pass
     if type == "DELETED":
         reconciler.cache.sandboxes.pop(_key(body), None)
     elif session is not None:

@@ -19,6 +19,19 @@ def _resource_version(body: Mapping[str, Any]) -> int:
         return 0
 
 
+def _newer_or_same(known: Mapping[str, Any] | None, body: Mapping[str, Any]) -> bool:
+    """The cache's copy is at least as new as `body`: keep it. The same resourceVersion is the same object,
+    and keeping the copy built first (at start, prime's) instead of a fresh one per listed event keeps the
+    long-lived cache from being strewn among a listing's short-lived bodies (memory a replica that took
+    over 3,000 sessions never gave back)."""
+    if known is None:
+        return False
+    version = (known.get("metadata") or {}).get("resourceVersion")
+    if version and version == (body.get("metadata") or {}).get("resourceVersion"):
+        return True
+    return _resource_version(known) > _resource_version(body)
+
+
 INTERN_MAX = 64  # strings up to this long are shared between cached objects (keys, reasons, phases)
 
 
@@ -91,8 +104,7 @@ class Cache:
         """Keep the newest body: a watch event can arrive after our own, newer write. Never a deleted one."""
         if self.is_deleted(body):
             return
-        known = self.sessions.get(key)
-        if known is not None and _resource_version(known) > _resource_version(body):
+        if _newer_or_same(self.sessions.get(key), body):
             return
         self.sessions[key] = slim(body)
         if ((body.get("spec") or {}).get("forkFrom") or {}).get("name"):
@@ -107,17 +119,17 @@ class Cache:
     def remember_claim(self, key: Key, body: Mapping[str, Any]) -> None:
         """The newest: our create's answer can arrive after the watch delivered the claim Ready (a slow API
         server); storing the older answer left the session Provisioning for good (no later event came)."""
-        known = self.claims.get(key)
-        if known is not None and _resource_version(known) > _resource_version(body):
+        if _newer_or_same(self.claims.get(key), body):
             return
         self.claims[key] = slim(body)
 
     def remember_network_policy(self, key: Key, body: Mapping[str, Any]) -> None:
+        if _newer_or_same(self.network_policies.get(key), body):
+            return
         self.network_policies[key] = slim(body)
 
     def remember_sandbox(self, key: Key, body: Mapping[str, Any]) -> None:
-        known = self.sandboxes.get(key)
-        if known is not None and _resource_version(known) > _resource_version(body):
+        if _newer_or_same(self.sandboxes.get(key), body):
             return
         self.sandboxes[key] = slim(body, SANDBOX_SPEC_UNUSED)
 

@@ -6,6 +6,7 @@ Objects go in and come out as plain dicts, so the pure logic never sees a client
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import AsyncIterator
 from typing import Any
 
 from kubernetes_asyncio import client, config
@@ -19,7 +20,17 @@ from agentsession_operator.kube import transport
 _log = logger()
 
 _MERGE = {"Content-Type": "application/merge-patch+json"}
-LIST_PAGE = 500  # objects per page of the resync's listings
+LIST_PAGE = 500  # objects per page of the start-up and resync listings
+_MANAGED = f"{c.LABEL_MANAGED_BY}={c.MANAGED_BY}"
+_LISTED: dict[str, tuple[str, str, str, str | None]] = {  # kind: group, version, plural, label selector
+    "policies": (names.GROUP, names.VERSION, names.POLICY_PLURAL, None),
+    "sessions": (names.GROUP, names.VERSION, names.SESSION_PLURAL, None),
+    "pools": (c.EXTENSIONS_GROUP, c.EXTENSIONS_VERSION, c.WARM_POOL_PLURAL, None),
+    "claims": (c.EXTENSIONS_GROUP, c.EXTENSIONS_VERSION, c.CLAIM_PLURAL, _MANAGED),
+    "sandboxes": (c.SANDBOX_GROUP, c.SANDBOX_VERSION, c.SANDBOX_PLURAL, None),
+    # The generic list path serves built-in kinds too (/apis/networking.k8s.io/v1/networkpolicies).
+    "network_policies": ("networking.k8s.io", "v1", "networkpolicies", _MANAGED),
+}
 
 
 def without_env_lookups(api_client: client.ApiClient) -> client.ApiClient:
@@ -77,36 +88,42 @@ class Kube:
             result = await self.custom.list_namespaced_custom_object(group, version, namespace, plural, **kwargs)
         return list(result.get("items", []))
 
-    async def list_versioned(self, kind: str) -> tuple[list[dict[str, Any]], str]:
-        """Every object of `kind` (cluster-wide, ours only for claims) and the list's resourceVersion:
-        what a relist sees, for dropping cached objects deleted while a watch was down (kube/resync)."""
-        managed = f"{c.LABEL_MANAGED_BY}={c.MANAGED_BY}"
-        group, version, plural, selector = {
-            "policies": (names.GROUP, names.VERSION, names.POLICY_PLURAL, None),
-            "sessions": (names.GROUP, names.VERSION, names.SESSION_PLURAL, None),
-            "pools": (c.EXTENSIONS_GROUP, c.EXTENSIONS_VERSION, c.WARM_POOL_PLURAL, None),
-            "claims": (c.EXTENSIONS_GROUP, c.EXTENSIONS_VERSION, c.CLAIM_PLURAL, managed),
-            "sandboxes": (c.SANDBOX_GROUP, c.SANDBOX_VERSION, c.SANDBOX_PLURAL, None),
-        }[kind]
+    async def list_page(self, kind: str, token: str | None = None) -> tuple[list[dict[str, Any]], str, str | None]:
+        """One page (LIST_PAGE objects) of every object of `kind`, cluster-wide (ours only for claims and
+        NetworkPolicies): its items, the list's resourceVersion and the next page's token (None: the last).
+        In pages: one listing of every session, claim and Sandbox at 10,000 sessions decoded to hundreds of
+        MiB at once, and the operator's peak RSS is what a node must hold."""
+        group, version, plural, selector = _LISTED[kind]
         kwargs: dict[str, Any] = {"label_selector": selector} if selector else {}
-        # In pages, each cut to the object's name at once: one listing of every session, claim and
-        # Sandbox at 10,000 sessions decoded to hundreds of MiB at once (every RESYNC_PERIOD), and the
-        # operator's peak RSS is what a node must hold.
-        keys: list[dict[str, Any]] = []
-        snapshot, token = "", None
+        if token:
+            kwargs["_continue"] = token
+        page = await self.custom.list_cluster_custom_object(group, version, plural, limit=LIST_PAGE, **kwargs)
+        meta = page.get("metadata") or {}
+        return list(page.get("items", [])), str(meta.get("resourceVersion") or ""), meta.get("continue") or None
+
+    async def list_pages(self, kind: str) -> AsyncIterator[tuple[list[dict[str, Any]], str]]:
+        """Every page of `kind`, each with the list's resourceVersion (every page is the first's snapshot)."""
+        token: str | None = None
+        snapshot = ""
         while True:
-            if token:
-                kwargs["_continue"] = token
-            page = await self.custom.list_cluster_custom_object(group, version, plural, limit=LIST_PAGE, **kwargs)
-            meta = page.get("metadata") or {}
-            snapshot = snapshot or str(meta.get("resourceVersion") or "")  # every page is the first's snapshot
+            items, version, token = await self.list_page(kind, token)
+            snapshot = snapshot or version
+            yield items, snapshot
+            if not token:
+                return
+
+    async def list_versioned(self, kind: str) -> tuple[list[dict[str, Any]], str]:
+        """The name of every object of `kind` and the list's resourceVersion: what a relist sees, for dropping
+        cached objects deleted while a watch was down (kube/resync). Each page is cut to names at once."""
+        keys: list[dict[str, Any]] = []
+        snapshot = ""
+        async for items, version in self.list_pages(kind):
+            snapshot = version
             keys += [
                 {"metadata": {"namespace": i["metadata"].get("namespace"), "name": i["metadata"]["name"]}}
-                for i in page.get("items", [])
+                for i in items
             ]
-            token = meta.get("continue")
-            if not token:
-                return keys, snapshot
+        return keys, snapshot
 
     # ---- sessions ---------------------------------------------------------------
     async def get_session(self, namespace: str, name: str) -> dict[str, Any] | None:

@@ -271,7 +271,7 @@ async def test_after_a_restart_a_waiting_session_is_judged_with_every_older_one_
 ) -> None:
     """Restart: kopf's first listing comes in name order, each session's pass as its event is handled. A
     waiting session whose pass ran before the older ones were cached saw nobody ahead and got a claim.
-    Now prime() lists the sessions of namespaces under a cap before any pass."""
+    Now prime() lists every session before any pass."""
     running, _, _ = _running("zeta", 1, {"team": "a"}, make_claim, make_sandbox)  # the oldest, named last
     waiting = one("alpha", 59, status=WAITING)
     waiting["metadata"]["creationTimestamp"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -284,8 +284,9 @@ async def test_after_a_restart_a_waiting_session_is_judged_with_every_older_one_
     async def list_warm_pools() -> list[Obj]:
         return [{"metadata": {"name": "python-pool", "namespace": "ns"}}]
 
-    async def list_sessions(namespace: str | None = None, selector: str | None = None) -> list[Obj]:
-        return [copy.deepcopy(waiting), copy.deepcopy(running)]
+    async def list_page(kind: str, token: str | None = None) -> tuple[list[Obj], str, str | None]:
+        listed = {"sessions": [copy.deepcopy(waiting), copy.deepcopy(running)]}
+        return listed.get(kind, []), "1", None
 
     async def create_claim(manifest: Obj) -> Obj:
         created.append(manifest)
@@ -294,7 +295,7 @@ async def test_after_a_restart_a_waiting_session_is_judged_with_every_older_one_
     for name, fn in (
         ("list_policies", list_policies),
         ("list_warm_pools", list_warm_pools),
-        ("list_sessions", list_sessions),
+        ("list_page", list_page),
         ("create_claim", create_claim),
     ):
         setattr(fake, name, fn)

@@ -160,8 +160,12 @@ async def test_no_session_is_acted_on_before_policies_are_loaded() -> None:
     async def list_warm_pools() -> list[Obj]:
         return [{"metadata": {"name": "python-pool", "namespace": "tenant-a"}}]
 
+    async def list_page(kind: str, token: str | None = None) -> tuple[list[Obj], str, str | None]:
+        return [], "1", None
+
     fake.list_policies = list_policies  # type: ignore[attr-defined]
     fake.list_warm_pools = list_warm_pools  # type: ignore[attr-defined]
+    fake.list_page = list_page  # type: ignore[attr-defined]
     rec = Reconciler(Kube.__new__(Kube))
     rec.kube = fake  # type: ignore[assignment]
     await reconcile(fake, rec)  # the session's watch event arrives first

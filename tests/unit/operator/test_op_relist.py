@@ -104,3 +104,45 @@ async def test_listing_for_a_resync_comes_in_pages_cut_to_names(monkeypatch: Any
     assert version == "42"  # the first page's snapshot: every page is of it
     assert [c.get("_continue") for c in kube.custom.calls] == [None, "2", "4"]  # type: ignore[attr-defined]
     assert all(c["label_selector"] for c in kube.custom.calls)  # type: ignore[attr-defined]
+
+
+async def test_a_long_listing_is_relisted_once_after_its_last_event(monkeypatch: Any) -> None:
+    """A fresh replica's listing of 3,000 sessions took kopf 30 s to hand over; debounced from its first
+    event, the resync listed everything again every 2 s of it (90 lists instead of 18)."""
+    import asyncio
+
+    from agentsession_operator.kube import reconciler as reconciler_module
+
+    monkeypatch.setattr(reconciler_module, "RESYNC_DEBOUNCE", 0.05)
+    kube = ListingKube({}, "20")
+    calls: list[str] = []
+
+    async def counting(kind: str) -> tuple[list[dict[str, Any]], str]:
+        calls.append(kind)
+        return [], "20"
+
+    kube.list_versioned = counting  # type: ignore[method-assign]
+    rec = Reconciler(kube)  # type: ignore[arg-type]
+    for _ in range(8):  # listed objects arriving over 4 debounce periods
+        rec.relisted("sessions")
+        await asyncio.sleep(0.025)
+    await asyncio.sleep(0.2)
+    assert calls == ["sessions"]
+    await rec.scheduler.stop()
+
+
+def test_a_body_at_the_cached_version_keeps_the_cached_copy() -> None:
+    """A listing hands over every object the cache already holds (prime read them): the copy built first
+    stays, instead of a new one per event among the listing's short-lived bodies (memory never returned)."""
+    cache = Cache()
+    cache.remember_session(("n", "s"), _body("n", "s", 5))
+    cache.remember_claim(("n", "c"), _body("n", "c", 6))
+    cache.remember_network_policy(("n", "p"), _body("n", "p", 7))
+    session, claim, policy = cache.sessions[("n", "s")], cache.claims[("n", "c")], cache.network_policies[("n", "p")]
+    cache.remember_session(("n", "s"), _body("n", "s", 5))
+    cache.remember_claim(("n", "c"), _body("n", "c", 6))
+    cache.remember_network_policy(("n", "p"), _body("n", "p", 7))
+    assert cache.sessions[("n", "s")] is session and cache.claims[("n", "c")] is claim
+    assert cache.network_policies[("n", "p")] is policy
+    cache.remember_session(("n", "s"), _body("n", "s", 8, labels={"a": "b"}))  # a newer one replaces it
+    assert cache.sessions[("n", "s")]["metadata"]["labels"] == {"a": "b"}

@@ -1,0 +1,231 @@
+"""A fresh operator replica (a restart, a failover) taking over N live sessions: how long it stays busy,
+how much memory it peaks at, and what it asks of the API server.
+
+The sessions (pause-image pool on the kwok node) are created through the operator once and kept; then
+the operator is stopped and a fresh one started, `--rounds` times. With `--before DIR` (another checkout,
+e.g. a `git worktree` of the previous commit) the rounds alternate between that checkout's operator and
+this one's, in one run on the same sessions, so the two are measured side by side.
+
+Per restart: seconds until the operator settles (the first moment after which it used under 5 % of a
+core for 3 s), its CPU seconds until then, its peak RSS (VmHWM), and the API server's requests by verb
+while it settled (apiserver_request_total; nothing else acts on the cluster meanwhile).
+Run: `.venv/bin/python -m benchmarks.bench_restart --sessions 3000 --rounds 4 [--before /path/to/checkout]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import signal
+import statistics
+import time
+from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from benchmarks.bench_scale import load_average, proc_cpu_seconds, proc_peak_rss_mib, proc_rss_mib
+from benchmarks.common import start_operator, stop_operator
+from devcluster.cluster import Cluster, Paths
+
+os.environ["KUBECONFIG"] = str(Paths().kubeconfig)
+
+from kubernetes import client, config
+
+from tests.e2e import manifests
+
+NS = "bench-restart"
+GROUP, VERSION = "agentsession.dev", "v1alpha1"
+THREADS = 16
+BATCH = 250
+SETTLED_CPU = 0.05  # share of a core under which the operator counts as idle
+SETTLED_FOR = 3.0  # seconds it must stay under it
+TIMEOUT = 900.0  # seconds a restart may take before the run gives up on it
+RESOURCES = ("agentsessions", "sandboxclaims", "sandboxes", "networkpolicies", "events")
+
+
+def api_requests(cluster: Cluster) -> dict[str, float]:
+    """The API server's requests so far, by "VERB resource", for the resources the operator touches."""
+    counts: dict[str, float] = defaultdict(float)
+    for line in cluster.api_get("/metrics", timeout=30).decode().splitlines():
+        if not line.startswith("apiserver_request_total{"):
+            continue
+        labels = line[line.index("{") + 1 : line.rindex("}")]
+        fields = dict(part.split("=", 1) for part in labels.split('",') if "=" in part)
+        resource = fields.get("resource", "").strip('"')
+        if resource in RESOURCES:
+            counts[f"{fields.get('verb', '').strip(chr(34))} {resource}"] += float(line.rsplit(" ", 1)[1])
+    return counts
+
+
+def count_ready(api: client.CustomObjectsApi) -> tuple[int, int]:
+    total = ready = 0
+    token = None
+    while True:
+        page = api.list_namespaced_custom_object(GROUP, VERSION, NS, "agentsessions", limit=500, _continue=token)
+        for item in page["items"]:
+            total += 1
+            ready += (item.get("status") or {}).get("phase") == "Ready"
+        token = page["metadata"].get("continue")
+        if not token:
+            return total, ready
+
+
+def populate(cluster: Cluster, api: client.CustomObjectsApi, n: int) -> None:
+    """Create sessions through a running operator until `n` exist, and wait until all are Ready."""
+    total, ready = count_ready(api)
+    if total >= n and ready >= n:
+        print(f"{total} sessions already Ready in {NS}")
+        return
+    cluster.kubectl("create", "namespace", NS, check=False)
+    docs = [manifests.template("pause"), manifests.warm_pool("pool", "pause", 0)]
+    cluster.kubectl("apply", "-n", NS, "-f", "-", input=yaml.safe_dump_all(docs))
+    log = open(cluster.paths.logs / "operator-restart-populate.log", "wb")  # noqa: SIM115
+    operator = start_operator("--log-level", "WARNING", "--namespace", NS, stdout=log)
+    try:
+
+        def create(i: int) -> None:
+            body = manifests.session(f"s{i:05d}", "pool", idleTimeout="8h")
+            try:
+                api.create_namespaced_custom_object(GROUP, VERSION, NS, "agentsessions", body)
+            except client.ApiException as err:
+                if err.status != 409:
+                    raise
+
+        for first in range(total, n, BATCH):
+            with ThreadPoolExecutor(THREADS) as pool:
+                list(pool.map(create, range(first, min(n, first + BATCH))))
+            print(f"{time.strftime('%H:%M:%S')} created {min(n, first + BATCH)}", flush=True)
+        deadline = time.monotonic() + TIMEOUT
+        while True:
+            try:
+                ready = count_ready(api)[1]
+            except client.ApiException as err:  # a busy API server's paged list: 504 "too large resource version"
+                if err.status not in (429, 500, 503, 504):
+                    raise
+                ready = 0
+            if ready >= n:
+                break
+            if time.monotonic() > deadline:
+                raise SystemExit(f"only {ready} of {n} sessions Ready after {TIMEOUT:.0f} s")
+            time.sleep(5)
+        print(f"{time.strftime('%H:%M:%S')} {n} sessions Ready", flush=True)
+    finally:
+        stop_operator(operator)
+
+
+def restart(cluster: Cluster, label: str, pythonpath: str | None) -> dict[str, Any]:
+    """Start a fresh operator on the namespace as it is; measure it until it settles, then stop it."""
+    env = dict(os.environ)
+    if pythonpath:
+        env["PYTHONPATH"] = pythonpath + os.pathsep + env.get("PYTHONPATH", "")
+    before = api_requests(cluster)
+    log = open(cluster.paths.logs / f"operator-restart-{label}.log", "wb")  # noqa: SIM115
+    started = time.monotonic()
+    operator = start_operator("--log-level", "WARNING", "--namespace", NS, stdout=log, env=env)
+    samples: list[tuple[float, float]] = []  # (seconds since start, CPU seconds)
+    settled_at = None
+    try:
+        while time.monotonic() - started < TIMEOUT:
+            time.sleep(0.5)
+            now = time.monotonic() - started
+            samples.append((now, proc_cpu_seconds(operator.pid)))
+            window = [s for s in samples if s[0] >= now - SETTLED_FOR]
+            if now > 5 and window[0][0] <= now - SETTLED_FOR + 0.6:
+                used = (window[-1][1] - window[0][1]) / (window[-1][0] - window[0][0])
+                if used < SETTLED_CPU:
+                    settled_at = window[0][0]
+                    break
+        peak = proc_peak_rss_mib(operator.pid)
+        settled_rss = proc_rss_mib(operator.pid)
+    finally:
+        stop_operator(operator)
+    if settled_at is None:
+        raise SystemExit(f"{label}: still busy after {TIMEOUT:.0f} s")
+    cpu = next(c for t, c in samples if t >= settled_at)
+    after = api_requests(cluster)
+    requests = {k: v - before.get(k, 0.0) for k, v in after.items() if v - before.get(k, 0.0) > 0}
+    return {
+        "label": label,
+        "settled_s": settled_at,
+        "cpu_s": cpu,
+        "peak_mib": peak,
+        "settled_mib": settled_rss,
+        "requests": requests,
+    }
+
+
+def _verb(result: dict[str, Any], *verbs: str) -> float:
+    return sum(v for k, v in result["requests"].items() if k.split()[0] in verbs)
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def main() -> None:
+    signal.signal(signal.SIGTERM, _interrupt)
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sessions", type=int, default=3000)
+    parser.add_argument("--rounds", type=int, default=4, help="restarts of each operator")
+    parser.add_argument("--before", default="", help="another checkout: its operator alternates with this one's")
+    args = parser.parse_args()
+    cluster = Cluster(out=io.StringIO())
+    started_cluster = cluster.up()
+    config.load_kube_config()
+    cfg = client.Configuration.get_default_copy()
+    cfg.connection_pool_maxsize = 32
+    api = client.CustomObjectsApi(client.ApiClient(cfg))
+    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "crds/")
+    sides: list[tuple[str, str | None]] = [("this", None)]
+    if args.before:
+        root = Path(args.before).resolve()
+        sides.insert(0, ("before", os.pathsep.join(str(root / d) for d in ("api", "operator"))))
+    results: list[dict[str, Any]] = []
+    try:
+        populate(cluster, api, args.sessions)
+        for round_ in range(args.rounds):
+            order = sides if round_ % 2 == 0 else sides[::-1]
+            for label, path in order:
+                r = restart(cluster, label, path)
+                results.append(r)
+                print(
+                    f"{time.strftime('%H:%M:%S')} {label}: settled in {r['settled_s']:.1f} s, CPU {r['cpu_s']:.1f} s,"
+                    f" peak {r['peak_mib']:.0f} MiB (settled {r['settled_mib']:.0f}), requests {r['requests']},"
+                    f" load {load_average():.1f}",
+                    flush=True,
+                )
+    finally:
+        if started_cluster:
+            cluster.down()
+    print(f"\nA fresh replica taking over {args.sessions} sessions (medians of {args.rounds} restarts each)")
+    print(f"{'operator':>8} {'settled s':>9} {'CPU s':>7} {'peak MiB':>8} {'GETs':>7} {'LISTs':>6} {'writes':>7}")
+    medians: dict[str, dict[str, float]] = {}
+    for label, _ in sides:
+        rows = [r for r in results if r["label"] == label]
+        m = {
+            "settled_s": statistics.median(r["settled_s"] for r in rows),
+            "cpu_s": statistics.median(r["cpu_s"] for r in rows),
+            "peak_mib": statistics.median(r["peak_mib"] for r in rows),
+            "get": statistics.median(_verb(r, "GET") for r in rows),
+            "list": statistics.median(_verb(r, "LIST") for r in rows),
+            "write": statistics.median(_verb(r, "POST", "PUT", "PATCH", "DELETE") for r in rows),
+        }
+        medians[label] = m
+        print(
+            f"{label:>8} {m['settled_s']:>9.1f} {m['cpu_s']:>7.1f} {m['peak_mib']:>8.0f} {m['get']:>7.0f}"
+            f" {m['list']:>6.0f} {m['write']:>7.0f}"
+        )
+    if "before" in medians:
+        b, t = medians["before"], medians["this"]
+        print(
+            f"   ratio {t['settled_s'] / b['settled_s']:>9.2f} {t['cpu_s'] / b['cpu_s']:>7.2f}"
+            f" {t['peak_mib'] / b['peak_mib']:>8.2f}   (this / before)"
+        )
+
+
+if __name__ == "__main__":
+    main()
