@@ -19,6 +19,7 @@ import io
 import os
 import signal
 import statistics
+import subprocess
 import time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
@@ -27,8 +28,14 @@ from typing import Any
 
 import yaml
 
-from benchmarks.bench_scale import load_average, proc_cpu_seconds, proc_peak_rss_mib, proc_rss_mib
-from benchmarks.common import start_operator, stop_operator
+from benchmarks.common import (
+    load_average,
+    proc_cpu_seconds,
+    proc_peak_rss_mib,
+    proc_rss_mib,
+    start_operator,
+    stop_operator,
+)
 from devcluster.cluster import Cluster, Paths
 
 os.environ["KUBECONFIG"] = str(Paths().kubeconfig)
@@ -117,6 +124,32 @@ def populate(cluster: Cluster, api: client.CustomObjectsApi, n: int) -> None:
         stop_operator(operator)
 
 
+def settle(operator: subprocess.Popen[bytes], started: float) -> dict[str, float]:
+    """Sample a just-started operator until it settles: seconds (from `started`) to the first moment after
+    which it used under SETTLED_CPU of a core for SETTLED_FOR s, its CPU seconds until then, its peak RSS
+    and its RSS once settled."""
+    samples: list[tuple[float, float]] = []  # (seconds since start, CPU seconds)
+    while time.monotonic() - started < TIMEOUT:
+        time.sleep(0.5)
+        now = time.monotonic() - started
+        samples.append((now, proc_cpu_seconds(operator.pid)))
+        window = [s for s in samples if s[0] >= now - SETTLED_FOR]
+        if now > 5 and window[0][0] <= now - SETTLED_FOR + 0.6:
+            used = (window[-1][1] - window[0][1]) / (window[-1][0] - window[0][0])
+            if used < SETTLED_CPU:
+                return {
+                    "settled_s": window[0][0],
+                    "cpu_s": window[0][1],
+                    "peak_mib": proc_peak_rss_mib(operator.pid),
+                    "settled_mib": proc_rss_mib(operator.pid),
+                }
+    raise RuntimeError(f"the operator was still busy after {TIMEOUT:.0f} s")
+
+
+def request_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    return {k: v - before.get(k, 0.0) for k, v in after.items() if v - before.get(k, 0.0) > 0}
+
+
 def restart(cluster: Cluster, label: str, pythonpath: str | None) -> dict[str, Any]:
     """Start a fresh operator on the namespace as it is; measure it until it settles, then stop it."""
     env = dict(os.environ)
@@ -126,36 +159,11 @@ def restart(cluster: Cluster, label: str, pythonpath: str | None) -> dict[str, A
     log = open(cluster.paths.logs / f"operator-restart-{label}.log", "wb")  # noqa: SIM115
     started = time.monotonic()
     operator = start_operator("--log-level", "WARNING", "--namespace", NS, stdout=log, env=env)
-    samples: list[tuple[float, float]] = []  # (seconds since start, CPU seconds)
-    settled_at = None
     try:
-        while time.monotonic() - started < TIMEOUT:
-            time.sleep(0.5)
-            now = time.monotonic() - started
-            samples.append((now, proc_cpu_seconds(operator.pid)))
-            window = [s for s in samples if s[0] >= now - SETTLED_FOR]
-            if now > 5 and window[0][0] <= now - SETTLED_FOR + 0.6:
-                used = (window[-1][1] - window[0][1]) / (window[-1][0] - window[0][0])
-                if used < SETTLED_CPU:
-                    settled_at = window[0][0]
-                    break
-        peak = proc_peak_rss_mib(operator.pid)
-        settled_rss = proc_rss_mib(operator.pid)
+        measured = settle(operator, started)
     finally:
         stop_operator(operator)
-    if settled_at is None:
-        raise SystemExit(f"{label}: still busy after {TIMEOUT:.0f} s")
-    cpu = next(c for t, c in samples if t >= settled_at)
-    after = api_requests(cluster)
-    requests = {k: v - before.get(k, 0.0) for k, v in after.items() if v - before.get(k, 0.0) > 0}
-    return {
-        "label": label,
-        "settled_s": settled_at,
-        "cpu_s": cpu,
-        "peak_mib": peak,
-        "settled_mib": settled_rss,
-        "requests": requests,
-    }
+    return {"label": label, **measured, "requests": request_delta(before, api_requests(cluster))}
 
 
 def _verb(result: dict[str, Any], *verbs: str) -> float:

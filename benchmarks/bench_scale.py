@@ -46,7 +46,15 @@ from typing import Any
 
 import yaml
 
-from benchmarks.common import start_operator, stop_operator
+from benchmarks.bench_restart import api_requests, request_delta, settle
+from benchmarks.common import (
+    load_average,
+    proc_cpu_seconds,
+    proc_peak_rss_mib,
+    proc_rss_mib,
+    start_operator,
+    stop_operator,
+)
 from devcluster.cluster import Cluster, Paths
 
 os.environ["KUBECONFIG"] = str(Paths().kubeconfig)
@@ -60,28 +68,8 @@ NS = "bench-scale"  # the sessions (the only namespace the operator watches)
 NS_DIRECT = "bench-scale-direct"  # the claims created directly
 GROUP, VERSION = "agentsession.dev", "v1alpha1"
 EXT, EXT_VERSION = "extensions.agents.x-k8s.io", "v1beta1"
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 LONG_IDLE = "8h"  # every session's idle timeout but the reap sample's: never reached in a run
 THREADS = 16
-
-
-def proc_cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
-
-
-def proc_peak_rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
-
-
-def proc_rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def _children(pid: int) -> list[int]:
@@ -98,10 +86,6 @@ def ts(text: str) -> dt.datetime:
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
-def load_average() -> float:
-    return float(Path("/proc/loadavg").read_text().split()[0])
 
 
 def apiserver_writes(cluster: Cluster) -> float:
@@ -313,6 +297,30 @@ class Run:
         self.sampler.start()
         time.sleep(3)  # the operator's start-up listing
 
+    def restart_operator(self) -> dict[str, Any]:
+        """A restart (or a failover) at this point: the operator stopped, a fresh replica started on the
+        namespace as it is, measured until it settles (benchmarks.bench_restart); it goes on as the run's."""
+        assert self.sampler is not None
+        self.sampler.phase = "restart"
+        stop_operator(self.operator)
+        before = api_requests(self.cluster)
+        log = open(self.cluster.paths.logs / "operator-bench.log", "ab")  # noqa: SIM115 - the run's lifetime
+        started = time.monotonic()
+        self.operator = start_operator("--log-level", "WARNING", "--namespace", NS, stdout=log)
+        self.sampler.pids["operator"] = self.operator.pid
+        measured = settle(self.operator, started)
+        requests = request_delta(before, api_requests(self.cluster))
+
+        def verbs(*names: str) -> float:
+            return sum(v for k, v in requests.items() if k.split()[0] in names)
+
+        return {
+            **measured,
+            "gets": verbs("GET"),
+            "lists": verbs("LIST"),
+            "writes": verbs("POST", "PUT", "PATCH", "DELETE"),
+        }
+
     def close(self) -> None:
         for tracker in (self.sessions, self.claims, self.direct):
             tracker.stop.set()
@@ -441,13 +449,15 @@ def main() -> None:
     print("\nHow cost grows (one operator replica; creation: sessions Ready per second vs claims created directly)")
     print(
         f"{'sessions':>8} {'RSS MiB':>8} {'reap p50 s':>10} {'reap p99 s':>10} {'early':>5} {'idle CPU %':>10} "
-        f"{'writes/rep':>10} {'sessions/s':>10} {'claims/s':>8} {'ratio':>6} {'load':>9}"
+        f"{'writes/rep':>10} {'sessions/s':>10} {'claims/s':>8} {'ratio':>6} {'restart s':>9} {'restart MiB':>11}"
+        f" {'load':>9}"
     )
     for r in results:
         print(
             f"{r['sessions']:>8} {r['rss_mib']:>8.0f} {r['reap_p50']:>10.2f} {r['reap_p99']:>10.2f} {r['early']:>5} "
             f"{r['idle_cpu_pct']:>10.2f} {r['writes_per_report']:>10.2f} {r['session_rate']:>10.1f} "
             f"{r['claim_rate']:>8.1f} {r['session_rate'] / r['claim_rate']:>6.2f} "
+            f"{r['fresh']['settled_s']:>9.1f} {r['fresh']['peak_mib']:>11.0f} "
             f"{r['load_min']:>4.1f}-{r['load_max']:<4.1f}"
         )
     print("targets: reap p99 <= 1 s, 0 early, RSS <= 400 MiB, idle CPU < 2 %, writes/report 2, ratio >= 0.9")
@@ -526,6 +536,7 @@ def run_point(run: Run, n: int) -> dict[str, Any]:
     others = (set(run.claims.deleted_at) | set(run.sessions.ended_at)) - run.sampled
     early = sum(lag < -1.0 for lag in lags) + len(others)  # every other deadline is hours away
     peak = proc_peak_rss_mib(operator.pid)
+    fresh = run.restart_operator()  # last: the next point goes on with this replica
     run.sampler.phase = "between"
     loads = run.sampler.loads[loads0:] or [load_average()]
     ratio = sessions["rate"] / direct["rate"]
@@ -547,6 +558,13 @@ def run_point(run: Run, n: int) -> dict[str, Any]:
         ("reap lag p99", f"{percentile(lags, 0.99):.2f} s" if lags else "n/a", "<= 1 s"),
         ("reaped before the deadline", early, "0"),
         ("operator peak RSS", f"{peak:.0f} MiB", "<= 400 MiB"),
+        ("fresh replica: settled after", f"{fresh['settled_s']:.1f} s", f"(CPU {fresh['cpu_s']:.1f} s)"),
+        ("fresh replica: peak RSS", f"{fresh['peak_mib']:.0f} MiB", f"(settled {fresh['settled_mib']:.0f} MiB)"),
+        (
+            "fresh replica: API requests",
+            f"{fresh['gets']:.0f} GET, {fresh['lists']:.0f} LIST",
+            f"{fresh['writes']:.0f} writes",
+        ),
         ("load average (1 min) during the point", f"{min(loads):.1f} to {max(loads):.1f}", "(2 cores)"),
     ]
     for name, value, target in rows:
@@ -569,6 +587,7 @@ def run_point(run: Run, n: int) -> dict[str, Any]:
         "session_rate": sessions["rate"],
         "claim_rate": direct["rate"],
         "ratio": ratio,
+        "fresh": fresh,
         "load_min": min(loads),
         "load_max": max(loads),
         "growth": growth,

@@ -35,6 +35,8 @@ def main() -> None:
     ]
     for ax, (title, values, limit, label) in zip(axes, panels, strict=True):
         ax.plot(n, values, marker="o", label="AgentSessions (operator)")
+        if title.startswith("operator peak RSS") and all("fresh" in r for r in rows):
+            ax.plot(n, [r["fresh"]["peak_mib"] for r in rows], marker="^", label="a fresh replica taking over")
         if title.startswith("Ready"):
             ax.plot(n, [r["claim_rate"] for r in rows], marker="s", label="SandboxClaims created directly")
         if title.startswith("kube-apiserver"):
