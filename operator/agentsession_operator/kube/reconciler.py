@@ -540,9 +540,12 @@ class Reconciler:
 
         claim_name = naming.claim_name(name, uid)
         claim = await self._observe_claim(namespace, claim_name, session)
-        if claim is None and not fresh and (session.get("status") or {}).get("claimName"):
+        gone_claim = claim is None and (session.get("status") or {}).get("claimName")
+        if gone_claim and not fresh and _phase(session.get("status")) != Phase.EXPIRED:
             # The claim the status names is gone. So may the session be: a stale event handled after its
-            # deletion (the garbage collector took the claim) must not create the claim again.
+            # deletion (the garbage collector took the claim) must not create the claim again. Not asked
+            # of an Expired session: it stays Expired and never creates a claim (a GET at each of its
+            # passes: four per reaped session at a restart).
             latest = await self.kube.get_session(namespace, name)
             if latest is None or latest["metadata"]["uid"] != uid:
                 self.cache.session_deleted(uid)

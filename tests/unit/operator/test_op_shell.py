@@ -644,3 +644,22 @@ async def test_a_policy_change_or_a_takeover_passes_over_the_cache_without_a_get
     await asyncio.sleep(0.05)
     assert ("get-session", "demo") not in kube.reads
     await asyncio.gather(*reconciler._background, return_exceptions=True)
+
+
+async def test_an_expired_session_without_its_claim_is_passed_without_a_get(
+    kube: FakeKube, reconciler: Reconciler, make_session: Make
+) -> None:
+    """A reaped session (Expired, its claim deleted) was read from the API at every pass, to make sure a
+    stale event is not recreating a deleted session's claim; an Expired session never creates one."""
+    body = make_session(
+        status={
+            "phase": "Expired",
+            "claimName": "demo",
+            "conditions": [{"type": "Expired", "status": "True", "reason": "IdleTimeout", "message": ""}],
+        }
+    )
+    key = _store(kube, body)
+    reconciler.remember_session(key, copy.deepcopy(body))
+    await reconciler.reconcile(key, cause="listed")
+    assert ("get-session", "demo") not in kube.reads
+    assert not any(w[0] == "create-claim" for w in kube.writes)
