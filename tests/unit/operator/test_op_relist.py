@@ -95,15 +95,43 @@ class PagedCustom:
         return {"metadata": {"resourceVersion": "42" if start == 0 else "99", "continue": more}, "items": items}
 
 
-async def test_listing_for_a_resync_comes_in_pages_cut_to_names(monkeypatch: Any) -> None:
+class PagedApiClient:
+    """call_api over a list path in pages of `limit`, as the API server with a continue token."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.pages = PagedCustom(names)
+        self.calls: list[tuple[str, dict[str, Any], str]] = []
+
+    async def call_api(self, path: str, method: str, **kw: Any) -> dict[str, Any]:
+        query = dict(kw["query_params"])
+        self.calls.append((path, query, kw["header_params"]["Accept"]))
+        return await self.pages.list_cluster_custom_object(
+            "", "", "", limit=query["limit"], _continue=query.get("continue")
+        )
+
+
+async def test_listing_for_a_resync_comes_in_pages_of_metadata_only(monkeypatch: Any) -> None:
     monkeypatch.setattr(kube_client, "LIST_PAGE", 2)
     kube = kube_client.Kube.__new__(kube_client.Kube)
-    kube.custom = PagedCustom(["a", "b", "c", "d", "e"])  # type: ignore[assignment]
+    kube.api_client = PagedApiClient(["a", "b", "c", "d", "e"])  # type: ignore[assignment]
     items, version = await kube.list_versioned("claims")
     assert [i["metadata"] for i in items] == [{"namespace": "n", "name": n} for n in "abcde"]
     assert version == "42"  # the first page's snapshot: every page is of it
-    assert [c.get("_continue") for c in kube.custom.calls] == [None, "2", "4"]  # type: ignore[attr-defined]
-    assert all(c["label_selector"] for c in kube.custom.calls)  # type: ignore[attr-defined]
+    calls = kube.api_client.calls  # type: ignore[attr-defined]
+    assert [q.get("continue") for _, q, _ in calls] == [None, "2", "4"]
+    assert all(q["labelSelector"] for _, q, _ in calls)  # ours only
+    assert all(path == "/apis/extensions.agents.x-k8s.io/v1beta1/sandboxclaims" for path, _, _ in calls)
+    assert all(accept.startswith("application/json;as=PartialObjectMetadataList;") for _, _, accept in calls)
+
+
+async def test_a_start_up_listing_comes_in_pages_of_whole_objects(monkeypatch: Any) -> None:
+    monkeypatch.setattr(kube_client, "LIST_PAGE", 2)
+    kube = kube_client.Kube.__new__(kube_client.Kube)
+    kube.custom = PagedCustom(["a", "b", "c"])  # type: ignore[assignment]
+    items, version, token = await kube.list_page("sessions")
+    assert [i["metadata"]["name"] for i in items] == ["a", "b"] and version == "42" and token == "2"
+    items, _, token = await kube.list_page("sessions", token)
+    assert [i["metadata"]["name"] for i in items] == ["c"] and token is None
 
 
 async def test_a_long_listing_is_relisted_once_after_its_last_event(monkeypatch: Any) -> None:
