@@ -101,6 +101,7 @@ class Reconciler:
         self._create_refused: set[Key] = set()  # sessions whose claim create met an existing claim
         # Deadlines whose pass reads the cached body (see pass_soon), with their cause.
         self._cached_due: dict[Key, tuple[dt.datetime, str]] = {}
+        self._progress_written: dict[Key, dt.datetime] = {}  # provisioning sessions' last progress write
         self._resync_due: set[str] = set()  # kinds whose listing-driven resync is pending
         self._listed_at: dict[str, float] = {}  # when kopf last delivered a listed object, per kind
         self._policy_status_due: set[str] = set()  # namespaces whose policies' status is refreshed soon
@@ -592,6 +593,7 @@ class Reconciler:
             fork=fork_blocked,
             isolation=isolation,
             expiry_lead=self.config.expiry_warning,
+            progress_written=self._progress_written.get(key),
         )
         status_patch: dict[str, Any] | None = None
         again = False
@@ -655,6 +657,11 @@ class Reconciler:
             status_patch = status_extra
         if status_patch is not None:
             await self._write_status(key, session, status_patch, log)
+            progress = _phase(session.get("status")) == Phase.PROVISIONING == status_patch.get("phase")
+            if progress:  # a provisioning session's progress: the next waits longer (decisions.actions)
+                self._progress_written[key] = now
+            else:
+                self._progress_written.pop(key, None)
         await self._retention(key, session, status_patch, effective, now)
         if again:  # last, so no deadline set by this pass replaces it
             self.scheduler.schedule(key, _now() + dt.timedelta(seconds=AGAIN_DELAY))
@@ -839,6 +846,7 @@ class Reconciler:
         self._locks.pop(key, None)
         self._create_refused.discard(key)
         self._cached_due.pop(key, None)
+        self._progress_written.pop(key, None)
         phase = self._phases.pop(key, None)
         if phase:
             metrics.SESSIONS_BY_PHASE.labels(namespace=key[0], phase=phase).dec()
