@@ -437,6 +437,11 @@ class Reconciler:
         key = (namespace, session["metadata"]["name"])
         if not (session.get("status") or {}).get("claimName") and key not in self._create_refused:
             return None
+        if _phase(session.get("status")) == Phase.EXPIRED:
+            # Its claim was deleted when it expired: one that still exists would be in the cache (listed at
+            # start, then watched), and its own event brings it here to be deleted. (A 404 per pass of
+            # every reaped session: two per reaped session at each restart.)
+            return None
         # The cache may lag our own create: ask the API before deciding a claim is missing.
         return await self.kube.get_claim(namespace, name)
 
