@@ -174,7 +174,7 @@ def test_config_objects(rendered: list[dict[str, Any]]) -> None:
     assert sc["allowPrivilegeEscalation"] is False and sc["capabilities"] == {"drop": ["ALL"]}
     assert sc["seccompProfile"] == {"type": "RuntimeDefault"}
     assert {"name": "tmp", "mountPath": "/tmp"} in container["volumeMounts"]
-    assert container["resources"]["limits"] == {"cpu": "1", "memory": "512Mi"}
+    assert container["resources"]["limits"] == {"cpu": "1", "memory": "768Mi"}
 
     svc = by_kind(rendered, "Service")
     assert svc["spec"]["selector"] == spec["selector"]["matchLabels"]
