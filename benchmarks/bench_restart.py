@@ -150,24 +150,39 @@ def request_delta(before: dict[str, float], after: dict[str, float]) -> dict[str
     return {k: v - before.get(k, 0.0) for k, v in after.items() if v - before.get(k, 0.0) > 0}
 
 
+def fresh_replica(
+    cluster: Cluster, namespace: str, log_name: str, env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[bytes], dict[str, Any]]:
+    """Start a fresh operator on `namespace` as it is and measure it until it settles: `settle`'s
+    numbers and the API server's requests meanwhile (by "VERB resource", and GETs, LISTs, writes)."""
+    before = api_requests(cluster)
+    log = open(cluster.paths.logs / log_name, "ab")  # noqa: SIM115 - the operator's lifetime
+    started = time.monotonic()
+    operator = start_operator("--log-level", "WARNING", "--namespace", namespace, stdout=log, env=env)
+    try:
+        measured: dict[str, Any] = dict(settle(operator, started))
+    except BaseException:
+        stop_operator(operator)
+        raise
+    requests = request_delta(before, api_requests(cluster))
+
+    def verbs(*names: str) -> float:
+        return sum(v for k, v in requests.items() if k.split()[0] in names)
+
+    measured.update(
+        requests=requests, gets=verbs("GET"), lists=verbs("LIST"), writes=verbs("POST", "PUT", "PATCH", "DELETE")
+    )
+    return operator, measured
+
+
 def restart(cluster: Cluster, label: str, pythonpath: str | None) -> dict[str, Any]:
-    """Start a fresh operator on the namespace as it is; measure it until it settles, then stop it."""
+    """A fresh operator measured until it settles, then stopped."""
     env = dict(os.environ)
     if pythonpath:
         env["PYTHONPATH"] = pythonpath + os.pathsep + env.get("PYTHONPATH", "")
-    before = api_requests(cluster)
-    log = open(cluster.paths.logs / f"operator-restart-{label}.log", "wb")  # noqa: SIM115
-    started = time.monotonic()
-    operator = start_operator("--log-level", "WARNING", "--namespace", NS, stdout=log, env=env)
-    try:
-        measured = settle(operator, started)
-    finally:
-        stop_operator(operator)
-    return {"label": label, **measured, "requests": request_delta(before, api_requests(cluster))}
-
-
-def _verb(result: dict[str, Any], *verbs: str) -> float:
-    return sum(v for k, v in result["requests"].items() if k.split()[0] in verbs)
+    operator, measured = fresh_replica(cluster, NS, f"operator-restart-{label}.log", env)
+    stop_operator(operator)
+    return {"label": label, **measured}
 
 
 def _interrupt(signum: int, frame: Any) -> None:
@@ -218,9 +233,9 @@ def main() -> None:
             "settled_s": statistics.median(r["settled_s"] for r in rows),
             "cpu_s": statistics.median(r["cpu_s"] for r in rows),
             "peak_mib": statistics.median(r["peak_mib"] for r in rows),
-            "get": statistics.median(_verb(r, "GET") for r in rows),
-            "list": statistics.median(_verb(r, "LIST") for r in rows),
-            "write": statistics.median(_verb(r, "POST", "PUT", "PATCH", "DELETE") for r in rows),
+            "get": statistics.median(r["gets"] for r in rows),
+            "list": statistics.median(r["lists"] for r in rows),
+            "write": statistics.median(r["writes"] for r in rows),
         }
         medians[label] = m
         print(

@@ -46,7 +46,7 @@ from typing import Any
 
 import yaml
 
-from benchmarks.bench_restart import api_requests, request_delta, settle
+from benchmarks.bench_restart import fresh_replica
 from benchmarks.common import (
     load_average,
     proc_cpu_seconds,
@@ -303,23 +303,9 @@ class Run:
         assert self.sampler is not None
         self.sampler.phase = "restart"
         stop_operator(self.operator)
-        before = api_requests(self.cluster)
-        log = open(self.cluster.paths.logs / "operator-bench.log", "ab")  # noqa: SIM115 - the run's lifetime
-        started = time.monotonic()
-        self.operator = start_operator("--log-level", "WARNING", "--namespace", NS, stdout=log)
+        self.operator, measured = fresh_replica(self.cluster, NS, "operator-bench.log")
         self.sampler.pids["operator"] = self.operator.pid
-        measured = settle(self.operator, started)
-        requests = request_delta(before, api_requests(self.cluster))
-
-        def verbs(*names: str) -> float:
-            return sum(v for k, v in requests.items() if k.split()[0] in names)
-
-        return {
-            **measured,
-            "gets": verbs("GET"),
-            "lists": verbs("LIST"),
-            "writes": verbs("POST", "PUT", "PATCH", "DELETE"),
-        }
+        return measured
 
     def close(self) -> None:
         for tracker in (self.sessions, self.claims, self.direct):

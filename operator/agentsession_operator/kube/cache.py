@@ -26,10 +26,13 @@ def _newer_or_same(known: Mapping[str, Any] | None, body: Mapping[str, Any]) -> 
     over 3,000 sessions never gave back)."""
     if known is None:
         return False
-    version = (known.get("metadata") or {}).get("resourceVersion")
-    if version and version == (body.get("metadata") or {}).get("resourceVersion"):
-        return True
-    return _resource_version(known) > _resource_version(body)
+    return same_version(known, body) or _resource_version(known) > _resource_version(body)
+
+
+def same_version(known: Mapping[str, Any] | None, body: Mapping[str, Any]) -> bool:
+    """`known` is `body` at the very same resourceVersion (neither lacks one)."""
+    version = ((known or {}).get("metadata") or {}).get("resourceVersion")
+    return bool(version) and version == (body.get("metadata") or {}).get("resourceVersion")
 
 
 INTERN_MAX = 64  # strings up to this long are shared between cached objects (keys, reasons, phases)

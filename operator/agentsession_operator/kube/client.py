@@ -29,7 +29,6 @@ _LISTED: dict[str, tuple[str, str, str, str | None]] = {  # kind: group, version
     "pools": (c.EXTENSIONS_GROUP, c.EXTENSIONS_VERSION, c.WARM_POOL_PLURAL, None),
     "claims": (c.EXTENSIONS_GROUP, c.EXTENSIONS_VERSION, c.CLAIM_PLURAL, _MANAGED),
     "sandboxes": (c.SANDBOX_GROUP, c.SANDBOX_VERSION, c.SANDBOX_PLURAL, None),
-    # The generic list path serves built-in kinds too (/apis/networking.k8s.io/v1/networkpolicies).
     "network_policies": ("networking.k8s.io", "v1", "networkpolicies", _MANAGED),
 }
 
@@ -89,16 +88,29 @@ class Kube:
             result = await self.custom.list_namespaced_custom_object(group, version, namespace, plural, **kwargs)
         return list(result.get("items", []))
 
-    async def list_page(self, kind: str, token: str | None = None) -> tuple[list[dict[str, Any]], str, str | None]:
+    async def list_page(
+        self, kind: str, token: str | None = None, *, metadata_only: bool = False
+    ) -> tuple[list[dict[str, Any]], str, str | None]:
         """One page (LIST_PAGE objects) of every object of `kind`, cluster-wide (ours only for claims and
         NetworkPolicies): its items, the list's resourceVersion and the next page's token (None: the last).
         In pages: one listing of every session, claim and Sandbox at 10,000 sessions decoded to hundreds of
-        MiB at once, and the operator's peak RSS is what a node must hold."""
+        MiB at once, and the operator's peak RSS is what a node must hold. `metadata_only`: the API server
+        sends each object's metadata only (PartialObjectMetadataList)."""
         group, version, plural, selector = _LISTED[kind]
-        kwargs: dict[str, Any] = {"label_selector": selector} if selector else {}
+        query: list[tuple[str, Any]] = [("limit", LIST_PAGE)]
+        if selector:
+            query.append(("labelSelector", selector))
         if token:
-            kwargs["_continue"] = token
-        page = await self.custom.list_cluster_custom_object(group, version, plural, limit=LIST_PAGE, **kwargs)
+            query.append(("continue", token))
+        page = await self.api_client.call_api(
+            f"/apis/{group}/{version}/{plural}",  # the generic path serves built-in kinds too
+            "GET",
+            query_params=query,
+            header_params={"Accept": _METADATA_ONLY if metadata_only else "application/json"},
+            response_types_map={200: "object"},
+            auth_settings=["BearerToken"],
+            _return_http_data_only=True,
+        )
         meta = page.get("metadata") or {}
         return list(page.get("items", [])), str(meta.get("resourceVersion") or ""), meta.get("continue") or None
 
@@ -110,7 +122,7 @@ class Kube:
         keys: list[dict[str, Any]] = []
         snapshot, token = "", None
         while True:
-            items, version, token = await self._metadata_page(kind, token)
+            items, version, token = await self.list_page(kind, token, metadata_only=True)
             snapshot = snapshot or version
             keys += [
                 {"metadata": {"namespace": i["metadata"].get("namespace"), "name": i["metadata"]["name"]}}
@@ -118,25 +130,6 @@ class Kube:
             ]
             if not token:
                 return keys, snapshot
-
-    async def _metadata_page(self, kind: str, token: str | None) -> tuple[list[dict[str, Any]], str, str | None]:
-        group, version, plural, selector = _LISTED[kind]
-        query: list[tuple[str, Any]] = [("limit", LIST_PAGE)]
-        if selector:
-            query.append(("labelSelector", selector))
-        if token:
-            query.append(("continue", token))
-        page = await self.api_client.call_api(
-            f"/apis/{group}/{version}/{plural}",
-            "GET",
-            query_params=query,
-            header_params={"Accept": _METADATA_ONLY},
-            response_types_map={200: "object"},
-            auth_settings=["BearerToken"],
-            _return_http_data_only=True,
-        )
-        meta = page.get("metadata") or {}
-        return list(page.get("items", [])), str(meta.get("resourceVersion") or ""), meta.get("continue") or None
 
     # ---- sessions ---------------------------------------------------------------
     async def get_session(self, namespace: str, name: str) -> dict[str, Any] | None:

@@ -44,7 +44,7 @@ from agentsession_operator.decisions.ownership import is_owned_by
 from agentsession_operator.decisions.selectors import watched
 from agentsession_operator.infra import metrics
 from agentsession_operator.infra.logs import logger
-from agentsession_operator.kube.cache import Cache, Key, unseen_deletions
+from agentsession_operator.kube.cache import Cache, Key, same_version, unseen_deletions
 from agentsession_operator.kube.client import Kube
 from agentsession_operator.kube.scheduler import DeadlineScheduler
 
@@ -337,9 +337,7 @@ class Reconciler:
             "sandboxes": self.cache.sandboxes,
             "network_policies": self.cache.network_policies,
         }[kind]
-        known = table.get(key)
-        version = (body.get("metadata") or {}).get("resourceVersion")
-        return known is not None and version is not None and known["metadata"].get("resourceVersion") == version
+        return same_version(table.get(key), body)
 
     # ---- relists: deletions no watch delivered ------------------------------------------------
     def relisted(self, kind: str) -> None:

@@ -127,7 +127,7 @@ async def test_listing_for_a_resync_comes_in_pages_of_metadata_only(monkeypatch:
 async def test_a_start_up_listing_comes_in_pages_of_whole_objects(monkeypatch: Any) -> None:
     monkeypatch.setattr(kube_client, "LIST_PAGE", 2)
     kube = kube_client.Kube.__new__(kube_client.Kube)
-    kube.custom = PagedCustom(["a", "b", "c"])  # type: ignore[assignment]
+    kube.api_client = PagedApiClient(["a", "b", "c"])  # type: ignore[assignment]
     items, version, token = await kube.list_page("sessions")
     assert [i["metadata"]["name"] for i in items] == ["a", "b"] and version == "42" and token == "2"
     items, _, token = await kube.list_page("sessions", token)
