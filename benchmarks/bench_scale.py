@@ -35,6 +35,7 @@ import datetime as dt
 import io
 import json
 import os
+import re
 import signal
 import statistics
 import threading
@@ -88,17 +89,32 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
+_READS = ("GET", "LIST", "WATCH", "CONNECT")
+
+
+def apiserver_write_counts(cluster: Cluster) -> dict[str, float]:
+    """Write requests the API server has served, by "resource[/subresource] VERB" (any response code:
+    a 409 costs it work too)."""
+    counts: dict[str, float] = {}
+    for line in cluster.api_get("/metrics", timeout=30).decode().splitlines():
+        if not line.startswith("apiserver_request_total{"):
+            continue
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', line.split("}", 1)[0]))
+        if labels.get("verb") in _READS or not labels.get("resource"):
+            continue
+        sub = f"/{labels['subresource']}" if labels.get("subresource") else ""
+        key = f"{labels['resource']}{sub} {labels['verb']}"
+        counts[key] = counts.get(key, 0.0) + float(line.rsplit(" ", 1)[1])
+    return counts
+
+
 def apiserver_writes(cluster: Cluster) -> float:
     """PATCH and UPDATE requests the API server served for agentsessions (any subresource)."""
-    total = 0.0
-    for line in cluster.api_get("/metrics", timeout=30).decode().splitlines():
-        if (
-            line.startswith("apiserver_request_total{")
-            and 'resource="agentsessions"' in line
-            and ('verb="PATCH"' in line or 'verb="UPDATE"' in line)
-        ):
-            total += float(line.rsplit(" ", 1)[1])
-    return total
+    return sum(
+        v
+        for k, v in apiserver_write_counts(cluster).items()
+        if k.split("/")[0].split(" ")[0] == "agentsessions" and k.endswith((" PATCH", " UPDATE"))
+    )
 
 
 class CpuSampler(threading.Thread):
@@ -274,6 +290,9 @@ class Run:
         self.direct_rounds = 0
         self.busy = {"sessions": 0.0, "direct": 0.0}  # seconds spent in each side's batches
         self.latencies: dict[str, list[float]] = {"sessions": [], "direct": []}
+        # API write requests while each side's batches ran (a batch ends when its last object is Ready:
+        # the few writes after that, a pod's last status, count for the next batch).
+        self.writes: dict[str, dict[str, float]] = {"sessions": {}, "direct": {}}
         self.created_at: dict[str, float] = {}
         self.sampled: set[str] = set()  # sessions given a short idle timeout, at any point
         self.operator: Any = None
@@ -331,11 +350,14 @@ class Run:
                 body = manifests.claim(name, "pool")
                 self.api.create_namespaced_custom_object(EXT, EXT_VERSION, NS_DIRECT, "sandboxclaims", body)
 
+        writes0 = apiserver_write_counts(self.cluster)
         t0 = time.monotonic()
         with ThreadPoolExecutor(THREADS) as pool:
             list(pool.map(create, names))
         tracker = self.sessions if side == "sessions" else self.direct
         done = tracker.wait_ready(names)
+        for key, value in apiserver_write_counts(self.cluster).items():
+            self.writes[side][key] = self.writes[side].get(key, 0.0) + value - writes0.get(key, 0.0)
         self.busy[side] += done - t0
         self.made[side] += size
         self.latencies[side] += [tracker.ready_at[n] - self.created_at[n] for n in names]
@@ -346,6 +368,7 @@ class Run:
         """Create both sides up to n each, in alternating batches; what each side cost."""
         assert self.sampler is not None
         busy0, made0 = dict(self.busy), dict(self.made)
+        writes0 = {side: dict(w) for side, w in self.writes.items()}
         lat0 = {k: len(v) for k, v in self.latencies.items()}
         cpu0, wall0 = self.sampler.snapshot()
         size = max(25, min(self.args.batch, (n - self.count) // 4))
@@ -386,6 +409,11 @@ class Run:
                 "latency_p99": percentile(lat, 0.99),
                 "cpu_ms_per_object": {k: 1000 * v / created for k, v in cpu.items()},
                 "cpu_pct": {k: 100 * v / wall for k, v in cpu.items()} if wall else {},
+                "writes_per_object": {
+                    k: (v - writes0[side].get(k, 0.0)) / created
+                    for k, v in self.writes[side].items()
+                    if v - writes0[side].get(k, 0.0) > 0
+                },
             }
         return {"created": self.made["sessions"] - made0["sessions"], "batch": size, **per_side}
 
@@ -463,6 +491,17 @@ def _idle_deadline(session: dict[str, Any], idle_seconds: float) -> dt.datetime:
     status = session.get("status") or {}
     last = ts(status.get("lastActivityTime") or status["readyAt"])
     return last + dt.timedelta(seconds=idle_seconds)
+
+
+def print_writes(direct: dict[str, float], sessions: dict[str, float]) -> None:
+    """API write requests per object created, by resource and verb, per side (what a session adds)."""
+    print("API write requests per object created, while each side's batches ran:")
+    keys = sorted(set(direct) | set(sessions), key=lambda k: -max(direct.get(k, 0.0), sessions.get(k, 0.0)))
+    for key in keys:
+        d, s = direct.get(key, 0.0), sessions.get(key, 0.0)
+        if max(d, s) >= 0.01:
+            print(f"  {key:<34} claim {d:6.2f}   session {s:6.2f}")
+    print(f"  {'all':<34} claim {sum(direct.values()):6.2f}   session {sum(sessions.values()):6.2f}")
 
 
 def run_point(run: Run, n: int) -> dict[str, Any]:
@@ -560,6 +599,7 @@ def run_point(run: Run, n: int) -> dict[str, Any]:
         d_ms, s_ms = direct["cpu_ms_per_object"].get(proc, 0.0), sessions["cpu_ms_per_object"][proc]
         d_pct, s_pct = direct["cpu_pct"].get(proc, 0.0), sessions["cpu_pct"].get(proc, 0.0)
         print(f"  {proc:<26} claim {d_ms:7.1f} ms {d_pct:5.0f} %   session {s_ms:7.1f} ms {s_pct:5.0f} %")
+    print_writes(direct["writes_per_object"], sessions["writes_per_object"])
     return {
         "sessions": n,
         "rss_mib": peak,

@@ -368,7 +368,8 @@ class Cluster:
                 # By address, never by a DNS lookup of the node's name (no resolver query leaves the machine).
                 "--kubelet-preferred-address-types=InternalIP",
                 "--allow-privileged=true",
-                "--profiling=false",
+                # /debug/pprof for a benchmark's profile (DEVCLUSTER_PROFILING=1; admin only, loopback).
+                f"--profiling={'true' if os.environ.get('DEVCLUSTER_PROFILING') == '1' else 'false'}",
                 "--event-ttl=1h",
                 "--enable-priority-and-fairness=false",
             ],
