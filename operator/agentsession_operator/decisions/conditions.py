@@ -54,7 +54,16 @@ def set_condition(
     }
     if generation is not None:
         updated["observedGeneration"] = generation
-    result = [dict(c) for c in conditions or [] if c.get("type") != type_]
-    index = next((i for i, c in enumerate(conditions or []) if c.get("type") == type_), len(result))
-    result.insert(index, updated)
+    # One pass (six conditions, set one by one on every pass of every session): `updated` where the
+    # first condition of its type was, the others of that type dropped.
+    result: list[Condition] = []
+    placed = False
+    for condition in conditions or []:
+        if condition.get("type") != type_:
+            result.append(dict(condition))
+        elif not placed:
+            result.append(updated)
+            placed = True
+    if not placed:
+        result.append(updated)
     return result
