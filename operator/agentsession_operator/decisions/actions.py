@@ -97,12 +97,14 @@ REASON_MAX_TTL_LOWERED = "MaxTtlLowered"
 REASON_EXPIRING_SOON = "ExpiringSoon"
 
 
-PROGRESS_DELAY = timedelta(seconds=5)
+PROGRESS_DELAY = timedelta(seconds=15)
 """How long agent-sandbox's progress on a new session's sandbox (its claim's Ready message, the pod's
 address) may wait before it is written to the status. Most sessions are Ready sooner: their status is
-written twice (Provisioning, Ready), not once per step agent-sandbox reports; a slow one shows the
-latest step after this long, then each time it has waited twice as long as at the last write (5, 10,
-20, 40 s...). Under load, 250 sessions created at once wrote 6 statuses each, one per step."""
+written twice (Provisioning, Ready), not once per step agent-sandbox reports; a slow one (an image
+pull, a full node) shows the latest step after this long, then each time it has waited twice as long
+as at the last write (15, 30, 60 s...). Under load, 250 sessions created at once wrote 6 statuses
+each, one per step; with the first progress at 5 s, 3.6 (sessions Ready after ~10 s); each write is
+an AgentSession PATCH the API server validates, stores and sends to every watcher."""
 PROGRESS_CHECK = "ProvisioningProgress"
 """The ScheduleCheck reason of a deferred progress write (the reconciler's pass then reads its cache)."""
 _PROGRESS_FIELDS = ("sandboxName", "podName", "podIPs", "serviceFQDN", "launchType")

@@ -68,19 +68,20 @@ def test_anything_but_progress_is_written_at_once(make_session: Make, make_claim
 
 def test_a_slower_session_waits_twice_as_long_for_each_later_step(make_session: Make, make_claim: Make) -> None:
     """Under load (250 sessions created at once) a session reported every step agent-sandbox made after
-    the first 5 s: six status writes each. Each later progress write waits until the session has waited
-    twice as long as at the last one: 5, 10, 20 s..."""
+    the first few seconds: six status writes each. Each later progress write waits until the session
+    has waited twice as long as at the last one: 15, 30, 60 s..."""
     session = _provisioning(make_session, make_claim)
     pending = make_claim(sandbox_name="demo", ready=("False", "DependenciesNotReady", "Pod exists with phase: Pending"))
-    written = T0 + PROGRESS_DELAY + timedelta(seconds=1)  # the first progress, 6 s in
+    written = T0 + PROGRESS_DELAY + timedelta(seconds=1)  # the first progress, just after the delay
     (patch,) = _patches(reconcile_actions(session, pending, None, written))
     session = {**session, "status": patch.patch}
     flapped = make_claim(sandbox_name="demo", ready=("False", "SandboxNotReady", "Sandbox is not ready"))
-    at = written + timedelta(seconds=2)  # the next step, 8 s in: waits until 12 s in
+    at = written + timedelta(seconds=2)  # the next step: waits until twice as long as at `written`
     actions = reconcile_actions(session, flapped, None, at, progress_written=written)
     assert _patches(actions) == []
-    assert [a.at for a in actions if isinstance(a, ScheduleCheck)] == [T0 + timedelta(seconds=12)]
-    (patch,) = _patches(reconcile_actions(session, flapped, None, T0 + timedelta(seconds=12), progress_written=written))
+    twice = T0 + 2 * (written - T0)
+    assert [a.at for a in actions if isinstance(a, ScheduleCheck)] == [twice]
+    (patch,) = _patches(reconcile_actions(session, flapped, None, twice, progress_written=written))
     assert next(c for c in patch.patch["conditions"] if c["type"] == "Ready")["reason"] == "SandboxNotReady"
     # Ready is never held back.
     ready = make_claim(sandbox_name="demo", pod_ips=["10.0.0.9"], ready=("True", "DependenciesReady", "Pod is Ready"))

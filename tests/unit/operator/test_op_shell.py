@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from agentsession_operator.decisions.actions import PROGRESS_DELAY
 from agentsession_operator.kube.reconciler import MAX_RETRY_DELAY, PRIMED_KINDS, Reconciler
 from agentsession_operator.kube.scheduler import DeadlineScheduler
 
@@ -186,7 +187,7 @@ async def test_provisioning_progress_waits_then_is_written_from_the_cache(
     await reconciler.reconcile(key, cause="claim MODIFIED")
     assert kube.writes[writes:] == []  # not yet
     at = reconciler.scheduler.due(key)
-    assert at is not None and at - dt.datetime.now(dt.UTC) < dt.timedelta(seconds=6)
+    assert at is not None and at - dt.datetime.now(dt.UTC) < PROGRESS_DELAY + dt.timedelta(seconds=1)
     later = at + dt.timedelta(milliseconds=1)
     monkeypatch.setattr("agentsession_operator.kube.reconciler._now", lambda: later)
     kube.reads.clear()
