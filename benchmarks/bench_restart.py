@@ -29,6 +29,7 @@ from typing import Any
 import yaml
 
 from benchmarks.common import (
+    apiserver_requests,
     load_average,
     proc_cpu_seconds,
     proc_peak_rss_mib,
@@ -57,14 +58,9 @@ RESOURCES = ("agentsessions", "sandboxclaims", "sandboxes", "networkpolicies", "
 def api_requests(cluster: Cluster) -> dict[str, float]:
     """The API server's requests so far, by "VERB resource", for the resources the operator touches."""
     counts: dict[str, float] = defaultdict(float)
-    for line in cluster.api_get("/metrics", timeout=30).decode().splitlines():
-        if not line.startswith("apiserver_request_total{"):
-            continue
-        labels = line[line.index("{") + 1 : line.rindex("}")]
-        fields = dict(part.split("=", 1) for part in labels.split('",') if "=" in part)
-        resource = fields.get("resource", "").strip('"')
+    for (verb, resource, _), value in apiserver_requests(cluster).items():
         if resource in RESOURCES:
-            counts[f"{fields.get('verb', '').strip(chr(34))} {resource}"] += float(line.rsplit(" ", 1)[1])
+            counts[f"{verb} {resource}"] += value
     return counts
 
 

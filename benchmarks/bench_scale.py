@@ -35,7 +35,6 @@ import datetime as dt
 import io
 import json
 import os
-import re
 import signal
 import statistics
 import threading
@@ -49,6 +48,7 @@ import yaml
 
 from benchmarks.bench_restart import fresh_replica
 from benchmarks.common import (
+    apiserver_requests,
     load_average,
     proc_cpu_seconds,
     proc_peak_rss_mib,
@@ -93,27 +93,21 @@ _READS = ("GET", "LIST", "WATCH", "CONNECT")
 
 
 def apiserver_write_counts(cluster: Cluster) -> dict[str, float]:
-    """Write requests the API server has served, by "resource[/subresource] VERB" (any response code:
-    a 409 costs it work too)."""
+    """Write requests the API server has served (any response code), by "resource[/subresource] VERB"."""
     counts: dict[str, float] = {}
-    for line in cluster.api_get("/metrics", timeout=30).decode().splitlines():
-        if not line.startswith("apiserver_request_total{"):
-            continue
-        labels = dict(re.findall(r'(\w+)="([^"]*)"', line.split("}", 1)[0]))
-        if labels.get("verb") in _READS or not labels.get("resource"):
-            continue
-        sub = f"/{labels['subresource']}" if labels.get("subresource") else ""
-        key = f"{labels['resource']}{sub} {labels['verb']}"
-        counts[key] = counts.get(key, 0.0) + float(line.rsplit(" ", 1)[1])
+    for (verb, resource, sub), value in apiserver_requests(cluster).items():
+        if verb not in _READS and resource:
+            key = f"{resource}{'/' + sub if sub else ''} {verb}"
+            counts[key] = counts.get(key, 0.0) + value
     return counts
 
 
 def apiserver_writes(cluster: Cluster) -> float:
     """PATCH and UPDATE requests the API server served for agentsessions (any subresource)."""
     return sum(
-        v
-        for k, v in apiserver_write_counts(cluster).items()
-        if k.split("/")[0].split(" ")[0] == "agentsessions" and k.endswith((" PATCH", " UPDATE"))
+        value
+        for (verb, resource, _), value in apiserver_requests(cluster).items()
+        if resource == "agentsessions" and verb in ("PATCH", "UPDATE")
     )
 
 

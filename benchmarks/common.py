@@ -3,12 +3,30 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+class _ApiServer(Protocol):
+    def api_get(self, path: str, timeout: float = ...) -> bytes: ...
+
+
+def apiserver_requests(cluster: _ApiServer) -> dict[tuple[str, str, str], float]:
+    """The API server's requests so far (`apiserver_request_total`, every response code: a 409 costs it
+    work too), by (verb, resource, subresource)."""
+    counts: dict[tuple[str, str, str], float] = {}
+    for line in cluster.api_get("/metrics", timeout=30).decode().splitlines():
+        if not line.startswith("apiserver_request_total{"):
+            continue
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', line.split("}", 1)[0]))
+        key = (labels.get("verb", ""), labels.get("resource", ""), labels.get("subresource", ""))
+        counts[key] = counts.get(key, 0.0) + float(line.rsplit(" ", 1)[1])
+    return counts
 
 
 def start_operator(
