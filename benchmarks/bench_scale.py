@@ -16,6 +16,11 @@ cumulative: one operator process and the same sessions from the first point to t
 - the CPU of every process (kube-apiserver, etcd, the agent-sandbox controller, kwok, the pod runner,
   the scheduler, the operator, this benchmark), sampled from /proc, per side: CPU per object created
   says which component pays for what the operator adds;
+- where a session's create -> Ready goes, against a direct claim's: one object in `--trace-every` per
+  batch, split at the moment agent-sandbox's controller first sees its claim (the controller's own
+  stamp) and the moment the benchmark's watch sees the claim Ready: create -> claim seen by the
+  controller, -> claim Ready, -> session Ready. The operator's part is the first and last spans
+  beyond a direct claim's;
 - idle CPU: nothing happens for a while;
 - API writes per activity report: 100 reports on 100 sessions, counted by the API server;
 - reap lag: a sample of sessions get a new idleTimeout so their deadlines fall over the next
@@ -87,6 +92,34 @@ def ts(text: str) -> dt.datetime:
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+# agent-sandbox's controller stamps each claim when it first sees it (RFC 3339 with nanoseconds, its clock:
+# this machine's). With the moments the benchmark's watches see the claim and the session Ready, it splits
+# a session's create -> Ready into the operator's part and the claim's, the same for a direct claim. (Its
+# claim-first-ready-at stamp is "unknown" for most claims under load: not usable.)
+OBSERVED = "agents.x-k8s.io/controller-first-observed-at"
+SPANS = ("to_claim", "claim", "after_ready")
+"""create -> the controller sees the claim; -> the claim is seen Ready; -> the session is seen Ready (0 direct)."""
+
+
+def epoch(stamp: str) -> float | None:
+    """Epoch seconds of an RFC 3339 UTC time with up to nine fraction digits (Python parses six); None
+    for anything else (the controller writes "unknown" when it missed the moment)."""
+    whole, _, fraction = stamp.rstrip("Z").partition(".")
+    try:
+        return dt.datetime.fromisoformat(whole).replace(tzinfo=dt.UTC).timestamp() + float(f"0.{fraction or 0}")
+    except ValueError:
+        return None
+
+
+def claim_spans(claim: dict[str, Any], created: float, claim_ready: float, ready: float) -> dict[str, float] | None:
+    """The three SPANS of one object (epoch seconds in; `ready` is the session's, or the claim's again for a
+    direct claim); None when the controller left no stamp."""
+    observed = epoch(((claim.get("metadata") or {}).get("annotations") or {}).get(OBSERVED, ""))
+    if observed is None:
+        return None
+    return {"to_claim": observed - created, "claim": claim_ready - observed, "after_ready": ready - claim_ready}
 
 
 _READS = ("GET", "LIST", "WATCH", "CONNECT")
@@ -172,13 +205,14 @@ class Tracker(threading.Thread):
         self.is_ready = ready
         self.is_ended = ended
         self.ready_at: dict[str, float] = {}  # monotonic
+        self.ready_wall: dict[str, float] = {}  # the same moment in epoch seconds (the controller stamps those)
         self.ended_at: dict[str, dt.datetime] = {}
         self.deleted_at: dict[str, dt.datetime] = {}
         self.changed = threading.Condition()
         self.stop = threading.Event()
         self.started = threading.Event()
-        # A tracker that is not `always` watches only while active (from the moment it is activated):
-        # decoding every claim's events all along cost the benchmark as much CPU as the operator.
+        # A tracker that is not `always` watches only while active (from the moment it is activated): the
+        # sessions' claims when not tracing (their events are most of what this process would decode).
         self.always = always
         self.active = threading.Event()
         if always:
@@ -199,6 +233,7 @@ class Tracker(threading.Thread):
                 self.deleted_at.setdefault(name, dt.datetime.now(dt.UTC))
             elif name not in self.ready_at and self.is_ready(obj):
                 self.ready_at[name] = time.monotonic()
+                self.ready_wall[name] = time.time()
             elif name not in self.ended_at and self.is_ended(obj):
                 self.ended_at[name] = dt.datetime.now(dt.UTC)
             else:
@@ -274,9 +309,10 @@ class Run:
     def __init__(self, cluster: Cluster, api: client.CustomObjectsApi, args: argparse.Namespace) -> None:
         self.cluster, self.api, self.args = cluster, api, args
         self.sessions = Tracker(api, GROUP, VERSION, NS, "agentsessions", _session_ready, _session_expired)
-        # The reaps: watched only while a sample is being reaped (a session reaped at any other time
-        # shows as Expired on the sessions' watch).
-        self.claims = Tracker(api, EXT, EXT_VERSION, NS, "sandboxclaims", lambda _: False, always=False)
+        # The sessions' claims: all along when tracing; else only while a sample is being reaped (a session
+        # reaped at any other time shows as Expired on the sessions' watch).
+        tracing = args.trace_every > 0
+        self.claims = Tracker(api, EXT, EXT_VERSION, NS, "sandboxclaims", _claim_ready, always=tracing)
         self.direct = Tracker(api, EXT, EXT_VERSION, NS_DIRECT, "sandboxclaims", _claim_ready)
         self.count = 0  # sessions created so far
         self.made = {"sessions": 0, "direct": 0}
@@ -288,6 +324,9 @@ class Run:
         # the few writes after that, a pod's last status, count for the next batch).
         self.writes: dict[str, dict[str, float]] = {"sessions": {}, "direct": {}}
         self.created_at: dict[str, float] = {}
+        self.created_wall: dict[str, float] = {}
+        # Per side, SPANS of a sample of each batch (one in `--trace-every`), read after the batch.
+        self.spans: dict[str, list[dict[str, float]]] = {"sessions": [], "direct": []}
         self.sampled: set[str] = set()  # sessions given a short idle timeout, at any point
         self.operator: Any = None
         self.sampler: CpuSampler | None = None
@@ -337,6 +376,7 @@ class Run:
 
         def create(name: str) -> None:
             self.created_at[name] = time.monotonic()
+            self.created_wall[name] = time.time()
             if side == "sessions":
                 body = manifests.session(name, "pool", idleTimeout=LONG_IDLE)
                 self.api.create_namespaced_custom_object(GROUP, VERSION, NS, "agentsessions", body)
@@ -356,7 +396,21 @@ class Run:
         self.made[side] += size
         self.latencies[side] += [tracker.ready_at[n] - self.created_at[n] for n in names]
         self.sampler.phase = "between"
+        if self.args.trace_every > 0:
+            self._trace(side, names[:: self.args.trace_every])
         return size / (done - t0)
+
+    def _trace(self, side: str, names: list[str]) -> None:
+        """SPANS of these objects: their claims read once (a session's claim has its name: short names)."""
+        namespace, claims = (NS, self.claims) if side == "sessions" else (NS_DIRECT, self.direct)
+        ready = self.sessions if side == "sessions" else self.direct
+        for name in names:
+            if name not in claims.ready_wall:  # Ready before the watch saw it (a session's claim, rarely)
+                continue
+            claim = self.api.get_namespaced_custom_object(EXT, EXT_VERSION, namespace, "sandboxclaims", name)
+            spans = claim_spans(claim, self.created_wall[name], claims.ready_wall[name], ready.ready_wall[name])
+            if spans is not None:
+                self.spans[side].append(spans)
 
     def grow_to(self, n: int) -> dict[str, Any]:
         """Create both sides up to n each, in alternating batches; what each side cost."""
@@ -364,6 +418,7 @@ class Run:
         busy0, made0 = dict(self.busy), dict(self.made)
         writes0 = {side: dict(w) for side, w in self.writes.items()}
         lat0 = {k: len(v) for k, v in self.latencies.items()}
+        spans0 = {k: len(v) for k, v in self.spans.items()}
         cpu0, wall0 = self.sampler.snapshot()
         size = max(25, min(self.args.batch, (n - self.count) // 4))
         while self.count < n:
@@ -395,12 +450,19 @@ class Run:
             cpu = {k: v - cpu0.get(side, {}).get(k, 0.0) for k, v in cpu1.get(side, {}).items()}
             wall = wall1.get(side, 0.0) - wall0.get(side, 0.0)
             lat = self.latencies[side][lat0[side] :]
+            traced = self.spans[side][spans0[side] :]
             per_side[side] = {
                 "created": created,
                 "seconds": seconds,
                 "rate": created / seconds,
                 "latency_p50": statistics.median(lat),
                 "latency_p99": percentile(lat, 0.99),
+                "traced": len(traced),
+                **{
+                    f"{span}_{q}": percentile([t[span] for t in traced], p) if traced else float("nan")
+                    for span in SPANS
+                    for q, p in (("p50", 0.5), ("p99", 0.99))
+                },
                 "cpu_ms_per_object": {k: 1000 * v / created for k, v in cpu.items()},
                 "cpu_pct": {k: 100 * v / wall for k, v in cpu.items()} if wall else {},
                 "writes_per_object": {
@@ -431,6 +493,12 @@ def main() -> None:
         help="a batch of direct claims every this many rounds (2: half as many claims as sessions, a shorter run)",
     )
     parser.add_argument("--json", default="", help="write the per-point rows here")
+    parser.add_argument(
+        "--trace-every",
+        type=int,
+        default=10,
+        help="split create -> Ready of one object in this many per batch (0: no tracing, no claim watch)",
+    )
     args = parser.parse_args()
     points = sorted(int(p) for p in args.points.split(","))
     cluster = Cluster(out=io.StringIO())
@@ -498,6 +566,24 @@ def print_writes(direct: dict[str, float], sessions: dict[str, float]) -> None:
     print(f"  {'all':<34} claim {sum(direct.values()):6.2f}   session {sum(sessions.values()):6.2f}")
 
 
+def _span_rows(sessions: dict[str, Any], direct: dict[str, Any]) -> list[tuple[str, Any, str]]:
+    """create -> Ready split at the controller's stamps, p50 (p99), session / claim; the operator's part is
+    the difference of the first and last spans (a direct claim has nothing between)."""
+    names = {
+        "to_claim": "create -> controller sees claim",
+        "claim": "controller sees claim -> Ready",
+        "after_ready": "claim Ready -> Ready seen",
+    }
+    rows: list[tuple[str, Any, str]] = []
+    for span, label in names.items():
+        s50, s99, d50, d99 = (side[f"{span}_{q}"] for side in (sessions, direct) for q in ("p50", "p99"))
+        rows.append((label, f"{s50:.2f} ({s99:.2f}) / {d50:.2f} ({d99:.2f}) s", ""))
+    own = sum(sessions[f"{s}_p50"] - direct[f"{s}_p50"] for s in ("to_claim", "after_ready"))
+    traced = f"({sessions['traced']} sessions, {direct['traced']} claims traced)"
+    rows.append(("the operator's part of create -> Ready p50", f"{own:.2f} s", traced))
+    return rows
+
+
 def run_point(run: Run, n: int) -> dict[str, Any]:
     api, cluster, args = run.api, run.cluster, run.args
     assert run.sampler is not None
@@ -527,7 +613,8 @@ def run_point(run: Run, n: int) -> dict[str, Any]:
 
     # Reap lag: a sample (not the reporters) gets deadlines spread over the next `window` seconds.
     run.sampler.phase = "reaping"
-    run.claims.activate(True)
+    if not run.claims.always:
+        run.claims.activate(True)
     pool = [s for s in live if s not in set(reporters)]
     sample = pool[:: max(1, len(pool) // args.sample)][: args.sample]
     start = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=15)  # the patches below take a few seconds
@@ -550,7 +637,8 @@ def run_point(run: Run, n: int) -> dict[str, Any]:
     while dt.datetime.now(dt.UTC) < end and not all(s in run.claims.deleted_at for s in sample):
         time.sleep(1)
     lags = [(run.claims.deleted_at[s] - d).total_seconds() for s, d in deadlines.items() if s in run.claims.deleted_at]
-    run.claims.activate(False)
+    if not run.claims.always:
+        run.claims.activate(False)
     run.sampled |= set(deadlines)
     others = (set(run.claims.deleted_at) | set(run.sessions.ended_at)) - run.sampled
     early = sum(lag < -1.0 for lag in lags) + len(others)  # every other deadline is hours away
@@ -570,6 +658,7 @@ def run_point(run: Run, n: int) -> dict[str, Any]:
         ("creation throughput ratio", f"{ratio:.2f}", ">= 0.9"),
         ("create -> Ready p50 session / claim", f"{sessions['latency_p50']:.2f} / {direct['latency_p50']:.2f} s", ""),
         ("create -> Ready p99 session / claim", f"{sessions['latency_p99']:.2f} / {direct['latency_p99']:.2f} s", ""),
+        *_span_rows(sessions, direct),
         ("operator CPU while idle", f"{100 * idle_cpu:.2f} % of a core", f"< 2 % (over {args.quiet:.0f} s)"),
         ("API writes per activity report", f"{writes_per_report:.2f}", "2 (1 = the client's own patch)"),
         ("reaped / sample", f"{len(lags)} / {len(sample)}", f"(deadlines over {args.window:.0f} s)"),
