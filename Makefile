@@ -85,7 +85,7 @@ uninstall: venv ## remove what make install applied
 
 lint: venv ## ruff, mypy and shellcheck (the scripts the client runs in the pod, and ours)
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy devcluster api/agentsession_api client/langchain_k8s_client operator/agentsession_operator
+	$(VENV)/bin/mypy devcluster api/agentsession_api client/langchain_k8s_client operator/agentsession_operator benchmarks
 	cd client/langchain_k8s_client/scripts && shellcheck -x *.sh
 	shellcheck kind/*.sh .ci/run
 

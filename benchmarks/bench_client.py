@@ -10,10 +10,12 @@ Run: `.venv/bin/python -m benchmarks.bench_client [--rounds 30]` (needs the `ben
 from __future__ import annotations
 
 import argparse
+import functools
 import http.client
 import io
 import json
 import os
+import shlex
 import statistics
 import time
 from collections.abc import Callable
@@ -28,7 +30,8 @@ import httpx
 from k8s_agent_sandbox import SandboxClient
 from k8s_agent_sandbox.models import SandboxInClusterConnectionConfig
 
-from langchain_k8s_client import AgentSessionSandbox
+from langchain_k8s_client import AgentSessionSandbox, commands, pyscripts
+from langchain_k8s_client.commands import runtime_command
 
 NS = "bench-client"
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -50,9 +53,50 @@ def attempt(fn: Callable[[], Any], rounds: int) -> str:
         return f"fails ({type(exc).__name__}: {str(exc)[:60]})"
 
 
+_BARE_GREP = "grep -rHnIF --null -e needle -- /tmp/g"
+"""GNU grep as ours runs it, with neither the record cap (`head`) nor the time budget (`sleep`)."""
+
+
+def interleaved_ms(calls: dict[str, Callable[[], object]], rounds: int) -> dict[str, float]:
+    """Median milliseconds of each call, one of each per round, the order reversed every other round."""
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    for fn in calls.values():
+        fn()  # warm
+    for i in range(rounds):
+        for name, fn in list(calls.items())[:: 1 if i % 2 else -1]:
+            t0 = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t0)
+    return {name: 1000 * statistics.median(values) for name, values in times.items()}
+
+
+def _post(conn: http.client.HTTPConnection, command: str) -> None:
+    """A raw POST of one command to the runtime (keep-alive, the least Python)."""
+    conn.request(
+        "POST", "/execute", body=json.dumps({"command": command}), headers={"Content-Type": "application/json"}
+    )
+    answer = conn.getresponse()
+    answer.read()
+    assert answer.status == 200, answer.status
+
+
+def _ours_grep_command(ours: AgentSessionSandbox, budget: float | None) -> str:
+    """The command our grep("needle", "/tmp/g") sends (GNU grep found by the probe)."""
+    cap = pyscripts.GREP_MATCH_LIMIT + 1
+    return commands.build_gnu_grep(["needle"], "/tmp/g", exclude_dirs=ours.grep_exclude_dirs, cap=cap, budget=budget)
+
+
+def _peer_grep_command(peer: Any) -> str:
+    """The command langchain-k8s's grep("needle", "/tmp/g") sends (deepagents' builder in its `sh -c`)."""
+    from deepagents.backends.sandbox import _build_grep_cmd
+
+    return f"sh -c {shlex.quote(_build_grep_cmd('needle', '/tmp/g', None, None, exclude_dirs=peer.grep_exclude_dirs))}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--grep-rounds", type=int, default=200, help="rounds of the grep rows")
     args = parser.parse_args()
     try:
         from langchain_k8s import KubernetesSandbox
@@ -71,7 +115,7 @@ def main() -> None:
         ip = view.pod_ips[0]
         raw = httpx.Client(trust_env=False)
         assert view.claim_name
-        handle = SandboxClient(connection_config=SandboxInClusterConnectionConfig()).get_sandbox(
+        handle: Any = SandboxClient(connection_config=SandboxInClusterConnectionConfig()).get_sandbox(
             view.claim_name, namespace=NS
         )
         peer = KubernetesSandbox(sandbox=handle)
@@ -140,17 +184,22 @@ def main() -> None:
         assert (
             len(ours.grep("needle", "/tmp/g").matches or []) == len(peer.grep("needle", "/tmp/g").matches or []) == 1000
         )
-        grep_ours_t: list[float] = []
-        grep_peer_t: list[float] = []
-        for _ in range(max(5, n // 5)):
-            for fn, bucket in (
-                (lambda: ours.grep("needle", "/tmp/g"), grep_ours_t),
-                (lambda: peer.grep("needle", "/tmp/g"), grep_peer_t),
-            ):
-                t0 = time.perf_counter()
-                fn()
-                bucket.append(time.perf_counter() - t0)
-        go, gp = (1000 * statistics.median(x) for x in (grep_ours_t, grep_peer_t))
+        # Beside the two clients, each one's command POSTed raw (what the pod spends on it; the rest is the
+        # client's) and two lesser commands of ours: without the time budget, and GNU grep alone.
+        grep_conn = http.client.HTTPConnection(ip, 8888, timeout=60)  # the first one idled out meanwhile
+        posts = {
+            "ours in the pod": _ours_grep_command(ours, budget=pyscripts.GREP_TIME_BUDGET),
+            "langchain-k8s in the pod": _peer_grep_command(peer),
+            "ours without the time budget": _ours_grep_command(ours, budget=None),
+            "grep alone": runtime_command(["sh", "-c", f"export LC_ALL=C; {_BARE_GREP} || true"]),
+        }
+        calls: dict[str, Callable[[], object]] = {
+            "ours": lambda: ours.grep("needle", "/tmp/g"),
+            "langchain-k8s": lambda: peer.grep("needle", "/tmp/g"),
+            **{name: functools.partial(_post, grep_conn, command) for name, command in posts.items()},
+        }
+        grep_t = interleaved_ms(calls, args.grep_rounds)
+        go, gp = grep_t["ours"], grep_t["langchain-k8s"]
         rows.append(
             (
                 "grep over 1,000 files",
@@ -159,6 +208,11 @@ def main() -> None:
                 f"vs langchain-k8s {go / gp:.2f} (target <= 1.0)",
             )
         )
+        po, pp = grep_t["ours in the pod"], grep_t["langchain-k8s in the pod"]
+        rows.append(("  of it in the pod", f"{po:.1f}", f"langchain-k8s {pp:.1f}", f"{po / pp:.2f}"))
+        rows.append(("  of it in the client", f"{go - po:.1f}", f"langchain-k8s {gp - pp:.1f}", ""))
+        for name in ("ours without the time budget", "grep alone"):
+            rows.append((f"  pod: {name}", f"{grep_t[name]:.1f}", "", f"{grep_t[name] / pp:.2f}"))
         print(f"AgentSessionSandbox on a python-runtime pod, medians in ms ({n} rounds for execute)")
         for name, value, others, ratio in rows:
             print(f"{name:<24} {value:>9}   {others:<60} {ratio}")

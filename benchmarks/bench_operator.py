@@ -90,7 +90,7 @@ def main() -> None:
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "crds/")
     cluster.kubectl("create", "namespace", NS)
     operator = start_operator()
-    sdk = SandboxClient(connection_config=SandboxInClusterConnectionConfig())
+    sdk: Any = SandboxClient(connection_config=SandboxInClusterConnectionConfig())
     try:
         kubectl_apply(
             cluster,
