@@ -26,12 +26,21 @@ def main() -> None:
         """kube-apiserver CPU per object created (rows of bench_scale since it measures it)."""
         return float(((r.get("growth") or {}).get(side) or {}).get("cpu_ms_per_object", {}).get("kube-apiserver", 0.0))
 
-    fig, axes = plt.subplots(1, 4, figsize=(17, 3.8))
+    def side(r: dict[str, Any], which: str) -> dict[str, Any]:
+        return dict((r.get("growth") or {}).get(which) or {})
+
+    def own_s(r: dict[str, Any]) -> float:
+        """The operator's own part of create -> Ready p50 (bench_scale's operator_part; rows since it traces)."""
+        s, d = side(r, "sessions"), side(r, "direct")
+        return float(sum(s.get(f"{k}_p50", 0.0) - d.get(f"{k}_p50", 0.0) for k in ("to_claim", "after_ready")))
+
+    fig, axes = plt.subplots(1, 5, figsize=(21, 3.8))
     panels = [
         ("operator peak RSS (MiB)", [r["rss_mib"] for r in rows], 400, "target <= 400 MiB"),
         ("reap lag p99 (s)", [r["reap_p99"] for r in rows], 1.0, "target <= 1 s"),
         ("Ready per second", [r["session_rate"] for r in rows], None, ""),
         ("kube-apiserver CPU per object (ms)", [apiserver_ms(r, "sessions") for r in rows], None, ""),
+        ("create -> Ready p50 (s)", [side(r, "sessions").get("latency_p50", 0.0) for r in rows], None, ""),
     ]
     for ax, (title, values, limit, label) in zip(axes, panels, strict=True):
         ax.plot(n, values, marker="o", label="AgentSessions (operator)")
@@ -41,6 +50,15 @@ def main() -> None:
             ax.plot(n, [r["claim_rate"] for r in rows], marker="s", label="SandboxClaims created directly")
         if title.startswith("kube-apiserver"):
             ax.plot(n, [apiserver_ms(r, "direct") for r in rows], marker="s", label="SandboxClaims created directly")
+        if title.startswith("create"):
+            ax.plot(
+                n,
+                [side(r, "direct").get("latency_p50", 0.0) for r in rows],
+                marker="s",
+                label="SandboxClaims created directly",
+            )
+            if all("to_claim_p50" in side(r, "sessions") for r in rows):
+                ax.plot(n, [own_s(r) for r in rows], marker="v", label="of it the operator's own part")
         if limit is not None:
             ax.axhline(limit, color="red", linestyle="--", linewidth=1, label=label)
         ax.set_xscale("log")
