@@ -3,7 +3,8 @@
 On the same pod, interleaved rounds: `execute("true")` through AgentSessionSandbox vs a raw POST of
 `sh -c true` to the runtime (httpx, as the issue measured it; and the stdlib's http.client, one send
 and the least Python) vs langchain-k8s 0.7.1's `KubernetesSandbox` (attached to the same claim);
-10 MiB upload and download; `grep` over 1,000 files. Prints medians and ratios.
+10 MiB upload and download; `grep` over 1,000 files, also split into the pod's part (each client's
+command POSTed raw) and the client's. Prints medians and ratios.
 Run: `.venv/bin/python -m benchmarks.bench_client [--rounds 30]` (needs the `bench` extra).
 """
 
@@ -21,7 +22,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from benchmarks.common import start_operator, stop_operator
+from benchmarks.common import interleaved_ms, start_operator, stop_operator
 from devcluster.cluster import Cluster, Paths
 
 os.environ["KUBECONFIG"] = str(Paths().kubeconfig)  # before the kubernetes client is imported
@@ -54,20 +55,7 @@ def attempt(fn: Callable[[], Any], rounds: int) -> str:
 
 
 _BARE_GREP = "grep -rHnIF --null -e needle -- /tmp/g"
-"""GNU grep as ours runs it, with neither the record cap (`head`) nor the time budget (`sleep`)."""
-
-
-def interleaved_ms(calls: dict[str, Callable[[], object]], rounds: int) -> dict[str, float]:
-    """Median milliseconds of each call, one of each per round, the order reversed every other round."""
-    times: dict[str, list[float]] = {name: [] for name in calls}
-    for fn in calls.values():
-        fn()  # warm
-    for i in range(rounds):
-        for name, fn in list(calls.items())[:: 1 if i % 2 else -1]:
-            t0 = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - t0)
-    return {name: 1000 * statistics.median(values) for name, values in times.items()}
+"""GNU grep with our flags, without the record cap (`head`) or the time budget (`sleep`)."""
 
 
 def _post(conn: http.client.HTTPConnection, command: str) -> None:
@@ -135,23 +123,17 @@ def main() -> None:
             answer.read()
             assert answer.status == 200, answer.status
 
-        # Interleave the three in blocks so machine noise hits all alike.
-        ours_t: list[float] = []
-        raw_t: list[float] = []
-        stdlib_t: list[float] = []
-        peer_t: list[float] = []
-        stdlib_true()
-        for _ in range(n):
-            for fn, bucket in (
-                (lambda: ours.execute("true"), ours_t),
-                (raw_true, raw_t),
-                (stdlib_true, stdlib_t),
-                (lambda: peer.execute("true"), peer_t),
-            ):
-                t0 = time.perf_counter()
-                fn()
-                bucket.append(time.perf_counter() - t0)
-        o, r, sl, p = (1000 * statistics.median(x) for x in (ours_t, raw_t, stdlib_t, peer_t))
+        # The four interleaved so machine noise hits all alike.
+        execute_ms = interleaved_ms(
+            {
+                "ours": lambda: ours.execute("true"),
+                "raw": raw_true,
+                "stdlib": stdlib_true,
+                "langchain-k8s": lambda: peer.execute("true"),
+            },
+            n,
+        )
+        o, r, sl, p = (execute_ms[k] for k in ("ours", "raw", "stdlib", "langchain-k8s"))
         rows.append(
             (
                 'execute("true")',

@@ -12,7 +12,7 @@ Prints one table of medians and ratios:
 
 Run: `.venv/bin/python benchmarks/bench_transport.py [--iterations 25] [--execute-iterations 300]`
 (the execute rows are the ones most sensitive to machine load). Measurements
-are interleaved round-robin so machine load drifts hit every variant alike.
+are interleaved (benchmarks.common.interleaved_ms) so machine load drifts hit every variant alike.
 """
 
 from __future__ import annotations
@@ -20,11 +20,8 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
-import statistics
 import sys
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere
@@ -32,25 +29,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywher
 import httpx
 from deepagents.backends.sandbox import BaseSandbox
 
+from benchmarks.common import interleaved_ms
 from langchain_k8s_client import commands
 from langchain_k8s_client.pod_sandbox import DEFAULT_COMMAND_TIMEOUT, DEFAULT_MAX_OUTPUT, PodSandbox
 from tests.integration.runtime.harness import runtime_process
 
 TEN_MIB = 10 * 1024 * 1024
 WATCHDOG_TIMEOUT = 60
-
-
-def interleaved(variants: dict[str, Callable[[], object]], iterations: int) -> dict[str, float]:
-    """Median milliseconds per variant, one call of each per round."""
-    samples: dict[str, list[float]] = {name: [] for name in variants}
-    for fn in variants.values():  # warm connections and caches
-        fn()
-    for _ in range(iterations):
-        for name, fn in variants.items():
-            started = time.perf_counter()
-            fn()
-            samples[name].append((time.perf_counter() - started) * 1000)
-    return {name: statistics.median(values) for name, values in samples.items()}
 
 
 def main() -> None:
@@ -83,7 +68,7 @@ def main() -> None:
             runner=info.runner_for(DEFAULT_COMMAND_TIMEOUT),
             has_base64=info.has_base64,
         )
-        exec_ms = interleaved(
+        exec_ms = interleaved_ms(
             {
                 "raw": lambda: post("sh -c true"),
                 "raw_wrapped": lambda: post(wrapped_true),
@@ -112,7 +97,7 @@ def main() -> None:
         def raw_download() -> None:
             assert raw.get(f"{server.url}/download/served.bin").content == blob
 
-        transfer_ms = interleaved(
+        transfer_ms = interleaved_ms(
             {
                 "sandbox_upload": sandbox_upload,
                 "raw_upload": raw_upload,
@@ -137,7 +122,7 @@ def main() -> None:
         def stock() -> None:
             assert len(BaseSandbox.grep(sandbox, "needle", str(tree)).matches or []) == 100
 
-        grep_ms = interleaved({"ours": ours, "stock": stock}, n)
+        grep_ms = interleaved_ms({"ours": ours, "stock": stock}, n)
         sandbox.close()
         raw.close()
 

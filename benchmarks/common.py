@@ -1,11 +1,15 @@
-"""What the benchmarks share: the operator as a process, without webhook, metrics or health ports."""
+"""What the benchmarks share: the operator as a process (without webhook, metrics or health ports), the
+API server's request counts, /proc readings, and interleaved rounds."""
 
 from __future__ import annotations
 
 import os
 import re
+import statistics
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any, Protocol
 
@@ -78,3 +82,17 @@ def proc_rss_mib(pid: int) -> float:
 
 def load_average() -> float:
     return float(Path("/proc/loadavg").read_text().split()[0])
+
+
+def interleaved_ms(calls: dict[str, Callable[[], object]], rounds: int) -> dict[str, float]:
+    """Median milliseconds of each call: one of each per round, the order reversed every other round, so
+    the machine's drifts hit every call alike."""
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    for fn in calls.values():
+        fn()  # warm connections and caches
+    for i in range(rounds):
+        for name, fn in list(calls.items())[:: 1 if i % 2 else -1]:
+            started = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - started)
+    return {name: 1000 * statistics.median(values) for name, values in times.items()}
