@@ -11,7 +11,6 @@ Run: `.venv/bin/python -m benchmarks.bench_client [--rounds 30]` (needs the `ben
 from __future__ import annotations
 
 import argparse
-import functools
 import http.client
 import io
 import json
@@ -58,14 +57,17 @@ _BARE_GREP = "grep -rHnIF --null -e needle -- /tmp/g"
 """GNU grep with our flags, without the record cap (`head`) or the time budget (`sleep`)."""
 
 
-def _post(conn: http.client.HTTPConnection, command: str) -> None:
-    """A raw POST of one command to the runtime (keep-alive, the least Python)."""
-    conn.request(
-        "POST", "/execute", body=json.dumps({"command": command}), headers={"Content-Type": "application/json"}
-    )
-    answer = conn.getresponse()
-    answer.read()
-    assert answer.status == 200, answer.status
+def raw_post(conn: http.client.HTTPConnection, command: str) -> Callable[[], None]:
+    """A raw POST of one command to the runtime (keep-alive, the body encoded once: the least Python)."""
+    body = json.dumps({"command": command}).encode()
+
+    def post() -> None:
+        conn.request("POST", "/execute", body=body, headers={"Content-Type": "application/json"})
+        answer = conn.getresponse()
+        answer.read()
+        assert answer.status == 200, answer.status
+
+    return post
 
 
 def _ours_grep_command(ours: AgentSessionSandbox, budget: float | None) -> str:
@@ -114,14 +116,7 @@ def main() -> None:
         def raw_true() -> None:
             raw.post(f"http://{ip}:8888/execute", json={"command": "sh -c true"}, timeout=30).raise_for_status()
 
-        stdlib = http.client.HTTPConnection(ip, 8888, timeout=30)
-        body = json.dumps({"command": "sh -c true"}).encode()
-
-        def stdlib_true() -> None:
-            stdlib.request("POST", "/execute", body=body, headers={"Content-Type": "application/json"})
-            answer = stdlib.getresponse()
-            answer.read()
-            assert answer.status == 200, answer.status
+        stdlib_true = raw_post(http.client.HTTPConnection(ip, 8888, timeout=30), "sh -c true")
 
         # The four interleaved so machine noise hits all alike.
         execute_ms = interleaved_ms(
@@ -178,7 +173,7 @@ def main() -> None:
         calls: dict[str, Callable[[], object]] = {
             "ours": lambda: ours.grep("needle", "/tmp/g"),
             "langchain-k8s": lambda: peer.grep("needle", "/tmp/g"),
-            **{name: functools.partial(_post, grep_conn, command) for name, command in posts.items()},
+            **{name: raw_post(grep_conn, command) for name, command in posts.items()},
         }
         grep_t = interleaved_ms(calls, args.grep_rounds)
         go, gp = grep_t["ours"], grep_t["langchain-k8s"]
