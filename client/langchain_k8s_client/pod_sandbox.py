@@ -438,7 +438,8 @@ class PodSandbox(BaseSandbox):
     def grep(
         self, pattern: str, path: str | None = None, glob: str | None = None, *, max_count: int | None = None
     ) -> GrepResult:
-        """Literal search in one python3 run; matches, `truncated` when capped, errors explicit."""
+        """Literal search (GNU grep where the probe found it, else one python3 run): matches sorted by
+        path (`commands.GREP_ORDER`), `truncated` when capped, errors explicit."""
         with self._operation(None):
             return run_sync(self._grep_flow(pattern, path, glob, max_count))
 
@@ -480,14 +481,14 @@ class PodSandbox(BaseSandbox):
             return None
         rows = commands.gnu_grep_rows(raw.stdout)
         if rows is None:  # a file name with a line break: the careful parser
-            rows = [(r.path, "", str(r.line), r.text) for r in commands.parse_gnu_grep(raw.stdout)[0]]
+            rows = [(r.path, str(r.line), r.text) for r in commands.parse_gnu_grep(raw.stdout)[0]]
         if not rows and raw.stderr.strip() and not killed:
             return None  # nothing found and grep complained (a missing or unreadable path)
         display = self._policy.display if self._policy.virtual_mode else None
         matches: list[GrepMatch] = (
-            [{"path": display(d + n), "line": int(k), "text": t} for d, n, k, t in rows[:cap]]
+            [{"path": display(p), "line": int(k), "text": t} for p, k, t in rows[:cap]]
             if display
-            else [{"path": d + n, "line": int(k), "text": t} for d, n, k, t in rows[:cap]]
+            else [{"path": p, "line": int(k), "text": t} for p, k, t in rows[:cap]]
         )
         # Cut by `head`, or killed at the time budget: what was found stands.
         truncated = len(rows) >= cap or killed
@@ -536,9 +537,9 @@ class PodSandbox(BaseSandbox):
             return GrepResult(error=f"Path '{shown}': {answer.error}")
         if answer.done is None:
             return GrepResult(error=f"Path '{shown}': grep failed in the sandbox: {_failure(raw)}")
-        matches: list[GrepMatch] = [
-            {"path": self._policy.display(p), "line": n, "text": t} for p, n, t in pyscripts.grep_matches(answer)
-        ]
+        found = pyscripts.grep_matches(answer)
+        found.sort(key=commands.GREP_ORDER)  # it walked a directory's files before its subdirectories
+        matches: list[GrepMatch] = [{"path": self._policy.display(p), "line": n, "text": t} for p, n, t in found]
         truncated = bool(answer.done.get("trunc"))
         if max_count is not None and len(matches) > max_count:
             matches, truncated = matches[:max_count], True

@@ -41,8 +41,8 @@ def gnu(root: Path, pattern: str, cap: int = 10_001, budget: float | None = 20.0
 
 def python(root: Path, pattern: str) -> list[tuple[str, int, str]]:
     command = pyscripts.build_grep(pattern, str(root), None, max_count=None, exclude_dirs=(".git",), confine="")
-    answer = pyscripts.parse_json_lines(run(command).decode("ascii"))
-    return [(r["p"], r["l"], r["t"]) for r in answer.records]
+    found = pyscripts.grep_matches(pyscripts.parse_json_lines(run(command).decode("ascii")))
+    return sorted(found, key=commands.GREP_ORDER)  # as grep() orders them
 
 
 @pytest.fixture
@@ -134,8 +134,8 @@ def test_parsing_a_file_name_with_a_line_break() -> None:
     assert commands.parse_gnu_grep(stdout) == (
         [
             commands.GrepRecord("/d/a\nb", 3, "t"),
-            commands.GrepRecord("/d/z", 1, "z"),
             commands.GrepRecord("/d/c/x", 1, "c"),
+            commands.GrepRecord("/d/z", 1, "z"),
         ],
         0,
     )
@@ -146,8 +146,7 @@ _NAMES = st.sampled_from(["a", "b", "a-b", "a.b", "ab", "b0", "z", "A", "_", "a 
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.tuples(st.lists(_NAMES, max_size=3), _NAMES, st.integers(1, 3)), max_size=30))
-def test_the_fast_order_is_the_walk_order(files: list[tuple[list[str], str, int]]) -> None:
-    """gnu_grep_rows sorts by directory and name; the careful parser by `_walk_key`: the same order."""
+def test_both_parsers_sort_by_path_keeping_each_files_lines_in_order(files: list[tuple[list[str], str, int]]) -> None:
     seen: set[str] = set()
     lines = []
     for parts, name, count in files:
@@ -157,6 +156,6 @@ def test_the_fast_order_is_the_walk_order(files: list[tuple[list[str], str, int]
         seen.add(path)
         lines += [f"{path}\x00{n}:t{n}\n" for n in range(1, count + 1)]
     stdout = "".join(lines)
-    fast = [commands.GrepRecord(d + n, int(k), t) for d, n, k, t in commands.gnu_grep_rows(stdout) or []]
+    fast = [commands.GrepRecord(p, int(k), t) for p, k, t in commands.gnu_grep_rows(stdout) or []]
     slow, _ = commands._parse_gnu_grep_slowly(stdout)
-    assert fast == slow
+    assert fast == slow == sorted(fast, key=lambda r: (r.path, r.line))
