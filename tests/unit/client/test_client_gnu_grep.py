@@ -102,6 +102,20 @@ def test_the_time_budget_kills_the_whole_search(tmp_path: Path) -> None:
     assert commands.parse_gnu_grep(stdout.decode()) == ([], None)  # grep's output was still in its buffer
 
 
+@pytest.mark.parametrize("shell", [s for s in ("dash", "bash", "busybox") if shutil.which(s)])
+def test_the_watchdog_outlives_head_until_grep_ends(tmp_path: Path, shell: str) -> None:
+    # `head` stops at the cap; grep, blocked on a FIFO, writes nothing more, so no SIGPIPE ends it:
+    # the script must still wait for it (the whole pipeline), and the budget must still kill it.
+    (tmp_path / "f").write_text("needle\n")
+    os.mkfifo(tmp_path / "fifo")
+    command = commands.build_gnu_grep(["needle"], str(tmp_path / "f"), exclude_dirs=(), cap=1, budget=0.5)
+    command += " " + shlex.quote(str(tmp_path / "fifo"))
+    command = command.replace("sh -c", f"{'busybox sh' if shell == 'busybox' else shell} -c", 1)
+    started = time.monotonic()
+    _, _, code = run_like_runtime(command)
+    assert code in commands.GREP_KILLED and time.monotonic() - started < 10
+
+
 def test_non_utf8_output_is_refused_by_the_runtime(tmp_path: Path) -> None:
     # The runtime fails such a request; the client then runs the python version.
     (tmp_path / "latin1.txt").write_bytes(b"caf\xe9 needle\n")
