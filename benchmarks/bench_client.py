@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from benchmarks.common import interleaved_ms, start_operator, stop_operator
+from benchmarks.common import create_namespace, interleaved_ms, start_operator, stop_operator
 from devcluster.cluster import Cluster, Paths
 
 os.environ["KUBECONFIG"] = str(Paths().kubeconfig)  # before the kubernetes client is imported
@@ -95,7 +95,7 @@ def main() -> None:
     cluster = Cluster(out=io.StringIO())
     started_cluster = cluster.up()
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", f"{ROOT}/crds")
-    cluster.kubectl("create", "namespace", NS)
+    create_namespace(cluster, NS)
     cluster.kubectl("apply", "-n", NS, "-f", f"{ROOT}/examples/00-python-pool.yaml")
     operator = start_operator()
     try:

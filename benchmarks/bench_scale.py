@@ -54,6 +54,7 @@ import yaml
 from benchmarks.bench_restart import fresh_replica
 from benchmarks.common import (
     apiserver_requests,
+    create_namespace,
     load_average,
     proc_cpu_seconds,
     proc_peak_rss_mib,
@@ -333,7 +334,7 @@ class Run:
 
     def setup(self) -> None:
         for ns in (NS, NS_DIRECT):
-            self.cluster.kubectl("create", "namespace", ns)
+            create_namespace(self.cluster, ns)
             docs = [manifests.template("pause"), manifests.warm_pool("pool", "pause", 0)]
             self.cluster.kubectl("apply", "-n", ns, "-f", "-", input=yaml.safe_dump_all(docs))
         log = open(self.cluster.paths.logs / "operator-bench.log", "wb")  # noqa: SIM115 - the run's lifetime

@@ -20,6 +20,23 @@ class _ApiServer(Protocol):
     def api_get(self, path: str, timeout: float = ...) -> bytes: ...
 
 
+class _Kubectl(Protocol):
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]: ...
+
+
+def create_namespace(cluster: _Kubectl, name: str, timeout: float = 180.0) -> None:
+    """Create `name`, first waiting (bounded) for a namespace of that name that the previous run of a
+    benchmark left terminating (the benchmarks delete theirs without waiting)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        proc = cluster.kubectl("create", "namespace", name, check=False)
+        if proc.returncode == 0:
+            return
+        if "being deleted" not in proc.stderr or time.monotonic() > deadline:
+            raise RuntimeError(f"kubectl create namespace {name} failed: {proc.stderr.strip()}")
+        time.sleep(1)
+
+
 def apiserver_requests(cluster: _ApiServer) -> dict[tuple[str, str, str], float]:
     """The API server's requests so far (`apiserver_request_total`, every response code: a 409 costs it
     work too), by (verb, resource, subresource)."""
