@@ -10,11 +10,11 @@
 # beside the search: a background subshell whose `sleep` runs while grep does; at the budget it
 # kills the whole process group (the runtime answers -9 with what was found so far), otherwise it
 # is stopped, and its `sleep` with it, once the search ends.
-# The search starts first, in the background, and the watchdog's fork and `sleep` overlap it: 0.2
+# The search starts first, in the background, and the watchdog's fork and `sleep` overlap it: 0.1
 # to 0.9 ms less per call than starting the watchdog first (2-core node, 1,000 files). `wait` on
-# the pid of a pipeline's last command waits for the whole pipeline (dash, bash, BusyBox ash: a test), so
-# the watchdog stays until grep too has ended (after `head` stops at the cap, grep ends at its
-# next write).
+# the pid of a pipeline's last command waits for the whole pipeline (dash, bash and BusyBox ash; a
+# unit test checks each), so the watchdog stays until grep too has ended (after `head` stops at
+# the cap, grep ends at its next write).
 export LC_ALL=C
 c=$1 b=$2
 shift 2
