@@ -91,6 +91,23 @@ def test_no_match_is_silent_and_leaves_no_watchdog(tmp_path: Path) -> None:
         time.sleep(0.05)
 
 
+def test_no_watchdog_is_left_behind_when_the_search_ends_at_once(tmp_path: Path) -> None:
+    # The search starts before the watchdog, so it can end (and the script stop the watchdog) before
+    # the watchdog has noted its `sleep`'s pid: it must still stop that `sleep`. 4 to 6 % of the runs
+    # left one behind (for the whole budget) before that was handled; the watchdog-first order, 1 in 300.
+    (tmp_path / "f").write_text("hay\n")
+    command = commands.build_gnu_grep(["x"], str(tmp_path), exclude_dirs=(), cap=5, budget=31.25)
+    for _ in range(200):
+        assert run_like_runtime(command) == (b"", b"", 0)
+    deadline = time.monotonic() + 5
+    try:
+        while b"sleep 31.25" in subprocess.run(["ps", "-eo", "args"], capture_output=True, check=False).stdout:
+            assert time.monotonic() < deadline, "a watchdog's sleep outlived its search"
+            time.sleep(0.05)
+    finally:
+        subprocess.run(["pkill", "-f", "^sleep 31.25$"], check=False)  # leave nothing running either way
+
+
 def test_the_time_budget_kills_the_whole_search(tmp_path: Path) -> None:
     (tmp_path / "f").write_text("needle\n")
     os.mkfifo(tmp_path / "fifo")  # named on the command line: grep blocks reading it
