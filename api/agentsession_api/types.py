@@ -422,7 +422,8 @@ class AgentSessionStatus(_Status):
         None,
         description=(
             "Pending, Provisioning, Ready, Suspended, Expired (planned end: TTL or idle timeout), Failed (an "
-            "error to fix, see conditions) or Terminating."
+            "error to fix, see conditions) or Terminating. Unset on a new session until it is Ready, Pending or "
+            "Failed, or has been provisioning for 15 s (one status write for a session Ready sooner)."
         ),
     )
     claim_name: str | None = Field(

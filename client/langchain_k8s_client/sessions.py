@@ -235,9 +235,11 @@ class SessionStore:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 ready = view.condition(phases.COND_READY)
+                # No phase yet: the operator writes a new session's first status when it is Ready or has
+                # provisioned for a while, or it has not seen the session (not running, or far behind).
+                said = (ready.message if ready else "") or view.phase or "no status from the operator yet"
                 raise SessionNotReady(
-                    ready.reason if ready else view.phase or Phase.PENDING,
-                    f"not Ready after {timeout:.0f} s: {(ready.message if ready else '') or view.phase}",
+                    ready.reason if ready else view.phase or Phase.PENDING, f"not Ready after {timeout:.0f} s: {said}"
                 )
             w = watch.Watch()
             try:

@@ -98,13 +98,14 @@ REASON_EXPIRING_SOON = "ExpiringSoon"
 
 
 PROGRESS_DELAY = timedelta(seconds=15)
-"""How long agent-sandbox's progress on a new session's sandbox (its claim's Ready message, the pod's
-address) may wait before it is written to the status. Most sessions are Ready sooner: their status is
-written twice (Provisioning, Ready), not once per step agent-sandbox reports; a slow one (an image
-pull, a full node) shows the latest step after this long, then each time it has waited twice as long
-as at the last write (15, 30, 60 s...). Under load, 250 sessions created at once wrote 6 statuses
-each, one per step; with the first progress at 5 s, 3.6 (sessions Ready after ~10 s); each write is
-an AgentSession PATCH the API server validates, stores and sends to every watcher."""
+"""How long a new session's provisioning (the phase itself, its claim's Ready message, the pod's
+address) may wait before it is written to the status. Most sessions are Ready sooner: their first
+status is Ready, written once, not Provisioning and then once per step agent-sandbox reports; a slow
+one (an image pull, a full node) shows Provisioning and the latest step after this long (counted from
+its creation), then each time it has waited twice as long as at the last write (15, 30, 60 s...).
+Pending, Failed and every other verdict are written at once. Each write is an AgentSession status
+PATCH, which costs the API server about twice a ConfigMap PATCH (its schema, six conditions): under
+load 250 sessions created at once wrote 6 statuses each, one per step; Provisioning and Ready, 2."""
 PROGRESS_CHECK = "ProvisioningProgress"
 """The ScheduleCheck reason of a deferred progress write (the reconciler's pass then reads its cache)."""
 _PROGRESS_FIELDS = ("sandboxName", "podName", "podIPs", "serviceFQDN", "launchType")
@@ -120,15 +121,26 @@ def _without_progress(status: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def progress_deferred_until(
-    before: Mapping[str, Any], status: Mapping[str, Any], now: datetime, written: datetime | None = None
+    before: Mapping[str, Any],
+    status: Mapping[str, Any],
+    now: datetime,
+    written: datetime | None = None,
+    created: datetime | None = None,
 ) -> datetime | None:
     """When a change that is only a provisioning session's progress may be written (None: write it now).
 
-    Only while a session that was never Ready is Provisioning: PROGRESS_DELAY after it became so (its
-    Ready condition's lastTransitionTime), and after a progress write at `written`, once it has waited
-    twice as long as then. The pass writes nothing meanwhile and looks again at that time.
+    A new session's first status, when it is Provisioning: PROGRESS_DELAY after the session's creation
+    (`created`), so that a session Ready sooner has one status write, Ready. Then, while a session that
+    was never Ready is Provisioning: PROGRESS_DELAY after it became so (its Ready condition's
+    lastTransitionTime), and after a progress write at `written`, once it has waited twice as long as
+    then. The pass writes nothing meanwhile and looks again at that time.
     """
-    if before.get("phase") != Phase.PROVISIONING or status.get("phase") != Phase.PROVISIONING:
+    if status.get("phase") != Phase.PROVISIONING:
+        return None
+    if not before.get("phase"):
+        first = created + PROGRESS_DELAY if created is not None else None
+        return first if first is not None and now < first else None
+    if before.get("phase") != Phase.PROVISIONING:
         return None
     ready = find_condition(before.get("conditions"), phases.COND_READY) or {}
     if before.get("readyAt") or ready.get("reason") == phases.REASON_SANDBOX_UNAVAILABLE:
@@ -371,7 +383,8 @@ def reconcile_actions(
     actions += [w for w in (lowered, soon) if w is not None]
     check = _next_check(status, now, warn_at)
     if patch_changes(before, status):
-        later = progress_deferred_until(before, status, now, progress_written)
+        created = parse_time((session.get("metadata") or {}).get("creationTimestamp"))
+        later = progress_deferred_until(before, status, now, progress_written, created)
         if later is None:
             actions.append(PatchStatus(status))
         elif check is None or later < check.at:

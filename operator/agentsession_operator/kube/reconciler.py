@@ -605,11 +605,7 @@ class Reconciler:
             if isinstance(action, PatchStatus):
                 status_patch = {**action.patch, **status_extra}
             elif isinstance(action, ScheduleCheck):
-                if action.reason == PROGRESS_CHECK:
-                    # Only a provisioning session's deferred progress: one GET per slow session at 10,000.
-                    self.pass_soon(key, "provisioning progress", action.at)
-                else:
-                    self.scheduler.schedule(key, action.at)
+                self._schedule(key, action)
             elif isinstance(action, Warn):
                 log.warning("warning", reason=action.reason, message=action.message)
                 self._event(session, action.reason, action.message, "Warning")
@@ -634,11 +630,10 @@ class Reconciler:
             wait = FORK_RETRY if fork_blocked.phase == Phase.PENDING else FORK_RECHECK
             self.scheduler.schedule(key, now + dt.timedelta(seconds=wait))
         if created is not None and is_owned_by(created, uid):
-            # The status the claim's first watch event would lead to (Provisioning, with the claim's
-            # name), written now: otherwise this pass writes Pending and the next pass Provisioning,
-            # one more status write (~8 ms, serialized per session) before Ready. Judged with the
-            # claim, as that next pass does; it then finds nothing to change. The session's
-            # NetworkPolicy goes in first (NetworkIsolated is never True before it is applied).
+            # Judged again with the claim just created, as the claim's first watch event would be: the
+            # NetworkPolicy goes in now (NetworkIsolated is never True before it is applied), and the
+            # status is what that pass would write: for a new session nothing until it is Ready or has
+            # provisioned for PROGRESS_DELAY (decisions.actions), not Pending ("creating the claim").
             running = policy.violations(session, effective, await self.label_domains(), running=True)
             follow = reconcile_actions(
                 session,
@@ -650,12 +645,14 @@ class Reconciler:
                 isolation=isolation,
                 expiry_lead=self.config.expiry_warning,
             )
+            status_patch = None
             for step in follow:
                 if isinstance(step, ApplyNetworkPolicy):
                     await self._apply_network_policy(step, session, log)
-            provisioning = next((a.patch for a in follow if isinstance(a, PatchStatus)), None)
-            if provisioning is not None:
-                status_patch = {**provisioning, **status_extra}
+                elif isinstance(step, PatchStatus):
+                    status_patch = {**step.patch, **status_extra}
+                elif isinstance(step, ScheduleCheck):
+                    self._schedule(key, step)
         if status_patch is None and status_extra:
             status_patch = status_extra
         if status_patch is not None:
@@ -668,6 +665,13 @@ class Reconciler:
         await self._retention(key, session, status_patch, effective, now)
         if again:  # last, so no deadline set by this pass replaces it
             self.scheduler.schedule(key, _now() + dt.timedelta(seconds=AGAIN_DELAY))
+
+    def _schedule(self, key: Key, check: ScheduleCheck) -> None:
+        if check.reason == PROGRESS_CHECK:
+            # Only a provisioning session's deferred progress: one GET per slow session at 10,000.
+            self.pass_soon(key, "provisioning progress", check.at)
+        else:
+            self.scheduler.schedule(key, check.at)
 
     async def _act(
         self,

@@ -195,6 +195,14 @@ def test_wait_ready_raises_typed_errors(store: SessionStore, api: FakeApi) -> No
         store.wait_ready("n", "s", timeout=30)
 
 
+def test_wait_ready_on_a_session_without_status_says_so(store: SessionStore, api: FakeApi) -> None:
+    """A new session has no phase until it is Ready or has provisioned for a while: the timeout says so."""
+    api.stored = body()
+    FakeWatch.scripts = []
+    with pytest.raises(SessionNotReady, match="not Ready after 0 s: no status from the operator yet"):
+        store.wait_ready("n", "s", timeout=0)
+
+
 # ---- endpoint resolution through the session -------------------------------------------------------
 class StoreOf:
     """A SessionStore for AgentSessionSandbox that serves fixed bodies and records activity."""

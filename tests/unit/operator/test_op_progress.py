@@ -1,4 +1,5 @@
-"""A new session's status is written twice (Provisioning, Ready), not once per step agent-sandbox reports."""
+"""A new session's status is written once (Ready) when it is Ready within PROGRESS_DELAY of its creation, not
+Provisioning first and then once per step agent-sandbox reports; a slower one shows Provisioning then."""
 
 from __future__ import annotations
 
@@ -24,6 +25,28 @@ def _provisioning(make_session: Make, make_claim: Make) -> dict[str, Any]:
 
 def _patches(actions: list[Any]) -> list[PatchStatus]:
     return [a for a in actions if isinstance(a, PatchStatus)]
+
+
+def test_a_new_session_s_first_status_waits_for_ready_or_the_delay(make_session: Make, make_claim: Make) -> None:
+    created = T0 - timedelta(seconds=1)
+    session = make_session(spec=SPEC, created="2025-01-01T11:59:59Z")
+    claim = make_claim(sandbox_name="demo", ready=("False", "DependenciesNotReady", "Pod exists with phase: Pending"))
+    for now in (T0, T0 + timedelta(seconds=5), created + PROGRESS_DELAY - timedelta(milliseconds=1)):
+        actions = reconcile_actions(session, claim, None, now)
+        assert _patches(actions) == []
+        assert [a.at for a in actions if isinstance(a, ScheduleCheck)] == [created + PROGRESS_DELAY]
+    (patch,) = _patches(reconcile_actions(session, claim, None, created + PROGRESS_DELAY))
+    assert patch.patch["phase"] == "Provisioning" and patch.patch["claimName"] == claim["metadata"]["name"]
+    ready = make_claim(sandbox_name="demo", pod_ips=["10.0.0.9"], ready=("True", "DependenciesReady", "Pod is Ready"))
+    (patch,) = _patches(reconcile_actions(session, ready, None, T0))
+    assert patch.patch["phase"] == "Ready" and patch.patch["claimName"] == ready["metadata"]["name"]
+
+
+def test_a_new_session_s_other_verdicts_are_written_at_once(make_session: Make, make_claim: Make) -> None:
+    """Only Provisioning waits: Pending (here: its warm pool is missing) says what to fix, now."""
+    session = make_session(spec=SPEC, created="2025-01-01T11:59:59Z")
+    (patch,) = _patches(reconcile_actions(session, None, None, T0, warm_pool_exists=False))
+    assert patch.patch["phase"] == "Pending"
 
 
 def test_progress_of_a_new_session_waits(make_session: Make, make_claim: Make) -> None:
@@ -87,3 +110,11 @@ def test_a_slower_session_waits_twice_as_long_for_each_later_step(make_session: 
     ready = make_claim(sandbox_name="demo", pod_ips=["10.0.0.9"], ready=("True", "DependenciesReady", "Pod is Ready"))
     (patch,) = _patches(reconcile_actions(session, ready, None, at, progress_written=written))
     assert patch.patch["phase"] == "Ready"
+
+
+def test_the_api_reference_states_the_delay() -> None:
+    """`kubectl explain agentsession.status.phase` says how long a new session may show no phase."""
+    from agentsession_api.types import AgentSessionStatus
+
+    description = AgentSessionStatus.model_fields["phase"].description or ""
+    assert f"provisioning for {int(PROGRESS_DELAY.total_seconds())} s" in description

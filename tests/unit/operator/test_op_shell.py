@@ -150,36 +150,49 @@ def _store(kube: FakeKube, session: dict[str, Any]) -> Key:
 
 
 # ---- one pass, end to end over the fake ----------------------------------------------------------
-async def test_a_pass_creates_the_claim_and_writes_status(
+async def test_a_new_session_s_only_status_write_is_ready(
     kube: FakeKube, reconciler: Reconciler, make_session: Make
 ) -> None:
+    """A session Ready within PROGRESS_DELAY has one status write: Ready, with everything (its claim's
+    name, every condition). Nothing before it: not Pending while the claim is created, not Provisioning."""
     kube.pools.add(("ns", "python-pool"))
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")  # the reconciler reads the real clock
     key = _store(kube, make_session(spec={"warmPoolRef": {"name": "python-pool"}, "ttl": "2h"}, created=now))
     await reconciler.reconcile(key, cause="test")
-    # One status write, not two; the session's NetworkPolicy goes in with the claim, before the status.
-    assert kube.writes == [("create-claim", "demo"), ("create-network-policy", "agentsession-demo"), ("status", "demo")]
-    # Provisioning with the claim's name at once (not Pending, then Provisioning in the next pass).
+    # The session's NetworkPolicy goes in with the claim; no status yet.
+    assert kube.writes == [("create-claim", "demo"), ("create-network-policy", "agentsession-demo")]
+    assert "status" not in kube.sessions[key]
+    at = reconciler.scheduler.due(key)  # the first status is due PROGRESS_DELAY after the creation
+    assert at is not None and at - dt.datetime.now(dt.UTC) < PROGRESS_DELAY + dt.timedelta(seconds=1)
+    await reconciler.reconcile(key, cause="claim seen")  # the claim's watch event: nothing to write yet
+    assert len(kube.writes) == 2
+    claim_key = ("ns", "demo")
+    kube.claims[claim_key]["status"] = {
+        "sandbox": {"name": "demo", "podIPs": ["10.0.0.9"]},
+        "conditions": [{"type": "Ready", "status": "True", "reason": "SandboxReady", "message": "ready"}],
+    }
+    reconciler.cache.remember_claim(claim_key, copy.deepcopy(kube.claims[claim_key]))
+    await reconciler.reconcile(key, cause="claim MODIFIED")
+    assert kube.writes[2:] == [("status", "demo")]
     status = kube.sessions[key]["status"]
-    assert status["phase"] == "Provisioning" and status["claimName"]
-    assert reconciler.scheduler.due(key) is not None  # the TTL deadline is scheduled
-    writes = len(kube.writes)
-    await reconciler.reconcile(key, cause="claim seen")  # the claim's watch event: nothing left to write
+    assert status["phase"] == "Ready" and status["claimName"] == "demo" and status["readyAt"]
+    types = {c["type"]: c["status"] for c in status["conditions"]}
+    assert types["ClaimCreated"] == "True" and types["NetworkIsolated"] == "True"
     await reconciler.reconcile(key, cause="again")  # nothing changed: nothing is written (level-triggered)
-    assert kube.writes[writes:] == []
-    assert kube.sessions[key]["status"]["phase"] == "Provisioning"
+    assert len(kube.writes) == 3
 
 
 async def test_provisioning_progress_waits_then_is_written_from_the_cache(
     kube: FakeKube, reconciler: Reconciler, make_session: Make, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """agent-sandbox's steps on a new session's claim are written once, PROGRESS_DELAY after Provisioning
-    (or with Ready, whichever comes first), and that deferred pass reads no session from the API."""
+    """A new session not Ready after PROGRESS_DELAY (counted from its creation) gets its first status then:
+    Provisioning with agent-sandbox's latest step, written by a deferred pass that reads no session from
+    the API."""
     kube.pools.add(("ns", "python-pool"))
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     key = _store(kube, make_session(spec={"warmPoolRef": {"name": "python-pool"}, "idleTimeout": "8h"}, created=now))
     await reconciler.reconcile(key, cause="test")
-    claim_key = ("ns", kube.sessions[key]["status"]["claimName"])
+    claim_key = ("ns", "demo")
     ready = {"type": "Ready", "status": "False", "reason": "DependenciesNotReady", "message": "Pod is Pending"}
     kube.claims[claim_key]["status"] = {"sandbox": {"name": "demo"}, "conditions": [ready]}
     reconciler.cache.remember_claim(claim_key, copy.deepcopy(kube.claims[claim_key]))
@@ -193,8 +206,10 @@ async def test_provisioning_progress_waits_then_is_written_from_the_cache(
     kube.reads.clear()
     await reconciler._on_deadline(key, at)
     assert kube.writes[writes:] == [("status", "demo")] and kube.reads == []
-    condition = next(c for c in kube.sessions[key]["status"]["conditions"] if c["type"] == "Ready")
-    assert condition["message"] == "Pod is Pending" and kube.sessions[key]["status"]["sandboxName"] == "demo"
+    status = kube.sessions[key]["status"]
+    condition = next(c for c in status["conditions"] if c["type"] == "Ready")
+    assert status["phase"] == "Provisioning" and status["claimName"] == "demo"
+    assert condition["message"] == "Pod is Pending" and status["sandboxName"] == "demo"
 
 
 async def test_a_new_session_creates_its_claim_without_reading_it_first(
