@@ -630,11 +630,12 @@ def parse_gnu_grep(stdout: str) -> tuple[list[GrepRecord], int | None]:
     scripts/grep.sh prints none: the runtime's exit code and stderr tell)."""
     rows = gnu_grep_rows(stdout)
     if rows is None:
-        return _parse_gnu_grep_slowly(stdout)  # a file name with a line break in it
+        return parse_gnu_grep_slowly(stdout)  # a file name with a line break in it
     return [GrepRecord(path, int(number), text) for path, number, text in rows], _split_status(stdout)[1]
 
 
-def _parse_gnu_grep_slowly(stdout: str) -> tuple[list[GrepRecord], int | None]:
+def parse_gnu_grep_slowly(stdout: str) -> tuple[list[GrepRecord], int | None]:
+    """`parse_gnu_grep` record by record: for output whose file names hold line breaks."""
     records: list[GrepRecord] = []
     status: int | None = None
     pos = 0

@@ -481,7 +481,7 @@ class PodSandbox(BaseSandbox):
             return None
         rows = commands.gnu_grep_rows(raw.stdout)
         if rows is None:  # a file name with a line break: the careful parser
-            rows = [(r.path, str(r.line), r.text) for r in commands.parse_gnu_grep(raw.stdout)[0]]
+            rows = [(r.path, str(r.line), r.text) for r in commands.parse_gnu_grep_slowly(raw.stdout)[0]]
         if not rows and raw.stderr.strip() and not killed:
             return None  # nothing found and grep complained (a missing or unreadable path)
         display = self._policy.display if self._policy.virtual_mode else None

@@ -138,8 +138,9 @@ def progress_deferred_until(
     if status.get("phase") != Phase.PROVISIONING:
         return None
     if not before.get("phase"):
-        first = created + PROGRESS_DELAY if created is not None else None
-        return first if first is not None and now < first else None
+        if created is None or now >= created + PROGRESS_DELAY:
+            return None
+        return created + PROGRESS_DELAY
     if before.get("phase") != Phase.PROVISIONING:
         return None
     ready = find_condition(before.get("conditions"), phases.COND_READY) or {}

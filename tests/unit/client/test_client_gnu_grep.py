@@ -178,5 +178,5 @@ def test_both_parsers_sort_by_path_keeping_each_files_lines_in_order(files: list
         lines += [f"{path}\x00{n}:t{n}\n" for n in range(1, count + 1)]
     stdout = "".join(lines)
     fast = [commands.GrepRecord(p, int(k), t) for p, k, t in commands.gnu_grep_rows(stdout) or []]
-    slow, _ = commands._parse_gnu_grep_slowly(stdout)
+    slow, _ = commands.parse_gnu_grep_slowly(stdout)
     assert fast == slow == sorted(fast, key=lambda r: (r.path, r.line))
