@@ -1,4 +1,4 @@
-"""RFC 3339 timestamps as Kubernetes writes them (second precision, ``Z``), and tolerant parsing."""
+"""RFC 3339 timestamps as Kubernetes writes them (second precision, ``Z``; MicroTime), and tolerant parsing."""
 
 from __future__ import annotations
 
@@ -13,6 +13,11 @@ def utc(moment: datetime) -> datetime:
 def format_time(moment: datetime) -> str:
     """``2024-05-01T12:00:00Z``: the form metav1.Time uses; sub-second parts are dropped."""
     return utc(moment).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def format_micro_time(moment: datetime) -> str:
+    """``2024-05-01T12:00:00.123456Z``: metav1.MicroTime (an Event's eventTime, a Lease's renewTime)."""
+    return utc(moment).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def parse_time(text: object) -> datetime | None:

@@ -22,6 +22,8 @@ import datetime as dt
 from dataclasses import dataclass
 from enum import Enum
 
+from agentsession_api.timestamps import format_micro_time, parse_time
+
 
 @dataclass(frozen=True)
 class Timing:
@@ -82,9 +84,9 @@ def next_step(record: Record | None, me: str, unchanged_for: float) -> Step:
 
 def spec_for(step: Step, record: Record | None, me: str, timing: Timing, now: dt.datetime) -> dict[str, object]:
     """The Lease spec a candidate writes for `step` (CREATE, ACQUIRE or RENEW)."""
-    stamp = _micro(now)
+    stamp = format_micro_time(now)
     if step is Step.RENEW and record is not None:
-        acquired = _micro(record.acquire_time) if record.acquire_time else stamp
+        acquired = format_micro_time(record.acquire_time) if record.acquire_time else stamp
         transitions = record.transitions
     else:
         acquired = stamp
@@ -103,8 +105,8 @@ def released_spec(record: Record, now: dt.datetime) -> dict[str, object]:
     return {
         "holderIdentity": None,
         "leaseDurationSeconds": 1,
-        "acquireTime": _micro(record.acquire_time) if record.acquire_time else None,
-        "renewTime": _micro(now),
+        "acquireTime": format_micro_time(record.acquire_time) if record.acquire_time else None,
+        "renewTime": format_micro_time(now),
         "leaseTransitions": record.transitions,
     }
 
@@ -112,19 +114,6 @@ def released_spec(record: Record, now: dt.datetime) -> dict[str, object]:
 def holds(renewed_at: float | None, now: float, timing: Timing) -> bool:
     """Whether the holder may still act (monotonic seconds): only until renew_deadline after a renewal."""
     return renewed_at is not None and now - renewed_at < timing.renew_deadline
-
-
-def parse_time(value: object) -> dt.datetime | None:
-    if isinstance(value, dt.datetime):
-        return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
-    if not value:
-        return None
-    text = str(value).replace("Z", "+00:00")
-    try:
-        parsed = dt.datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
 
 
 def record_from(lease: dict[str, object]) -> Record:
@@ -141,8 +130,3 @@ def record_from(lease: dict[str, object]) -> Record:
         transitions=int(str(spec.get("leaseTransitions") or 0)),
         resource_version=str(meta["resourceVersion"]) if meta.get("resourceVersion") else None,
     )
-
-
-def _micro(when: dt.datetime) -> str:
-    # MicroTime: RFC 3339 with exactly six fractional digits.
-    return when.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

@@ -28,6 +28,7 @@ from agentsession_operator.kube.client import without_env_lookups
 
 _log = logger()
 LEASE_USER_AGENT = "leader-election"  # tells the lease client's requests from the reconciler's
+_GROUP, _VERSION, _PLURAL = "coordination.k8s.io", "v1", "leases"
 
 
 class Conflict(Exception):
@@ -41,11 +42,14 @@ class LeaseAPI(Protocol):
 
 
 class KubeLeaseAPI:
-    """LeaseAPI over kubernetes_asyncio (plain dicts in and out; 409 as Conflict)."""
+    """LeaseAPI over kubernetes_asyncio (plain dicts in and out; 409 as Conflict).
+
+    The generic path, as for our CRDs: no typed V1Lease model decoded at every renewal (every 2 s), its
+    dates parsed with dateutil, and turned back into a dict."""
 
     def __init__(self, api_client: client.ApiClient) -> None:
         self.api_client = api_client
-        self.api = client.CoordinationV1Api(api_client)
+        self.api = client.CustomObjectsApi(api_client)
         self.gate: transport.Gate | None = None  # its own Retry-After gate (connect)
 
     @classmethod
@@ -63,12 +67,9 @@ class KubeLeaseAPI:
     async def close(self) -> None:
         await self.api_client.close()
 
-    def _plain(self, obj: Any) -> dict[str, Any]:
-        return dict(self.api_client.sanitize_for_serialization(obj))
-
     async def get(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:
-            return self._plain(await self.api.read_namespaced_lease(name, namespace))
+            return dict(await self.api.get_namespaced_custom_object(_GROUP, _VERSION, namespace, _PLURAL, name))
         except ApiException as exc:
             if exc.status == 404:
                 return None
@@ -76,7 +77,7 @@ class KubeLeaseAPI:
 
     async def create(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         try:
-            return self._plain(await self.api.create_namespaced_lease(namespace, body))
+            return dict(await self.api.create_namespaced_custom_object(_GROUP, _VERSION, namespace, _PLURAL, body))
         except ApiException as exc:
             if exc.status == 409:
                 raise Conflict(str(exc.reason)) from exc
@@ -84,7 +85,8 @@ class KubeLeaseAPI:
 
     async def replace(self, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
         try:
-            return self._plain(await self.api.replace_namespaced_lease(name, namespace, body))
+            written = await self.api.replace_namespaced_custom_object(_GROUP, _VERSION, namespace, _PLURAL, name, body)
+            return dict(written)
         except ApiException as exc:
             if exc.status == 409:
                 raise Conflict(str(exc.reason)) from exc
