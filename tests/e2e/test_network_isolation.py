@@ -10,14 +10,16 @@ egress the AgentSessionPolicy decides (nothing by default).
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 from agentsession_api import names
+from agentsession_operator.constants import SANDBOX_CLAIM_UID_LABEL
 from tests.e2e import manifests
 from tests.e2e.conftest import Kube, OperatorProcess
 from tests.e2e.test_real_node import _fetch_from_pod, _pod, _running
@@ -183,3 +185,68 @@ def test_each_session_owns_its_network_policy_and_gets_it_back(
 
     kube.run("delete", "agentsession", "s1", "-n", namespace)
     kube.wait_for("the NetworkPolicy gone with its session", lambda: not owned(), timeout=60)
+
+
+def test_a_session_is_ready_only_after_its_pod_carries_the_label_its_policy_selects(
+    kube: Kube, namespace: str, operator: OperatorProcess
+) -> None:
+    """Warm-pool adoptions: agent-sandbox can mark the claim Ready before it relabels the adopted Pod with
+    the claim's UID, the label the session's NetworkPolicy selects; a session Ready before that sends its
+    client to a Pod only the template's policy covers (refused on the real node). The session's Ready must
+    be written after the label. Both writes are ordered by their resourceVersions, read from watches
+    (etcd revisions on this cluster: comparable, though the API calls them opaque)."""
+    from kubernetes import client, config, watch
+
+    config.load_kube_config(config_file=kube.kubeconfig)
+    custom, core = client.CustomObjectsApi(), client.CoreV1Api()
+    count = 4
+    kube.apply(manifests.template("pause"), manifests.warm_pool("pool", "pause", count), namespace=namespace)
+    kube.wait_for(
+        f"{count} Ready warm sandboxes",
+        lambda: sum(kube.is_true(s, "Ready") for s in kube.list("sandboxes", namespace)) >= count,
+        timeout=120,
+    )
+    seen: list[tuple[str, int, dict[str, Any]]] = []
+    start = core.list_namespaced_pod(namespace).metadata.resource_version
+
+    def collect(kind: str, lister: Callable[..., Any], *args: str) -> None:
+        for event in watch.Watch().stream(lister, *args, resource_version=start, timeout_seconds=60):
+            body = event["object"]
+            body = body if isinstance(body, dict) else client.ApiClient().sanitize_for_serialization(body)
+            seen.append((kind, int(body["metadata"]["resourceVersion"]), body))
+            if len(_first_ready(seen)) == count:
+                return
+
+    sessions = ("agentsession.dev", "v1alpha1", namespace, "agentsessions")
+    watches: list[tuple[Any, ...]] = [("pod", core.list_namespaced_pod, namespace)]
+    watches.append(("session", custom.list_namespaced_custom_object, *sessions))
+    threads = [threading.Thread(target=collect, args=args, daemon=True) for args in watches]
+    for t in threads:
+        t.start()
+    kube.apply(*(manifests.session(f"s{i}", "pool") for i in range(count)), namespace=namespace)
+    for i in range(count):
+        _ready_session(kube, namespace, f"s{i}")
+    for t in threads:
+        t.join(timeout=90)
+    for name, (ready_at, session) in _first_ready(seen).items():
+        claim = kube.get("sandboxclaim", session["status"]["claimName"], namespace)
+        assert claim is not None and session["status"].get("launchType") == "warm", session["status"]
+        labelled = [
+            rv
+            for k, rv, b in seen
+            if k == "pod"
+            and b["metadata"]["name"] == session["status"]["podName"]
+            and (b["metadata"].get("labels") or {}).get(SANDBOX_CLAIM_UID_LABEL) == claim["metadata"]["uid"]
+        ]
+        assert labelled, f"{name}: its pod was never seen with the claim's label"
+        assert min(labelled) < ready_at, f"{name}: Ready at rv {ready_at}, its Pod labelled at rv {min(labelled)}"
+
+
+def _first_ready(seen: list[tuple[str, int, dict[str, Any]]]) -> dict[str, tuple[int, dict[str, Any]]]:
+    """Each session's first Ready event: its resourceVersion and body."""
+    first: dict[str, tuple[int, dict[str, Any]]] = {}
+    for kind, rv, body in seen:
+        name = body["metadata"]["name"]
+        if kind == "session" and (body.get("status") or {}).get("phase") == "Ready" and name not in first:
+            first[name] = (rv, body)
+    return first

@@ -62,6 +62,7 @@ TERMINAL_CLAIM_REASONS: Final[dict[str, str]] = {
 RECREATE_HINT: Final = "then delete and recreate the AgentSession"
 EXPIRED_CLAIM_REASONS: Final = ("ClaimExpired", "SandboxExpired")
 SUSPENDED_REASON: Final = "SandboxSuspended"
+UPDATING_REASON: Final = "SandboxUpdating"
 MAX_POD_IPS: Final = 8
 
 
@@ -87,6 +88,26 @@ class Observed:
     ready_reason: str = ""
     ready_message: str = ""
     suspended: bool = False
+    sandbox_lags: bool = False
+    """agent-sandbox has not acted on the Sandbox's current spec yet (see :func:`sandbox_lags`)."""
+
+
+def sandbox_lags(sandbox: Mapping[str, Any] | None) -> bool:
+    """The Sandbox's Ready condition is older than its spec (observedGeneration < generation).
+
+    Why it matters: a warm-pool adoption rewrites the Sandbox (generation 2) while its Ready is still the
+    pool's (of generation 1), and agent-sandbox's claim can say Ready before it relabels the Pod with
+    ``agents.x-k8s.io/claim-uid``, the label the session's NetworkPolicy selects; until then only the
+    template's policy applies (closed), and a client connecting is refused. agent-sandbox relabels the
+    Pod before it writes the Ready of the new generation. Without a generation or an observedGeneration
+    (not agent-sandbox v1.0) nothing is known to lag.
+    """
+    if sandbox is None:
+        return False
+    generation = _meta(sandbox).get("generation")
+    ready = find_condition((sandbox.get("status") or {}).get("conditions"), phases.COND_READY) or {}
+    observed = ready.get("observedGeneration")
+    return isinstance(generation, int) and isinstance(observed, int) and observed < generation
 
 
 def _meta(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
@@ -118,6 +139,7 @@ def observe(claim: Mapping[str, Any] | None, sandbox: Mapping[str, Any] | None) 
         ready_reason=ready.get("reason") or "",
         ready_message=ready.get("message") or "",
         suspended=sandbox is not None and sandbox_operating_mode(sandbox) == constants.OPERATING_MODE_SUSPENDED,
+        sandbox_lags=sandbox_lags(sandbox),
     )
 
 
@@ -153,6 +175,14 @@ def _claim_verdict(session: Mapping[str, Any], seen: Observed, warm_pool_exists:
                 "suspended after the idle timeout; client activity resumes it",
             )
         return Verdict(Phase.SUSPENDED, SUSPENDED_REASON, seen.ready_message or "the Sandbox is suspended")
+    if seen.ready_status == "True" and seen.sandbox_lags and (session.get("status") or {}).get("phase") != Phase.READY:
+        # Only on the way to Ready: a spec change of a Ready session's Sandbox must not flap it.
+        return Verdict(
+            Phase.PROVISIONING,
+            UPDATING_REASON,
+            f"Sandbox {seen.sandbox_name} is ready but agent-sandbox has not applied its latest spec yet (after a "
+            "warm-pool adoption: the Pod's label that the session's NetworkPolicy selects)",
+        )
     if seen.ready_status == "True":
         where = f" at {seen.pod_ips[0]}" if seen.pod_ips else ""
         return Verdict(Phase.READY, "SandboxReady", f"Sandbox {seen.sandbox_name} is ready{where}")

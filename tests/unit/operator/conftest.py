@@ -111,8 +111,14 @@ def build_sandbox(
     pod_ips: list[str] | None = None,
     fqdn: str | None = None,
     launch: str | None = None,
+    generation: int | None = None,
+    ready_generation: int | None = None,
 ) -> Obj:
+    """`generation` and `ready_generation` (the Ready condition's observedGeneration): agent-sandbox acting
+    on a spec change, e.g. a warm-pool adoption (generation 2, Ready still the pool's, of generation 1)."""
     meta: Obj = {"name": name, "namespace": "ns", "uid": "sandbox-uid"}
+    if generation is not None:
+        meta["generation"] = generation
     if owner_uid is not None:
         meta["ownerReferences"] = [{"kind": "SandboxClaim", "name": "demo", "uid": owner_uid, "controller": True}]
     if launch is not None:
@@ -125,6 +131,10 @@ def build_sandbox(
         status["podIPs"] = pod_ips
     if fqdn:
         status["serviceFQDN"] = fqdn
+    if ready_generation is not None:
+        status["conditions"] = [
+            {"type": "Ready", "status": "True", "reason": "DependenciesReady", "observedGeneration": ready_generation}
+        ]
     return {
         "apiVersion": "agents.x-k8s.io/v1beta1",
         "kind": "Sandbox",

@@ -200,6 +200,38 @@ def test_warm_launch_from_pool(make_session: Make, make_claim: Make, make_sandbo
     assert labelled["launchType"] == "warm"  # agent-sandbox's own label wins
 
 
+def test_an_adopted_sandbox_is_ready_only_once_agent_sandbox_acted_on_the_adoption(
+    make_session: Make, make_claim: Make, make_sandbox: Make
+) -> None:
+    """Right after a warm-pool adoption the claim can say Ready while the Sandbox's Ready is still the
+    pool's (observedGeneration 1 of generation 2): its Pod does not carry the claim's UID yet, so the
+    session's NetworkPolicy does not select it and a client connecting then is refused (measured on the
+    real node: about 1 s lost on half the adoptions). Ready waits for the Sandbox of the adoption."""
+    claim = ready_claim(make_claim, sandbox_name="python-pool-abcde")
+    adopted = make_sandbox("python-pool-abcde", launch="warm", generation=2, ready_generation=1)
+    waiting = compute_status(make_session(), claim, adopted, T0, True)
+    assert waiting["phase"] == "Provisioning"
+    ready = cond(waiting, "Ready")
+    assert ready["status"] == "False" and ready["reason"] == "SandboxUpdating"
+    assert "python-pool-abcde" in ready["message"] and "NetworkPolicy" in ready["message"]
+    assert "readyAt" not in waiting or waiting["readyAt"] is None
+
+    relabelled = make_sandbox("python-pool-abcde", launch="warm", generation=2, ready_generation=2)
+    assert compute_status(make_session(), claim, relabelled, T0, True)["phase"] == "Ready"
+
+
+def test_a_ready_session_stays_ready_while_its_sandbox_catches_up_with_a_spec_change(
+    make_session: Make, make_claim: Make, make_sandbox: Make
+) -> None:
+    """The wait applies to becoming Ready only: a Sandbox spec change later (agent-sandbox's or ours) must
+    not flap a Ready session."""
+    claim = ready_claim(make_claim)
+    first = compute_status(make_session(), claim, make_sandbox(generation=1, ready_generation=1), T0, True)
+    assert first["phase"] == "Ready"
+    lagging = make_sandbox(generation=3, ready_generation=1)
+    assert compute_status(make_session(status=first), claim, lagging, T0, True)["phase"] == "Ready"
+
+
 def test_unrelated_sandbox_is_ignored(make_session: Make, make_claim: Make, make_sandbox: Make) -> None:
     result = compute_status(make_session(), ready_claim(make_claim), make_sandbox("other", mode="Suspended"), T0, True)
     assert result["phase"] == "Ready"
