@@ -97,6 +97,7 @@ bench: venv ## benchmarks (print tables of medians and ratios; needs benchmarks/
 	$(PY) -m benchmarks.bench_cluster
 	$(PY) -m benchmarks.bench_client
 	$(PY) -m benchmarks.bench_operator --rounds 25
+	$(PY) -m benchmarks.bench_first_call --rounds 24
 	$(PY) -m benchmarks.bench_transport
 	$(PY) -m benchmarks.bench_scale --points $(SCALE_POINTS) --direct-every 2 --json docs/scale-results.json
 	$(PY) -m benchmarks.plot_scale docs/scale-results.json docs/scale.png

@@ -1,0 +1,153 @@
+"""A warm session's first command on the real node: create -> Ready -> the first `execute("true")`.
+
+What a user waits for is the total, not Ready alone: a Ready session whose Pod its own NetworkPolicy
+does not admit yet (agent-sandbox relabels an adopted Pod, the NetworkPolicy controller programs it)
+refuses the client's first connection, which the client retries after a back-off. The template closes
+every pod (`networkPolicy: {}`), as the sample does, so only the session's policy lets the client in.
+
+With `--before DIR` (another checkout) that checkout's operator runs beside this one, each in its own
+namespace with its own Lease, and the rounds alternate between them. Prints medians per side and the
+share of first calls that met a refused connection. Real node only (kube-router enforces the policies).
+Run: `.venv/bin/python -m benchmarks.bench_first_call --rounds 20 [--before /tmp/before]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+os.environ.setdefault("DEVCLUSTER_NODE", "real")
+
+from benchmarks.common import create_namespace, start_operator, stop_operator
+from devcluster.cluster import Cluster, Paths
+
+os.environ["KUBECONFIG"] = str(Paths().kubeconfig)
+
+from kubernetes import client, config
+
+from langchain_k8s_client import AgentSessionSandbox
+from langchain_k8s_client import transport as pod_transport
+from tests.e2e import manifests
+from tests.e2e.conftest import network_args
+
+POOL = "closed"
+
+
+@dataclass
+class Side:
+    name: str
+    namespace: str
+    pythonpath: str = ""
+    rows: list[tuple[float, float, bool]] = field(default_factory=list)  # to Ready, first call, refused
+
+
+class RefusalCounter:
+    """Counts the connections the client's retry rule saw refused (it retries them: nothing was sent)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        original = pod_transport._Attempts.after_error
+
+        def after_error(attempts: pod_transport._Attempts, exc: httpx.TransportError) -> float:
+            if isinstance(exc, httpx.ConnectError):
+                self.count += 1
+            return original(attempts, exc)
+
+        setattr(pod_transport._Attempts, "after_error", after_error)  # noqa: B010 (mypy refuses the assignment)
+
+
+def closed_template() -> dict[str, Any]:
+    template = manifests.template("py", manifests.PYTHON_RUNTIME_IMAGE)
+    template["spec"]["networkPolicyManagement"] = "Managed"
+    template["spec"]["networkPolicy"] = {}
+    return template
+
+
+def ready_in_pool(api: client.CustomObjectsApi, namespace: str) -> bool:
+    for sandbox in api.list_namespaced_custom_object("agents.x-k8s.io", "v1beta1", namespace, "sandboxes")["items"]:
+        owners = sandbox["metadata"].get("ownerReferences") or []
+        conditions = (sandbox.get("status") or {}).get("conditions") or []
+        if any(o["kind"] == "SandboxWarmPool" for o in owners) and any(
+            c["type"] == "Ready" and c["status"] == "True" for c in conditions
+        ):
+            return True
+    return False
+
+
+def one_round(api: client.CustomObjectsApi, side: Side, name: str, refusals: RefusalCounter) -> None:
+    deadline = time.monotonic() + 180
+    while not ready_in_pool(api, side.namespace):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no Ready warm sandbox in {side.namespace}")
+        time.sleep(0.2)
+    time.sleep(1)  # the pool's replacement settles; both sides start from the same quiet
+    started = time.monotonic()
+    with AgentSessionSandbox(name, side.namespace, warm_pool=POOL, ttl="10m") as backend:
+        backend._store.wait_ready(side.namespace, name, 60)
+        ready = time.monotonic()
+        refusals.count = 0
+        result = backend.execute("true")
+        done = time.monotonic()
+        if result.exit_code != 0:
+            raise RuntimeError(f"{name}: {result}")
+    side.rows.append((ready - started, done - ready, refusals.count > 0))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--before", default="", help="another checkout: its operator alternates with this one's")
+    args = parser.parse_args()
+    cluster = Cluster(out=io.StringIO())
+    started_cluster = cluster.up()
+    config.load_kube_config()
+    api = client.CustomObjectsApi()
+    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "crds/")
+    sides = [Side("this", "bench-first-this")]
+    if args.before:
+        root = Path(args.before).resolve()
+        pythonpath = os.pathsep.join(str(root / d) for d in ("api", "operator"))
+        sides.insert(0, Side("before", "bench-first-before", pythonpath))
+    refusals = RefusalCounter()
+    operators = []
+    try:
+        for side in sides:
+            create_namespace(cluster, side.namespace)
+            docs = [closed_template(), manifests.warm_pool(POOL, "py", 1)]
+            cluster.kubectl("apply", "-n", side.namespace, "-f", "-", input=yaml.safe_dump_all(docs))
+            env = dict(os.environ)
+            if side.pythonpath:
+                env["PYTHONPATH"] = side.pythonpath + os.pathsep + env.get("PYTHONPATH", "")
+            extra = ("--namespace", side.namespace, "--lease-name", f"agentsession-{side.name}", *network_args())
+            operators.append(start_operator(*extra, env=env))
+        for i in range(args.rounds):
+            for side in sides[:: 1 if i % 2 == 0 else -1]:
+                one_round(api, side, f"first-{i}", refusals)
+    finally:
+        for operator in operators:
+            stop_operator(operator)
+        for side in sides:
+            cluster.kubectl("delete", "namespace", side.namespace, "--wait=false", check=False)
+        if started_cluster:
+            cluster.down()
+    print(f"A warm session's first command on the real node (closed template), {args.rounds} rounds, medians")
+    print(f"{'operator':<8} {'to Ready':>9} {'1st call':>9} {'total':>9} {'refused 1st connect':>20}")
+    for side in sides:
+        ready = 1000 * statistics.median(r[0] for r in side.rows)
+        first = 1000 * statistics.median(r[1] for r in side.rows)
+        total = 1000 * statistics.median(r[0] + r[1] for r in side.rows)
+        refused = sum(r[2] for r in side.rows)
+        print(f"{side.name:<8} {ready:>7.0f}ms {first:>7.0f}ms {total:>7.0f}ms {refused:>11} of {len(side.rows)}")
+
+
+if __name__ == "__main__":
+    main()
