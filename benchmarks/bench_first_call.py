@@ -19,7 +19,6 @@ import os
 import statistics
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -27,7 +26,7 @@ import yaml
 
 os.environ.setdefault("DEVCLUSTER_NODE", "real")
 
-from benchmarks.common import create_namespace, start_operator, stop_operator
+from benchmarks.common import checkout_pythonpath, create_namespace, start_operator, stop_operator, wait_pool_full
 from devcluster.cluster import Cluster, Paths
 
 os.environ["KUBECONFIG"] = str(Paths().kubeconfig)
@@ -72,23 +71,8 @@ def closed_template() -> dict[str, Any]:
     return template
 
 
-def ready_in_pool(api: client.CustomObjectsApi, namespace: str) -> bool:
-    for sandbox in api.list_namespaced_custom_object("agents.x-k8s.io", "v1beta1", namespace, "sandboxes")["items"]:
-        owners = sandbox["metadata"].get("ownerReferences") or []
-        conditions = (sandbox.get("status") or {}).get("conditions") or []
-        if any(o["kind"] == "SandboxWarmPool" for o in owners) and any(
-            c["type"] == "Ready" and c["status"] == "True" for c in conditions
-        ):
-            return True
-    return False
-
-
 def one_round(api: client.CustomObjectsApi, side: Side, name: str, refusals: RefusalCounter) -> None:
-    deadline = time.monotonic() + 180
-    while not ready_in_pool(api, side.namespace):
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"no Ready warm sandbox in {side.namespace}")
-        time.sleep(0.2)
+    wait_pool_full(api, side.namespace, POOL, 1, timeout=180)
     time.sleep(1)  # the pool's replacement settles; both sides start from the same quiet
     started = time.monotonic()
     with AgentSessionSandbox(name, side.namespace, warm_pool=POOL, ttl="10m") as backend:
@@ -114,9 +98,7 @@ def main() -> None:
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "crds/")
     sides = [Side("this", "bench-first-this")]
     if args.before:
-        root = Path(args.before).resolve()
-        pythonpath = os.pathsep.join(str(root / d) for d in ("api", "operator"))
-        sides.insert(0, Side("before", "bench-first-before", pythonpath))
+        sides.insert(0, Side("before", "bench-first-before", checkout_pythonpath(args.before)))
     refusals = RefusalCounter()
     operators = []
     try:

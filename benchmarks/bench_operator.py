@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from benchmarks.common import create_namespace, start_operator, stop_operator
+from benchmarks.common import create_namespace, start_operator, stop_operator, wait_pool_full
 from devcluster.cluster import Cluster, Paths
 
 os.environ["KUBECONFIG"] = str(Paths().kubeconfig)
@@ -62,23 +62,6 @@ def sdk_to_ready(sdk: SandboxClient, name: str, pool: str) -> float:
     return time.monotonic() - started
 
 
-def wait_pool_full(api: client.CustomObjectsApi, pool: str, replicas: int, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        items = api.list_namespaced_custom_object("agents.x-k8s.io", "v1beta1", NS, "sandboxes")["items"]
-        ready = 0
-        for s in items:
-            refs = s["metadata"].get("ownerReferences") or []
-            owned = any(r["kind"] == "SandboxWarmPool" and r["name"] == pool for r in refs)
-            conds = (s.get("status") or {}).get("conditions") or []
-            if owned and any(c["type"] == "Ready" and c["status"] == "True" for c in conds):
-                ready += 1
-        if ready >= replicas:
-            return
-        time.sleep(0.1)
-    raise TimeoutError(f"pool {pool} not full")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=9)
@@ -109,7 +92,7 @@ def main() -> None:
                 else:
                     results["sdk-cold"].append(sdk_to_ready(sdk, f"sdk-cold-{i}", "cold"))
             for who in order:
-                wait_pool_full(api, "warm", 2)
+                wait_pool_full(api, NS, "warm", 2)
                 if who == "op":
                     results["op-warm"].append(session_to_ready(api, f"op-warm-{i}", "warm"))
                 else:

@@ -23,13 +23,13 @@ import subprocess
 import time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import yaml
 
 from benchmarks.common import (
     apiserver_requests,
+    checkout_pythonpath,
     load_average,
     proc_cpu_seconds,
     proc_peak_rss_mib,
@@ -201,8 +201,7 @@ def main() -> None:
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "crds/")
     sides: list[tuple[str, str | None]] = [("this", None)]
     if args.before:
-        root = Path(args.before).resolve()
-        sides.insert(0, ("before", os.pathsep.join(str(root / d) for d in ("api", "operator"))))
+        sides.insert(0, ("before", checkout_pythonpath(args.before)))
     results: list[dict[str, Any]] = []
     try:
         populate(cluster, api, args.sessions)

@@ -37,6 +37,34 @@ def create_namespace(cluster: _Kubectl, name: str, timeout: float = 180.0) -> No
         time.sleep(1)
 
 
+def checkout_pythonpath(checkout: str) -> str:
+    """PYTHONPATH that runs another checkout's operator (its API package and operator package)."""
+    root = Path(checkout).resolve()
+    return os.pathsep.join(str(root / d) for d in ("api", "operator"))
+
+
+class _CustomObjects(Protocol):
+    def list_namespaced_custom_object(self, group: str, version: str, namespace: str, plural: str) -> Any: ...
+
+
+def wait_pool_full(api: _CustomObjects, namespace: str, pool: str, replicas: int, timeout: float = 120) -> None:
+    """Wait (bounded) until `pool` has `replicas` Ready Sandboxes of its own, not yet claimed."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        items = api.list_namespaced_custom_object("agents.x-k8s.io", "v1beta1", namespace, "sandboxes")["items"]
+        ready = 0
+        for s in items:
+            refs = s["metadata"].get("ownerReferences") or []
+            owned = any(r["kind"] == "SandboxWarmPool" and r["name"] == pool for r in refs)
+            conds = (s.get("status") or {}).get("conditions") or []
+            if owned and any(c["type"] == "Ready" and c["status"] == "True" for c in conds):
+                ready += 1
+        if ready >= replicas:
+            return
+        time.sleep(0.1)
+    raise TimeoutError(f"pool {namespace}/{pool} not full")
+
+
 def apiserver_requests(cluster: _ApiServer) -> dict[tuple[str, str, str], float]:
     """The API server's requests so far (`apiserver_request_total`, every response code: a 409 costs it
     work too), by (verb, resource, subresource)."""
