@@ -4,6 +4,14 @@ Side by side in one run, on the same warm pool (python runtime), interleaved so 
 both alike: cold (pool of 0) and warm (pool kept full). Prints medians, the ratio and the operator's
 absolute added latency. Run: `.venv/bin/python -m benchmarks.bench_operator [--rounds 9]`.
 Uses the running local control plane (or starts one) and starts its own operator process.
+
+Then where a session's added time goes, from watches on the claims and Sandboxes of the namespace (this
+process's clock, from the create call): the claim Ready, and its Sandbox's Ready of its current
+generation (agent-sandbox acted on the claim: on a warm-pool adoption it has relabelled the Pod with the
+claim's UID, which the session's NetworkPolicy selects; the operator declares the session Ready only then).
+So the added time splits into the operator's part before the claim's path (the session's create seen, the
+claim created), agent-sandbox's relabel after the claim's Ready (a direct claim's user does not wait for
+it: its template's shared policy does not select that label), and the operator's Ready write after it.
 """
 
 from __future__ import annotations
@@ -12,6 +20,7 @@ import argparse
 import io
 import os
 import statistics
+import threading
 import time
 from typing import Any
 
@@ -35,8 +44,81 @@ def kubectl_apply(cluster: Cluster, *docs: dict[str, Any]) -> None:
     cluster.kubectl("apply", "-n", NS, "-f", "-", input=yaml.safe_dump_all(list(docs)))
 
 
-def session_to_ready(api: client.CustomObjectsApi, name: str, pool: str, timeout: float = 120) -> float:
-    started = time.monotonic()
+def _ready(obj: dict[str, Any], current_generation: bool = False) -> bool:
+    for cond in (obj.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Ready" and cond.get("status") == "True":
+            return not current_generation or cond.get("observedGeneration") == obj["metadata"].get("generation")
+    return False
+
+
+class ChildWatch:
+    """When each claim of the namespace was first seen Ready, and its Sandbox Ready of its current
+    generation (monotonic clock), by claim name, from two watches running in threads."""
+
+    def __init__(self, api: client.CustomObjectsApi) -> None:
+        self.api = api
+        self.claim_ready: dict[str, float] = {}
+        self.sandbox_caught_up: dict[str, float] = {}
+        self.stopping = threading.Event()
+        self.threads = [
+            threading.Thread(target=self._run, args=(g, v, p), daemon=True)
+            for g, v, p in (
+                ("extensions.agents.x-k8s.io", "v1beta1", "sandboxclaims"),
+                ("agents.x-k8s.io", "v1beta1", "sandboxes"),
+            )
+        ]
+
+    def __enter__(self) -> ChildWatch:
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stopping.set()
+        for t in self.threads:
+            t.join(timeout=10)  # each watch ends within its 5 s server timeout
+
+    def _run(self, group: str, version: str, plural: str) -> None:
+        resource_version = self.api.list_namespaced_custom_object(group, version, NS, plural)["metadata"][
+            "resourceVersion"
+        ]
+        while not self.stopping.is_set():  # each watch ends after 5 s: the flag is read that often
+            for event in watch.Watch().stream(
+                self.api.list_namespaced_custom_object,
+                group,
+                version,
+                NS,
+                plural,
+                resource_version=resource_version,
+                timeout_seconds=5,
+            ):
+                seen = time.monotonic()
+                obj = event["object"]
+                resource_version = obj["metadata"]["resourceVersion"]
+                if plural == "sandboxclaims":
+                    if _ready(obj):
+                        self.claim_ready.setdefault(obj["metadata"]["name"], seen)
+                    continue
+                claim = next(
+                    (r["name"] for r in obj["metadata"].get("ownerReferences") or [] if r["kind"] == "SandboxClaim"),
+                    None,
+                )
+                if claim is not None and _ready(obj, current_generation=True):
+                    self.sandbox_caught_up.setdefault(claim, seen)
+
+    def spans(self, name: str, started: float, ready: float) -> tuple[float, float, float] | None:
+        """(create -> claim Ready, claim Ready -> its Sandbox caught up (0 if before), -> Ready seen)."""
+        claim, sandbox = self.claim_ready.get(name), self.sandbox_caught_up.get(name)
+        if claim is None or sandbox is None:
+            return None
+        caught_up = max(claim, sandbox)
+        return claim - started, caught_up - claim, started + ready - caught_up
+
+
+def session_to_ready(
+    api: client.CustomObjectsApi, name: str, pool: str, starts: dict[str, float], timeout: float = 120
+) -> float:
+    started = starts[name] = time.monotonic()
     api.create_namespaced_custom_object(
         "agentsession.dev", "v1alpha1", NS, "agentsessions", manifests.session(name, pool)
     )
@@ -56,8 +138,8 @@ def session_to_ready(api: client.CustomObjectsApi, name: str, pool: str, timeout
     raise TimeoutError(name)
 
 
-def sdk_to_ready(sdk: SandboxClient, name: str, pool: str) -> float:
-    started = time.monotonic()
+def sdk_to_ready(sdk: SandboxClient, name: str, pool: str, starts: dict[str, float]) -> float:
+    started = starts[name] = time.monotonic()
     sdk.create_sandbox(pool, namespace=NS, sandbox_ready_timeout=120, claim_name=name)
     return time.monotonic() - started
 
@@ -83,31 +165,69 @@ def main() -> None:
         )
         time.sleep(3)  # the operator's initial listing
         results: dict[str, list[float]] = {k: [] for k in ("op-cold", "sdk-cold", "op-warm", "sdk-warm")}
-        for i in range(args.rounds):
-            # Alternate which goes first so neither always meets a busier machine.
-            order = ["op", "sdk"] if i % 2 == 0 else ["sdk", "op"]
-            for who in order:
-                if who == "op":
-                    results["op-cold"].append(session_to_ready(api, f"op-cold-{i}", "cold"))
-                else:
-                    results["sdk-cold"].append(sdk_to_ready(sdk, f"sdk-cold-{i}", "cold"))
-            for who in order:
-                wait_pool_full(api, NS, "warm", 2)
-                if who == "op":
-                    results["op-warm"].append(session_to_ready(api, f"op-warm-{i}", "warm"))
-                else:
-                    results["sdk-warm"].append(sdk_to_ready(sdk, f"sdk-warm-{i}", "warm"))
+        starts: dict[str, float] = {}
+        names: dict[str, list[str]] = {k: [] for k in results}
+        with ChildWatch(api) as children:
+            for i in range(args.rounds):
+                # Alternate which goes first so neither always meets a busier machine.
+                order = ["op", "sdk"] if i % 2 == 0 else ["sdk", "op"]
+                for kind in ("cold", "warm"):
+                    for who in order:
+                        if kind == "warm":
+                            wait_pool_full(api, NS, "warm", 2)
+                        name = f"{who}-{kind}-{i}"
+                        names[f"{who}-{kind}"].append(name)
+                        if who == "op":
+                            results[f"op-{kind}"].append(session_to_ready(api, name, kind, starts))
+                        else:
+                            results[f"sdk-{kind}"].append(sdk_to_ready(sdk, name, kind, starts))
+            time.sleep(1)  # the last Sandbox's status on the watch
         med = {k: statistics.median(v) for k, v in results.items()}
         print(f"AgentSession (operator) vs SandboxClaim (SDK) to Ready, python runtime, {args.rounds} rounds each")
         print(f"{'start':<6} {'operator':>10} {'SDK':>10} {'ratio':>7} {'added':>9}  target")
         for kind, target in (("cold", "ratio <= 1.1"), ("warm", "added <= 30 ms")):
             op, direct = med[f"op-{kind}"], med[f"sdk-{kind}"]
             print(f"{kind:<6} {op:>9.3f}s {direct:>9.3f}s {op / direct:>7.2f} {1000 * (op - direct):>7.0f}ms  {target}")
+        print_spans(children, results, names, starts)
     finally:
         stop_operator(operator)
         cluster.kubectl("delete", "namespace", NS, "--wait=false")
         if started_cluster:
             cluster.down()
+
+
+def print_spans(
+    children: ChildWatch, results: dict[str, list[float]], names: dict[str, list[str]], starts: dict[str, float]
+) -> None:
+    """The medians of each span, and the added time split between the operator and agent-sandbox: the
+    operator's own part is its claim's later Ready (the session's create seen, the claim created) and its
+    Ready write after agent-sandbox acted on the claim."""
+    print()
+    print("where the time goes (medians, ms; from the watches of this process):")
+    print(f"{'':<11} {'-> claim Ready':>15} {'-> Sandbox caught up':>21} {'-> Ready seen':>14} {'traced':>7}")
+    medians: dict[str, tuple[float, float, float]] = {}
+    for key in ("op-cold", "sdk-cold", "op-warm", "sdk-warm"):
+        spans = [
+            sp
+            for name, ready in zip(names[key], results[key], strict=True)
+            if (sp := children.spans(name, starts[name], ready)) is not None
+        ]
+        if not spans:
+            continue
+        medians[key] = m = tuple(1000 * statistics.median(col) for col in zip(*spans, strict=True))
+        print(f"{key:<11} {m[0]:>15.0f} {m[1]:>21.0f} {m[2]:>14.0f} {len(spans):>4}/{len(names[key])}")
+    for kind in ("cold", "warm"):
+        op, direct = medians.get(f"op-{kind}"), medians.get(f"sdk-{kind}")
+        if op is None or direct is None:
+            continue
+        total, direct_total = (1000 * statistics.median(results[f"{who}-{kind}"]) for who in ("op", "sdk"))
+        print(
+            f"{kind}: session Ready after {total:.0f} ms, direct claim {direct_total:.0f} ms"
+            f" ({total - direct_total:+.0f}). The session's claim Ready after {op[0]:.0f} (direct: {direct[0]:.0f}),"
+            f" agent-sandbox acting on it {op[1]:.0f} later (direct: {direct[1]:.0f}, not waited for), the"
+            f" operator's Ready write {op[2]:.0f} later (medians, summing to {sum(op):.0f}). The operator's own"
+            f" part: {op[0] - direct[0]:+.0f} + {op[2]:.0f} = {op[0] - direct[0] + op[2]:.0f} ms"
+        )
 
 
 if __name__ == "__main__":

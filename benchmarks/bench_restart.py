@@ -22,6 +22,7 @@ import statistics
 import subprocess
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -147,14 +148,20 @@ def request_delta(before: dict[str, float], after: dict[str, float]) -> dict[str
 
 
 def fresh_replica(
-    cluster: Cluster, namespace: str, log_name: str, env: dict[str, str] | None = None
+    cluster: Cluster,
+    namespace: str,
+    log_name: str,
+    env: dict[str, str] | None = None,
+    on_start: Callable[[int], None] = lambda pid: None,
 ) -> tuple[subprocess.Popen[bytes], dict[str, Any]]:
     """Start a fresh operator on `namespace` as it is and measure it until it settles: `settle`'s
-    numbers and the API server's requests meanwhile (by "VERB resource", and GETs, LISTs, writes)."""
+    numbers and the API server's requests meanwhile (by "VERB resource", and GETs, LISTs, writes).
+    `on_start` is given its process id as soon as it runs."""
     before = api_requests(cluster)
     log = open(cluster.paths.logs / log_name, "ab")  # noqa: SIM115 - the operator's lifetime
     started = time.monotonic()
     operator = start_operator("--log-level", "WARNING", "--namespace", namespace, stdout=log, env=env)
+    on_start(operator.pid)
     try:
         measured: dict[str, Any] = dict(settle(operator, started))
     except BaseException:

@@ -36,6 +36,7 @@ Run: `.venv/bin/python -m benchmarks.bench_scale [--points 100,1000,5000,10000]`
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import io
 import json
@@ -84,6 +85,18 @@ def _children(pid: int) -> list[int]:
     for task in Path(f"/proc/{pid}/task").glob("*/children"):
         found += [int(p) for p in task.read_text().split()]
     return found
+
+
+def pin_everything(operator: int | None, operator_cpu: int | None) -> None:
+    """`--operator-cpu`: the operator's threads on that CPU alone, every other thread of the machine on the
+    other CPUs (threads and processes started later inherit their parent's); both None: every thread on
+    every CPU again. Kernel threads bound to a CPU refuse, and are left as they are."""
+    every = set(range(os.cpu_count() or 1))
+    own = {operator_cpu} if operator_cpu is not None else every
+    rest = every - own or every
+    for task in Path("/proc").glob("[0-9]*/task/[0-9]*"):
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(int(task.name), own if int(task.parent.parent.name) == operator else rest)
 
 
 def ts(text: str) -> dt.datetime:
@@ -343,6 +356,7 @@ class Run:
             tracker.start()
             if tracker.always:
                 tracker.started.wait(60)
+        pin_everything(self.operator.pid, self.args.operator_cpu)
         pids = {k: int(v) for k, v in self.cluster.state.get("pids", {}).items()}
         pids["operator"] = self.operator.pid
         pids["benchmark"] = os.getpid()
@@ -356,7 +370,9 @@ class Run:
         assert self.sampler is not None
         self.sampler.phase = "restart"
         stop_operator(self.operator)
-        self.operator, measured = fresh_replica(self.cluster, NS, "operator-bench.log")
+        self.operator, measured = fresh_replica(
+            self.cluster, NS, "operator-bench.log", on_start=lambda pid: pin_everything(pid, self.args.operator_cpu)
+        )
         self.sampler.pids["operator"] = self.operator.pid
         return measured
 
@@ -367,6 +383,8 @@ class Run:
             self.sampler.stop.set()
         if self.operator is not None:
             stop_operator(self.operator)
+        if self.args.operator_cpu is not None:
+            pin_everything(None, None)
 
     def _batch(self, side: str, size: int) -> float:
         """Create `size` objects of one side and wait until all are Ready; their rate."""
@@ -500,7 +518,17 @@ def main() -> None:
         default=10,
         help="split create -> Ready of one object in this many per batch (0: no tracing, no claim watch)",
     )
+    parser.add_argument(
+        "--operator-cpu",
+        type=int,
+        default=None,
+        help="run the operator alone on this CPU and every other process on the others (as on a node of its own"
+        " beside the control plane); restored at the end",
+    )
     args = parser.parse_args()
+    cpus = os.cpu_count() or 1
+    if args.operator_cpu is not None and (cpus < 2 or not 0 <= args.operator_cpu < cpus):
+        parser.error(f"--operator-cpu needs two CPUs or more and one of them: this machine has CPUs 0 to {cpus - 1}")
     points = sorted(int(p) for p in args.points.split(","))
     cluster = Cluster(out=io.StringIO())
     started_cluster = cluster.up()
@@ -682,6 +710,7 @@ def run_point(run: Run, n: int) -> dict[str, Any]:
             f"{fresh['writes']:.0f} writes",
         ),
         ("load average (1 min) during the point", f"{min(loads):.1f} to {max(loads):.1f}", "(2 cores)"),
+        ("operator's CPU", "shared" if args.operator_cpu is None else f"CPU {args.operator_cpu} alone", ""),
     ]
     for name, value, target in rows:
         print(f"{name:<40} {value!s:>22}  {target}")
@@ -708,6 +737,7 @@ def run_point(run: Run, n: int) -> dict[str, Any]:
         "load_min": min(loads),
         "load_max": max(loads),
         "growth": growth,
+        "operator_cpu": args.operator_cpu,
     }
 
 
