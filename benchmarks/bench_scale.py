@@ -356,7 +356,7 @@ class Run:
             tracker.start()
             if tracker.always:
                 tracker.started.wait(60)
-        pin_everything(self.operator.pid, self.args.operator_cpu)
+        self.pin(self.operator.pid)
         pids = {k: int(v) for k, v in self.cluster.state.get("pids", {}).items()}
         pids["operator"] = self.operator.pid
         pids["benchmark"] = os.getpid()
@@ -370,11 +370,14 @@ class Run:
         assert self.sampler is not None
         self.sampler.phase = "restart"
         stop_operator(self.operator)
-        self.operator, measured = fresh_replica(
-            self.cluster, NS, "operator-bench.log", on_start=lambda pid: pin_everything(pid, self.args.operator_cpu)
-        )
+        self.operator, measured = fresh_replica(self.cluster, NS, "operator-bench.log", on_start=self.pin)
         self.sampler.pids["operator"] = self.operator.pid
         return measured
+
+    def pin(self, operator: int) -> None:
+        """With `--operator-cpu` only: without it no thread's CPUs are touched."""
+        if self.args.operator_cpu is not None:
+            pin_everything(operator, self.args.operator_cpu)
 
     def close(self) -> None:
         for tracker in (self.sessions, self.claims, self.direct):
