@@ -20,12 +20,12 @@ import argparse
 import io
 import os
 import statistics
-import threading
 import time
 from typing import Any
 
 import yaml
 
+from benchmarks.bench_scale import EXT, EXT_VERSION, Tracker, claim_ready
 from benchmarks.common import create_namespace, start_operator, stop_operator, wait_pool_full
 from devcluster.cluster import Cluster, Paths
 
@@ -44,75 +44,44 @@ def kubectl_apply(cluster: Cluster, *docs: dict[str, Any]) -> None:
     cluster.kubectl("apply", "-n", NS, "-f", "-", input=yaml.safe_dump_all(list(docs)))
 
 
-def _ready(obj: dict[str, Any], current_generation: bool = False) -> bool:
-    for cond in (obj.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == "Ready" and cond.get("status") == "True":
-            return not current_generation or cond.get("observedGeneration") == obj["metadata"].get("generation")
-    return False
+def caught_up(sandbox: dict[str, Any]) -> bool:
+    """Ready, of the Sandbox's current generation: agent-sandbox has acted on its latest spec."""
+    conditions = (sandbox.get("status") or {}).get("conditions") or []
+    ready: dict[str, Any] = next((c for c in conditions if c.get("type") == "Ready"), {})
+    return claim_ready(sandbox) and ready.get("observedGeneration") == sandbox["metadata"].get("generation")
+
+
+def owning_claim(sandbox: dict[str, Any]) -> str | None:
+    return next(
+        (r["name"] for r in sandbox["metadata"].get("ownerReferences") or [] if r["kind"] == "SandboxClaim"), None
+    )
 
 
 class ChildWatch:
     """When each claim of the namespace was first seen Ready, and its Sandbox Ready of its current
-    generation (monotonic clock), by claim name, from two watches running in threads."""
+    generation (monotonic clock), by claim name: two of bench_scale's Trackers."""
 
     def __init__(self, api: client.CustomObjectsApi) -> None:
-        self.api = api
-        self.claim_ready: dict[str, float] = {}
-        self.sandbox_caught_up: dict[str, float] = {}
-        self.stopping = threading.Event()
-        self.threads = [
-            threading.Thread(target=self._run, args=(g, v, p), daemon=True)
-            for g, v, p in (
-                ("extensions.agents.x-k8s.io", "v1beta1", "sandboxclaims"),
-                ("agents.x-k8s.io", "v1beta1", "sandboxes"),
-            )
-        ]
+        self.claims = Tracker(api, EXT, EXT_VERSION, NS, "sandboxclaims", claim_ready)
+        self.sandboxes = Tracker(api, "agents.x-k8s.io", "v1beta1", NS, "sandboxes", caught_up, key=owning_claim)
 
     def __enter__(self) -> ChildWatch:
-        for t in self.threads:
-            t.start()
+        for tracker in (self.claims, self.sandboxes):
+            tracker.start()
+            tracker.started.wait(60)
         return self
 
     def __exit__(self, *_: object) -> None:
-        self.stopping.set()
-        for t in self.threads:
-            t.join(timeout=10)  # each watch ends within its 5 s server timeout
-
-    def _run(self, group: str, version: str, plural: str) -> None:
-        resource_version = self.api.list_namespaced_custom_object(group, version, NS, plural)["metadata"][
-            "resourceVersion"
-        ]
-        while not self.stopping.is_set():  # each watch ends after 5 s: the flag is read that often
-            for event in watch.Watch().stream(
-                self.api.list_namespaced_custom_object,
-                group,
-                version,
-                NS,
-                plural,
-                resource_version=resource_version,
-                timeout_seconds=5,
-            ):
-                seen = time.monotonic()
-                obj = event["object"]
-                resource_version = obj["metadata"]["resourceVersion"]
-                if plural == "sandboxclaims":
-                    if _ready(obj):
-                        self.claim_ready.setdefault(obj["metadata"]["name"], seen)
-                    continue
-                claim = next(
-                    (r["name"] for r in obj["metadata"].get("ownerReferences") or [] if r["kind"] == "SandboxClaim"),
-                    None,
-                )
-                if claim is not None and _ready(obj, current_generation=True):
-                    self.sandbox_caught_up.setdefault(claim, seen)
+        for tracker in (self.claims, self.sandboxes):
+            tracker.stop.set()  # daemon threads: they end with their watch, or with the process
 
     def spans(self, name: str, started: float, ready: float) -> tuple[float, float, float] | None:
         """(create -> claim Ready, claim Ready -> its Sandbox caught up (0 if before), -> Ready seen)."""
-        claim, sandbox = self.claim_ready.get(name), self.sandbox_caught_up.get(name)
+        claim, sandbox = self.claims.ready_at.get(name), self.sandboxes.ready_at.get(name)
         if claim is None or sandbox is None:
             return None
-        caught_up = max(claim, sandbox)
-        return claim - started, caught_up - claim, started + ready - caught_up
+        caught = max(claim, sandbox)
+        return claim - started, caught - claim, started + ready - caught
 
 
 def session_to_ready(

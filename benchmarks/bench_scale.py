@@ -212,8 +212,10 @@ class Tracker(threading.Thread):
         ready: Callable[..., bool],
         ended: Callable[..., bool] = lambda _: False,
         always: bool = True,
+        key: Callable[[dict[str, Any]], str | None] = lambda obj: str(obj["metadata"]["name"]),
     ) -> None:
         super().__init__(daemon=True)
+        self.key = key  # what an object's times are kept under (None: not tracked)
         self.args = (group, version, namespace, plural)
         self.api = api
         self.is_ready = ready
@@ -241,7 +243,9 @@ class Tracker(threading.Thread):
             self.active.clear()
 
     def _see(self, kind: str, obj: dict[str, Any]) -> None:
-        name = obj["metadata"]["name"]
+        name = self.key(obj)
+        if name is None:
+            return
         with self.changed:
             if kind == "DELETED":
                 self.deleted_at.setdefault(name, dt.datetime.now(dt.UTC))
@@ -304,7 +308,7 @@ class Tracker(threading.Thread):
                 self.changed.wait(1.0)
 
 
-def _claim_ready(claim: dict[str, Any]) -> bool:
+def claim_ready(claim: dict[str, Any]) -> bool:
     conditions = (claim.get("status") or {}).get("conditions") or []
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
@@ -326,8 +330,8 @@ class Run:
         # The sessions' claims: all along when tracing; else only while a sample is being reaped (a session
         # reaped at any other time shows as Expired on the sessions' watch).
         tracing = args.trace_every > 0
-        self.claims = Tracker(api, EXT, EXT_VERSION, NS, "sandboxclaims", _claim_ready, always=tracing)
-        self.direct = Tracker(api, EXT, EXT_VERSION, NS_DIRECT, "sandboxclaims", _claim_ready)
+        self.claims = Tracker(api, EXT, EXT_VERSION, NS, "sandboxclaims", claim_ready, always=tracing)
+        self.direct = Tracker(api, EXT, EXT_VERSION, NS_DIRECT, "sandboxclaims", claim_ready)
         self.count = 0  # sessions created so far
         self.made = {"sessions": 0, "direct": 0}
         self.rounds = 0
