@@ -16,7 +16,10 @@ help: ## list the targets
 $(VENV)/.installed: api/pyproject.toml client/pyproject.toml operator/pyproject.toml requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
-	$(VENV)/bin/pip install -q -e './api[codegen]' -e './client[agent-sandbox]' -e ./operator -r requirements-dev.txt
+	@# setuptools prints an "information only" box of asterisks per editable package (its import finder's
+	@# generic caveat); nothing to act on, and three of them bury a newcomer's progress lines.
+	PYTHONWARNINGS="ignore:Editable installation" \
+	  $(VENV)/bin/pip install -q -e './api[codegen]' -e './client[agent-sandbox]' -e ./operator -r requirements-dev.txt
 	touch $@
 
 venv: $(VENV)/.installed ## create the virtualenv: the three packages (editable) and the dev tools

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from benchmarks.common import create_namespace, interleaved_ms, start_operator, stop_operator
+from devcluster import errors
 from devcluster.cluster import Cluster, Paths
 
 os.environ["KUBECONFIG"] = str(Paths().kubeconfig)  # before the kubernetes client is imported
@@ -212,4 +213,4 @@ def _check_download(response: Any, expected: bytes) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    errors.run(main)  # a missing package or failed build: one line, exit 1

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from devcluster import build
+from devcluster import build, errors
 from devcluster.cluster import Cluster
 from tests.e2e import manifests
 
@@ -206,4 +206,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    errors.run(main)  # a missing package or failed build: one line, exit 1

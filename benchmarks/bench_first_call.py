@@ -27,6 +27,7 @@ import yaml
 os.environ.setdefault("DEVCLUSTER_NODE", "real")
 
 from benchmarks.common import checkout_pythonpath, create_namespace, start_operator, stop_operator, wait_pool_full
+from devcluster import errors
 from devcluster.cluster import Cluster, Paths
 
 os.environ["KUBECONFIG"] = str(Paths().kubeconfig)
@@ -132,4 +133,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    errors.run(main)  # a missing package or failed build: one line, exit 1

@@ -12,7 +12,7 @@ import os
 import tempfile
 import time
 
-from devcluster import images
+from devcluster import errors, images
 
 ORDER = ("python-base-bookworm", "python-base-trixie", *images.SERVED)
 
@@ -49,4 +49,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    errors.run(main)  # a missing package or failed build: one line, exit 1

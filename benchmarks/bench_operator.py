@@ -27,6 +27,7 @@ import yaml
 
 from benchmarks.bench_scale import EXT, EXT_VERSION, Tracker, claim_ready
 from benchmarks.common import create_namespace, start_operator, stop_operator, wait_pool_full
+from devcluster import errors
 from devcluster.cluster import Cluster, Paths
 
 os.environ["KUBECONFIG"] = str(Paths().kubeconfig)
@@ -200,4 +201,4 @@ def print_spans(
 
 
 if __name__ == "__main__":
-    main()
+    errors.run(main)  # a missing package or failed build: one line, exit 1

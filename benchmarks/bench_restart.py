@@ -38,6 +38,7 @@ from benchmarks.common import (
     start_operator,
     stop_operator,
 )
+from devcluster import errors
 from devcluster.cluster import Cluster, Paths
 
 os.environ["KUBECONFIG"] = str(Paths().kubeconfig)
@@ -253,4 +254,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    errors.run(main)  # a missing package or failed build: one line, exit 1

@@ -63,6 +63,7 @@ from benchmarks.common import (
     start_operator,
     stop_operator,
 )
+from devcluster import errors
 from devcluster.cluster import Cluster, Paths
 
 os.environ["KUBECONFIG"] = str(Paths().kubeconfig)
@@ -749,4 +750,4 @@ def run_point(run: Run, n: int) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    main()
+    errors.run(main)  # a missing package or failed build: one line, exit 1

@@ -6,7 +6,8 @@ import argparse
 import sys
 
 from devcluster import build, prereqs, runtimes
-from devcluster.cluster import Cluster, ClusterError, node_kind
+from devcluster.cluster import Cluster, node_kind
+from devcluster.errors import DevclusterError, report
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,9 +31,8 @@ def main(argv: list[str] | None = None) -> int:
             prereqs.ensure(prereqs.for_node(node_kind()))
         elif args.command == "images":
             prereqs.ensure([prereqs.IMAGES])
-    except (prereqs.PrerequisiteError, ClusterError) as exc:
-        print(f"[devcluster] error: {exc}", file=sys.stderr)
-        return 1
+    except DevclusterError as exc:
+        return report(exc)
     if args.command == "images":
         from devcluster import images
 
@@ -40,9 +40,8 @@ def main(argv: list[str] | None = None) -> int:
             images.build_all()
             if args.push:
                 images.push_all(args.push)
-        except images.ImageError as exc:
-            print(f"[devcluster] error: {exc}", file=sys.stderr)
-            return 1
+        except DevclusterError as exc:
+            return report(exc)
         return 0
     cluster = Cluster()
     try:
@@ -68,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
             running = cluster.is_running()
             print(f"running (KUBECONFIG={cluster.paths.kubeconfig})" if running else "not running")
             return 0 if running else 1
-    except (ClusterError, build.BuildError, RuntimeError) as exc:  # ImageError, RegistryError too
+    except RuntimeError as exc:  # every DevclusterError, and the runtime's own set-up failures
         print(f"[devcluster] error: {exc}", file=sys.stderr)
         return 1
     return 0

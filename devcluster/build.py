@@ -20,7 +20,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from devcluster import versions
+from devcluster import prereqs, versions
+from devcluster.errors import DevclusterError
 
 
 def cache_root() -> Path:
@@ -55,8 +56,11 @@ KUBERNETES = Component(
 )
 ETCD = Component("etcd", versions.ETCD, ("etcd",))
 KWOK = Component("kwok", versions.KWOK, ("kwok",))
-AGENT_SANDBOX = Component("agent-sandbox", versions.AGENT_SANDBOX, ("agent-sandbox-controller", "sandboxd"))
+AGENT_SANDBOX = Component("agent-sandbox", versions.AGENT_SANDBOX, ("agent-sandbox-controller",))
 COMPONENTS = (KUBERNETES, ETCD, KWOK, AGENT_SANDBOX)
+# Only pods with a sandboxd image run it (no example or test does): built on demand by the kwok pod runner,
+# so a first `make demo` does not wait for it.
+SANDBOXD = Component("sandboxd", versions.AGENT_SANDBOX, ("sandboxd",))
 # Only the real node needs it (its images' registry): built on demand by devcluster.registry.
 DISTRIBUTION = Component("distribution", versions.DISTRIBUTION, ("registry",))
 
@@ -79,7 +83,7 @@ KUBE_ROUTER_RAISED = (
 )
 
 
-class BuildError(RuntimeError):
+class BuildError(DevclusterError):
     pass
 
 
@@ -258,18 +262,22 @@ def _build_kwok(log: Path) -> None:
 
 
 def _build_agent_sandbox(log: Path) -> None:
+    _build_agent_sandbox_package(AGENT_SANDBOX, "sigs.k8s.io/agent-sandbox/cmd/agent-sandbox-controller", log)
+
+
+def _build_sandboxd(log: Path) -> None:
+    _build_agent_sandbox_package(SANDBOXD, "sigs.k8s.io/agent-sandbox/packages/sandboxd/cmd/sandboxd", log)
+
+
+def _build_agent_sandbox_package(component: Component, package: str, log: Path) -> None:
     # Not `go install pkg@version`: that asks the proxy for the module's version list (for deprecation
     # notices), which the proxy here refuses for this module; a tools module needs only the exact version.
     gomod = (
         "module agentsession.dev/devcluster/agent-sandbox-tools\n\ngo 1.26\n\n"
         f"require sigs.k8s.io/agent-sandbox {versions.AGENT_SANDBOX}\n"
     )
-    src = _tools_module(AGENT_SANDBOX, gomod, log)
-    packages = [
-        "sigs.k8s.io/agent-sandbox/cmd/agent-sandbox-controller",
-        "sigs.k8s.io/agent-sandbox/packages/sandboxd/cmd/sandboxd",
-    ]
-    _run(["go", "build", "-trimpath", "-ldflags", "-s -w", "-o", str(AGENT_SANDBOX.bin_dir) + "/", *packages], src, log)
+    src = _tools_module(component, gomod, log)
+    _run(["go", "build", "-trimpath", "-ldflags", "-s -w", "-o", str(component.bin_dir) + "/", package], src, log)
 
 
 def _build_distribution(log: Path) -> None:
@@ -296,6 +304,7 @@ _BUILDERS = {
     ETCD.name: _build_etcd,
     KWOK.name: _build_kwok,
     AGENT_SANDBOX.name: _build_agent_sandbox,
+    SANDBOXD.name: _build_sandboxd,
     DISTRIBUTION.name: _build_distribution,
     KUBERNETES_NODE.name: _build_kubernetes_node,
     CONTAINERD.name: _build_containerd,
@@ -368,13 +377,13 @@ def components(node: str = "kwok") -> tuple[Component, ...]:
 
 
 def build_all(out=sys.stderr, node: str = "kwok") -> None:
+    """Build what a cluster with this kind of node needs, after checking its host packages (minutes saved)."""
+    prereqs.ensure(prereqs.for_node(node), out)
     for component in components(node):
         build(component, out)
 
 
 if __name__ == "__main__":
-    try:
-        build_all()
-    except BuildError as exc:
-        print(f"[devcluster] build failed: {exc}", file=sys.stderr)
-        sys.exit(1)
+    from devcluster import errors
+
+    errors.run(build_all)

@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from devcluster import build, registry, versions
+from devcluster import build, prereqs, registry, versions
+from devcluster.errors import DevclusterError
 
 AGENT_SANDBOX_MODULE = "sigs.k8s.io/agent-sandbox"
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -73,7 +74,7 @@ _BASE_ENV = ("PATH=/usr/local/bin:/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin"
 BUILDAH = ("buildah", "--storage-driver", "overlay")
 
 
-class ImageError(RuntimeError):
+class ImageError(DevclusterError):
     pass
 
 
@@ -464,6 +465,7 @@ def build_image(image: Image, out: IO[str] = sys.stderr) -> float | None:
     """
     if image.is_built():
         return None
+    prereqs.ensure([prereqs.IMAGES], out)  # before any base image or build step
     for base in image.bases:
         ensure_in_storage(IMAGES[base], out)
     with build.cache_lock(f"image-{image.name}"):

@@ -15,6 +15,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import IO
 
+from devcluster.errors import DevclusterError
+
 KWOK = "kwok"  # the simulated node: bubblewrap pods
 REAL_NODE = "real-node"  # kubelet + containerd + CNI + kube-proxy + NetworkPolicy
 IMAGES = "images"  # the real node's images and registry
@@ -71,7 +73,7 @@ def _can_install() -> bool:
     return os.geteuid() == 0 and Path("/etc/debian_version").exists() and shutil.which("apt-get") is not None
 
 
-class PrerequisiteError(RuntimeError):
+class PrerequisiteError(DevclusterError):
     pass
 
 

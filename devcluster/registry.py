@@ -19,13 +19,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from devcluster import build
+from devcluster.errors import DevclusterError
 
 # The registries our manifests and the upstream images name. `_default` catches every other
 # registry too, so a pull of an unexpected image fails here instead of leaving the machine.
 UPSTREAM_REGISTRIES = ("registry.k8s.io", "ghcr.io", "docker.io", "_default")
 
 
-class RegistryError(RuntimeError):
+class RegistryError(DevclusterError):
     pass
 
 

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from devcluster import errors
 from devcluster.cluster import Cluster, Paths
 
 REPO = Path(__file__).resolve().parents[1]
@@ -160,4 +161,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    errors.run(main)  # a missing package or failed build: one line, exit 1

@@ -250,7 +250,8 @@ class PodWorker:
             ]
         from devcluster import build
 
-        return [str(build.AGENT_SANDBOX.path("sandboxd")), "--listen-host", self.pod_ip, "--root-dir", "/workspace"]
+        build.build(build.SANDBOXD)  # the first sandboxd pod builds it (once, into the shared cache)
+        return [str(build.SANDBOXD.path("sandboxd")), "--listen-host", self.pod_ip, "--root-dir", "/workspace"]
 
     # ---- lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
