@@ -181,7 +181,7 @@ class SessionStore:
     def list(self, namespace: str, labels: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
         selector = ",".join(f"{k}={v}" for k, v in (labels or {}).items())
         result = self.api.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, label_selector=selector)
-        return list(result.get("items", []))
+        return list(result.get("items") or [])  # an empty list may answer `items: null`
 
     def get_or_create(self, namespace: str, name: str, spec: SessionSpec) -> tuple[dict[str, Any], bool]:
         """The session, and whether this call created it. An existing one must not contradict `spec`."""

@@ -99,7 +99,7 @@ class Kube:
             result = await self.custom.list_cluster_custom_object(group, version, plural, **kwargs)
         else:
             result = await self.custom.list_namespaced_custom_object(group, version, namespace, plural, **kwargs)
-        return list(result.get("items", []))
+        return list(result.get("items") or [])  # an empty list may answer `items: null`
 
     async def list_page(
         self, kind: str, token: str | None = None, *, metadata_only: bool = False
@@ -125,7 +125,8 @@ class Kube:
             _return_http_data_only=True,
         )
         meta = page.get("metadata") or {}
-        return list(page.get("items", [])), str(meta.get("resourceVersion") or ""), meta.get("continue") or None
+        items = page.get("items") or []  # a metadata-only list of nothing answers `items: null`
+        return list(items), str(meta.get("resourceVersion") or ""), meta.get("continue") or None
 
     async def list_versioned(self, kind: str) -> tuple[list[dict[str, Any]], str]:
         """The name of every object of `kind` and the list's resourceVersion: what a relist sees, for dropping
