@@ -117,3 +117,24 @@ def test_errors_exit_1_with_a_message(ns: str) -> None:
     assert plugin("create", "never", "-n", ns, "--warm-pool", "no-such-pool").returncode == 0
     late = plugin("wait", "never", "-n", ns, "--timeout", "2")
     assert late.returncode == 1 and ("timed out" in late.stderr or "Failed" in late.stderr), late.stderr
+
+
+def test_cp_from_a_hostile_sandbox_never_writes_outside_the_destination(ns: str, tmp_path: Path) -> None:
+    """Issue 28 item 1. The sandbox is hostile: a directory named `a<newline>..` made `find` print
+    `./a` and `../.bashrc`, and the plugin, splitting on newlines, wrote `<dest>/../.bashrc`: one level up
+    from the destination (with `cp NAME:/dir ~/out`, the user's ~/.bashrc)."""
+    assert plugin("create", "hostile", "-n", ns, "--warm-pool", "python-pool", "--ttl", "1h", "--wait").returncode == 0
+    prepare = (
+        "import os; d = '/tmp/dir/a\\n..'; os.makedirs(d)\n"
+        "for p in (d + '/.bashrc', '/tmp/.bashrc', '/tmp/dir/ok.txt', '/tmp/dir/b\\x1b[2Jc'):\n"
+        "    open(p, 'w').write('owned' if 'bashrc' in p else 'fine')\n"
+    )
+    made = plugin("exec", "hostile", "-n", ns, "--", "python3", "-c", prepare)
+    assert made.returncode == 0, made.stderr
+    home = tmp_path / "home"
+    home.mkdir()
+    out = plugin("cp", "hostile:/tmp/dir", str(home / "out"), "-n", ns)
+    assert not (home / ".bashrc").exists(), "the sandbox wrote outside the destination"
+    assert sorted(p.relative_to(home).as_posix() for p in home.rglob("*") if p.is_file()) == ["out/ok.txt"]
+    assert out.returncode == 1 and "refused" in out.stderr and "'a\\n../.bashrc'" in out.stderr, out.stderr
+    plugin("delete", "hostile", "-n", ns)

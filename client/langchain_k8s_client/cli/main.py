@@ -149,17 +149,34 @@ def cmd_exec(args: argparse.Namespace, store: SessionStore, ns: str) -> int:
 
 
 def _remote_files(backend: AgentSessionSandbox, root: str) -> list[str] | None:
-    """The files under `root` (None when root is a regular file)."""
+    """The files under `root` (None when root is a regular file), as the pod lists them: NUL-separated, so a
+    name holding a newline stays one name. The pod is hostile by assumption: `safe_local_path` judges each."""
     import shlex
 
     q = shlex.quote(root)
-    result = backend.execute(f"if [ -d {q} ]; then cd {q} && find . -type f; else echo __FILE__; fi")
+    result = backend.execute(f"if [ -d {q} ]; then cd {q} && find . -type f -print0; else echo __FILE__; fi")
     if result.exit_code != 0:
         raise CliError(f"cannot read {root}: {result.output.strip()}")
-    lines = [line for line in result.output.splitlines() if line]
-    if lines == ["__FILE__"]:
+    if result.output.strip() == "__FILE__":
         return None
-    return sorted(line.removeprefix("./") for line in lines)
+    return sorted(name.removeprefix("./") for name in result.output.split("\0") if name)
+
+
+def safe_local_path(dest: Path, name: str) -> Path | None:
+    """Where the pod's file `name` goes under `dest`, or None when it must not be written: absolute, with a
+    `..` or empty component, with a control character, or resolving (through links already in `dest`)
+    outside it. A sandbox that names `a<newline>../.bashrc` must not reach the user's home."""
+    parts = name.split("/")
+    if (
+        not name
+        or name.startswith("/")
+        or any(part in ("", ".", "..") for part in parts)
+        or any(ord(ch) < 32 or ord(ch) == 127 for ch in name)
+    ):
+        return None
+    target = dest.joinpath(*parts)
+    root = dest.resolve()
+    return target if target.resolve().is_relative_to(root) else None
 
 
 def cmd_cp(args: argparse.Namespace, store: SessionStore, ns: str) -> int:
@@ -187,9 +204,17 @@ def cmd_cp(args: argparse.Namespace, store: SessionStore, ns: str) -> int:
             failed = [f"{r.path}: {r.error}" for r in backend.upload_files(files) if r.error]
         else:  # download
             remote = _remote_files(backend, src)
-            pairs = [(src, Path(dst))] if remote is None else [(posixpath.join(src, r), Path(dst, r)) for r in remote]
-            progress(f"downloading {len(pairs)} file(s) from {name}:{src}")
             failed = []
+            pairs: list[tuple[str, Path]] = [(src, Path(dst))]
+            if remote is not None:
+                pairs = []
+                for entry in remote:
+                    target = safe_local_path(Path(dst), entry)
+                    if target is None:
+                        failed.append(f"{entry!r}: refused (the sandbox named a path outside {dst})")
+                    else:
+                        pairs.append((posixpath.join(src, entry), target))
+            progress(f"downloading {len(pairs)} file(s) from {name}:{src}")
             for response, (_, target) in zip(backend.download_files([p for p, _ in pairs]), pairs, strict=True):
                 if response.error or response.content is None:
                     failed.append(f"{response.path}: {response.error}")
