@@ -103,13 +103,15 @@ def test_wide_cidr_never_opens_the_metadata_address_or_the_cluster_network() -> 
     rule = network.egress_rules(egress, CLUSTER)[0]
     v4, v6 = (peer["ipBlock"] for peer in rule["to"])
     assert v4["cidr"] == "0.0.0.0/0"
-    assert set(v4["except"]) == {"169.254.169.254/32", *CLUSTER}
-    assert v6 == {"cidr": "::/0", "except": ["fd00:ec2::254/128"]}
+    private_v4 = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10")
+    link_local_v4 = ("169.254.0.0/16", "168.63.129.16/32", "100.100.100.200/32")
+    assert set(v4["except"]) == {*link_local_v4, *private_v4, *CLUSTER}
+    assert v6 == {"cidr": "::/0", "except": ["fc00::/7", "fd00:ec2::/32", "fe80::/10"]}
     assert rule["ports"] == [{"protocol": "TCP", "port": 443}]
 
 
-def test_default_cluster_network_is_every_private_range() -> None:
-    rule = network.egress_rules(egress_of(policy("p", {"allowCIDRs": ["0.0.0.0/0"]})), network.DEFAULT_CLUSTER_CIDRS)
+def test_without_cluster_cidrs_every_private_range_is_closed() -> None:
+    rule = network.egress_rules(egress_of(policy("p", {"allowCIDRs": ["0.0.0.0/0"]})), ())
     assert set(rule[0]["to"][0]["ipBlock"]["except"]) >= {"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"}
 
 
