@@ -95,8 +95,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--cluster-cidr",
         action="append",
         default=_list_env("CLUSTER_CIDRS"),
-        help="the cluster's pod or Service range, cut out of every CIDR a policy's egress allows (repeat; "
-        "env CLUSTER_CIDRS, comma-separated); default: every private range",
+        help="the cluster's pod or Service range, cut out of every CIDR a policy's egress allows unless "
+        "that CIDR lies inside it (repeat; env CLUSTER_CIDRS, comma-separated); added to the private "
+        "ranges, which are always cut out the same way",
     )
     net.add_argument(
         "--sandbox-router",
@@ -207,7 +208,7 @@ def network_settings(args: argparse.Namespace) -> network.NetworkSettings:
     cluster = tuple(str(ipaddress.ip_network(c, strict=False)) for c in args.cluster_cidr or ())
     clients = tuple(str(ipaddress.ip_network(c, strict=False)) for c in args.client_cidr or ())
     return network.NetworkSettings(
-        cluster_cidrs=cluster or network.DEFAULT_CLUSTER_CIDRS,
+        cluster_cidrs=cluster,  # in addition to network.PRIVATE_CIDRS (egress_rules adds them)
         router=network.parse_router(args.sandbox_router) if args.sandbox_router else None,
         client_cidrs=clients,
     )

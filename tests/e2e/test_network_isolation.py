@@ -187,6 +187,40 @@ def test_each_session_owns_its_network_policy_and_gets_it_back(
     kube.wait_for("the NetworkPolicy gone with its session", lambda: not owned(), timeout=60)
 
 
+def test_the_written_policy_closes_link_local_metadata_and_private_ranges_with_cluster_cidrs(
+    kube: Kube, namespace: str, operator: OperatorProcess
+) -> None:
+    """Issue 28 item 8, the object the operator writes (the kwok node enforces nothing; kube-router on the
+    real node enforces what is written). The operator runs with --cluster-cidr (conftest.network_args): a
+    policy allowing the whole internet must still leave out every private range (nodes, the VPC), the
+    given cluster ranges, link-local and every cloud's metadata address. Before: --cluster-cidr replaced
+    the private ranges, and only 169.254.169.254/32 and fd00:ec2::254/128 of the rest were cut out."""
+    import ipaddress
+
+    from tests.e2e.conftest import network_args
+
+    cluster = [a.split("=", 1)[1] for a in network_args() if a.startswith("--cluster-cidr=")]
+    kube.apply(_egress_policy({"allowCIDRs": ["0.0.0.0/0", "::/0"], "ports": [{"port": 443}]}), namespace=namespace)
+    kube.apply(manifests.template("pause"), manifests.warm_pool("pool", "pause", 0), namespace=namespace)
+    kube.apply(manifests.session("s1", "pool"), namespace=namespace)
+    uid = _ready_session(kube, namespace, "s1")["metadata"]["uid"]
+
+    def written() -> list[dict[str, Any]] | None:
+        for p in kube.list("networkpolicies", namespace):
+            if any(r.get("uid") == uid for r in p["metadata"].get("ownerReferences") or []):
+                return p["spec"].get("egress") or None
+        return None
+
+    (rule,) = kube.wait_for("the session's NetworkPolicy with its egress", written, timeout=30)
+    blocks = {ipaddress.ip_network(peer["ipBlock"]["cidr"]).version: peer["ipBlock"] for peer in rule["to"]}
+    assert blocks[4]["cidr"] == "0.0.0.0/0" and blocks[6]["cidr"] == "::/0", rule
+    v4 = {"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10"}
+    v4 |= {"169.254.0.0/16", "168.63.129.16/32", "100.100.100.200/32", *cluster}
+    assert v4 <= set(blocks[4]["except"]), blocks[4]
+    assert {"fc00::/7", "fe80::/10", "fd00:ec2::/32"} <= set(blocks[6]["except"]), blocks[6]
+    assert rule["ports"] == [{"protocol": "TCP", "port": 443}]
+
+
 def test_a_session_is_ready_only_after_its_pod_carries_the_label_its_policy_selects(
     kube: Kube, namespace: str, operator: OperatorProcess
 ) -> None:

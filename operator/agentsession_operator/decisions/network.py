@@ -8,8 +8,13 @@ it), in its namespace, selecting only its sandbox Pod:
   sandbox router when the operator is told where it runs, and the operator's ``--client-cidr`` blocks
   (say, a gateway outside the cluster); nothing else.
 * egress: what every applicable AgentSessionPolicy's ``spec.egress`` allows (:func:`merge_egress`);
-  nothing by default. The cloud metadata address is cut out of every allowed CIDR, and so is the
-  cluster network (``--cluster-cidr``) unless the allowed CIDR lies inside it (an explicit allowance).
+  nothing by default. Two kinds of ranges are cut out of every allowed CIDR that contains them:
+
+  - link-local and the cloud metadata services (:data:`METADATA_CIDRS`): always; an allowed CIDR
+    inside one of them opens nothing (no policy may reopen them);
+  - the private ranges (:data:`PRIVATE_CIDRS`: nodes, the VPC, most clusters) and the cluster's own pod
+    and Service ranges (``--cluster-cidr``, in addition to the private ones): unless the allowed CIDR
+    lies inside one of them, which is an explicit allowance (say ``10.1.2.0/24`` for a database).
 
 NetworkPolicies add up: another policy selecting the same Pod (say, a SandboxTemplate's managed one)
 can only widen this. A template should leave the Pod closed (``networkPolicy: {}``) and let this one
@@ -39,10 +44,17 @@ from agentsession_operator.decisions.policy import Sourced
 
 API_VERSION: Final = "networking.k8s.io/v1"
 KIND: Final = "NetworkPolicy"
-METADATA_CIDRS: Final = ("169.254.169.254/32", "fd00:ec2::254/128")
-"""Cloud metadata services (IPv4, and AWS's IPv6 address): never reachable from a sandbox."""
-DEFAULT_CLUSTER_CIDRS: Final = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "fc00::/7")
-"""When the operator is not told its cluster's pod and Service ranges, every private range counts as one."""
+METADATA_CIDRS: Final = (
+    "169.254.0.0/16",  # IPv4 link-local: AWS/GCP/Azure/OCI/... metadata at .169.254, ECS credentials at .170.2
+    "168.63.129.16/32",  # Azure's WireServer (a public address)
+    "100.100.100.200/32",  # Alibaba Cloud's metadata (inside 100.64/10, named so no allowance of that reopens it)
+    "fe80::/10",  # IPv6 link-local
+    "fd00:ec2::/32",  # AWS's IPv6 metadata, DNS and NTP (fd00:ec2::254, ::253, ::123)
+)
+"""Link-local and cloud metadata services: never reachable from a sandbox, whatever a policy allows."""
+PRIVATE_CIDRS: Final = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "fc00::/7")
+"""Private ranges (RFC 1918, shared address space, IPv6 unique local): nodes, the VPC, and usually the
+cluster; closed unless an allowed CIDR lies inside one. ``--cluster-cidr`` adds to these."""
 DNS_PEER: Final = {
     "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
     "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
@@ -65,7 +77,8 @@ class RouterPeer:
 class NetworkSettings:
     """The operator's view of the cluster network (its flags)."""
 
-    cluster_cidrs: tuple[str, ...] = DEFAULT_CLUSTER_CIDRS
+    cluster_cidrs: tuple[str, ...] = ()
+    """The cluster's pod and Service ranges (``--cluster-cidr``), closed in addition to :data:`PRIVATE_CIDRS`."""
     router: RouterPeer | None = None
     client_cidrs: tuple[str, ...] = ()
 
@@ -158,11 +171,13 @@ def merge_egress(sections: Sequence[Sourced[Mapping[str, Any]]]) -> Egress:
 
 
 def _ip_block(allowed: Network, closed: Sequence[Network]) -> dict[str, Any] | None:
-    """``allowed`` minus every closed range strictly inside it; None when ``allowed`` lies in a metadata
-    address (never opened)."""
+    """``allowed`` minus every closed range strictly inside it; None when ``allowed`` lies in a link-local
+    or metadata range (never opened)."""
     metadata = _networks(METADATA_CIDRS)
     if any(allowed.version == m.version and allowed.subnet_of(m) for m in metadata):  # type: ignore[arg-type]
         return None
+    # Each closed range by name, even one inside another (100.100.100.200 in 100.64/10): the stored policy
+    # shows every cut-out, and an allowance of the wider one keeps the narrower.
     excepts = sorted(
         {str(c) for c in [*closed, *metadata] if c.version == allowed.version and c != allowed and c.subnet_of(allowed)}  # type: ignore[arg-type]
     )
@@ -173,9 +188,10 @@ def _ip_block(allowed: Network, closed: Sequence[Network]) -> dict[str, Any] | N
 
 
 def egress_rules(egress: Egress, cluster_cidrs: Sequence[str]) -> list[dict[str, Any]]:
-    """The NetworkPolicy egress rules for ``egress`` (an empty list denies all egress)."""
+    """The NetworkPolicy egress rules for ``egress`` (an empty list denies all egress); ``cluster_cidrs``
+    are closed in addition to the private ranges, never instead of them."""
     rules: list[dict[str, Any]] = []
-    closed = _networks(cluster_cidrs)
+    closed = _networks(dict.fromkeys((*PRIVATE_CIDRS, *cluster_cidrs)))
     blocks = [b for b in (_ip_block(n, closed) for n in _networks(egress.cidrs)) if b is not None]
     # An empty ports list in a NetworkPolicy means every port: a port intersection that came out empty
     # opens nothing instead.

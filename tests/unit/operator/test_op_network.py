@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 import pytest
 
 from agentsession_api import names, phases
+from agentsession_operator import cli
 from agentsession_operator.decisions import network
 from agentsession_operator.decisions.actions import ApplyNetworkPolicy, PatchStatus, reconcile_actions
 from agentsession_operator.decisions.policy import merge_policies
@@ -101,13 +103,15 @@ def test_wide_cidr_never_opens_the_metadata_address_or_the_cluster_network() -> 
     rule = network.egress_rules(egress, CLUSTER)[0]
     v4, v6 = (peer["ipBlock"] for peer in rule["to"])
     assert v4["cidr"] == "0.0.0.0/0"
-    assert set(v4["except"]) == {"169.254.169.254/32", *CLUSTER}
-    assert v6 == {"cidr": "::/0", "except": ["fd00:ec2::254/128"]}
+    private_v4 = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10")
+    link_local_v4 = ("169.254.0.0/16", "168.63.129.16/32", "100.100.100.200/32")
+    assert set(v4["except"]) == {*link_local_v4, *private_v4, *CLUSTER}
+    assert v6 == {"cidr": "::/0", "except": ["fc00::/7", "fd00:ec2::/32", "fe80::/10"]}
     assert rule["ports"] == [{"protocol": "TCP", "port": 443}]
 
 
-def test_default_cluster_network_is_every_private_range() -> None:
-    rule = network.egress_rules(egress_of(policy("p", {"allowCIDRs": ["0.0.0.0/0"]})), network.DEFAULT_CLUSTER_CIDRS)
+def test_without_cluster_cidrs_every_private_range_is_closed() -> None:
+    rule = network.egress_rules(egress_of(policy("p", {"allowCIDRs": ["0.0.0.0/0"]})), ())
     assert set(rule[0]["to"][0]["ipBlock"]["except"]) >= {"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"}
 
 
@@ -215,3 +219,118 @@ def test_a_foreign_claim_gets_no_policy(make_session: Make, make_claim: Make) ->
     claim = make_claim(owner_uid="someone-else", sandbox_name="demo", ready=("True", "DependenciesReady", ""))
     actions = reconcile_actions(make_session(), claim, None, T0, isolation=network.Isolation(SETTINGS, None))
     assert not [a for a in actions if isinstance(a, ApplyNetworkPolicy)]
+
+
+# --- issue 28 item 8: the always-closed ranges ------------------------------------------------------------
+# Link-local (every cloud's metadata and IMDS-like services, NodeLocal DNSCache's 169.254.20.10, the node's
+# own link-local addresses), Azure's WireServer, Alibaba's metadata, AWS's IPv6 IMDS range.
+CUT_OUTS = ("169.254.0.0/16", "168.63.129.16/32", "100.100.100.200/32", "fe80::/10", "fd00:ec2::/32")
+WIDE = ("0.0.0.0/0", "128.0.0.0/1", "64.0.0.0/2", "::/0", "fc00::/7", "fe80::/9", "100.64.0.0/10", "169.0.0.0/8")
+
+
+def flagged(cidrs: tuple[str, ...]) -> tuple[str, ...]:
+    """The cluster ranges the operator passes to the builder when started with these --cluster-cidr flags."""
+    return cli.network_settings(cli.parse_args([f"--cluster-cidr={c}" for c in cidrs])).cluster_cidrs
+
+
+def ip_blocks(rules: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [peer["ipBlock"] for rule in rules for peer in rule.get("to", []) if "ipBlock" in peer]
+
+
+def opened(rules: list[dict[str, Any]], address: str) -> bool:
+    """Whether ``address`` is inside some ipBlock's cidr and outside all of its excepts."""
+    ip = ipaddress.ip_address(address)
+    return any(
+        ip in ipaddress.ip_network(block["cidr"])
+        and not any(ip in ipaddress.ip_network(e) for e in block.get("except", []))
+        for block in ip_blocks(rules)
+        if ipaddress.ip_network(block["cidr"]).version == ip.version
+    )
+
+
+@pytest.mark.parametrize("cluster", [(), CLUSTER, ("10.96.0.0/12",)], ids=["default", "test-ranges", "10.96/12"])
+@pytest.mark.parametrize("allowed", WIDE)
+def test_every_link_local_and_metadata_range_is_cut_out_of_every_allowance_containing_it(
+    allowed: str, cluster: tuple[str, ...]
+) -> None:
+    # Each cut-out by name in the except list (not only covered by a wider private range): a reader of the
+    # stored NetworkPolicy sees it, and an allowance of that private range (say 100.64.0.0/10) keeps it.
+    cidrs = flagged(cluster)
+    (block,) = ip_blocks(network.egress_rules(egress_of(policy("p", {"allowCIDRs": [allowed]})), cidrs))
+    wide = ipaddress.ip_network(allowed)
+    inside = [c for c in CUT_OUTS if (cut := ipaddress.ip_network(c)).version == wide.version and cut.subnet_of(wide)]  # type: ignore[arg-type]
+    assert inside, allowed
+    assert set(inside) <= set(block["except"])
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "169.254.169.254",
+        "169.254.170.2",
+        "169.254.20.10",
+        "168.63.129.16",
+        "100.100.100.200",
+        "fe80::1",
+        "fd00:ec2::254",
+        "fd00:ec2::23",
+    ],
+)
+def test_no_internet_egress_reaches_a_link_local_or_metadata_address(address: str) -> None:
+    egress = egress_of(policy("p", {"allowCIDRs": ["0.0.0.0/0", "::/0"]}))
+    for cluster in ((), CLUSTER, ("10.96.0.0/12", "fd00:10:96::/112")):
+        assert not opened(network.egress_rules(egress, flagged(cluster)), address), cluster
+
+
+@pytest.mark.parametrize(
+    "allowed",
+    [
+        "169.254.20.10/32",
+        "169.254.170.2/32",
+        "169.254.0.0/16",
+        "168.63.129.16/32",
+        "100.100.100.200/32",
+        "fe80::1/128",
+        "fd00:ec2::23/128",
+        "fd00:ec2::/32",
+    ],
+)
+def test_an_allowance_never_reopens_a_link_local_or_metadata_range(allowed: str) -> None:
+    # Unlike a private range, these have no explicit allowance: a policy naming one opens nothing.
+    assert network.egress_rules(egress_of(policy("p", {"allowCIDRs": [allowed]})), flagged(CLUSTER)) == []
+
+
+def test_cluster_cidr_adds_to_the_private_ranges(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CLUSTER_CIDRS", raising=False)
+    settings = cli.network_settings(cli.parse_args(["--cluster-cidr=10.96.0.0/12", "--cluster-cidr=fd00:10:96::/112"]))
+    egress = egress_of(policy("p", {"allowCIDRs": ["0.0.0.0/0", "::/0"]}))
+    rules = network.egress_rules(egress, settings.cluster_cidrs)
+    # Nodes and the VPC (10.0.0.5, 192.168.1.1, ...) stay closed: the flag names the cluster's ranges in
+    # addition to the private ones, it does not replace them.
+    for address in ("10.0.0.5", "10.96.0.1", "192.168.1.1", "172.16.0.1", "100.64.0.1", "fd12::1", "fd00:10:96::1"):
+        assert not opened(rules, address), address
+    assert opened(rules, "93.184.215.14") and opened(rules, "2606:2800:21f:cb07:6820:80da:af6b:8b2c")
+    v4, v6 = ip_blocks(rules)
+    assert {"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "10.96.0.0/12"} <= set(v4["except"])
+    assert {"fc00::/7", "fd00:10:96::/112"} <= set(v6["except"])
+    # And the same through the operator's NetworkPolicy builder.
+    manifest = network.desired_network_policy(
+        {"metadata": {"name": "s", "namespace": "ns", "uid": "u"}},
+        {"metadata": {"name": "c", "uid": "cu"}},
+        egress,
+        settings,
+    )
+    assert not opened(manifest["spec"]["egress"], "10.0.0.5") and not opened(manifest["spec"]["egress"], "192.168.1.1")
+
+
+def test_an_allowance_inside_a_private_range_still_opens_it_but_not_the_cluster_ranges_inside() -> None:
+    cidrs = flagged(("10.96.0.0/12",))
+    # Inside a private range (and outside the cluster's): opened as asked, nothing cut out.
+    (block,) = ip_blocks(network.egress_rules(egress_of(policy("p", {"allowCIDRs": ["10.1.2.0/24"]})), cidrs))
+    assert block == {"cidr": "10.1.2.0/24"}
+    # The whole private range: opened, but the cluster's ranges inside it stay cut out.
+    (block,) = ip_blocks(network.egress_rules(egress_of(policy("p", {"allowCIDRs": ["10.0.0.0/8"]})), cidrs))
+    assert block == {"cidr": "10.0.0.0/8", "except": ["10.96.0.0/12"]}
+    # Inside a cluster range: an explicit allowance, as before.
+    (block,) = ip_blocks(network.egress_rules(egress_of(policy("p", {"allowCIDRs": ["10.96.0.10/32"]})), cidrs))
+    assert block == {"cidr": "10.96.0.10/32"}
