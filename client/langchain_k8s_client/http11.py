@@ -4,15 +4,19 @@ Measured against the pod (raw POSTs of `sh -c true`, 400 interleaved rounds): ht
 transport (httpcore + h11) costs 0.22 to 0.26 ms more per request than this one, 15 % of the whole
 call; of that, sending headers and body in two `send`s was ~0.05 ms. Here a request goes out in one
 `sendall` (headers and a body up to 64 KiB), the response head is parsed in one pass, and the body is
-handed to httpx as it arrives. The httpx `Client` above stays: its content decoding (so a compressed
-answer is bounded by what it expands to, see `limits`), its timeouts and its exception types (the
-retry rules in `transport` tell a request that never left, `ConnectError`/`ConnectTimeout`, from one
-that may have run), and its mock transport for the unit tests.
+handed to httpx as it arrives. httpx's request and response types stay, with its timeouts and its
+exception types (the retry rules in `transport` tell a request that never left,
+`ConnectError`/`ConnectTimeout`, from one that may have run), and its mock transport for the unit
+tests. No content coding is decoded on the way: the client asks for identity and `limits` refuses
+any other before reading the body.
 
 Bounds a hostile pod cannot lift: a response head is at most `MAX_HEAD_BYTES` and must arrive within
-the request's read timeout in total (httpcore waited the read timeout per received chunk); chunk
-size lines and trailers are bounded alike; malformed framing raises `httpx.RemoteProtocolError`. The
-body's size and total time are bounded by the caller (`limits.read_bounded`).
+the request's read timeout in total (httpcore waited the read timeout per received chunk); a chunk
+size line is at most `MAX_LINE_BYTES`, the trailer section `MAX_TRAILER_BYTES`; the only transfer
+coding is `chunked`; malformed framing raises `httpx.RemoteProtocolError`. With the `DEADLINE`
+extension (`limits.read_bounded` sets it) no read waits past that instant, so a pod that keeps the
+connection busy without yielding a body byte (endless trailers) is cut there too. The body's size
+is bounded by the caller (`limits.read_bounded`).
 
 The parsing is sans-IO (`ResponseParser`); the sync and async drivers only move bytes. `https://`
 (a router behind TLS) goes through httpx's own transport.
@@ -37,6 +41,14 @@ MAX_HEAD_BYTES: Final = 64 * 1024
 
 MAX_LINE_BYTES: Final = 4096
 """Largest chunk-size line or trailer line accepted in a chunked body."""
+
+MAX_TRAILER_BYTES: Final = 4096
+"""Largest trailer section (every trailer line together) accepted: the runtime sends none, and a
+trailer yields no body byte, so endless ones would otherwise be read forever."""
+
+DEADLINE: Final = "deadline"
+"""Request extension: a `time.monotonic()` instant; the sync transport waits for no read past it
+(raises `httpx.ReadTimeout`). `limits.read_bounded` sets it to the answer's total deadline."""
 
 COALESCE_BYTES: Final = 64 * 1024
 """A request body up to this size leaves in the same `send` as the headers."""
@@ -73,6 +85,7 @@ class ResponseParser:
         self._mode = ""  # "length", "chunked", "close" or "none", once the head is parsed
         self._left = 0  # length mode: bytes left; chunked: bytes left in the current chunk
         self._chunk_state = "size"  # size, data, crlf, trailers
+        self._trailer_bytes = 0
         self.keep_alive = False
         self._complete = False  # body() returned None
 
@@ -116,8 +129,7 @@ class ResponseParser:
         reason = parts[2] if len(parts) > 2 else b""
         headers: list[tuple[bytes, bytes]] = []
         lengths: set[bytes] = set()
-        chunked = False
-        encoded = False
+        codings: list[bytes] = []  # every Transfer-Encoding token, in order
         close = version == b"HTTP/1.0"
         for line in lines[1:]:
             name, colon, value = line.partition(b":")
@@ -129,15 +141,17 @@ class ResponseParser:
             if lower == b"content-length":
                 lengths.add(value)
             elif lower == b"transfer-encoding":
-                encoded = True
-                chunked = value.lower().rsplit(b",", 1)[-1].strip() == b"chunked"
+                codings += [token.strip().lower() for token in value.split(b",")]
             elif lower == b"connection":
                 tokens = {t.strip().lower() for t in value.split(b",")}
                 close = (close and b"keep-alive" not in tokens) or b"close" in tokens
         if self._method == "HEAD" or status in _NO_BODY_STATUS or status < 200:
             self._mode = "none"
-        elif encoded:
-            self._mode = "chunked" if chunked else "close"
+        elif codings:
+            # Only `chunked`: any other transfer coding would be decoded by no one (h11 refuses it too).
+            if codings != [b"chunked"]:
+                raise httpx.RemoteProtocolError(f"unsupported Transfer-Encoding {b', '.join(codings)[:100]!r}")
+            self._mode = "chunked"
         elif lengths:
             if len(lengths) != 1:
                 raise httpx.RemoteProtocolError("conflicting Content-Length headers")
@@ -215,6 +229,10 @@ class ResponseParser:
             elif not line:  # the empty line after the trailers: done
                 self._mode = "none"
                 return None
+            else:  # a trailer line: read and dropped, but never without end
+                self._trailer_bytes += len(line) + 2
+                if self._trailer_bytes > MAX_TRAILER_BYTES:
+                    raise httpx.RemoteProtocolError(f"chunked body trailers larger than {MAX_TRAILER_BYTES} bytes")
 
     def _line(self) -> bytes | None:
         end = self._buf.find(b"\r\n")
@@ -255,6 +273,16 @@ def _frame(chunk: bytes, chunked: bool) -> bytes:
 def _timeouts(request: httpx.Request) -> tuple[float | None, float | None, float | None]:
     timeout = request.extensions.get("timeout", {})
     return timeout.get("connect"), timeout.get("read"), timeout.get("write")
+
+
+def _wait(read: float | None, deadline: float | None, what: str) -> float | None:
+    """How long the next read may wait: the read timeout, but never past `deadline` (raises once it passed)."""
+    if deadline is None:
+        return read
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise httpx.ReadTimeout(f"{what} did not arrive within its deadline")
+    return left if read is None else min(read, left)
 
 
 def _address(request: httpx.Request) -> tuple[str, int]:
@@ -307,11 +335,19 @@ class _Conn:
 
 
 class _SyncBody(httpx.SyncByteStream):
-    def __init__(self, transport: PodHTTPTransport, conn: _Conn, parser: ResponseParser, read: float | None) -> None:
+    def __init__(
+        self,
+        transport: PodHTTPTransport,
+        conn: _Conn,
+        parser: ResponseParser,
+        read: float | None,
+        deadline: float | None,
+    ) -> None:
         self._transport = transport
         self._conn: _Conn | None = conn
         self._parser = parser
         self._read = read
+        self._deadline = deadline
 
     def __iter__(self) -> Iterator[bytes]:
         conn = self._conn
@@ -324,7 +360,8 @@ class _SyncBody(httpx.SyncByteStream):
             if data:
                 yield data
                 continue
-            self._parser.feed(_recv(conn.sock, self._read))
+            # Every read, not only those that yield body bytes: trailers yield none.
+            self._parser.feed(_recv(conn.sock, _wait(self._read, self._deadline, "the response body")))
 
     def close(self) -> None:
         conn, self._conn = self._conn, None
@@ -365,20 +402,20 @@ class PodHTTPTransport(httpx.BaseTransport):
         try:
             self._send(conn.sock, request, head, write)
             parser = ResponseParser(request.method)
-            deadline = None if read is None else time.monotonic() + read
+            total: float | None = request.extensions.get(DEADLINE)
+            head_by = None if read is None else time.monotonic() + read
+            if total is not None:
+                head_by = total if head_by is None else min(head_by, total)
             # The whole head within the read timeout: a pod trickling it byte by byte is cut off too.
             while (got := parser.head()) is None:
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
-                    raise httpx.ReadTimeout("the response head did not arrive within the read timeout")
-                parser.feed(_recv(conn.sock, left))
+                parser.feed(_recv(conn.sock, _wait(None, head_by, "the response head")))
         except BaseException:
             conn.close()
             raise
         return httpx.Response(
             got.status,
             headers=got.headers,
-            stream=_SyncBody(self, conn, parser, read),
+            stream=_SyncBody(self, conn, parser, read, total),
             extensions={"http_version": b"HTTP/1.1", "reason_phrase": got.reason},
         )
 
@@ -586,4 +623,4 @@ class AsyncPodHTTPTransport(httpx.AsyncBaseTransport):
             await self._tls.aclose()
 
 
-__all__ = ["AsyncPodHTTPTransport", "PodHTTPTransport", "ResponseParser"]
+__all__ = ["DEADLINE", "AsyncPodHTTPTransport", "PodHTTPTransport", "ResponseParser"]
