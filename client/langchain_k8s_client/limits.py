@@ -107,8 +107,8 @@ def read_bounded(
 
     The pod's own transport (`http11`) waits for no read past the deadline. Another transport (a caller's
     `httpx.Client`, or httpx's for an `https://` router) only knows its per-read timeout: there the deadline
-    is checked after each read that yields body bytes, so the worst case is the deadline plus what h11 lets
-    through without yielding any (its 16 KiB incomplete-event buffer, one read timeout per read)."""
+    is checked after each read that yields body bytes, so a pod trickling what yields none (trailers) is cut
+    only by httpcore's 100 KiB incomplete-event buffer, at up to one read timeout per received byte."""
     deadline = time.monotonic() + limits.total_seconds(req)
     request.extensions[DEADLINE] = deadline
     try:
