@@ -18,15 +18,18 @@ import contextlib
 import gzip
 import json
 import socket
+import ssl
 import threading
 import time
 import tracemalloc
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import httpx
 import pytest
 
-from langchain_k8s_client.errors import MalformedResponse, ResponseTooSlow, SandboxError
+from devcluster import pki
+from langchain_k8s_client.errors import MalformedResponse, ResponseTooSlow, SandboxError, TransportError
 from langchain_k8s_client.transport import PodEndpoint, ResponseLimits, RetryPolicy, RuntimeTransport
 
 from .fakes import BASE, FakeRuntime, plain, probe_stdout
@@ -49,14 +52,16 @@ def _answer(body: bytes, *extra: bytes) -> bytes:
 
 
 class HostilePod:
-    """Answers the client's probe like the runtime, then runs `attack(conn, stop)` for any other request."""
+    """Answers the client's probe like the runtime, then runs `attack(conn, stop)` for any other request;
+    over TLS with `tls` (a router behind https, say)."""
 
-    def __init__(self, attack: Attack) -> None:
+    def __init__(self, attack: Attack, tls: ssl.SSLContext | None = None) -> None:
         self.attack = attack
+        self.tls = tls
         self.stop = threading.Event()
         self.heads: list[bytes] = []  # the heads of the attacked requests
         self.sock = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.sock.getsockname()[1]}"
         threading.Thread(target=self._serve, daemon=True).start()
 
     def _serve(self) -> None:
@@ -68,6 +73,12 @@ class HostilePod:
             threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
 
     def _handle(self, conn: socket.socket) -> None:
+        if self.tls is not None:
+            try:
+                conn = self.tls.wrap_socket(conn, server_side=True)
+            except OSError:  # the client refused the certificate
+                conn.close()
+                return
         with conn:
             buf = b""
             while True:
@@ -96,11 +107,11 @@ class HostilePod:
 
 
 @pytest.fixture
-def pod() -> Iterator[Callable[[Attack], HostilePod]]:
+def pod() -> Iterator[Callable[..., HostilePod]]:
     pods: list[HostilePod] = []
 
-    def make(attack: Attack) -> HostilePod:
-        pods.append(HostilePod(attack))
+    def make(attack: Attack, tls: ssl.SSLContext | None = None) -> HostilePod:
+        pods.append(HostilePod(attack, tls))
         return pods[-1]
 
     yield make
@@ -146,7 +157,7 @@ MODES = pytest.mark.parametrize("mode", ["sync", "async"])
 
 @MODES
 @pytest.mark.timeout(20)
-def test_gzip_of_gzip_bomb_is_refused_before_it_expands(pod: Callable[[Attack], HostilePod], mode: str) -> None:
+def test_gzip_of_gzip_bomb_is_refused_before_it_expands(pod: Callable[..., HostilePod], mode: str) -> None:
     bomb = gzip.compress(gzip.compress(b"\0" * (64 * MAX_BYTES)))  # 64 MiB decoded, a few hundred bytes sent
     assert len(bomb) < 4096
     server = pod(lambda conn, stop: conn.sendall(_answer(bomb, b"Content-Encoding: gzip, gzip")))
@@ -172,7 +183,7 @@ ENDLESS_TRAILERS = (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n
 
 @MODES
 @pytest.mark.timeout(10)
-def test_endless_chunked_trailers_fail_at_the_deadline(pod: Callable[[Attack], HostilePod], mode: str) -> None:
+def test_endless_chunked_trailers_fail_at_the_deadline(pod: Callable[..., HostilePod], mode: str) -> None:
     server = pod(lambda conn, stop: _trickle(conn, stop, *ENDLESS_TRAILERS))
     transport = _transport(server)
     started = time.monotonic()
@@ -207,7 +218,7 @@ def test_empty_stored_blocks_decode_to_nothing() -> None:
 
 @MODES
 @pytest.mark.timeout(10)
-def test_zero_yield_gzip_blocks_fail_by_the_deadline(pod: Callable[[Attack], HostilePod], mode: str) -> None:
+def test_zero_yield_gzip_blocks_fail_by_the_deadline(pod: Callable[..., HostilePod], mode: str) -> None:
     head = b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nConnection: close\r\n\r\n"
     server = pod(lambda conn, stop: _trickle(conn, stop, head + GZIP_HEADER, EMPTY_STORED_BLOCK))
     transport = _transport(server)
@@ -226,7 +237,7 @@ def test_zero_yield_gzip_blocks_fail_by_the_deadline(pod: Callable[[Attack], Hos
 
 @pytest.mark.parametrize("coding", ["gzip", "deflate", "br", "zstd", "x-custom", "identity, gzip", "GZIP"])
 @pytest.mark.timeout(10)
-def test_any_content_encoding_but_identity_is_refused_by_name(pod: Callable[[Attack], HostilePod], coding: str) -> None:
+def test_any_content_encoding_but_identity_is_refused_by_name(pod: Callable[..., HostilePod], coding: str) -> None:
     body = json.dumps(plain("hi")).encode()  # not encoded at all: the header alone must be refused
     server = pod(lambda conn, stop: conn.sendall(_answer(body, b"Content-Encoding: " + coding.encode())))
     transport = _transport(server)
@@ -240,7 +251,7 @@ def test_any_content_encoding_but_identity_is_refused_by_name(pod: Callable[[Att
 @pytest.mark.parametrize("extra", [[], [b"Content-Encoding: identity"]], ids=["none", "identity"])
 @pytest.mark.timeout(10)
 def test_identity_answers_are_read_and_identity_is_asked_for(
-    pod: Callable[[Attack], HostilePod], extra: list[bytes]
+    pod: Callable[..., HostilePod], extra: list[bytes]
 ) -> None:
     body = json.dumps(plain("hi")).encode()
     server = pod(lambda conn, stop: conn.sendall(_answer(body, *extra)))
@@ -271,3 +282,57 @@ def test_a_transfer_coding_other_than_chunked_is_refused(coding: bytes) -> None:
     raw = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: " + coding + b"\r\n\r\n2\r\n{}\r\n0\r\n\r\n"
     with pytest.raises(httpx.RemoteProtocolError, match="Transfer-Encoding"):
         parse(raw)
+
+
+# ------------------------------------------------------------------------------ a router behind https
+
+
+@pytest.fixture
+def tls_pod(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ssl.SSLContext:
+    """A server context for 127.0.0.1 whose CA the client trusts (SSL_CERT_FILE, as httpx reads it)."""
+    ca = pki.make_ca(tmp_path, "ca", "test-ca")
+    leaf = pki.issue(ca, tmp_path, "router", "router", server_names=("127.0.0.1",))
+    monkeypatch.setenv("SSL_CERT_FILE", str(ca.cert))
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(leaf.cert, leaf.key)
+    return context
+
+
+@MODES
+@pytest.mark.timeout(10)
+def test_endless_trailers_over_https_fail_at_the_deadline(
+    pod: Callable[..., HostilePod], tls_pod: ssl.SSLContext, mode: str
+) -> None:
+    # The https path went through httpx's own transport, which knows only a per-read timeout.
+    server = pod(lambda conn, stop: _trickle(conn, stop, *ENDLESS_TRAILERS), tls_pod)
+    transport = _transport(server)
+    started = time.monotonic()
+    try:
+        with pytest.raises(ResponseTooSlow):
+            _call(transport, mode)
+    finally:
+        transport.close()
+    assert time.monotonic() - started < DEADLINE + 1.0
+
+
+@MODES
+@pytest.mark.timeout(10)
+def test_https_answers_are_read_and_the_certificate_is_checked(
+    pod: Callable[..., HostilePod], tls_pod: ssl.SSLContext, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    body = json.dumps(plain("hi")).encode()
+    server = pod(lambda conn, stop: conn.sendall(_answer(body)), tls_pod)
+    transport = _transport(server)
+    try:
+        assert _call(transport, mode).stdout == "hi"  # type: ignore[attr-defined]
+    finally:
+        transport.close()
+    assert b"\r\naccept-encoding: identity" in server.heads[0].lower()
+    monkeypatch.delenv("SSL_CERT_FILE")  # the system CAs do not know the test CA
+    untrusted = _transport(server)
+    try:
+        with pytest.raises(TransportError, match="CERTIFICATE_VERIFY_FAILED") as caught:
+            _call(untrusted, mode)
+    finally:
+        untrusted.close()
+    assert caught.value.maybe_delivered is False
