@@ -19,7 +19,9 @@ connection busy without yielding a body byte (endless trailers) is cut there too
 is bounded by the caller (`limits.read_bounded`).
 
 The parsing is sans-IO (`ResponseParser`); the sync and async drivers only move bytes. `https://`
-(a router behind TLS) goes through httpx's own transport.
+(a router behind TLS) takes the same path over an `ssl` socket, with httpx's default context
+(`httpx.create_ssl_context()`: certifi's CAs, or `SSL_CERT_FILE`/`SSL_CERT_DIR`; ALPN http/1.1), so
+the same bounds hold there (httpx's own transport knew only a per-read timeout).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import asyncio
 import contextlib
 import select
 import socket
+import ssl
 import threading
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
@@ -285,15 +288,29 @@ def _wait(read: float | None, deadline: float | None, what: str) -> float | None
     return left if read is None else min(read, left)
 
 
-def _address(request: httpx.Request) -> tuple[str, int]:
+_Key = tuple[str, int, bool]
+"""Where a connection goes: host, port, TLS."""
+
+
+def _address(request: httpx.Request) -> _Key:
     url = request.url
-    return url.host, url.port or 80
+    if url.scheme not in ("http", "https"):
+        raise httpx.UnsupportedProtocol(f"unsupported URL scheme {url.scheme!r}")
+    tls = url.scheme == "https"
+    return url.host, url.port or (443 if tls else 80), tls
+
+
+def _ssl_context() -> ssl.SSLContext:
+    """httpx's default client context (what its own transport used), offering only HTTP/1.1."""
+    context = httpx.create_ssl_context()
+    context.set_alpn_protocols(["http/1.1"])
+    return context
 
 
 _C = TypeVar("_C", "_Conn", "_AsyncConn")
 
 
-def _pick(idle: list[_C], key: tuple[str, int], now: float) -> tuple[_C | None, list[_C]]:
+def _pick(idle: list[_C], key: _Key, now: float) -> tuple[_C | None, list[_C]]:
     """The newest usable idle connection to `key`, and the idle list without it; unusable ones are closed."""
     kept: list[_C] = []
     for conn in idle:
@@ -311,7 +328,7 @@ def _pick(idle: list[_C], key: tuple[str, int], now: float) -> tuple[_C | None, 
 
 
 class _Conn:
-    def __init__(self, sock: socket.socket, key: tuple[str, int]) -> None:
+    def __init__(self, sock: socket.socket, key: _Key) -> None:
         self.sock = sock
         self.key = key
         self.idle_since = 0.0
@@ -319,6 +336,8 @@ class _Conn:
     def usable(self, now: float) -> bool:
         # A readable idle socket is closed by the server (or sent garbage): never reuse it.
         if now - self.idle_since > KEEPALIVE_EXPIRY:
+            return False
+        if isinstance(self.sock, ssl.SSLSocket) and self.sock.pending():  # decrypted, unread: readable too
             return False
         try:
             if hasattr(select, "poll"):  # no FD_SETSIZE limit (select() fails on descriptors over 1023)
@@ -389,13 +408,9 @@ class PodHTTPTransport(httpx.BaseTransport):
     def __init__(self) -> None:
         self._idle: list[_Conn] = []
         self._lock = threading.Lock()
-        self._tls: httpx.HTTPTransport | None = None
+        self._ssl: ssl.SSLContext | None = None
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
-        if request.url.scheme != "http":
-            if self._tls is None:
-                self._tls = httpx.HTTPTransport()
-            return self._tls.handle_request(request)
         connect, read, write = _timeouts(request)
         head = serialize_head(request)
         conn = self._acquire(_address(request), connect)
@@ -445,19 +460,30 @@ class PodHTTPTransport(httpx.BaseTransport):
         except OSError as exc:
             raise httpx.WriteError(str(exc) or type(exc).__name__) from exc
 
-    def _acquire(self, key: tuple[str, int], timeout: float | None) -> _Conn:
+    def _acquire(self, key: _Key, timeout: float | None) -> _Conn:
         now = time.monotonic()
         with self._lock:
             found, self._idle = _pick(self._idle, key, now)
+            if key[2] and self._ssl is None:
+                self._ssl = _ssl_context()
+            context = self._ssl
         if found is not None:
             return found
+        host, port, tls = key
         try:
-            sock = socket.create_connection(key, timeout=timeout)
+            sock = socket.create_connection((host, port), timeout=timeout)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if tls:
+                assert context is not None
+                try:  # the handshake, under the connect timeout: nothing was sent yet
+                    sock = context.wrap_socket(sock, server_hostname=host)
+                except BaseException:
+                    sock.close()
+                    raise
         except TimeoutError as exc:
             raise httpx.ConnectTimeout(str(exc) or "timed out") from exc
-        except OSError as exc:
+        except OSError as exc:  # ssl.SSLError (a refused certificate) included
             raise httpx.ConnectError(str(exc) or type(exc).__name__) from exc
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return _Conn(sock, key)
 
     def _release(self, conn: _Conn) -> None:
@@ -473,15 +499,13 @@ class PodHTTPTransport(httpx.BaseTransport):
             idle, self._idle = self._idle, []
         for conn in idle:
             conn.close()
-        if self._tls is not None:
-            self._tls.close()
 
 
 # ----------------------------------------------------------------------------------- async
 
 
 class _AsyncConn:
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, key: tuple[str, int]) -> None:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, key: _Key) -> None:
         self.reader = reader
         self.writer = writer
         self.key = key
@@ -543,13 +567,9 @@ class AsyncPodHTTPTransport(httpx.AsyncBaseTransport):
 
     def __init__(self) -> None:
         self._idle: list[_AsyncConn] = []
-        self._tls: httpx.AsyncHTTPTransport | None = None
+        self._ssl: ssl.SSLContext | None = None
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        if request.url.scheme != "http":
-            if self._tls is None:
-                self._tls = httpx.AsyncHTTPTransport()
-            return await self._tls.handle_async_request(request)
         connect, read, write = _timeouts(request)
         head = serialize_head(request)
         conn = await self._acquire(_address(request), connect)
@@ -595,13 +615,19 @@ class AsyncPodHTTPTransport(httpx.AsyncBaseTransport):
         except OSError as exc:
             raise httpx.WriteError(str(exc) or type(exc).__name__) from exc
 
-    async def _acquire(self, key: tuple[str, int], timeout: float | None) -> _AsyncConn:
+    async def _acquire(self, key: _Key, timeout: float | None) -> _AsyncConn:
         found, self._idle = _pick(self._idle, key, time.monotonic())
         if found is not None:
             return found
+        host, port, tls = key
+        if tls and self._ssl is None:
+            self._ssl = _ssl_context()
         try:
-            async with asyncio.timeout(timeout):
-                reader, writer = await asyncio.open_connection(*key)
+            async with asyncio.timeout(timeout):  # the TLS handshake included: nothing was sent yet
+                if tls:
+                    reader, writer = await asyncio.open_connection(host, port, ssl=self._ssl, server_hostname=host)
+                else:
+                    reader, writer = await asyncio.open_connection(host, port)
         except TimeoutError as exc:
             raise httpx.ConnectTimeout("timed out") from exc
         except OSError as exc:
@@ -619,8 +645,6 @@ class AsyncPodHTTPTransport(httpx.AsyncBaseTransport):
         idle, self._idle = self._idle, []
         for conn in idle:
             conn.close()
-        if self._tls is not None:
-            await self._tls.aclose()
 
 
 __all__ = ["DEADLINE", "AsyncPodHTTPTransport", "PodHTTPTransport", "ResponseParser"]

@@ -105,9 +105,9 @@ def read_bounded(
 ) -> HttpResponse:
     """Send (`send` answers with the body still streaming) and read one answer within `limits` (sync).
 
-    The pod's own transport (`http11`) waits for no read past the deadline. Another transport (a caller's
-    `httpx.Client`, or httpx's for an `https://` router) only knows its per-read timeout: there the deadline
-    is checked after each read that yields body bytes, so a pod trickling what yields none (trailers) is cut
+    The pod's own transport (`http11`, plain or TLS) waits for no read past the deadline. A caller's own
+    `httpx.Client` only knows its per-read timeout: there the deadline is checked after each read that
+    yields body bytes, so a pod trickling what yields none (trailers) is cut
     only by httpcore's 100 KiB incomplete-event buffer, at up to one read timeout per received byte."""
     deadline = time.monotonic() + limits.total_seconds(req)
     request.extensions[DEADLINE] = deadline
