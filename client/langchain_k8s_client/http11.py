@@ -4,18 +4,24 @@ Measured against the pod (raw POSTs of `sh -c true`, 400 interleaved rounds): ht
 transport (httpcore + h11) costs 0.22 to 0.26 ms more per request than this one, 15 % of the whole
 call; of that, sending headers and body in two `send`s was ~0.05 ms. Here a request goes out in one
 `sendall` (headers and a body up to 64 KiB), the response head is parsed in one pass, and the body is
-handed to httpx as it arrives. The httpx `Client` above stays: its content decoding (so a compressed
-answer is bounded by what it expands to, see `limits`), its timeouts and its exception types (the
-retry rules in `transport` tell a request that never left, `ConnectError`/`ConnectTimeout`, from one
-that may have run), and its mock transport for the unit tests.
+handed to httpx as it arrives. httpx's request and response types stay, with its timeouts and its
+exception types (the retry rules in `transport` tell a request that never left,
+`ConnectError`/`ConnectTimeout`, from one that may have run), and its mock transport for the unit
+tests. No content coding is decoded on the way: the client asks for identity and `limits` refuses
+any other before reading the body.
 
 Bounds a hostile pod cannot lift: a response head is at most `MAX_HEAD_BYTES` and must arrive within
-the request's read timeout in total (httpcore waited the read timeout per received chunk); chunk
-size lines and trailers are bounded alike; malformed framing raises `httpx.RemoteProtocolError`. The
-body's size and total time are bounded by the caller (`limits.read_bounded`).
+the request's read timeout in total (httpcore waited the read timeout per received chunk); a chunk
+size line is at most `MAX_LINE_BYTES`, the trailer section `MAX_TRAILER_BYTES`; the only transfer
+coding is `chunked`; malformed framing raises `httpx.RemoteProtocolError`. With the `DEADLINE`
+extension (`limits.read_bounded` sets it) no read waits past that instant, so a pod that keeps the
+connection busy without yielding a body byte (endless trailers) is cut there too. The body's size
+is bounded by the caller (`limits.read_bounded`).
 
 The parsing is sans-IO (`ResponseParser`); the sync and async drivers only move bytes. `https://`
-(a router behind TLS) goes through httpx's own transport.
+(a router behind TLS) takes the same path over an `ssl` socket, with httpx's default context
+(`httpx.create_ssl_context()`: certifi's CAs, or `SSL_CERT_FILE`/`SSL_CERT_DIR`; ALPN http/1.1), so
+the same bounds hold there (httpx's own transport knew only a per-read timeout).
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import asyncio
 import contextlib
 import select
 import socket
+import ssl
 import threading
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
@@ -37,6 +44,14 @@ MAX_HEAD_BYTES: Final = 64 * 1024
 
 MAX_LINE_BYTES: Final = 4096
 """Largest chunk-size line or trailer line accepted in a chunked body."""
+
+MAX_TRAILER_BYTES: Final = 4096
+"""Largest trailer section (every trailer line together) accepted: the runtime sends none, and a
+trailer yields no body byte, so endless ones would otherwise be read forever."""
+
+DEADLINE: Final = "deadline"
+"""Request extension: a `time.monotonic()` instant; the sync transport waits for no read past it
+(raises `httpx.ReadTimeout`). `limits.read_bounded` sets it to the answer's total deadline."""
 
 COALESCE_BYTES: Final = 64 * 1024
 """A request body up to this size leaves in the same `send` as the headers."""
@@ -73,6 +88,7 @@ class ResponseParser:
         self._mode = ""  # "length", "chunked", "close" or "none", once the head is parsed
         self._left = 0  # length mode: bytes left; chunked: bytes left in the current chunk
         self._chunk_state = "size"  # size, data, crlf, trailers
+        self._trailer_bytes = 0
         self.keep_alive = False
         self._complete = False  # body() returned None
 
@@ -116,8 +132,7 @@ class ResponseParser:
         reason = parts[2] if len(parts) > 2 else b""
         headers: list[tuple[bytes, bytes]] = []
         lengths: set[bytes] = set()
-        chunked = False
-        encoded = False
+        codings: list[bytes] = []  # every Transfer-Encoding token, in order
         close = version == b"HTTP/1.0"
         for line in lines[1:]:
             name, colon, value = line.partition(b":")
@@ -129,15 +144,17 @@ class ResponseParser:
             if lower == b"content-length":
                 lengths.add(value)
             elif lower == b"transfer-encoding":
-                encoded = True
-                chunked = value.lower().rsplit(b",", 1)[-1].strip() == b"chunked"
+                codings += [token.strip().lower() for token in value.split(b",")]
             elif lower == b"connection":
                 tokens = {t.strip().lower() for t in value.split(b",")}
                 close = (close and b"keep-alive" not in tokens) or b"close" in tokens
         if self._method == "HEAD" or status in _NO_BODY_STATUS or status < 200:
             self._mode = "none"
-        elif encoded:
-            self._mode = "chunked" if chunked else "close"
+        elif codings:
+            # Only `chunked`: any other transfer coding would be decoded by no one (h11 refuses it too).
+            if codings != [b"chunked"]:
+                raise httpx.RemoteProtocolError(f"unsupported Transfer-Encoding {b', '.join(codings)[:100]!r}")
+            self._mode = "chunked"
         elif lengths:
             if len(lengths) != 1:
                 raise httpx.RemoteProtocolError("conflicting Content-Length headers")
@@ -215,6 +232,10 @@ class ResponseParser:
             elif not line:  # the empty line after the trailers: done
                 self._mode = "none"
                 return None
+            else:  # a trailer line: read and dropped, but never without end
+                self._trailer_bytes += len(line) + 2
+                if self._trailer_bytes > MAX_TRAILER_BYTES:
+                    raise httpx.RemoteProtocolError(f"chunked body trailers larger than {MAX_TRAILER_BYTES} bytes")
 
     def _line(self) -> bytes | None:
         end = self._buf.find(b"\r\n")
@@ -257,15 +278,39 @@ def _timeouts(request: httpx.Request) -> tuple[float | None, float | None, float
     return timeout.get("connect"), timeout.get("read"), timeout.get("write")
 
 
-def _address(request: httpx.Request) -> tuple[str, int]:
+def _wait(read: float | None, deadline: float | None, what: str) -> float | None:
+    """How long the next read may wait: the read timeout, but never past `deadline` (raises once it passed)."""
+    if deadline is None:
+        return read
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise httpx.ReadTimeout(f"{what} did not arrive within its deadline")
+    return left if read is None else min(read, left)
+
+
+_Key = tuple[str, int, bool]
+"""Where a connection goes: host, port, TLS."""
+
+
+def _address(request: httpx.Request) -> _Key:
     url = request.url
-    return url.host, url.port or 80
+    if url.scheme not in ("http", "https"):
+        raise httpx.UnsupportedProtocol(f"unsupported URL scheme {url.scheme!r}")
+    tls = url.scheme == "https"
+    return url.host, url.port or (443 if tls else 80), tls
+
+
+def _ssl_context() -> ssl.SSLContext:
+    """httpx's default client context (what its own transport used), offering only HTTP/1.1."""
+    context = httpx.create_ssl_context()
+    context.set_alpn_protocols(["http/1.1"])
+    return context
 
 
 _C = TypeVar("_C", "_Conn", "_AsyncConn")
 
 
-def _pick(idle: list[_C], key: tuple[str, int], now: float) -> tuple[_C | None, list[_C]]:
+def _pick(idle: list[_C], key: _Key, now: float) -> tuple[_C | None, list[_C]]:
     """The newest usable idle connection to `key`, and the idle list without it; unusable ones are closed."""
     kept: list[_C] = []
     for conn in idle:
@@ -283,7 +328,7 @@ def _pick(idle: list[_C], key: tuple[str, int], now: float) -> tuple[_C | None, 
 
 
 class _Conn:
-    def __init__(self, sock: socket.socket, key: tuple[str, int]) -> None:
+    def __init__(self, sock: socket.socket, key: _Key) -> None:
         self.sock = sock
         self.key = key
         self.idle_since = 0.0
@@ -291,6 +336,8 @@ class _Conn:
     def usable(self, now: float) -> bool:
         # A readable idle socket is closed by the server (or sent garbage): never reuse it.
         if now - self.idle_since > KEEPALIVE_EXPIRY:
+            return False
+        if isinstance(self.sock, ssl.SSLSocket) and self.sock.pending():  # decrypted, unread: readable too
             return False
         try:
             if hasattr(select, "poll"):  # no FD_SETSIZE limit (select() fails on descriptors over 1023)
@@ -307,11 +354,19 @@ class _Conn:
 
 
 class _SyncBody(httpx.SyncByteStream):
-    def __init__(self, transport: PodHTTPTransport, conn: _Conn, parser: ResponseParser, read: float | None) -> None:
+    def __init__(
+        self,
+        transport: PodHTTPTransport,
+        conn: _Conn,
+        parser: ResponseParser,
+        read: float | None,
+        deadline: float | None,
+    ) -> None:
         self._transport = transport
         self._conn: _Conn | None = conn
         self._parser = parser
         self._read = read
+        self._deadline = deadline
 
     def __iter__(self) -> Iterator[bytes]:
         conn = self._conn
@@ -324,7 +379,8 @@ class _SyncBody(httpx.SyncByteStream):
             if data:
                 yield data
                 continue
-            self._parser.feed(_recv(conn.sock, self._read))
+            # Every read, not only those that yield body bytes: trailers yield none.
+            self._parser.feed(_recv(conn.sock, _wait(self._read, self._deadline, "the response body")))
 
     def close(self) -> None:
         conn, self._conn = self._conn, None
@@ -352,33 +408,29 @@ class PodHTTPTransport(httpx.BaseTransport):
     def __init__(self) -> None:
         self._idle: list[_Conn] = []
         self._lock = threading.Lock()
-        self._tls: httpx.HTTPTransport | None = None
+        self._ssl: ssl.SSLContext | None = None
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
-        if request.url.scheme != "http":
-            if self._tls is None:
-                self._tls = httpx.HTTPTransport()
-            return self._tls.handle_request(request)
         connect, read, write = _timeouts(request)
         head = serialize_head(request)
         conn = self._acquire(_address(request), connect)
         try:
             self._send(conn.sock, request, head, write)
             parser = ResponseParser(request.method)
-            deadline = None if read is None else time.monotonic() + read
+            total: float | None = request.extensions.get(DEADLINE)
+            head_by = None if read is None else time.monotonic() + read
+            if total is not None:
+                head_by = total if head_by is None else min(head_by, total)
             # The whole head within the read timeout: a pod trickling it byte by byte is cut off too.
             while (got := parser.head()) is None:
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
-                    raise httpx.ReadTimeout("the response head did not arrive within the read timeout")
-                parser.feed(_recv(conn.sock, left))
+                parser.feed(_recv(conn.sock, _wait(None, head_by, "the response head")))
         except BaseException:
             conn.close()
             raise
         return httpx.Response(
             got.status,
             headers=got.headers,
-            stream=_SyncBody(self, conn, parser, read),
+            stream=_SyncBody(self, conn, parser, read, total),
             extensions={"http_version": b"HTTP/1.1", "reason_phrase": got.reason},
         )
 
@@ -408,19 +460,30 @@ class PodHTTPTransport(httpx.BaseTransport):
         except OSError as exc:
             raise httpx.WriteError(str(exc) or type(exc).__name__) from exc
 
-    def _acquire(self, key: tuple[str, int], timeout: float | None) -> _Conn:
+    def _acquire(self, key: _Key, timeout: float | None) -> _Conn:
         now = time.monotonic()
         with self._lock:
             found, self._idle = _pick(self._idle, key, now)
+            if key[2] and self._ssl is None:
+                self._ssl = _ssl_context()
+            context = self._ssl
         if found is not None:
             return found
+        host, port, tls = key
         try:
-            sock = socket.create_connection(key, timeout=timeout)
+            sock = socket.create_connection((host, port), timeout=timeout)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if tls:
+                assert context is not None
+                try:  # the handshake, under the connect timeout: nothing was sent yet
+                    sock = context.wrap_socket(sock, server_hostname=host)
+                except BaseException:
+                    sock.close()
+                    raise
         except TimeoutError as exc:
             raise httpx.ConnectTimeout(str(exc) or "timed out") from exc
-        except OSError as exc:
+        except OSError as exc:  # ssl.SSLError (a refused certificate) included
             raise httpx.ConnectError(str(exc) or type(exc).__name__) from exc
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return _Conn(sock, key)
 
     def _release(self, conn: _Conn) -> None:
@@ -436,15 +499,13 @@ class PodHTTPTransport(httpx.BaseTransport):
             idle, self._idle = self._idle, []
         for conn in idle:
             conn.close()
-        if self._tls is not None:
-            self._tls.close()
 
 
 # ----------------------------------------------------------------------------------- async
 
 
 class _AsyncConn:
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, key: tuple[str, int]) -> None:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, key: _Key) -> None:
         self.reader = reader
         self.writer = writer
         self.key = key
@@ -506,13 +567,9 @@ class AsyncPodHTTPTransport(httpx.AsyncBaseTransport):
 
     def __init__(self) -> None:
         self._idle: list[_AsyncConn] = []
-        self._tls: httpx.AsyncHTTPTransport | None = None
+        self._ssl: ssl.SSLContext | None = None
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        if request.url.scheme != "http":
-            if self._tls is None:
-                self._tls = httpx.AsyncHTTPTransport()
-            return await self._tls.handle_async_request(request)
         connect, read, write = _timeouts(request)
         head = serialize_head(request)
         conn = await self._acquire(_address(request), connect)
@@ -558,13 +615,19 @@ class AsyncPodHTTPTransport(httpx.AsyncBaseTransport):
         except OSError as exc:
             raise httpx.WriteError(str(exc) or type(exc).__name__) from exc
 
-    async def _acquire(self, key: tuple[str, int], timeout: float | None) -> _AsyncConn:
+    async def _acquire(self, key: _Key, timeout: float | None) -> _AsyncConn:
         found, self._idle = _pick(self._idle, key, time.monotonic())
         if found is not None:
             return found
+        host, port, tls = key
+        if tls and self._ssl is None:
+            self._ssl = _ssl_context()
         try:
-            async with asyncio.timeout(timeout):
-                reader, writer = await asyncio.open_connection(*key)
+            async with asyncio.timeout(timeout):  # the TLS handshake included: nothing was sent yet
+                if tls:
+                    reader, writer = await asyncio.open_connection(host, port, ssl=self._ssl, server_hostname=host)
+                else:
+                    reader, writer = await asyncio.open_connection(host, port)
         except TimeoutError as exc:
             raise httpx.ConnectTimeout("timed out") from exc
         except OSError as exc:
@@ -582,8 +645,6 @@ class AsyncPodHTTPTransport(httpx.AsyncBaseTransport):
         idle, self._idle = self._idle, []
         for conn in idle:
             conn.close()
-        if self._tls is not None:
-            await self._tls.aclose()
 
 
-__all__ = ["AsyncPodHTTPTransport", "PodHTTPTransport", "ResponseParser"]
+__all__ = ["DEADLINE", "AsyncPodHTTPTransport", "PodHTTPTransport", "ResponseParser"]

@@ -3,9 +3,16 @@
 httpx's read timeout is per read: a pod that sends one byte every few seconds keeps a call alive
 forever, and `response.content` holds whatever it sends. `read_bounded` / `aread_bounded` stream
 the body instead, stop at `ResponseLimits.max_bytes` (checked on Content-Length first, then on the
-bytes received, after content decoding so a compressed bomb counts as what it expands to) and at a
-total deadline: the request's own read timeout (the command's timeout + margin for `execute`, 30 s
-for control scripts, 300 s for transfers) plus `slack_seconds`, counted from sending.
+bytes received) and at a total deadline: the request's own read timeout (the command's timeout +
+margin for `execute`, 30 s for control scripts, 300 s for transfers) plus `slack_seconds`, counted
+from sending. The deadline holds for every read, not only those that yield body bytes: the async
+API runs the whole answer under one timeout, the sync one hands it to the transport (`http11.DEADLINE`).
+
+The requests ask for `Accept-Encoding: identity` (`IDENTITY`) and an answer with any other
+Content-Encoding is refused before its body is read (`MalformedResponse`): a decoder expands a
+received chunk in one step before anything can count it (`gzip, gzip` turns a few hundred bytes
+into gigabytes), and a gzip stream of empty blocks decodes to nothing for as long as the pod likes.
+The runtime never compresses, so nothing legitimate is lost.
 """
 
 from __future__ import annotations
@@ -18,7 +25,8 @@ from typing import Final
 
 import httpx
 
-from .errors import ResponseTooLarge, ResponseTooSlow
+from .errors import MalformedResponse, ResponseTooLarge, ResponseTooSlow
+from .http11 import DEADLINE
 from .wire import HttpRequest, HttpResponse
 
 DEFAULT_MAX_RESPONSE_BYTES: Final = 256 * 1024 * 1024
@@ -26,6 +34,9 @@ DEFAULT_MAX_RESPONSE_BYTES: Final = 256 * 1024 * 1024
 
 DEFAULT_SLACK_SECONDS: Final = 30.0
 """Seconds an answer may take beyond its request's read timeout, in total."""
+
+IDENTITY: Final = "identity"
+"""The only content coding asked for (`Accept-Encoding`) and accepted (`Content-Encoding`)."""
 
 
 @dataclass(frozen=True)
@@ -71,6 +82,19 @@ def too_slow(req: HttpRequest, limits: ResponseLimits) -> ResponseTooSlow:
     )
 
 
+def _refuse_coded(resp: httpx.Response, req: HttpRequest) -> None:
+    """Raise unless the answer is identity-coded: no decoder ever runs on a pod's bytes."""
+    tokens = [token.strip().lower() for token in resp.headers.get_list("content-encoding", split_commas=True)]
+    if all(token in ("", IDENTITY) for token in tokens):
+        return
+    coding = ", ".join(resp.headers.get_list("content-encoding"))
+    raise MalformedResponse(
+        f"{_what(req)} came with Content-Encoding {coding[:100]!r}: this client asks for "
+        f"Accept-Encoding: {IDENTITY} and reads no other coding (a decoder expands a compressed answer before "
+        f"max_bytes can count it); a hostile or misconfigured pod, or a proxy in between that compresses"
+    )
+
+
 def _declared_too_large(resp: httpx.Response, limits: ResponseLimits) -> bool:
     declared = resp.headers.get("content-length", "")
     return declared.isascii() and declared.isdigit() and int(declared) > limits.max_bytes
@@ -79,22 +103,36 @@ def _declared_too_large(resp: httpx.Response, limits: ResponseLimits) -> bool:
 def read_bounded(
     send: Callable[[httpx.Request], httpx.Response], request: httpx.Request, req: HttpRequest, limits: ResponseLimits
 ) -> HttpResponse:
-    """Send (`send` answers with the body still streaming) and read one answer within `limits` (sync). A pod
-    silent right at the deadline is cut by the read timeout instead, so the worst case is the deadline plus
-    one read timeout."""
+    """Send (`send` answers with the body still streaming) and read one answer within `limits` (sync).
+
+    The pod's own transport (`http11`, plain or TLS) waits for no read past the deadline. A caller's own
+    `httpx.Client` only knows its per-read timeout: there the deadline is checked after each read that
+    yields body bytes, so a pod trickling what yields none (trailers) is cut
+    only by httpcore's 100 KiB incomplete-event buffer, at up to one read timeout per received byte."""
     deadline = time.monotonic() + limits.total_seconds(req)
-    resp = send(request)
+    request.extensions[DEADLINE] = deadline
     try:
+        resp = send(request)
+    except httpx.ReadTimeout as exc:
+        if time.monotonic() >= deadline:
+            raise too_slow(req, limits) from exc
+        raise
+    try:
+        _refuse_coded(resp, req)
         if _declared_too_large(resp, limits):
             raise too_large(req, limits)
         body = bytearray()
-        for chunk in resp.iter_bytes():
+        for chunk in resp.iter_bytes():  # identity-coded (checked above): no decoder expands anything
             body += chunk
             if len(body) > limits.max_bytes:
                 raise too_large(req, limits)
             if time.monotonic() > deadline:
                 raise too_slow(req, limits)
         return HttpResponse(resp.status_code, bytes(body))
+    except httpx.ReadTimeout as exc:
+        if time.monotonic() >= deadline:  # the transport cut a read at the deadline
+            raise too_slow(req, limits) from exc
+        raise
     finally:
         resp.close()
 
@@ -110,6 +148,7 @@ async def aread_bounded(
         async with asyncio.timeout(limits.total_seconds(req)):
             resp = await send(request)
             try:
+                _refuse_coded(resp, req)
                 if _declared_too_large(resp, limits):
                     raise too_large(req, limits)
                 body = bytearray()
@@ -124,4 +163,11 @@ async def aread_bounded(
         raise too_slow(req, limits) from exc
 
 
-__all__ = ["DEFAULT_MAX_RESPONSE_BYTES", "DEFAULT_SLACK_SECONDS", "ResponseLimits", "aread_bounded", "read_bounded"]
+__all__ = [
+    "DEFAULT_MAX_RESPONSE_BYTES",
+    "DEFAULT_SLACK_SECONDS",
+    "IDENTITY",
+    "ResponseLimits",
+    "aread_bounded",
+    "read_bounded",
+]

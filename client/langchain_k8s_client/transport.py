@@ -41,7 +41,7 @@ from .commands import CommandResult, RuntimeInfo
 from .errors import TransportError, WrongPod
 from .flows import Call, Flow, run_async, run_sync
 from .http11 import AsyncPodHTTPTransport, PodHTTPTransport
-from .limits import DEFAULT_MAX_RESPONSE_BYTES, ResponseLimits, aread_bounded, read_bounded
+from .limits import DEFAULT_MAX_RESPONSE_BYTES, IDENTITY, ResponseLimits, aread_bounded, read_bounded
 from .runtime import Downloaded, Op, RuntimeProtocol
 from .wire import HttpRequest, HttpResponse, RuntimeExec
 
@@ -121,16 +121,23 @@ class _Attempts:
         return delay
 
 
+def _headers(endpoint: PodEndpoint, req: HttpRequest) -> dict[str, str]:
+    headers = {name: value for name, value in endpoint.headers.items() if name.lower() != "accept-encoding"}
+    # No compression: `limits` refuses any other coding (a decoder expands before max_bytes can count).
+    headers["Accept-Encoding"] = IDENTITY
+    if req.json_body is not None:
+        headers["Content-Type"] = "application/json"
+    return headers
+
+
 def _build(client: httpx.Client | httpx.AsyncClient, endpoint: PodEndpoint, req: HttpRequest) -> httpx.Request:
     timeout = httpx.Timeout(CONNECT_TIMEOUT, read=req.read_timeout, write=req.read_timeout, pool=req.read_timeout)
     url = endpoint.base_url + req.path
+    headers = _headers(endpoint, req)
     if req.upload is not None:
         name, content = req.upload
         files = {"file": (name, content, "application/octet-stream")}
-        return client.build_request(req.method, url, files=files, headers=endpoint.headers, timeout=timeout)
-    headers = dict(endpoint.headers)
-    if req.json_body is not None:
-        headers["Content-Type"] = "application/json"
+        return client.build_request(req.method, url, files=files, headers=headers, timeout=timeout)
     return client.build_request(req.method, url, content=req.json_body, headers=headers, timeout=timeout)
 
 
@@ -139,13 +146,11 @@ def _request(endpoint: PodEndpoint, req: HttpRequest) -> httpx.Request:
     read = req.read_timeout
     timeout = {"connect": CONNECT_TIMEOUT, "read": read, "write": read, "pool": read}
     url = endpoint.base_url + req.path
+    headers = _headers(endpoint, req)
     if req.upload is not None:
         name, content = req.upload
         files = {"file": (name, content, "application/octet-stream")}
-        return httpx.Request(req.method, url, files=files, headers=endpoint.headers, extensions={"timeout": timeout})
-    headers = dict(endpoint.headers)
-    if req.json_body is not None:
-        headers["Content-Type"] = "application/json"
+        return httpx.Request(req.method, url, files=files, headers=headers, extensions={"timeout": timeout})
     return httpx.Request(req.method, url, content=req.json_body, headers=headers, extensions={"timeout": timeout})
 
 
