@@ -199,7 +199,8 @@ def _claim_actions(
 
 
 def _stop_for_policy(claim: Mapping[str, Any], sandbox: Mapping[str, Any] | None) -> list[Action]:
-    """Suspend the Sandbox of a session that now breaks a policy (the claim and its volumes stay)."""
+    """Suspend the Sandbox of a session that now breaks a policy (the claim and its volumes stay), or of a
+    deleted one whose claim lingers."""
     bound = ((claim.get("status") or {}).get("sandbox") or {}).get("name")
     if sandbox is None or not bound or sandbox["metadata"].get("name") != bound:
         return []
@@ -361,6 +362,16 @@ def reconcile_actions(
             actions.append(DeleteClaim(owned["metadata"]["name"], reason or phases.REASON_TTL_EXPIRED))
     elif phase == Phase.FAILED and violations and owned is not None and not lifecycle.is_deleting(owned):
         actions += _stop_for_policy(owned, sandbox)
+    elif phase == Phase.TERMINATING:
+        # Deleted: no claim, at once. Garbage collection takes the claim only once the session object is
+        # gone, and a finalizer that is not ours (which we never remove) can keep it for good, its sandbox
+        # running outside every rule (issue 28 item 5). Deleted rather than suspended: the tenant asked for
+        # the session to go, and its volumes would go with it anyway. A claim that lingers deleted (a
+        # finalizer on it) has its Sandbox suspended: nothing of a deleted session runs on.
+        if owned is not None and not lifecycle.is_deleting(owned):
+            actions.append(DeleteClaim(owned["metadata"]["name"], phases.REASON_DELETING))
+        elif owned is not None:
+            actions += _stop_for_policy(owned, sandbox)
     elif phase not in (Phase.FAILED, Phase.TERMINATING):
         if claim is None and fork is None:
             create, _ = lifecycle.should_create_claim(

@@ -3,9 +3,12 @@
 The rule (one home; admission and the reconciler both call it):
 
 * A **group** is the sessions of one namespace carrying ``key=value`` for a capped ``key``.
-* A session **holds a place** in its groups from its creation until it is finished for good: being
-  deleted, Expired, or Failed for a reason it cannot recover from (agent-sandbox's terminal claim
-  reasons, the same "finished" as ``cleanup.deleteFinishedAfter``). A session waiting for a slot, one
+* A session **holds a place** in its groups from its creation until it is finished for good: Expired,
+  Failed for a reason it cannot recover from (agent-sandbox's terminal claim reasons, the same
+  "finished" as ``cleanup.deleteFinishedAfter``), or deleted *and its claim gone*. A deleted session
+  keeps its place while its status does not say ClaimCreated False (a tenant's own finalizer can keep
+  the object for good; the operator deletes its claim at once, and the pass that sees the claim gone
+  frees the place). A session waiting for a slot, one
   stopped by a policy, a suspended one: all hold their place (so fixing or resuming one never stops
   another).
 * Places are ranked by ``metadata.creationTimestamp``, then name: immutable, so every replica and every
@@ -39,15 +42,22 @@ def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def holds_place(session: Mapping[str, Any]) -> bool:
     """True until the session is finished for good (see the module docstring)."""
-    if _meta(session).get("deletionTimestamp"):
-        return False
     status = session.get("status") or {}
     phase = status.get("phase")
-    if phase == Phase.EXPIRED:
+    conditions = status.get("conditions")
+    # A Terminating session keeps the Expired and Failed conditions it had (decisions.status): one that
+    # was finished before its deletion does not come back to count.
+    expired = find_condition(conditions, phases.COND_EXPIRED) or {}
+    if phase == Phase.EXPIRED or expired.get("status") == "True":
         return False
-    if phase == Phase.FAILED:
-        failed = find_condition(status.get("conditions"), phases.COND_FAILED) or {}
-        return failed.get("reason") not in TERMINAL_CLAIM_REASONS
+    failed = find_condition(conditions, phases.COND_FAILED) or {}
+    if (phase == Phase.FAILED or failed.get("status") == "True") and failed.get("reason") in TERMINAL_CLAIM_REASONS:
+        return False
+    if _meta(session).get("deletionTimestamp"):
+        # Until a pass saw the claim gone: the deletionTimestamp alone freed the place while a foreign
+        # finalizer kept the object and its sandbox ran on (issue 28 item 5).
+        created = find_condition(conditions, phases.COND_CLAIM_CREATED) or {}
+        return created.get("status") != "False"
     return True
 
 

@@ -389,6 +389,10 @@ def _conditions(
     else:
         created = (False, "NotCreated", verdict.message)
     conditions = set_condition(conditions, phases.COND_CLAIM_CREATED, *created, now, generation)
+    if verdict.phase == Phase.TERMINATING:
+        # Expired and Failed stay as they were: why the session ended, and whether it was finished before
+        # its deletion (decisions.quota: a finished one never comes back to hold a place).
+        return _policy_condition(conditions, now, generation, violations)
     expired = verdict.phase == Phase.EXPIRED
     conditions = set_condition(
         conditions,
@@ -409,6 +413,12 @@ def _conditions(
         now,
         generation,
     )
+    return _policy_condition(conditions, now, generation, violations)
+
+
+def _policy_condition(
+    conditions: list[dict[str, Any]], now: datetime, generation: int | None, violations: list[str] | None
+) -> list[dict[str, Any]]:
     if violations is not None:
         conditions = set_condition(
             conditions,

@@ -7,6 +7,9 @@ after the burst and drops what is gone (kube/cache.unseen_deletions).
 No handler here is a change-handler (on.create/update/delete), a timer or a daemon, so kopf adds no
 finalizer and writes no progress annotations: deleting an AgentSession never waits for the operator,
 and its claim, Sandbox, Pod and PVCs go by ownerReference garbage collection even while it is down.
+Garbage collection waits for the session object to go, which a finalizer of someone else's can keep
+for good: so a session's pass deletes its claim as soon as it has a deletionTimestamp (decisions.actions),
+and it holds its quota place until the claim is gone (decisions.quota).
 """
 
 from __future__ import annotations

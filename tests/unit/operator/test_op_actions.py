@@ -170,10 +170,29 @@ def test_failed_claim_is_kept(make_session: Make, make_claim: Make) -> None:
     assert kinds(actions) == ["PatchStatus"]
 
 
-def test_terminating_does_nothing_but_status(make_session: Make, make_claim: Make) -> None:
+def test_a_deleting_session_has_its_claim_deleted_at_once(make_session: Make, make_claim: Make) -> None:
+    """Issue 28 item 5: a tenant's own finalizer keeps a deleted session's object, so the garbage collector
+    never takes its claim: the operator deletes it as soon as deletionTimestamp is set (desired: no claim)."""
     actions = reconcile_actions(make_session(deleting=True), ready_claim(make_claim), None, T0)
+    assert kinds(actions) == ["DeleteClaim", "PatchStatus"]
+    (delete,) = [a for a in actions if isinstance(a, DeleteClaim)]
+    assert delete.name == "demo" and delete.reason == "Deleting"
+    assert status_of(actions)["phase"] == "Terminating"
+
+
+def test_terminating_with_its_claim_going_suspends_what_still_runs(
+    make_session: Make, make_claim: Make, make_sandbox: Make
+) -> None:
+    """A claim kept by a finalizer after the operator deleted it: its Sandbox is suspended, nothing else."""
+    going = ready_claim(make_claim, deleting=True)
+    actions = reconcile_actions(make_session(deleting=True), going, make_sandbox(), T0)
+    assert kinds(actions) == ["PatchSandbox", "PatchStatus"]
+    assert PatchSandbox("demo", {"spec": {"operatingMode": "Suspended"}}) in actions
+    actions = reconcile_actions(make_session(deleting=True), going, make_sandbox(mode="Suspended"), T0)
     assert kinds(actions) == ["PatchStatus"]
     assert status_of(actions)["phase"] == "Terminating"
+    foreign = reconcile_actions(make_session(deleting=True), make_claim(owner_uid="other"), None, T0)
+    assert "DeleteClaim" not in kinds(foreign)  # never someone else's claim
 
 
 def test_steady_state_writes_nothing(make_session: Make, make_claim: Make) -> None:

@@ -70,11 +70,57 @@ def test_finished_for_good_or_deleted_sessions_free_their_place(cap: list[Obj]) 
         "phase": "Failed",
         "conditions": [{"type": "Failed", "status": "True", "reason": "InvalidMetadata", "message": "x"}],
     }
-    gone = [one("e", 1, status={"phase": "Expired"}), one("f", 2, status=terminal), one("d", 3, deleting=True)]
+    claim_gone = {
+        "phase": "Terminating",
+        "conditions": [{"type": "ClaimCreated", "status": "False", "reason": "ClaimGone"}],
+    }
+    gone = [
+        one("e", 1, status={"phase": "Expired"}),
+        one("f", 2, status=terminal),
+        one("d", 3, deleting=True, status=claim_gone),
+    ]
     me = one("me", 9)
     assert over(me, [*gone, one("x", 4), me], cap) == []
     assert over(me, [*gone, one("x", 4), one("y", 5), me], cap) != []
     assert not quota.holds_place(gone[1]) and quota.holds_place(one("w", 1, status=WAITING))
+
+
+def test_a_deleting_session_keeps_its_place_while_its_claim_exists(cap: list[Obj], make_claim: Make) -> None:
+    """Issue 28 item 5: a tenant adds its own finalizer and deletes its session. The object lingers; so
+    does its claim until the operator's delete completes. Until the status says the claim is gone, the
+    place stays held: a deletion never lets a second sandbox run beside the first."""
+    from agentsession_operator.decisions.status import compute_status
+
+    now = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
+    ready = {
+        "phase": "Ready",
+        "claimName": "c1",
+        "conditions": [{"type": "ClaimCreated", "status": "True", "reason": "ClaimExists"}],
+    }
+    seen = one("d", 1, deleting=True, status=ready)  # deleted, before any pass of the operator
+    assert quota.holds_place(seen)
+    assert quota.holds_place(one("n", 1, deleting=True))  # no status yet: maybe a claim, so held
+    me = one("me", 9)
+    assert over(me, [seen, one("x", 2), me], cap) != []
+    claim = make_claim("c1", owner_uid="uid-d")
+    terminating = {**seen, "status": compute_status(seen, claim, None, now)}
+    assert terminating["status"]["phase"] == "Terminating" and quota.holds_place(terminating)
+    assert over(me, [terminating, one("x", 2), me], cap) != []
+    claim_gone = {**terminating, "status": compute_status(terminating, None, None, now)}
+    assert not quota.holds_place(claim_gone)
+    assert over(me, [claim_gone, one("x", 2), me], cap) == []
+    # One finished for good before its deletion (a terminal claim reason) does not come back to count.
+    terminal = {
+        "phase": "Failed",
+        "claimName": "c1",
+        "conditions": [
+            {"type": "Failed", "status": "True", "reason": "PodFailed", "message": "x"},
+            {"type": "ClaimCreated", "status": "True", "reason": "ClaimExists"},
+        ],
+    }
+    failed = one("f", 1, deleting=True, status=terminal)
+    assert not quota.holds_place(failed)
+    assert not quota.holds_place({**failed, "status": compute_status(failed, claim, None, now)})
 
 
 def test_the_ranking_is_the_same_whatever_the_cache_order_or_statuses(cap: list[Obj]) -> None:
