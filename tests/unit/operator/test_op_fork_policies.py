@@ -84,7 +84,7 @@ def recorded(stored_fork: Obj, its_source: Obj) -> Obj:
     }
 
 
-def test_a_fork_no_policy_selects_gets_no_internet_egress(make_session: Make, make_policy: Make) -> None:
+def test_a_fork_without_the_source_label_gets_no_internet_egress(make_session: Make, make_policy: Make) -> None:
     policies = restricted_policies(make_policy)
     src = source(make_session)
     assert network.merge_egress(effective_policy_for(src, policies).egress).cidrs == ("10.1.0.0/16",)
@@ -93,6 +93,10 @@ def test_a_fork_no_policy_selects_gets_no_internet_egress(make_session: Make, ma
     egress = network.merge_egress(effective_policy_for(view, policies).egress)
     assert "0.0.0.0/0" not in egress.cidrs and egress.cidrs == ("10.1.0.0/16",), egress
     assert "restricted" in effective_policy_for(view, policies).policies
+    # Labels no policy selects at all: the source's policy alone, never more than it allows.
+    alone = [p for p in policies if p["metadata"]["name"] == "restricted"]
+    view = fork.admission_view(a_fork(make_session, "copy", "src", T0 + timedelta(minutes=5), {"x": "y"}), src)
+    assert network.merge_egress(effective_policy_for(view, alone).egress).cidrs == ("10.1.0.0/16",)
 
 
 def test_a_fork_of_a_restricted_source_cannot_outlive_its_max_ttl(make_session: Make, make_policy: Make) -> None:
