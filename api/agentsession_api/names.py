@@ -72,3 +72,8 @@ DEFAULT_ALLOWED_LABEL_DOMAINS: Final = ("sandbox.users.io",)
 RESTRICTED_ANNOTATION_DOMAINS: Final = ("kubernetes.io", "k8s.io", "agents.x-k8s.io")
 """Pod annotation domains agent-sandbox refuses (subdomains too), with the exemption below."""
 EXEMPT_ANNOTATION_KEYS: Final = ("cluster-autoscaler.kubernetes.io/safe-to-evict",)
+
+MAX_LINEAGE: Final = 16
+"""Distinct ancestors a fork records in status.lineage: a fork of a source that would need more is refused."""
+MAX_LINEAGE_LABELS: Final = 64
+"""Labels recorded per ancestor in status.lineage: a fork of a source with more metadata.labels is refused."""

@@ -61,8 +61,15 @@ REASON_SOURCE_NOT_READY: Final = "SourceNotReady"
 REASON_SOURCE_FINISHED: Final = "SourceFinished"
 REASON_SOURCE_WITHOUT_VOLUMES: Final = "SourceWithoutVolumes"
 REASON_VOLUME_COPY_UNSUPPORTED: Final = "VolumeCopyUnsupported"
+REASON_LINEAGE_TOO_LONG: Final = "LineageTooLong"
 FORK_FAILURE_REASONS: Final = frozenset(
-    {REASON_SOURCE_NOT_FOUND, REASON_SOURCE_FINISHED, REASON_SOURCE_WITHOUT_VOLUMES, REASON_VOLUME_COPY_UNSUPPORTED}
+    {
+        REASON_SOURCE_NOT_FOUND,
+        REASON_SOURCE_FINISHED,
+        REASON_SOURCE_WITHOUT_VOLUMES,
+        REASON_VOLUME_COPY_UNSUPPORTED,
+        REASON_LINEAGE_TOO_LONG,
+    }
 )
 REASON_SANDBOX_UNAVAILABLE: Final = "SandboxUnavailable"
 """A session that was Ready lost its sandbox's readiness (its runtime exited, its pod restarts or went):

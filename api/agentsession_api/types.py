@@ -375,7 +375,9 @@ class AgentSessionSpec(_Spec):
         description=(
             "Start as a fork of another session of this namespace: the new sandbox gets copies of the source's "
             "volumes (same names, sizes and storage classes). spec.warmPoolRef defaults to the source's warm pool. "
-            "Policies apply as to any new session, and spec.limits.allowForks=false refuses it. Immutable; "
+            "Policies apply as to any new session, and so does every policy that selects the source or the "
+            "source's own lineage (recorded in status.lineage, whatever labels the fork carries; their maxTtl "
+            "counts from the source's creation); spec.limits.allowForks=false in any of them refuses it. Immutable; "
             "excludes spec.volumeClaimTemplates."
         ),
     )
@@ -412,6 +414,22 @@ class ResolvedSettings(_Status):
     )
     pending_max_ttl_at: datetime | None = timestamp_field(
         "pendingMaxTtlAt", "When pendingMaxTtl applies (the session expires then at the latest, if over it)."
+    )
+
+
+class LineageEntry(_Status):
+    """A session a fork's data came from, as it was when forked: every AgentSessionPolicy that selects
+    these labels holds for the fork too, and a maxTtl of such a policy counts from this createdAt."""
+
+    name: str = Field(description="The ancestor AgentSession (it may be gone since).", max_length=253)
+    created_at: datetime | None = timestamp_field("createdAt", "The ancestor's metadata.creationTimestamp.")
+    labels: dict[str, str] | None = Field(
+        None,
+        description="The ancestor's metadata.labels when it was forked.",
+        json_schema_extra={
+            "maxProperties": names.MAX_LINEAGE_LABELS,
+            "additionalProperties": {"type": "string", "maxLength": patterns.LABEL_VALUE_MAX},
+        },
     )
 
 
@@ -469,6 +487,16 @@ class AgentSessionStatus(_Status):
     )
     observed_generation: int | None = observed_generation_field("metadata.generation the status reflects.")
     resolved: ResolvedSettings | None = Field(None, description="Settings in force after policy defaults.")
+    lineage: list[LineageEntry] | None = Field(
+        None,
+        description=(
+            "For a fork: its source, and the source's own lineage (a fork of a fork), recorded by the operator "
+            "before the fork's claim is created; identical label sets are kept once, with the oldest createdAt. "
+            "Policies selecting any of these labels judge the fork as if they selected it, so relabelling the "
+            "fork drops none of them."
+        ),
+        max_length=names.MAX_LINEAGE,
+    )
     conditions: list[Condition] | None = conditions_field(
         "Ready, ClaimCreated, PolicyCompliant, NetworkIsolated, Expired and Failed."
     )
@@ -617,7 +645,8 @@ class PolicyLimits(_Spec):
     allow_forks: bool | None = Field(
         None,
         alias="allowForks",
-        description="false refuses sessions with spec.forkFrom (a fork copies another session's volumes). "
+        description="false refuses sessions with spec.forkFrom (a fork copies another session's volumes), and forks "
+        "of the sessions this policy selects, whatever labels the fork carries. "
         "Allowed when unset; when several policies apply, any false refuses.",
     )
 

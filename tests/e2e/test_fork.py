@@ -5,6 +5,7 @@ a clear reason and no claim."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import subprocess
 import sys
@@ -233,3 +234,115 @@ def test_storage_class_that_cannot_clone_fails_the_fork_with_no_claim(kube: Kube
         assert _claims_of(kube, ns, "nc-fork") == []
         pvcs = kube.list("pvc", ns)
         assert not any(p["metadata"]["name"].startswith("workspace-nc-fork") for p in pvcs)
+
+
+def _policy(name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "agentsession.dev/v1alpha1",
+        "kind": "AgentSessionPolicy",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def _egress_cidrs(kube: Kube, ns: str, name: str) -> list[str] | None:
+    uid = _session(kube, ns, name)["metadata"]["uid"]
+    for p in kube.list("networkpolicies", ns):
+        if any(r.get("uid") == uid for r in p["metadata"].get("ownerReferences") or []):
+            return [
+                peer["ipBlock"]["cidr"]
+                for rule in p["spec"].get("egress") or []
+                for peer in rule.get("to") or []
+                if "ipBlock" in peer
+            ]
+    return None
+
+
+def test_a_relabelled_fork_is_still_held_by_its_source_policy(kube: Kube, ns: str) -> None:
+    """Issue 28 item 7. Attack: fork a session of restricted data under labels an open policy selects (the
+    fork's own labels pick its policies), then relabel it and fork the fork: internet egress for the copy,
+    and no end to it. After: the source's policy holds for every copy whatever its labels (status.lineage),
+    its expiry stays within the source's maxTtl, and a policy denying forks of the source refuses the fork."""
+    kube.apply(
+        _policy(
+            "restricted",
+            {
+                "selector": {"matchLabels": {"data": "restricted"}},
+                "limits": {"maxTtl": "1h"},
+                "egress": {"allowCIDRs": ["10.1.0.0/16"]},
+            },
+        ),
+        _policy("internet", {"selector": {"matchLabels": {"tier": "open"}}, "egress": {"allowCIDRs": ["0.0.0.0/0"]}}),
+        namespace=ns,
+    )
+    labels = {"data": "restricted"}
+    vct = workspace()
+    try:
+        with AgentSessionSandbox(
+            "esc-src", ns, warm_pool=POOL, ttl="1h", volume_claim_templates=vct, session_labels=labels
+        ) as src:
+            src.wait_ready()
+            created = dt.datetime.fromisoformat(_session(kube, ns, "esc-src")["metadata"]["creationTimestamp"])
+            kube.apply(
+                manifests.session("esc-fork", None, {"tier": "open"}, forkFrom={"name": "esc-src"}), namespace=ns
+            )
+            kube.wait_for("the fork Ready", lambda: _phase_reason(kube, ns, "esc-fork")[0] == "Ready", timeout=300)
+            assert kube.wait_for("the fork's NetworkPolicy", lambda: _egress_cidrs(kube, ns, "esc-fork")) == [
+                "10.1.0.0/16"
+            ]
+            body = _session(kube, ns, "esc-fork")
+            expiry = dt.datetime.fromisoformat(body["status"].get("expiresAt") or "9999-12-31T00:00:00Z")
+            assert expiry <= created + dt.timedelta(hours=1), (expiry, created)
+            assert [e["name"] for e in body["status"]["lineage"]] == ["esc-src"]
+
+        # The source is gone; the fork is relabelled and forked again under the open policy's labels.
+        kube.run("label", "agentsession", "esc-fork", "-n", ns, "tier=open", "again=yes", "--overwrite")
+        kube.apply(manifests.session("esc-fork-2", None, {"tier": "open"}, forkFrom={"name": "esc-fork"}), namespace=ns)
+        kube.wait_for("the second fork Ready", lambda: _phase_reason(kube, ns, "esc-fork-2")[0] == "Ready", timeout=300)
+        second = _session(kube, ns, "esc-fork-2")
+        assert {e["name"] for e in second["status"]["lineage"]} >= {"esc-src", "esc-fork"}
+        assert kube.wait_for("its NetworkPolicy", lambda: _egress_cidrs(kube, ns, "esc-fork-2")) == ["10.1.0.0/16"]
+        assert dt.datetime.fromisoformat(second["status"]["expiresAt"]) <= created + dt.timedelta(hours=1)
+        assert _egress_cidrs(kube, ns, "esc-fork") == ["10.1.0.0/16"]  # the relabel opened nothing
+
+        # A policy denying forks of the source's data refuses a fork of the copy, however it is labelled.
+        kube.apply(
+            _policy("no-copies", {"selector": {"matchLabels": labels}, "limits": {"allowForks": False}}), namespace=ns
+        )
+
+        def refused() -> str | None:
+            proc = kube.apply(
+                manifests.session("esc-fork-3", None, {"tier": "open"}, forkFrom={"name": "esc-fork-2"}),
+                namespace=ns,
+                check=False,
+            )
+            if proc.returncode != 0:
+                return proc.stderr
+            kube.run("delete", "agentsession", "esc-fork-3", "-n", ns, "--wait=true")  # the policy was not seen yet
+            return None
+
+        message = kube.wait_for("the webhook to refuse the fork", refused, timeout=30, interval=1)
+        assert "allowForks: false" in message and "no-copies" in message, message
+    finally:
+        kube.run(
+            "delete",
+            "agentsession",
+            "esc-fork",
+            "esc-fork-2",
+            "esc-fork-3",
+            "-n",
+            ns,
+            "--ignore-not-found",
+            check=False,
+        )
+        kube.run(
+            "delete",
+            "agentsessionpolicy",
+            "restricted",
+            "internet",
+            "no-copies",
+            "-n",
+            ns,
+            "--ignore-not-found",
+            check=False,
+        )

@@ -6,6 +6,9 @@ the copy (a CSI clone), never the sandbox runtime. agent-sandbox names a Sandbox
 ``<template name>-<sandbox name>`` and copies each template's spec into its PVC verbatim, dataSource
 included (controllers/sandbox_controller.go, reconcilePVCs).
 
+Policies: every policy that selects the source (or a session the source came from) holds for the fork
+too, whatever its labels (:mod:`lineage`): the fork's ``status.lineage`` records them, before its claim.
+
 Nothing is created until every check passes: a fork that cannot be made has no claim and no PVC, only a
 status that says why. The reconciler gathers the inputs (source session, claim, Sandbox, PVCs and
 StorageClasses); everything here is pure.
@@ -19,6 +22,7 @@ from typing import Any
 
 from agentsession_api import names, phases
 from agentsession_api.phases import Phase
+from agentsession_operator.decisions import lineage
 from agentsession_operator.decisions.desired import suspension_settled
 from agentsession_operator.decisions.ownership import is_owned_by
 
@@ -149,6 +153,9 @@ def plan_fork(
             f"{field}: the source is {source_phase} and its volumes are gone or going; {RECREATE} naming a "
             "Ready or Suspended session",
         )
+    too_long = lineage.problem(lineage_of(source), name)
+    if too_long is not None:
+        return _failed(phases.REASON_LINEAGE_TOO_LONG, f"{too_long}; {RECREATE}")
     if source_phase not in FORKABLE_PHASES:
         return _waiting(f"waiting for the source AgentSession {name} to be Ready or Suspended (now {source_phase})")
     sandbox = _bound_source(source, source_claim, source_sandbox)
@@ -211,14 +218,42 @@ def claim_warm_pool(claim: Mapping[str, Any], session: Mapping[str, Any]) -> str
     return str(name) if name else None
 
 
-def admission_view(session: Mapping[str, Any], source: Mapping[str, Any] | None) -> dict[str, Any]:
-    """At admission (no PVCs read yet): the fork with the source's declared volumes and warm pool."""
+def lineage_of(source: Mapping[str, Any], *older: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """``status.lineage`` for a fork of ``source`` (see :func:`lineage.of_source`)."""
+    return lineage.of_source(source, *older)
+
+
+def judged_view(
+    session: Mapping[str, Any], source: Mapping[str, Any] | None, *older: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The fork with the lineage it gets from ``source`` added to what it recorded (policies judge this),
+    unless the source is gone or its lineage is too long to record (the fork is refused for that)."""
+    if source is None or _meta(source).get("deletionTimestamp") or source_name(session) is None:
+        return dict(session)
+    view = lineage.with_lineage(session, lineage_of(source, *older))
+    if lineage.problem(lineage.recorded(view), source_name(session) or "") is not None:
+        return dict(session)
+    return view
+
+
+def admission_view(
+    session: Mapping[str, Any], source: Mapping[str, Any] | None, *older: Mapping[str, Any]
+) -> dict[str, Any]:
+    """At admission (no PVCs read yet): the fork with the source's declared volumes and warm pool, and the
+    lineage it will record (``older``: the source's own sources, when the source has not recorded them)."""
     if source is None:
         return dict(session)
     pool = ((source.get("status") or {}).get("resolved") or {}).get("warmPoolRef") or (
         (source.get("spec") or {}).get("warmPoolRef") or {}
     )
-    return expand(session, pool.get("name"), (source.get("spec") or {}).get("volumeClaimTemplates"))
+    view = judged_view(session, source, *older)
+    return expand(view, pool.get("name"), (source.get("spec") or {}).get("volumeClaimTemplates"))
+
+
+def needs_older(source: Mapping[str, Any]) -> str | None:
+    """The source's own source, when the source is a fork that has recorded no lineage yet (created a moment
+    ago): admission reads it too, so a fork of a fork is judged by the grandparent's policies at once."""
+    return source_name(source) if not lineage.recorded(source) else None
 
 
 def admission_problems(session: Mapping[str, Any], source: Mapping[str, Any] | None) -> list[str]:
@@ -237,4 +272,5 @@ def admission_problems(session: Mapping[str, Any], source: Mapping[str, Any] | N
     phase = (source.get("status") or {}).get("phase")
     if phases.is_terminal(phase):
         return [f"spec.forkFrom.name {name}: the source is {phase}; name a Ready or Suspended session"]
-    return []
+    too_long = lineage.problem(lineage_of(source), name)
+    return [too_long] if too_long is not None else []

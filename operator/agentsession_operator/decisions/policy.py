@@ -18,6 +18,11 @@ Merge rules (:func:`merge_policies`), "most restrictive wins":
 * ``egress``: each policy's section is its own constraint, so only what every one of them allows
   (folded by :func:`network.merge_egress`); no section at all: no egress.
 
+Forks (:mod:`lineage`): a policy that selects any session a fork's data came from (``status.lineage``:
+its source, the source's source, ...) applies to the fork as if it selected it, so the fork is judged by
+the union of both sets and the rules above only get stricter. Such a policy's ``maxTtl`` counts from that
+ancestor's creation (:func:`lineage_max_ttl`): a fork, or a chain of them, ends when the source's data would.
+
 Resolution (:func:`resolve`): a session's own value, else the policy default; TTL and idle timeout are
 then capped by the maxima (an unset TTL under a ``maxTtl`` becomes ``maxTtl``). Once the claim exists
 the warm pool in ``status.resolved`` stays, because a claim's pool cannot change.
@@ -32,7 +37,7 @@ from __future__ import annotations
 import fnmatch
 import functools
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar
 
@@ -42,8 +47,8 @@ from agentsession_api import names, patterns, phases
 from agentsession_api.durations import format_duration, parse_duration
 from agentsession_api.phases import IdleAction
 from agentsession_api.quantities import format_quantity, parse_quantity
-from agentsession_api.timestamps import parse_time
-from agentsession_operator.decisions import conditions
+from agentsession_api.timestamps import format_time, parse_time
+from agentsession_operator.decisions import conditions, lineage
 from agentsession_operator.decisions.resolved import Resolved
 from agentsession_operator.decisions.selectors import selector_matches
 
@@ -105,6 +110,10 @@ class EffectivePolicy:
     session_limits: tuple[SessionLimit, ...] = ()
     egress: tuple[Sourced[Mapping[str, Any]], ...] = ()
     """Every applicable policy's ``spec.egress``, in name order (decisions.network folds them)."""
+    lineage_max_ttl: Sourced[timedelta] | None = None
+    """For a fork: the TTL it has left, counted from its own creation, under the maxTtl of the policies
+    selecting its ancestors, each counted from that ancestor's creation (:func:`lineage_max_ttl`; zero or
+    less: nothing left)."""
     errors: tuple[str, ...] = ()
     """Values that failed to parse (admission should prevent them); such values are ignored."""
 
@@ -122,17 +131,54 @@ def matches(policy: Mapping[str, Any], session_labels: Mapping[str, str] | None)
     return selector_matches((policy.get("spec") or {}).get("selector"), session_labels)
 
 
-def applicable_policies(session: Mapping[str, Any], policies: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """Policies in the session's namespace whose selector matches it, sorted by name."""
+def selects(
+    policy: Mapping[str, Any], session: Mapping[str, Any], ancestors: Sequence[lineage.Ancestor] | None = None
+) -> bool:
+    """True when the policy, of the session's namespace, selects the session's metadata labels or, for a
+    fork, the labels of any session its data came from (``status.lineage``, see :mod:`lineage`)."""
     meta = session.get("metadata") or {}
-    namespace, labels = meta.get("namespace"), meta.get("labels") or {}
-    chosen = [p for p in policies if (p.get("metadata") or {}).get("namespace") == namespace and matches(p, labels)]
-    return sorted(chosen, key=_name)
+    if (policy.get("metadata") or {}).get("namespace") != meta.get("namespace"):
+        return False
+    if matches(policy, meta.get("labels") or {}):
+        return True
+    found = lineage.ancestors(session) if ancestors is None else ancestors
+    return any(matches(policy, ancestor.labels) for ancestor in found)
+
+
+def applicable_policies(session: Mapping[str, Any], policies: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Policies that :func:`select <selects>` the session, sorted by name."""
+    ancestors = lineage.ancestors(session)
+    return sorted((p for p in policies if selects(p, session, ancestors)), key=_name)
+
+
+def lineage_max_ttl(session: Mapping[str, Any], policies: Iterable[Mapping[str, Any]]) -> Sourced[timedelta] | None:
+    """For a fork: how long it may live, counted from its own creation, so that it ends no later than any
+    ancestor's creation plus the maxTtl of the policies selecting that ancestor's labels (the smallest such
+    bound). None for a session that is no fork, or when no such policy sets a maxTtl."""
+    ancestors = lineage.ancestors(session)
+    created = parse_time((session.get("metadata") or {}).get("creationTimestamp"))
+    if not ancestors or created is None:
+        return None
+    namespace = (session.get("metadata") or {}).get("namespace")
+    policies = [p for p in policies if (p.get("metadata") or {}).get("namespace") == namespace]
+    best: Sourced[timedelta] | None = None
+    for ancestor in ancestors:
+        cap = merge_policies([p for p in policies if matches(p, ancestor.labels)]).max_ttl
+        if cap is None or ancestor.created is None:
+            continue
+        left = ancestor.created + cap.value - created
+        if best is None or left < best.value:
+            text = f"{cap.text or format_duration(cap.value)} from AgentSession {ancestor.name}'s creation at "
+            best = Sourced(left, cap.policy, text + format_time(ancestor.created))
+    return best
 
 
 def effective_policy_for(session: Mapping[str, Any], policies: Iterable[Mapping[str, Any]]) -> EffectivePolicy:
-    """:func:`merge_policies` over :func:`applicable_policies`."""
-    return merge_policies(applicable_policies(session, policies))
+    """:func:`merge_policies` over :func:`applicable_policies`, with a fork's :func:`lineage_max_ttl`."""
+    policies = list(policies)
+    effective = merge_policies(applicable_policies(session, policies))
+    left = lineage_max_ttl(session, policies)
+    return effective if left is None else replace(effective, lineage_max_ttl=left)
 
 
 # --- Merging -----------------------------------------------------------------------------------------
@@ -311,13 +357,7 @@ def policy_status(policy: Mapping[str, Any], sessions: Iterable[Mapping[str, Any
     tools show it unhealthy), ``matchedSessions`` (sessions of its namespace it selects now) and
     ``observedGeneration``."""
     meta = policy.get("metadata") or {}
-    namespace = meta.get("namespace")
-    matched = sum(
-        1
-        for s in sessions
-        if (s.get("metadata") or {}).get("namespace") == namespace
-        and matches(policy, (s.get("metadata") or {}).get("labels") or {})
-    )
+    matched = sum(1 for s in sessions if selects(policy, s))
     problems = policy_errors(policy)
     generation = meta.get("generation")
     return {
@@ -357,6 +397,13 @@ def _stricter(a: Sourced[timedelta] | None, b: Sourced[timedelta] | None) -> Sou
     if a is None or b is None:
         return a or b
     return a if a.value <= b.value else b
+
+
+def _left(value: Sourced[timedelta] | None) -> Sourced[timedelta] | None:
+    """A fork's lineage TTL as a cap: never below zero (a fork with nothing left expires at once)."""
+    if value is None or value.value > timedelta(0):
+        return value
+    return Sourced(timedelta(0), value.policy, value.text)
 
 
 def _recorded(text: Any) -> Sourced[timedelta] | None:
@@ -431,7 +478,7 @@ def resolve(
     action = spec.get("idleAction") or (
         effective.default_idle_action.value if effective.default_idle_action else IdleAction.DELETE
     )
-    max_ttl, max_idle = effective.max_ttl, effective.max_idle_timeout
+    max_ttl, max_idle = _stricter(effective.max_ttl, _left(effective.lineage_max_ttl)), effective.max_idle_timeout
     ttl_cap = TtlCap(max_ttl, max_ttl.value if max_ttl else None)
     if conditions.is_true(status.get("conditions"), phases.COND_CLAIM_CREATED):
         # Once running, a session only becomes more constrained: the maxima that applied before
@@ -682,6 +729,17 @@ def _fork_violations(spec: Mapping[str, Any], effective: EffectivePolicy, runnin
     ]
 
 
+def _lineage_violations(effective: EffectivePolicy, running: bool) -> list[str]:
+    """A new fork of data whose source's maxTtl is spent: refused (a running one just expires)."""
+    left = effective.lineage_max_ttl
+    if running or left is None or left.value > timedelta(0):
+        return []
+    return [
+        f"spec.forkFrom: the data it would copy has reached its maxTtl ({left.text}) {left.origin()}: a fork "
+        "cannot outlive its source's maximum"
+    ]
+
+
 def _label_violations(session: Mapping[str, Any], effective: EffectivePolicy, resolved: Resolved) -> list[str]:
     found = []
     own_labels = (session.get("metadata") or {}).get("labels") or {}
@@ -742,6 +800,7 @@ def violations(
         *_env_violations(spec, effective),
         *_annotation_and_volume_violations(spec, effective),
         *_fork_violations(spec, effective, running),
+        *_lineage_violations(effective, running),
         *_label_violations(session, effective, resolved),
     ]
 

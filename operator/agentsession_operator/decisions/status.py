@@ -259,8 +259,12 @@ def _verdict(
         return sticky
     expiry = lifecycle.expires_at(session, resolved)
     if expiry is not None and now >= expiry:
-        ttl = format_duration(resolved.ttl) if resolved.ttl else "?"
-        return Verdict(Phase.EXPIRED, phases.REASON_TTL_EXPIRED, f"the TTL of {ttl} ended at {format_time(expiry)}")
+        ttl = format_duration(resolved.ttl) if resolved.ttl is not None else "?"
+        message = f"the TTL of {ttl} ended at {format_time(expiry)}"
+        if resolved.ttl is not None and not resolved.ttl and (session.get("status") or {}).get("lineage"):
+            # A fork whose source's data had used up its maxTtl (policy.lineage_max_ttl): say so.
+            message += " (a fork ends when its source's data would: see the PolicyCompliant condition)"
+        return Verdict(Phase.EXPIRED, phases.REASON_TTL_EXPIRED, message)
     if claim is not None and seen.claim_name is None:
         return Verdict(
             Phase.FAILED,
@@ -451,8 +455,10 @@ MINIMAL_FIELDS: Final = (
     "idleDeadline",
     "expiresAt",
     "observedGeneration",
+    "lineage",
 )
-"""What a fallback write keeps when the API server refused the full status: the phase and the idle clock."""
+"""What a fallback write keeps when the API server refused the full status: the phase and the idle clock,
+and a fork's lineage (refused, the pass fails before any claim: a fork is never made without it)."""
 
 
 def _clip(value: Any, limit: int) -> Any:

@@ -44,6 +44,23 @@ async def _fork_source(reconciler: Any, namespace: str, name: str) -> dict[str, 
     return dict(cached) if cached is not None else await reconciler.kube.get_session(namespace, name)
 
 
+async def _unrecorded_ancestors(reconciler: Any, namespace: str, source: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The source's own sources while each is a fork that has recorded no lineage yet (made a moment ago,
+    not reconciled): read along the chain, at most names.MAX_LINEAGE deep (the reconciler records the rest)."""
+    found: list[dict[str, Any]] = []
+    current = source
+    seen = {((source or {}).get("metadata") or {}).get("name")}
+    while current is not None and len(found) < names.MAX_LINEAGE:
+        parent = fork.needs_older(current)
+        if not parent or parent in seen:
+            break
+        seen.add(parent)
+        current = await _fork_source(reconciler, namespace, parent)
+        if current is not None:
+            found.append(current)
+    return found
+
+
 async def validate_session(
     *,
     body: kopf.Body,
@@ -70,18 +87,20 @@ async def validate_session(
         policies = list(reconciler.cache.policies.get(namespace, {}).values())
         domains = await reconciler.label_domains()
         previous = dict(old) if old is not None else None
-        others: list[dict[str, Any]] = []
-        groups = admission.counted_groups(session, policies, operation, previous)
-        if groups:
-            others = await _sessions_for_count(reconciler, groups, namespace)
         fork_problems: list[str] = []
         source_name = fork.source_name(session) if operation == "CREATE" else None
         if source_name:
             # Same namespace by construction (forkFrom has no namespace field); the source must exist.
             source = await _fork_source(reconciler, namespace, source_name)
             fork_problems = fork.admission_problems(session, source)
-            # Policies judge the fork with the source's volumes and (unless it names one) its warm pool.
-            session = fork.admission_view(session, source)
+            # Policies judge the fork with the source's volumes, (unless it names one) its warm pool, and
+            # every policy of the sessions its data came from (decisions/lineage.py).
+            older = await _unrecorded_ancestors(reconciler, namespace, source)
+            session = fork.admission_view(session, source, *older)
+        others: list[dict[str, Any]] = []
+        groups = admission.counted_groups(session, policies, operation, previous)
+        if groups:
+            others = await _sessions_for_count(reconciler, groups, namespace)
         violations = admission.review(session, policies, domains, others, operation, old=previous)
         if previous is not None and not violations:
             standing = admission.standing_violations(session, policies, domains, previous)

@@ -23,7 +23,17 @@ from agentsession_api.activity import report_key
 from agentsession_api.phases import Phase
 from agentsession_api.timestamps import parse_time
 from agentsession_operator import constants as c
-from agentsession_operator.decisions import fork, lifecycle, naming, network, policy, quota, refusals, retention
+from agentsession_operator.decisions import (
+    fork,
+    lifecycle,
+    lineage,
+    naming,
+    network,
+    policy,
+    quota,
+    refusals,
+    retention,
+)
 from agentsession_operator.decisions import status as session_status
 from agentsession_operator.decisions.actions import (
     DEFAULT_EXPIRY_WARNING,
@@ -450,9 +460,12 @@ class Reconciler:
         sandbox = self.cache.sandboxes.get((namespace, bound))
         return sandbox if sandbox is not None else await self.kube.get_sandbox(namespace, bound)
 
-    async def _plan_fork(self, session: dict[str, Any]) -> fork.ForkPlan | fork.ForkBlocked:
+    async def _plan_fork(
+        self, session: dict[str, Any]
+    ) -> tuple[dict[str, Any] | None, fork.ForkPlan | fork.ForkBlocked]:
         """Gather a fork's inputs: the source session, its claim, its Sandbox read live (the cache drops
-        volumeClaimTemplates), the source's PVCs and their StorageClasses; then decide (decisions/fork.py)."""
+        volumeClaimTemplates), the source's PVCs and their StorageClasses; then decide (decisions/fork.py).
+        Returns the source too (None: absent), whose lineage the fork records."""
         namespace = session["metadata"]["namespace"]
         name = fork.source_name(session) or ""
         source = self.cache.sessions.get((namespace, name)) or await self.kube.get_session(namespace, name)
@@ -471,7 +484,19 @@ class Reconciler:
                 class_name = ((pvc or {}).get("spec") or {}).get("storageClassName")
                 if class_name and class_name not in classes:
                     classes[class_name] = await self.kube.get_storage_class(class_name)
-        return fork.plan_fork(session, source, claim, sandbox, pvcs, classes)
+        return source, fork.plan_fork(session, source, claim, sandbox, pvcs, classes)
+
+    async def _record_lineage(
+        self, key: Key, session: dict[str, Any], source: dict[str, Any] | None, log: Any
+    ) -> dict[str, Any]:
+        """A fork judged with its source's lineage (decisions/lineage.py); what it adds is written to status
+        at once, before any claim: once the claim exists the source is not read again (it may be gone)."""
+        view = fork.judged_view(session, source)
+        found = lineage.recorded(view)
+        if found != lineage.recorded(session):
+            await self._write_status(key, session, {"lineage": found}, log)
+            log.info("fork lineage recorded", ancestors=[entry.get("name") for entry in found])
+        return view
 
     # ---- the pass ----------------------------------------------------------------------------
     async def reconcile(self, key: Key, cause: str, deadline_lag: float | None = None, fresh: bool = False) -> None:
@@ -560,7 +585,8 @@ class Reconciler:
         sandbox = await self._observe_sandbox(namespace, claim)
         fork_blocked: fork.ForkBlocked | None = None
         if claim is None and fork.source_name(session) and not (session.get("status") or {}).get("claimName"):
-            plan = await self._plan_fork(session)
+            source, plan = await self._plan_fork(session)
+            session = await self._record_lineage(key, session, source, log)
             if isinstance(plan, fork.ForkPlan):
                 # Policies and the claim see the source's volumes (as clones) and, unless set, its pool.
                 session = fork.expand(session, plan.warm_pool, plan.volumes)
@@ -569,6 +595,10 @@ class Reconciler:
         elif claim is not None and fork.source_name(session):
             # A fork that has its claim keeps the pool it was created with (its spec may name none).
             session = fork.expand(session, fork.claim_warm_pool(claim, session), None)
+            if not lineage.recorded(session):  # forked before lineage was recorded: from the source, if cached
+                cached = self.cache.sessions.get((namespace, fork.source_name(session) or ""))
+                if cached is not None:
+                    session = await self._record_lineage(key, session, dict(cached), log)
         effective = self._effective(session)
         resolved = policy.resolve(session, effective)
         warm_pool_exists = True
