@@ -87,6 +87,7 @@ uninstall: venv ## remove what make install applied
 	$(PY) -m devcluster uninstall
 
 lint: venv ## ruff, mypy and shellcheck (the scripts the client runs in the pod, and ours)
+	$(PY) -m devcluster.prereqs lint  # shellcheck: installed as root on Debian, else one line naming it
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy devcluster api/agentsession_api client/langchain_k8s_client operator/agentsession_operator benchmarks
 	cd client/langchain_k8s_client/scripts && shellcheck -x *.sh
