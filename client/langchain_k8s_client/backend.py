@@ -230,9 +230,14 @@ def fork_session(
     if options.get("volume_claim_templates"):
         raise ValueError("a fork's volumes are copies of the source's: volume_claim_templates cannot be given")
     options.pop("volume_claim_templates", None)
-    store.require(namespace, source)
+    body = store.require(namespace, source)
     timeout = float(options.get("ready_timeout") or 180)
-    if suspend_source:
+    # A source already suspended (by its owner, or idle) stays so: we resume only what we suspended.
+    already = (
+        bool((body.get("spec") or {}).get("suspend")) or (body.get("status") or {}).get("phase") == Phase.SUSPENDED
+    )
+    ours = suspend_source and not already
+    if ours:
         store.set_suspend(namespace, source, True)
     try:
         if suspend_source:
@@ -241,6 +246,6 @@ def fork_session(
         if suspend_source:
             forked.wait_ready()  # Ready means its volumes are bound: the copy is made
     finally:
-        if suspend_source:
+        if ours:
             store.set_suspend(namespace, source, False)
     return forked

@@ -237,15 +237,19 @@ def _set_suspend(args: argparse.Namespace, store: SessionStore, ns: str, value: 
 
 
 def cmd_fork(args: argparse.Namespace, store: SessionStore, ns: str) -> int:
-    store.require(ns, args.name)
+    source = store.require(ns, args.name)
     if args.suspend_source:
-        # The client's own fork flow: suspend, create, wait for the fork, resume (even on failure).
-        progress(f"agentsession/{args.name}: suspending for the copy")
+        # The client's own fork flow: suspend, create, wait for the fork, resume (even on failure); a source
+        # that was suspended already stays suspended.
+        was_suspended = SessionView.of(source).phase == phases.Phase.SUSPENDED or bool(
+            (source.get("spec") or {}).get("suspend")
+        )
+        progress(f"agentsession/{args.name}: {'already suspended' if was_suspended else 'suspending for the copy'}")
         fork_session(
             store, ns, args.name, args.new_name, suspend_source=True, ready_timeout=args.request_timeout
         ).close()
         print(f"agentsession.{GROUP}/{args.new_name} created (fork of {args.name}, copied while suspended)")
-        progress(f"agentsession/{args.name}: resumed")
+        progress(f"agentsession/{args.name}: {'stays suspended' if was_suspended else 'resumed'}")
         return 0
     body = {
         "apiVersion": names.API_VERSION,

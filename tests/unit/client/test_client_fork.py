@@ -81,3 +81,15 @@ def test_the_source_is_resumed_when_the_fork_fails(fake: FakeStore) -> None:
 def test_a_fork_takes_no_volumes(fake: FakeStore) -> None:
     with pytest.raises(ValueError, match="copies of the source"):
         backend.fork_session(fake, "ns", "work", "b", volume_claim_templates=[{}])  # type: ignore[arg-type]
+
+
+def test_a_source_suspended_before_the_fork_stays_suspended(fake: FakeStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 28 item 12: `fork --suspend-source` resumed a source that was already suspended (by its owner, or
+    by an idle policy), handing the tenant a running sandbox nobody asked for."""
+    monkeypatch.setattr(fake, "require", lambda namespace, name: {"spec": {"suspend": True}})
+    backend.fork_session(fake, "ns", "work", "work-b", suspend_source=True)  # type: ignore[arg-type]
+    assert ("suspend", "work", False) not in fake.calls
+    FakeBackend.fail = True
+    with pytest.raises(TimeoutError):
+        backend.fork_session(fake, "ns", "work", "work-c", suspend_source=True)  # type: ignore[arg-type]
+    assert ("suspend", "work", False) not in fake.calls
