@@ -16,6 +16,7 @@ import structlog
 def configure(level: str = "INFO", json: bool = True) -> None:
     shared: list[Any] = [
         structlog.contextvars.merge_contextvars,
+        redact_env,
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
     ]
@@ -41,6 +42,29 @@ def configure(level: str = "INFO", json: bool = True) -> None:
     for noisy in ("aiohttp.access", "kubernetes_asyncio.client.rest", "kopf.objects"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     logging.getLogger("kopf.objects").addFilter(_refusals_are_not_errors)
+
+
+REDACTED = "<redacted>"
+
+
+def _redacted(value: Any) -> Any:
+    if isinstance(value, dict):
+        out = {k: _redacted(v) for k, v in value.items()}
+        if isinstance(value.get("env"), list):  # a session's, a claim's or a container's env: names only
+            out["env"] = [{**e, "value": REDACTED} if isinstance(e, dict) and "value" in e else e for e in value["env"]]
+        return out
+    if isinstance(value, list | tuple):
+        return [_redacted(v) for v in value]
+    return value
+
+
+def redact_env(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """Env values are often secrets (tokens, keys): no log line carries one, whichever field holds a
+    manifest, a patch or a spec. Names stay, to say which variable was set."""
+    for key, value in list(event.items()):
+        if isinstance(value, dict | list | tuple):
+            event[key] = _redacted(value)
+    return event
 
 
 def _refusals_are_not_errors(record: logging.LogRecord) -> bool:
