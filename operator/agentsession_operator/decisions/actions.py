@@ -217,8 +217,10 @@ def _isolation(
     now: datetime,
     effective: EffectivePolicy,
     isolation: network.Isolation,
+    sandbox: Mapping[str, Any] | None = None,
 ) -> list[Action]:
-    """The session's NetworkPolicy once its claim exists, and the NetworkIsolated condition saying so."""
+    """The session's NetworkPolicy once its claim exists, and the NetworkIsolated condition saying so:
+    True only when it is applied and applies (a hostNetwork pod ignores every NetworkPolicy)."""
     meta = session.get("metadata") or {}
     conditions = status.get("conditions")
     if owned is None or lifecycle.is_deleting(owned) or not (owned.get("metadata") or {}).get("uid"):
@@ -246,6 +248,14 @@ def _isolation(
             "NetworkPolicyApplied",
             f"NetworkPolicy {wanted['metadata']['name']}: {network.describe(egress)}",
         )
+        if network.host_network(sandbox):
+            verdict = (
+                False,
+                "HostNetwork",
+                "the sandbox's pod template sets hostNetwork: it shares the node's network and no "
+                f"NetworkPolicy applies to it (NetworkPolicy {wanted['metadata']['name']} is in place for "
+                "when the template stops)",
+            )
     status["conditions"] = set_condition(
         conditions, phases.COND_NETWORK_ISOLATED, *verdict, now, meta.get("generation")
     )
@@ -388,7 +398,7 @@ def reconcile_actions(
         elif owned is not None and not lifecycle.is_deleting(owned):
             actions += _claim_actions(session, owned, sandbox, status, now, resolved)
     if isolation is not None:
-        actions += _isolation(session, owned, status, now, effective, isolation)
+        actions += _isolation(session, owned, status, now, effective, isolation, sandbox)
     before = session.get("status") or {}
     lowered = max_ttl_warning(before, resolved, status, effective)
     soon, warn_at = expiry_warning(before, status, now, expiry_lead)

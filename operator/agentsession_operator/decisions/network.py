@@ -261,6 +261,12 @@ class Isolation:
     """The NetworkPolicy named :func:`policy_name` in the session's namespace, if any."""
 
 
+def host_network(sandbox: Mapping[str, Any] | None) -> bool:
+    """The Sandbox's pod runs in the node's network namespace: no NetworkPolicy applies to it."""
+    template = ((sandbox or {}).get("spec") or {}).get("podTemplate") or {}
+    return bool((template.get("spec") or {}).get("hostNetwork"))
+
+
 def in_place(current: Mapping[str, Any] | None, desired: Mapping[str, Any], session_uid: str | None) -> bool:
     """The session's own policy exists with the desired spec and labels."""
     if current is None or not is_owned_by(current, session_uid):

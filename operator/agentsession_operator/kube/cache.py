@@ -8,6 +8,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentsession_operator.decisions.network import host_network
+
 Key = tuple[str, str]  # (namespace, name)
 
 
@@ -134,7 +136,10 @@ class Cache:
     def remember_sandbox(self, key: Key, body: Mapping[str, Any]) -> None:
         if _newer_or_same(self.sandboxes.get(key), body):
             return
-        self.sandboxes[key] = slim(body, SANDBOX_SPEC_UNUSED)
+        small = slim(body, SANDBOX_SPEC_UNUSED)
+        if host_network(body):  # the one field of the pod template a decision reads (NetworkIsolated)
+            small["spec"]["podTemplate"] = {"spec": {"hostNetwork": True}}
+        self.sandboxes[key] = small
 
     def remember_pool(self, key: Key, body: Mapping[str, Any]) -> None:
         self.pools[key] = _resource_version(body)

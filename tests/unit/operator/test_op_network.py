@@ -334,3 +334,30 @@ def test_an_allowance_inside_a_private_range_still_opens_it_but_not_the_cluster_
     # Inside a cluster range: an explicit allowance, as before.
     (block,) = ip_blocks(network.egress_rules(egress_of(policy("p", {"allowCIDRs": ["10.96.0.10/32"]})), cidrs))
     assert block == {"cidr": "10.96.0.10/32"}
+
+
+def test_a_host_network_sandbox_is_not_network_isolated(
+    make_session: Make, make_claim: Make, make_sandbox: Make
+) -> None:
+    """Issue 28 item 9. A template with `hostNetwork: true` puts the pod in the node's network namespace,
+    where no NetworkPolicy applies: NetworkIsolated=True there was a claim nobody checked."""
+    sandbox = make_sandbox(pod_ips=["198.18.32.9"])
+    sandbox["spec"]["podTemplate"] = {"spec": {"hostNetwork": True, "containers": [{"name": "c"}]}}
+    actions = reconcile_actions(
+        make_session(), ready(make_claim), sandbox, T0, isolation=network.Isolation(SETTINGS, None)
+    )
+    condition = isolated(actions)
+    assert (condition["status"], condition["reason"]) == ("False", "HostNetwork"), condition
+    assert any(isinstance(a, ApplyNetworkPolicy) for a in actions)  # still in place for when it stops
+
+
+def test_the_cache_keeps_host_network_of_a_pod_template_it_otherwise_drops(make_sandbox: Make) -> None:
+    from agentsession_operator.kube.cache import Cache
+
+    cache = Cache()
+    sandbox = make_sandbox()
+    sandbox["metadata"]["resourceVersion"] = "1"
+    sandbox["spec"]["podTemplate"] = {"spec": {"hostNetwork": True, "containers": [{"name": "c", "image": "x"}]}}
+    cache.remember_sandbox(("ns", "demo"), sandbox)
+    kept = cache.sandboxes[("ns", "demo")]
+    assert network.host_network(kept) and kept["spec"]["podTemplate"] == {"spec": {"hostNetwork": True}}
