@@ -141,9 +141,8 @@ def test_running_session_that_breaks_a_new_policy_is_stopped(
     assert sandbox
 
 
-def test_waiting_session_proceeds_when_a_slot_frees(kube: Kube, namespace: str, operator: OperatorProcess) -> None:
-    """Item 5. Before: a session Failed over maxSessionsPerLabel stayed Failed after a slot freed.
-    Now: deleting the session holding the slot lets the waiting one proceed at once."""
+def first_of_a_capped_team(kube: Kube, namespace: str) -> None:
+    """A pause pool, a policy allowing one session per `team` value, and session `first` (team=a) Ready."""
     kube.apply(
         manifests.template("pause"),
         manifests.warm_pool("pool", "pause", 0),
@@ -153,6 +152,12 @@ def test_waiting_session_proceeds_when_a_slot_frees(kube: Kube, namespace: str, 
     time.sleep(2)  # the operator's watch sees the policy
     kube.apply(manifests.session("first", "pool", {"team": "a"}), namespace=namespace)
     kube.wait_for("first Ready", lambda: status_of(kube, "first", namespace).get("phase") == "Ready", timeout=90)
+
+
+def test_waiting_session_proceeds_when_a_slot_frees(kube: Kube, namespace: str, operator: OperatorProcess) -> None:
+    """Item 5. Before: a session Failed over maxSessionsPerLabel stayed Failed after a slot freed.
+    Now: deleting the session holding the slot lets the waiting one proceed at once."""
+    first_of_a_capped_team(kube, namespace)
     # Past the webhook (which counts every stored session): stored while the operator is down (Ignore).
     operator.kill()
     try:

@@ -8,7 +8,6 @@ at once, got no reaping and no policy action (phase Terminating did nothing), an
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 import pytest
@@ -16,7 +15,7 @@ import pytest
 from tests.e2e import manifests
 from tests.e2e.conftest import Kube, OperatorProcess
 from tests.e2e.test_policy import REFUSED, refusal, status_of
-from tests.e2e.test_security import policy
+from tests.e2e.test_security import first_of_a_capped_team
 
 pytestmark = pytest.mark.e2e
 
@@ -54,15 +53,7 @@ def test_a_deleted_session_kept_by_a_foreign_finalizer_stops_and_keeps_its_place
     session is Terminating with an Event saying so, and a second session is refused while the claim
     exists. Once the claim is gone the place frees and the second session runs; the session object
     lingers (its finalizer is the tenant's business, never removed by the operator)."""
-    kube.apply(
-        manifests.template("pause"),
-        manifests.warm_pool("pool", "pause", 0),
-        policy("cap", {"cleanup": {"maxSessionsPerLabel": {"key": "team", "max": 1}}}),
-        namespace=namespace,
-    )
-    time.sleep(2)  # the operator's watch sees the policy
-    kube.apply(manifests.session("first", "pool", {"team": "a"}), namespace=namespace)
-    kube.wait_for("first Ready", lambda: status_of(kube, "first", namespace).get("phase") == "Ready", timeout=90)
+    first_of_a_capped_team(kube, namespace)
     status = status_of(kube, "first", namespace)
     claim_name, sandbox_name = status["claimName"], status["sandboxName"]
     second = manifests.session("second", "pool", {"team": "a"})
