@@ -30,7 +30,7 @@ from typing import Any
 
 import yaml
 
-from devcluster import build, kubeconfig, pki, prereqs, processes, runtimes, versions
+from devcluster import build, kubeconfig, pki, processes, runtimes, versions
 from devcluster.errors import DevclusterError
 from devcluster.realnode import network
 from devcluster.realnode.node import RealNode
@@ -193,8 +193,8 @@ class Cluster:
             self._say("found a stale cluster; cleaning it up first")
             self.down(quiet=True)
         started = time.monotonic()
-        # Every entry point (make demo, the tests, the benchmarks) starts here: host packages first.
-        prereqs.ensure(prereqs.for_node(node), self.out)
+        # Every entry point (make demo, the tests, the benchmarks) starts here; build_all checks the host
+        # packages first, cached binaries or not.
         build.build_all(self.out, node=node)
         runtimes.prepare(self.out)
         for d in (self.paths.root, self.paths.pki, self.paths.logs, self.paths.pods, self.paths.volumes):
