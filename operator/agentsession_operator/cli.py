@@ -14,6 +14,7 @@ import os
 from dataclasses import dataclass
 
 import kopf
+import structlog
 from kubernetes_asyncio import config as kube_config
 
 from agentsession_api.durations import parse_duration
@@ -267,6 +268,16 @@ async def _preflight() -> None:
         await kube.close()
 
 
+def warn_unauthenticated_webhook() -> None:
+    """Loudly, once at start: without --webhook-client-ca any address the NetworkPolicy admits may call the
+    webhook and read a tenant's policy details from its refusals (docs/security.md, issue 28 item 12)."""
+    structlog.get_logger("agentsession.webhook").warning(
+        "webhook client authentication is OFF: any caller the operator's NetworkPolicy admits gets answers",
+        fix="give the API server a client certificate for admission webhooks (AdmissionConfiguration "
+        "kubeConfigFile) and start the operator with --webhook-client-ca (chart: webhook.clientAuth)",
+    )
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     logs.configure(args.log_level, json=args.log_format == "json")
@@ -283,6 +294,8 @@ def main(argv: list[str] | None = None) -> None:
         except OSError as err:
             raise SystemExit(f"agentsession-operator: webhook port {args.bind}:{args.webhook_port}: {err}") from err
         admission.register(registry)  # handlers.startup then configures the server (settings.admission)
+        if not config.client_ca:
+            warn_unauthenticated_webhook()
 
     asyncio.run(
         kopf.operator(
