@@ -29,9 +29,21 @@ OPERATOR_SERVICE_ACCOUNT = "agentsession-operator"
 CLIENT_SERVICE_ACCOUNT = "agent-app"
 TOKEN_DURATION = "2h"
 
-# What service_account_kubeconfig installs from config/: the identity and its permissions, not the
-# workload (Deployment, Service) nor the CRDs (the tests apply those from crds/ themselves).
-RBAC_KINDS = frozenset({"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"})
+# What service_account_kubeconfig installs from config/: the identity, its permissions and the pins on
+# what those permissions may change (config/admission/), not the workload (Deployment, Service) nor the
+# CRDs (the tests apply those from crds/ themselves).
+RBAC_KINDS = frozenset(
+    {
+        "Namespace",
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Role",
+        "RoleBinding",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    }
+)
 
 
 def render(kube: Kube, directory: Path) -> list[dict[str, Any]]:

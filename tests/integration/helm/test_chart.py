@@ -34,12 +34,19 @@ ALLOWED: dict[tuple[str, str], str] = {
 EXTRA: dict[str, str] = {}
 
 
+# Cluster-scoped kinds kustomize's namespace transformer does not know as such: it gives them the
+# namespace, which the API server ignores for a cluster-scoped object.
+KUSTOMIZE_NAMESPACES_THESE = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
+
+
 def _objects(text: str) -> dict[str, dict[str, Any]]:
     out = {}
     for doc in yaml.safe_load_all(text):
         if not doc:
             continue
         meta = doc["metadata"]
+        if doc["kind"] in KUSTOMIZE_NAMESPACES_THESE:
+            meta.pop("namespace", None)
         out[f"{doc['kind']}/{meta.get('namespace', '')}/{meta['name']}"] = doc
     return out
 

@@ -1,0 +1,153 @@
+"""Issue 28 item 10: what the operator's RBAC lets it write, pinned by config/admission/ (after a compromise).
+
+Each attack runs with the operator's own ServiceAccount token (the `operator` fixture's kubeconfig, the
+RBAC and pins `kubectl apply -k config/` installs) against the real kube-apiserver. Before: every one
+of them was admitted (RBAC grants `patch` on any Sandbox and on the webhook configuration, `create` and
+`update` on any NetworkPolicy). Now the API server's ValidatingAdmissionPolicies refuse them, while the
+operator's own writes (suspend through operatingMode, its caBundle and URL, each session's policy) go on.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.e2e import install, manifests
+from tests.e2e.conftest import Kube, OperatorProcess
+from tests.e2e.test_policy import status_of
+
+pytestmark = pytest.mark.e2e
+
+PINS = install.CONFIG / "admission" / "operator_write_pins.yaml"
+
+
+def _ready_session(kube: Kube, namespace: str, name: str = "pinned") -> dict[str, Any]:
+    kube.apply(manifests.template("pause"), manifests.warm_pool("pool", "pause", 0), namespace=namespace)
+    kube.apply(manifests.session(name, "pool"), namespace=namespace)
+    kube.wait_for(f"{name} Ready", lambda: status_of(kube, name, namespace).get("phase") == "Ready", timeout=90)
+    return status_of(kube, name, namespace)
+
+
+def _as_operator(kube: Kube, operator: OperatorProcess, *args: str, input: str | None = None) -> Any:
+    return kube.run(*args, kubeconfig=operator.kubeconfig, check=False, input=input)
+
+
+def _refused(proc: Any, message: str) -> None:
+    assert proc.returncode != 0, f"admitted: {proc.stdout}"
+    assert message in proc.stderr, proc.stderr
+
+
+def test_the_operator_may_change_only_a_sandboxs_operating_mode(
+    kube: Kube, namespace: str, operator: OperatorProcess
+) -> None:
+    """Attack: a hostNetwork pod template, a label that a foreign NetworkPolicy selects. Then the operator's
+    own write: spec.suspend on the session makes it set operatingMode, under the same pin."""
+    status = _ready_session(kube, namespace)
+    sandbox = status["sandboxName"]
+    rewrite = {"spec": {"podTemplate": {"spec": {"hostNetwork": True}}}}
+    proc = _as_operator(
+        kube, operator, "patch", "sandbox", sandbox, "-n", namespace, "--type=merge", "-p", json.dumps(rewrite)
+    )
+    _refused(proc, "may change only spec.operatingMode of a Sandbox")
+    relabel = {"metadata": {"labels": {"example.com/open": "yes"}}}
+    proc = _as_operator(
+        kube, operator, "patch", "sandbox", sandbox, "-n", namespace, "--type=merge", "-p", json.dumps(relabel)
+    )
+    _refused(proc, "may not change a Sandbox's labels")
+    kept = kube.get("sandbox", sandbox, namespace) or {}
+    assert not kept["spec"]["podTemplate"]["spec"].get("hostNetwork")
+
+    kube.run("patch", "agentsession", "pinned", "-n", namespace, "--type=merge", "-p", '{"spec":{"suspend":true}}')
+    kube.wait_for(
+        "the operator to suspend it",
+        lambda: status_of(kube, "pinned", namespace).get("phase") == "Suspended",
+        timeout=60,
+    )
+    assert (kube.get("sandbox", sandbox, namespace) or {})["spec"].get("operatingMode") == "Suspended"
+
+
+def test_the_operator_may_not_widen_its_webhook(kube: Kube, operator: OperatorProcess) -> None:
+    """Attack: add Secrets to the webhook's rules (every Secret written in the cluster would be sent to it), and
+    point it elsewhere. The operator's own patch (its URL and caBundle, at every start) was admitted: the
+    fixture's operator is serving."""
+    name = "agentsession.dev"
+    hooks = (kube.get("validatingwebhookconfiguration", name) or {})["webhooks"]
+    assert hooks[0]["clientConfig"].get("caBundle"), "the operator patched its caBundle in under the pin"
+    secrets = {"apiGroups": [""], "apiVersions": ["v1"], "resources": ["secrets"], "operations": ["CREATE", "UPDATE"]}
+    widened = [{"name": hooks[0]["name"], "rules": [*hooks[0]["rules"], secrets]}]
+    patch = json.dumps({"webhooks": widened})
+    proc = _as_operator(
+        kube, operator, "patch", "validatingwebhookconfiguration", name, "--type=strategic", "-p", patch
+    )
+    _refused(proc, "may change only the clientConfig")
+    elsewhere = [
+        {"name": hooks[0]["name"], "clientConfig": {"url": None, "service": {"namespace": "kube-system", "name": "x"}}}
+    ]
+    proc = _as_operator(
+        kube,
+        operator,
+        "patch",
+        "validatingwebhookconfiguration",
+        name,
+        "--type=strategic",
+        "-p",
+        json.dumps({"webhooks": elsewhere}),
+    )
+    _refused(proc, "may not point its webhook at another Service")
+    after = (kube.get("validatingwebhookconfiguration", name) or {})["webhooks"]
+    assert after[0]["rules"] == hooks[0]["rules"] and after[0]["clientConfig"] == hooks[0]["clientConfig"]
+
+
+def test_the_operator_may_write_only_a_sessions_own_network_policy(
+    kube: Kube, namespace: str, operator: OperatorProcess
+) -> None:
+    """Attack: an allow-everything policy for the whole namespace (owned by a session, to look like one of
+    ours), and a rewrite of the tenant's own policy. The operator's own policy for the session stays."""
+    status = _ready_session(kube, namespace, "netpinned")
+    session = kube.get("agentsession", "netpinned", namespace) or {}
+    owner = {
+        "apiVersion": session["apiVersion"],
+        "kind": "AgentSession",
+        "name": "netpinned",
+        "uid": session["metadata"]["uid"],
+    }
+    open_all = {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": "open-all", "namespace": namespace, "ownerReferences": [owner]},
+        "spec": {"podSelector": {}, "ingress": [{}], "egress": [{}], "policyTypes": ["Ingress", "Egress"]},
+    }
+    proc = _as_operator(kube, operator, "create", "-f", "-", input=json.dumps(open_all))
+    _refused(proc, "select exactly one claim's pods")
+    tenants = {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": "tenant-own", "namespace": namespace},
+        "spec": {"podSelector": {"matchLabels": {"app": "db"}}, "policyTypes": ["Ingress"]},
+    }
+    kube.apply(tenants)
+    widened = kube.get("networkpolicy", "tenant-own", namespace) or {}
+    widened["spec"]["ingress"] = [{}]  # an update (the verb RBAC grants the operator), not a patch
+    proc = _as_operator(kube, operator, "replace", "-f", "-", input=json.dumps(widened))
+    _refused(proc, "only NetworkPolicies owned by an AgentSession")
+    assert not (kube.get("networkpolicy", "tenant-own", namespace) or {})["spec"].get("ingress")
+    own = kube.list("networkpolicy", namespace, selector=f"agentsession.dev/session-uid={session['metadata']['uid']}")
+    claim_uid = (kube.get("sandboxclaim", status["claimName"], namespace) or {})["metadata"]["uid"]
+    assert [p["spec"]["podSelector"] for p in own] == [{"matchLabels": {"agents.x-k8s.io/claim-uid": claim_uid}}]
+
+
+def test_the_sandbox_pin_names_every_field_of_the_installed_sandbox_spec(kube: Kube) -> None:
+    """The pin lists the Sandbox spec's fields (a CRD's object type cannot be iterated in CEL): a field a
+    newer agent-sandbox adds must fail here, not escape the pin."""
+    policy = next(
+        doc for doc in yaml.safe_load_all(PINS.read_text()) if doc["metadata"]["name"].endswith("sandbox-writes")
+    )
+    pinned = set(re.findall(r"object\.spec\.\?(\w+)", policy["spec"]["validations"][0]["expression"]))
+    crd = kube.get("crd", "sandboxes.agents.x-k8s.io") or {}
+    for version in crd["spec"]["versions"]:
+        fields = set(version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"])
+        assert pinned == fields - {"operatingMode"}, version["name"]
