@@ -76,3 +76,33 @@ def test_an_object_count_quota_caps_a_namespace_whatever_the_labels(
     third = manifests.session("unlabelled", ttl="10m")
     refused = kube.run("create", "-n", namespace, "-f", "-", input=json.dumps(third), check=False)
     assert refused.returncode != 0 and "exceeded quota" in refused.stderr, refused.stderr
+
+
+def test_a_status_meant_for_a_deleted_session_never_lands_on_its_namesake(kube: Kube, namespace: str) -> None:
+    """Item 12: status writes carry the session's UID. A pass that read session `again` (UID 1) writes its
+    status after `again` was deleted and created anew (UID 2). Before: a merge patch on /status, whose
+    metadata.uid the API server ignores there, so UID 1's phase landed on UID 2. Now a JSON patch tests
+    metadata.uid first: refused, and reported as the session being gone (None); UID 2's own write lands."""
+    body = manifests.session("again", "no-such-pool", ttl="10m")
+    kube.apply(body, namespace=namespace)
+    first = (kube.get("agentsession", "again", namespace) or {})["metadata"]["uid"]
+    kube.run("delete", "agentsession", "again", "-n", namespace, "--wait=true", "--timeout=60s")
+    kube.apply(body, namespace=namespace)
+    second = kube.get("agentsession", "again", namespace) or {}
+    assert second["metadata"]["uid"] != first
+
+    async def write(uid: str, has_status: bool) -> dict[str, object] | None:
+        api = await kube_client.Kube.connect()
+        try:
+            return await api.patch_session_status(
+                namespace, "again", {"phase": "Expired"}, uid=uid, has_status=has_status
+            )
+        finally:
+            await api.close()
+
+    assert asyncio.run(write(first, True)) is None
+    assert asyncio.run(write(first, False)) is None
+    assert ((kube.get("agentsession", "again", namespace) or {}).get("status") or {}).get("phase") != "Expired"
+    current = kube.get("agentsession", "again", namespace) or {}
+    written = asyncio.run(write(second["metadata"]["uid"], current.get("status") is not None))
+    assert written is not None and written["status"]["phase"] == "Expired"  # type: ignore[index]

@@ -20,6 +20,7 @@ from agentsession_operator.kube import transport
 _log = logger()
 
 _MERGE = {"Content-Type": "application/merge-patch+json"}
+_JSON_PATCH = "application/json-patch+json"
 LIST_PAGE = 500  # objects per page of the start-up and resync listings
 _MANAGED = f"{c.LABEL_MANAGED_BY}={c.MANAGED_BY}"
 # A list of metadata only (names, resourceVersions), with plain JSON as the fallback the server may pick.
@@ -49,6 +50,24 @@ def without_env_lookups(api_client: client.ApiClient) -> client.ApiClient:
     if session is not None and hasattr(session, "_trust_env"):
         session._trust_env = False
     return api_client
+
+
+def status_json_patch(status: dict[str, Any], uid: str, has_status: bool) -> list[dict[str, Any]]:
+    """The merge patch ``{"status": status}`` as a JSON patch that first tests metadata.uid.
+
+    Same effect for the top-level members the operator writes (each one whole): ``add`` replaces an existing
+    member, and a None (a merge patch's delete) is added as null, which the API server prunes from a
+    structural schema's non-nullable field, so it is removed whether it was there or not.
+    """
+    ops: list[dict[str, Any]] = [{"op": "test", "path": "/metadata/uid", "value": uid}]
+    if not has_status:
+        return [*ops, {"op": "add", "path": "/status", "value": {k: v for k, v in status.items() if v is not None}}]
+    return ops + [{"op": "add", "path": f"/status/{_pointer(key)}", "value": value} for key, value in status.items()]
+
+
+def _pointer(key: str) -> str:
+    """One JSON pointer reference token (RFC 6901)."""
+    return key.replace("~", "~0").replace("/", "~1")
 
 
 class Kube:
@@ -152,8 +171,21 @@ class Kube:
     async def list_sessions(self, namespace: str | None = None, selector: str | None = None) -> list[dict[str, Any]]:
         return await self._list(names.GROUP, names.VERSION, names.SESSION_PLURAL, namespace, selector)
 
-    async def patch_session_status(self, namespace: str, name: str, status: dict[str, Any]) -> dict[str, Any] | None:
-        """Merge-patch `/status` only: the operator never writes spec (GitOps owns it)."""
+    async def patch_session_status(
+        self, namespace: str, name: str, status: dict[str, Any], uid: str | None = None, has_status: bool = True
+    ) -> dict[str, Any] | None:
+        """Merge ``status`` into `/status` only: the operator never writes spec (GitOps owns it).
+
+        With ``uid``, the write lands only on that session: a JSON patch whose first op tests metadata.uid
+        (on `/status` a merge patch's metadata.uid is silently ignored), so a status computed for a session
+        that was deleted and created again under the same name never reaches the new one. ``has_status``:
+        whether the session has a status yet (the JSON patch adds members to it, or adds it whole). None:
+        the session is gone, or is another one now.
+        """
+        body: Any = {"status": status}
+        content_type = _MERGE["Content-Type"]
+        if uid is not None:
+            body, content_type = status_json_patch(status, uid, has_status), _JSON_PATCH
         try:
             return dict(
                 await self.custom.patch_namespaced_custom_object_status(
@@ -162,14 +194,20 @@ class Kube:
                     namespace,
                     names.SESSION_PLURAL,
                     name,
-                    {"status": status},
-                    _content_type=_MERGE["Content-Type"],
+                    body,
+                    _content_type=content_type,
                 )
             )
         except ApiException as exc:
             if exc.status == 404:
                 return None
+            if exc.status == 422 and uid is not None and not await self._is_session(namespace, name, uid):
+                return None  # the test op failed: another session holds the name now
             raise
+
+    async def _is_session(self, namespace: str, name: str, uid: str) -> bool:
+        current = await self.get_session(namespace, name)
+        return current is not None and (current.get("metadata") or {}).get("uid") == uid
 
     async def delete_session(self, namespace: str, name: str, uid: str) -> None:
         try:

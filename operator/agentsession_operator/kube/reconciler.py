@@ -798,9 +798,11 @@ class Reconciler:
     async def _write_status(self, key: Key, session: dict[str, Any], patch: dict[str, Any], log: Any) -> None:
         before = _phase(session.get("status"))
         patch = session_status.bounded_status(patch)
+        # Fenced by UID: a status computed from this body never lands on a session created anew under its name.
+        fence = {"uid": session["metadata"].get("uid"), "has_status": session.get("status") is not None}
         self._fence()
         try:
-            written = await self.kube.patch_session_status(key[0], key[1], patch)
+            written = await self.kube.patch_session_status(key[0], key[1], patch, **fence)
         except ApiException as exc:
             if exc.status != 422:
                 raise
@@ -810,7 +812,7 @@ class Reconciler:
             self._event(session, "StatusRejected", f"status update refused: {str(exc.reason)[:512]}", "Warning")
             patch = session_status.minimal_status(patch)
             self._fence()
-            written = await self.kube.patch_session_status(key[0], key[1], patch)
+            written = await self.kube.patch_session_status(key[0], key[1], patch, **fence)
         if written is None:
             # 404: the session is gone. Remember it, so that no later trigger (the garbage collector
             # deleting the claim this pass created, a deadline) acts on the body this pass had.

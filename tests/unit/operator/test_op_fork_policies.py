@@ -165,7 +165,9 @@ class ForkKube:
     async def get_session(self, namespace: str, name: str) -> Obj | None:
         return copy.deepcopy(self.sessions.get(name))
 
-    async def patch_session_status(self, namespace: str, name: str, status: Obj) -> Obj | None:
+    async def patch_session_status(
+        self, namespace: str, name: str, status: Obj, uid: str | None = None, has_status: bool = True
+    ) -> Obj | None:
         self.calls.append("status:" + ",".join(sorted(status)))
         merged = {k: v for k, v in {**(self.sessions[name].get("status") or {}), **status}.items() if v is not None}
         AgentSessionStatus.model_validate(merged)

@@ -189,7 +189,9 @@ class FakeKube:
     async def get_session(self, namespace: str, name: str) -> Obj | None:
         return copy.deepcopy(self.sessions.get(name))
 
-    async def patch_session_status(self, namespace: str, name: str, status: Obj) -> Obj | None:
+    async def patch_session_status(
+        self, namespace: str, name: str, status: Obj, uid: str | None = None, has_status: bool = True
+    ) -> Obj | None:
         body = self.sessions[name]
         merged = {k: v for k, v in {**(body.get("status") or {}), **status}.items() if v is not None}
         self.sessions[name] = {**body, "status": merged}

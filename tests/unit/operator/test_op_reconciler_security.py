@@ -37,7 +37,9 @@ class FakeKube:
     async def get_session(self, namespace: str, name: str) -> Obj | None:
         return copy.deepcopy(self.session)
 
-    async def patch_session_status(self, namespace: str, name: str, status: Obj) -> Obj | None:
+    async def patch_session_status(
+        self, namespace: str, name: str, status: Obj, uid: str | None = None, has_status: bool = True
+    ) -> Obj | None:
         merged = {**(self.session.get("status") or {}), **status}
         merged = {k: v for k, v in merged.items() if v is not None}
         try:
@@ -123,11 +125,11 @@ async def test_status_refused_by_validation_falls_back_to_a_minimal_write(monkey
     fake = FakeKube(session_with(format_activity(datetime.now(UTC)), datetime.now(UTC) - timedelta(minutes=1)))
     real = fake.patch_session_status
 
-    async def refuses_resolved(namespace: str, name: str, status: Obj) -> Obj | None:
+    async def refuses_resolved(namespace: str, name: str, status: Obj, **fence: Any) -> Obj | None:
         if "resolved" in status:
             fake.refused += 1
             raise ApiException(status=422, reason="Unprocessable Entity: status.resolved: something unforeseen")
-        return await real(namespace, name, status)
+        return await real(namespace, name, status, **fence)
 
     monkeypatch.setattr(fake, "patch_session_status", refuses_resolved)
     await reconcile(fake)

@@ -42,7 +42,9 @@ class RefusingKube:
         exc.body = json.dumps({"kind": "Status", "message": self.message}).encode()
         raise exc
 
-    async def patch_session_status(self, namespace: str, name: str, status: dict[str, Any]) -> dict[str, Any]:
+    async def patch_session_status(
+        self, namespace: str, name: str, status: dict[str, Any], uid: str | None = None, has_status: bool = True
+    ) -> dict[str, Any]:
         self.status_patches.append(status)
         return {**self.session, "status": status}
 

@@ -58,7 +58,9 @@ class FakeKube:
     async def list_sessions(self, namespace: str | None = None, selector: str | None = None) -> list[dict[str, Any]]:
         return [copy.deepcopy(s) for (ns, _), s in self.sessions.items() if namespace in (None, ns)]
 
-    async def patch_session_status(self, namespace: str, name: str, status: dict[str, Any]) -> dict[str, Any] | None:
+    async def patch_session_status(
+        self, namespace: str, name: str, status: dict[str, Any], uid: str | None = None, has_status: bool = True
+    ) -> dict[str, Any] | None:
         if self.gate is not None:
             await self.gate.wait()
         if self.fail_status_writes:
@@ -66,8 +68,8 @@ class FakeKube:
             raise RuntimeError("API unavailable")
         self.writes.append(("status", name))
         body = self.sessions.get((namespace, name))
-        if body is None:
-            return None
+        if body is None or (uid is not None and body["metadata"].get("uid") != uid):
+            return None  # gone, or another session under the name (the API server's test op fails)
         merged = {**(body.get("status") or {}), **status}
         body["status"] = {k: v for k, v in merged.items() if v is not None}
         meta = body["metadata"]
@@ -679,3 +681,17 @@ async def test_an_expired_session_without_its_claim_is_passed_without_a_request(
     await reconciler.reconcile(key, cause="listed")
     assert kube.reads == []  # neither the session nor its (deleted) claim
     assert not any(w[0] == "create-claim" for w in kube.writes)
+
+
+def test_the_uid_fenced_status_patch_tests_the_uid_then_sets_each_member_whole() -> None:
+    from agentsession_operator.kube.client import status_json_patch
+
+    ops = status_json_patch({"phase": "Ready", "message/x": "m", "podIPs": None}, "u-1", has_status=True)
+    assert ops == [
+        {"op": "test", "path": "/metadata/uid", "value": "u-1"},
+        {"op": "add", "path": "/status/phase", "value": "Ready"},
+        {"op": "add", "path": "/status/message~1x", "value": "m"},
+        {"op": "add", "path": "/status/podIPs", "value": None},  # null: pruned, so removed
+    ]
+    first = status_json_patch({"phase": "Pending", "podIPs": None}, "u-1", has_status=False)
+    assert first[1:] == [{"op": "add", "path": "/status", "value": {"phase": "Pending"}}]
