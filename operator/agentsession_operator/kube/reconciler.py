@@ -13,27 +13,16 @@ import datetime as dt
 import time
 from collections import defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from kubernetes_asyncio.client.rest import ApiException
 
 from agentsession_api import names, phases
-from agentsession_api.activity import report_key
 from agentsession_api.phases import Phase
 from agentsession_api.timestamps import parse_time
 from agentsession_operator import constants as c
-from agentsession_operator.decisions import (
-    fork,
-    lifecycle,
-    lineage,
-    naming,
-    network,
-    policy,
-    quota,
-    refusals,
-    retention,
-)
+from agentsession_operator.decisions import decide, fork, naming, network, policy, quota, refusals
 from agentsession_operator.decisions import status as session_status
 from agentsession_operator.decisions.actions import (
     DEFAULT_EXPIRY_WARNING,
@@ -44,11 +33,9 @@ from agentsession_operator.decisions.actions import (
     DeleteClaim,
     PatchClaim,
     PatchSandbox,
-    PatchStatus,
     ScheduleCheck,
     Warn,
     patch_changes,
-    reconcile_actions,
 )
 from agentsession_operator.decisions.ownership import is_owned_by
 from agentsession_operator.decisions.selectors import watched
@@ -59,8 +46,6 @@ from agentsession_operator.kube.client import Kube
 from agentsession_operator.kube.scheduler import DeadlineScheduler
 
 LABEL_DOMAINS_TTL = 60.0  # seconds between reads of agent-sandbox-config
-FORK_RETRY = 2.0  # seconds: a fork waiting on its source's PVCs looks again (no watch on PVCs)
-FORK_RECHECK = 30.0  # seconds: a fork that cannot be made is checked again (a StorageClass annotated later)
 RESYNC_DEBOUNCE = 2.0  # seconds after a listing's last event before listing again (the burst is over)
 RESYNC_PERIOD = 300.0  # a relist that found nothing delivers no event at all: list anyway, this often
 RESYNC_KINDS = ("policies", "pools", "sessions", "claims", "sandboxes")
@@ -460,43 +445,27 @@ class Reconciler:
         sandbox = self.cache.sandboxes.get((namespace, bound))
         return sandbox if sandbox is not None else await self.kube.get_sandbox(namespace, bound)
 
-    async def _plan_fork(
-        self, session: dict[str, Any]
-    ) -> tuple[dict[str, Any] | None, fork.ForkPlan | fork.ForkBlocked]:
-        """Gather a fork's inputs: the source session, its claim, its Sandbox read live (the cache drops
-        volumeClaimTemplates), the source's PVCs and their StorageClasses; then decide (decisions/fork.py).
-        Returns the source too (None: absent), whose lineage the fork records."""
+    async def _fork_inputs(self, session: dict[str, Any]) -> decide.ForkInputs:
+        """A fork's inputs: the source session, its claim, its Sandbox read live (the cache drops
+        volumeClaimTemplates), the source's PVCs and their StorageClasses (decisions/fork.py plans)."""
         namespace = session["metadata"]["namespace"]
         name = fork.source_name(session) or ""
         source = self.cache.sessions.get((namespace, name)) or await self.kube.get_session(namespace, name)
-        claim: dict[str, Any] | None = None
-        sandbox: dict[str, Any] | None = None
+        if source is None or (source.get("status") or {}).get("phase") not in fork.FORKABLE_PHASES:
+            return decide.ForkInputs(source)
+        claim_name = naming.claim_name(name, source["metadata"]["uid"])
+        claim = self.cache.claims.get((namespace, claim_name)) or await self.kube.get_claim(namespace, claim_name)
+        bound = (((claim or {}).get("status") or {}).get("sandbox") or {}).get("name")
+        sandbox = await self.kube.get_sandbox(namespace, bound) if bound else None
         pvcs: dict[str, dict[str, Any] | None] = {}
         classes: dict[str, dict[str, Any] | None] = {}
-        if source is not None and (source.get("status") or {}).get("phase") in fork.FORKABLE_PHASES:
-            claim_name = naming.claim_name(name, source["metadata"]["uid"])
-            claim = self.cache.claims.get((namespace, claim_name)) or await self.kube.get_claim(namespace, claim_name)
-            bound = (((claim or {}).get("status") or {}).get("sandbox") or {}).get("name")
-            sandbox = await self.kube.get_sandbox(namespace, bound) if bound else None
-            for pvc_name in fork.source_pvc_names(sandbox):
-                pvcs[pvc_name] = await self.kube.get_pvc(namespace, pvc_name)
-            for pvc in pvcs.values():
-                class_name = ((pvc or {}).get("spec") or {}).get("storageClassName")
-                if class_name and class_name not in classes:
-                    classes[class_name] = await self.kube.get_storage_class(class_name)
-        return source, fork.plan_fork(session, source, claim, sandbox, pvcs, classes)
-
-    async def _record_lineage(
-        self, key: Key, session: dict[str, Any], source: dict[str, Any] | None, log: Any
-    ) -> dict[str, Any]:
-        """A fork judged with its source's lineage (decisions/lineage.py); what it adds is written to status
-        at once, before any claim: once the claim exists the source is not read again (it may be gone)."""
-        view = fork.judged_view(session, source)
-        found = lineage.recorded(view)
-        if found != lineage.recorded(session):
-            await self._write_status(key, session, {"lineage": found}, log)
-            log.info("fork lineage recorded", ancestors=[entry.get("name") for entry in found])
-        return view
+        for pvc_name in fork.source_pvc_names(sandbox):
+            pvcs[pvc_name] = await self.kube.get_pvc(namespace, pvc_name)
+        for pvc in pvcs.values():
+            class_name = ((pvc or {}).get("spec") or {}).get("storageClassName")
+            if class_name and class_name not in classes:
+                classes[class_name] = await self.kube.get_storage_class(class_name)
+        return decide.ForkInputs(source, claim, sandbox, pvcs, classes)
 
     # ---- the pass ----------------------------------------------------------------------------
     async def reconcile(self, key: Key, cause: str, deadline_lag: float | None = None, fresh: bool = False) -> None:
@@ -541,158 +510,108 @@ class Reconciler:
             metrics.RECONCILE_SECONDS.observe(time.monotonic() - started)
 
     async def _reconcile(self, key: Key, cause: str, deadline_lag: float | None, fresh: bool) -> None:
+        seen = await self._observe(key, fresh)
+        if seen is None:
+            return
+        decision = decide.decide(seen)
+        if decision.missing_pool and await self.kube.get_warm_pool(key[0], decision.missing_pool) is not None:
+            decision = decide.decide(replace(seen, pools={*seen.pools, decision.missing_pool}))
+        await self._carry_out(key, decision, logger(namespace=key[0], session=key[1], cause=cause), deadline_lag)
+
+    async def _observe(self, key: Key, fresh: bool) -> decide.Observed | None:
+        """Everything a pass decides on: the cache first, the API where the cache may lag. None: the
+        session is gone (forgotten here)."""
         namespace, name = key
         session = None if fresh else self.cache.sessions.get(key)
         if session is None:
             session = await self.kube.get_session(namespace, name)
         if session is None or self.cache.is_deleted(session):
             self.forget(key)
-            return
+            return None
         self.remember_session(key, session)
-        now = _now()
         uid = session["metadata"]["uid"]
-        log = logger(namespace=namespace, session=name, cause=cause)
-
-        # Activity: the operator stamps it with its own clock when it first sees a new report.
-        status_extra: dict[str, Any] = {}
-        report = (session["metadata"].get("annotations") or {}).get(names.ANNOTATION_ACTIVITY)
-        status = dict(session.get("status") or {})
-        # Only a bounded key of the annotation goes to status (a long one made every status write fail).
-        if isinstance(report, str) and report and report_key(report) != status.get("lastActivityReport"):
-            busy_cap = policy.resolve(session, self._effective(session)).max_idle_timeout
-            observed = lifecycle.activity_patch(report, now, busy_cap)
-            status_extra["lastActivityReport"] = report_key(report)
-            if observed is not None:
-                status.update(observed)
-                status_extra.update(observed)
-            session = {**session, "status": status}
-
         claim_name = naming.claim_name(name, uid)
         claim = await self._observe_claim(namespace, claim_name, session)
-        gone_claim = claim is None and (session.get("status") or {}).get("claimName")
-        if gone_claim and not fresh and _phase(session.get("status")) != Phase.EXPIRED:
+        status = session.get("status") or {}
+        if claim is None and status.get("claimName") and not fresh and _phase(status) != Phase.EXPIRED:
             # The claim the status names is gone. So may the session be: a stale event handled after its
             # deletion (the garbage collector took the claim) must not create the claim again. Not asked
-            # of an Expired session: it stays Expired and never creates a claim (a GET at each of its
-            # passes: four per reaped session at a restart).
+            # of an Expired session: it stays Expired and never creates a claim.
             latest = await self.kube.get_session(namespace, name)
             if latest is None or latest["metadata"]["uid"] != uid:
                 self.cache.session_deleted(uid)
                 self.forget(key)
                 if latest is not None:  # the same name, another session: its own pass
                     self.scheduler.schedule(key, _now())
-                return
-        sandbox = await self._observe_sandbox(namespace, claim)
-        fork_blocked: fork.ForkBlocked | None = None
-        if claim is None and fork.source_name(session) and not (session.get("status") or {}).get("claimName"):
-            source, plan = await self._plan_fork(session)
-            session = await self._record_lineage(key, session, source, log)
-            if isinstance(plan, fork.ForkPlan):
-                # Policies and the claim see the source's volumes (as clones) and, unless set, its pool.
-                session = fork.expand(session, plan.warm_pool, plan.volumes)
-            else:
-                fork_blocked = plan
-        elif claim is not None and fork.source_name(session):
-            # A fork that has its claim keeps the pool it was created with (its spec may name none).
-            session = fork.expand(session, fork.claim_warm_pool(claim, session), None)
-            if not lineage.recorded(session):  # forked before lineage was recorded: from the source, if cached
-                cached = self.cache.sessions.get((namespace, fork.source_name(session) or ""))
-                if cached is not None:
-                    session = await self._record_lineage(key, session, dict(cached), log)
-        effective = self._effective(session)
-        resolved = policy.resolve(session, effective)
-        warm_pool_exists = True
-        if claim is None and resolved.warm_pool:
-            warm_pool_exists = (namespace, resolved.warm_pool) in self.cache.pools or (
-                await self.kube.get_warm_pool(namespace, resolved.warm_pool) is not None
-            )
-        # Every pass, claim or not: PolicyCompliant is always the current verdict, and a running session
-        # that breaks a policy is stopped (decisions.actions).
-        violations = policy.violations(session, effective, await self.label_domains(), running=claim is not None)
-        # maxSessionsPerLabel at every pass, claim or not: the places ranked before this one (creation
-        # order, so every replica and restart agrees on who is over; decisions.quota).
-        violations += quota.over_cap(session, effective, self.cache.scan_bodies_in(namespace))
-
-        policy_key = (namespace, network.policy_name(claim_name))
-        isolation = network.Isolation(self.config.network, self.cache.network_policies.get(policy_key))
-        actions = reconcile_actions(
-            session,
-            claim,
-            sandbox,
-            now,
-            warm_pool_exists=warm_pool_exists,
-            effective=effective,
-            violations=violations,
-            fork=fork_blocked,
-            isolation=isolation,
+                return None
+        source = fork.source_name(session)
+        fork_inputs = None
+        fork_source = None
+        if claim is None and source and not status.get("claimName"):
+            fork_inputs = await self._fork_inputs(session)
+        elif claim is not None and source:
+            cached = self.cache.sessions.get((namespace, source))
+            fork_source = dict(cached) if cached is not None else None
+        return decide.Observed(
+            session=session,
+            claim=claim,
+            sandbox=await self._observe_sandbox(namespace, claim),
+            now=_now(),
+            policies=list(self.cache.policies.get(namespace, {}).values()),
+            pools={pool for ns, pool in self.cache.pools if ns == namespace},
+            label_domains=await self.label_domains(),
+            peers=self.cache.scan_bodies_in(namespace),
+            fork_inputs=fork_inputs,
+            fork_source=fork_source,
+            network_policy=self.cache.network_policies.get((namespace, network.policy_name(claim_name))),
+            network_settings=self.config.network,
             expiry_lead=self.config.expiry_warning,
             progress_written=self._progress_written.get(key),
         )
-        status_patch: dict[str, Any] | None = None
+
+    async def _carry_out(self, key: Key, decision: decide.Decision, log: Any, deadline_lag: float | None) -> None:
+        """Act on a decision, in its order: lineage, the actions, the status, retention."""
+        session = decision.view
+        if decision.lineage is not None:
+            await self._write_status(key, session, {"lineage": decision.lineage}, log)
+            log.info("fork lineage recorded", ancestors=[entry.get("name") for entry in decision.lineage])
         again = False
         created: dict[str, Any] | None = None
-        for action in actions:
-            if isinstance(action, PatchStatus):
-                status_patch = {**action.patch, **status_extra}
-            elif isinstance(action, ScheduleCheck):
+        for action in decision.actions:
+            if isinstance(action, ScheduleCheck):
                 self._schedule(key, action)
             elif isinstance(action, Warn):
                 log.warning("warning", reason=action.reason, message=action.message)
                 self._event(session, action.reason, action.message, "Warning")
             elif isinstance(action, CreateClaim | PatchClaim):
                 try:
-                    again = await self._act(action, session, claim, log, deadline_lag) or again
+                    again = await self._act(action, session, decision.observed.claim, log, deadline_lag) or again
                 except ApiException as exc:
                     if not refusals.is_refusal(exc.status):
                         raise
                     # Say why on the status before the pass fails (and is retried with backoff).
-                    planned = next((a.patch for a in actions if isinstance(a, PatchStatus)), None)
                     verb = "create" if isinstance(action, CreateClaim) else "patch"
-                    message = refusals.api_message(exc.body)
-                    patch = refusals.refusal_status(session, planned, verb, int(exc.status), message, now)
-                    await self._write_status(key, session, {**patch, **status_extra}, log)
+                    patch = decide.refused(decision, verb, int(exc.status), refusals.api_message(exc.body))
+                    await self._write_status(key, session, patch, log)
                     raise
                 if isinstance(action, CreateClaim):
-                    created = self.cache.claims.get((namespace, action.manifest["metadata"]["name"]))
+                    created = self.cache.claims.get((key[0], action.manifest["metadata"]["name"]))
             else:
-                again = await self._act(action, session, claim, log, deadline_lag) or again
-        if fork_blocked is not None:
-            wait = FORK_RETRY if fork_blocked.phase == Phase.PENDING else FORK_RECHECK
-            self.scheduler.schedule(key, now + dt.timedelta(seconds=wait))
-        if created is not None and is_owned_by(created, uid):
-            # Judged again with the claim just created, as the claim's first watch event would be: the
-            # NetworkPolicy goes in now (NetworkIsolated is never True before it is applied), and the
-            # status is what that pass would write: for a new session nothing until it is Ready or has
-            # provisioned for PROGRESS_DELAY (decisions.actions), not Pending ("creating the claim").
-            running = policy.violations(session, effective, await self.label_domains(), running=True)
-            follow = reconcile_actions(
-                session,
-                created,
-                None,
-                now,
-                effective=effective,
-                violations=running,
-                isolation=isolation,
-                expiry_lead=self.config.expiry_warning,
-            )
-            status_patch = None
-            for step in follow:
+                again = await self._act(action, session, decision.observed.claim, log, deadline_lag) or again
+        if created is not None:
+            decision = decide.after_create(decision, created)
+            for step in decision.actions:
                 if isinstance(step, ApplyNetworkPolicy):
                     await self._apply_network_policy(step, session, log)
-                elif isinstance(step, PatchStatus):
-                    status_patch = {**step.patch, **status_extra}
                 elif isinstance(step, ScheduleCheck):
                     self._schedule(key, step)
-        if status_patch is None and status_extra:
-            status_patch = status_extra
-        if status_patch is not None:
-            await self._write_status(key, session, status_patch, log)
-            progress = _phase(session.get("status")) == Phase.PROVISIONING == status_patch.get("phase")
-            if progress:  # a provisioning session's progress: the next waits longer (decisions.actions)
-                self._progress_written[key] = now
+        if decision.status is not None:
+            await self._write_status(key, session, decision.status, log)
+            if decision.progress:  # a provisioning session's progress: the next waits longer (decisions.actions)
+                self._progress_written[key] = decision.observed.now
             else:
                 self._progress_written.pop(key, None)
-        await self._retention(key, session, status_patch, effective, now)
+        await self._retention(key, decision.retention)
         if again:  # last, so no deadline set by this pass replaces it
             self.scheduler.schedule(key, _now() + dt.timedelta(seconds=AGAIN_DELAY))
 
@@ -707,7 +626,7 @@ class Reconciler:
         self,
         action: Action,
         session: dict[str, Any],
-        claim: dict[str, Any] | None,
+        claim: Mapping[str, Any] | None,
         log: Any,
         deadline_lag: float | None,
     ) -> bool:
@@ -847,27 +766,16 @@ class Reconciler:
                 if created and ready_at:
                     metrics.TIME_TO_READY.observe(max((ready_at - created).total_seconds(), 0.0))
 
-    async def _retention(
-        self,
-        key: Key,
-        session: dict[str, Any],
-        patch: dict[str, Any] | None,
-        effective: policy.EffectivePolicy,
-        now: dt.datetime,
-    ) -> None:
-        """cleanup.deleteFinishedAfter: delete finished sessions once their time has come."""
-        after = effective.delete_finished_after.value if effective.delete_finished_after else None
-        if after is None:
-            return
-        view = {**session, "status": {**(session.get("status") or {}), **(patch or {})}}
-        if retention.is_due(view, after, now):
+    async def _retention(self, key: Key, step: decide.DeleteSession | ScheduleCheck | None) -> None:
+        """cleanup.deleteFinishedAfter: delete a finished session once its time has come."""
+        if isinstance(step, decide.DeleteSession):
             self._fence()
-            await self.kube.delete_session(key[0], key[1], session["metadata"]["uid"])
-            logger(namespace=key[0], session=key[1]).info("finished session deleted by retention", after=str(after))
-            return
-        when = retention.deletion_time(view, after)
-        if when is not None:
-            self.scheduler.schedule(key, when)
+            await self.kube.delete_session(key[0], key[1], step.uid)
+            logger(namespace=key[0], session=key[1]).info(
+                "finished session deleted by retention", after=str(step.after)
+            )
+        elif step is not None:
+            self.scheduler.schedule(key, step.at)
 
     def session_deleted(self, key: Key, uid: str | None) -> None:
         """The session (this UID) is deleted: forget it, and never act on a body of it again."""

@@ -89,6 +89,7 @@ def test_a_deleting_session_keeps_its_place_while_its_claim_exists(cap: list[Obj
     """Issue 28 item 5: a tenant adds its own finalizer and deletes its session. The object lingers; so
     does its claim until the operator's delete completes. Until the status says the claim is gone, the
     place stays held: a deletion never lets a second sandbox run beside the first."""
+    from agentsession_operator.decisions.policy import resolve
     from agentsession_operator.decisions.status import compute_status
 
     now = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
@@ -103,10 +104,10 @@ def test_a_deleting_session_keeps_its_place_while_its_claim_exists(cap: list[Obj
     me = one("me", 9)
     assert over(me, [seen, one("x", 2), me], cap) != []
     claim = make_claim("c1", owner_uid="uid-d")
-    terminating = {**seen, "status": compute_status(seen, claim, None, now)}
+    terminating = {**seen, "status": compute_status(seen, claim, None, now, resolved=resolve(seen))}
     assert terminating["status"]["phase"] == "Terminating" and quota.holds_place(terminating)
     assert over(me, [terminating, one("x", 2), me], cap) != []
-    claim_gone = {**terminating, "status": compute_status(terminating, None, None, now)}
+    claim_gone = {**terminating, "status": compute_status(terminating, None, None, now, resolved=resolve(terminating))}
     assert not quota.holds_place(claim_gone)
     assert over(me, [claim_gone, one("x", 2), me], cap) == []
     # One finished for good before its deletion (a terminal claim reason) does not come back to count.
@@ -120,7 +121,8 @@ def test_a_deleting_session_keeps_its_place_while_its_claim_exists(cap: list[Obj
     }
     failed = one("f", 1, deleting=True, status=terminal)
     assert not quota.holds_place(failed)
-    assert not quota.holds_place({**failed, "status": compute_status(failed, claim, None, now)})
+    judged = compute_status(failed, claim, None, now, resolved=resolve(failed))
+    assert not quota.holds_place({**failed, "status": judged})
 
 
 def test_the_ranking_is_the_same_whatever_the_cache_order_or_statuses(cap: list[Obj]) -> None:

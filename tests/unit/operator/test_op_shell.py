@@ -679,3 +679,30 @@ async def test_an_expired_session_without_its_claim_is_passed_without_a_request(
     await reconciler.reconcile(key, cause="listed")
     assert kube.reads == []  # neither the session nor its (deleted) claim
     assert not any(w[0] == "create-claim" for w in kube.writes)
+
+
+async def test_a_pass_resolves_the_settings_in_force_once(
+    kube: FakeKube, reconciler: Reconciler, make_session: Make, make_policy: Make, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The creating pass (the claim, then the round after its create) and a later pass each resolve once:
+    the shell decides nothing itself (decisions/decide.py). They resolved 5 and 3 times before."""
+    from agentsession_operator.decisions import actions, policy
+
+    count = [0]
+    real = policy.resolve
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        count[0] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(policy, "resolve", counting)
+    monkeypatch.setattr(actions, "resolve", counting)
+    kube.pools.add(("ns", "python-pool"))
+    kube.policies.append(make_policy("p", {"limits": {"maxTtl": "4h"}}))
+    await reconciler.prime(("ns",))
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")  # the reconciler reads the real clock
+    key = _store(kube, make_session(spec={"warmPoolRef": {"name": "python-pool"}, "ttl": "2h"}, created=now))
+    await reconciler.reconcile(key, cause="test")
+    assert ("create-claim", "demo") in kube.writes and count == [1]
+    await reconciler.reconcile(key, cause="again")
+    assert count == [2]
