@@ -17,7 +17,8 @@ from agentsession_operator.infra import memory, webhook_server
 from agentsession_operator.kube import webhook
 from agentsession_operator.kube.client import LIST_PAGE, Kube
 from agentsession_operator.kube.leader import KubeLeaseAPI, LeaderElector
-from agentsession_operator.kube.reconciler import RESYNC_PERIOD, Config, Reconciler
+from agentsession_operator.kube.reconciler import Config, Reconciler
+from agentsession_operator.kube.resync import RESYNC_PERIOD
 
 WORKER_IDLE = 0.5  # seconds
 

@@ -23,7 +23,6 @@ from agentsession_operator.decisions import admission, fork, lifecycle, naming, 
 from agentsession_operator.decisions.policy import effective_policy_for, resolve, violations
 from agentsession_operator.handlers import admission as admission_handler
 from agentsession_operator.kube.cache import Cache
-from agentsession_operator.kube.client import Kube
 from agentsession_operator.kube.reconciler import Reconciler
 
 Obj = dict[str, Any]
@@ -246,8 +245,7 @@ async def test_the_reconciler_records_the_lineage_before_the_claim_and_keeps_it(
     copy_ = a_fork(make_session, "copy", "src", now - timedelta(minutes=1), {"tier": "open"})
     fake = ForkKube({"src": src, "copy": copy_})
     _source_objects(fake, src)
-    rec = Reconciler(Kube.__new__(Kube))
-    rec.kube = fake  # type: ignore[assignment]
+    rec = Reconciler(fake)  # type: ignore[arg-type]
     rec.cache.loaded = True
     for p in restricted_policies(make_policy):
         rec.cache.policies["ns"][p["metadata"]["name"]] = p

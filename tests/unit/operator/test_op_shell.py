@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from agentsession_operator.decisions.actions import PROGRESS_DELAY
-from agentsession_operator.kube.reconciler import MAX_RETRY_DELAY, PRIMED_KINDS, Reconciler
+from agentsession_operator.kube.reconciler import MAX_RETRY_DELAY, Reconciler
+from agentsession_operator.kube.resync import PRIMED_KINDS
 from agentsession_operator.kube.scheduler import DeadlineScheduler
 
 Make = Callable[..., dict[str, Any]]
@@ -202,7 +203,7 @@ async def test_provisioning_progress_waits_then_is_written_from_the_cache(
     at = reconciler.scheduler.due(key)
     assert at is not None and at - dt.datetime.now(dt.UTC) < PROGRESS_DELAY + dt.timedelta(seconds=1)
     later = at + dt.timedelta(milliseconds=1)
-    monkeypatch.setattr("agentsession_operator.kube.reconciler._now", lambda: later)
+    monkeypatch.setattr("agentsession_operator.kube.clock.now", lambda: later)
     kube.reads.clear()
     await reconciler._on_deadline(key, at)
     assert kube.writes[writes:] == [("status", "demo")] and kube.reads == []
@@ -386,13 +387,13 @@ async def test_triggers_during_a_pass_coalesce_into_one_more_pass(
 ) -> None:
     key = _store(kube, make_session())
     passes: list[str] = []
-    original = reconciler._reconcile
+    original = reconciler.session_pass.run
 
     async def counting(key: Key, cause: str, lag: float | None, fresh: bool) -> None:
         passes.append(cause)
         await original(key, cause, lag, fresh)
 
-    reconciler._reconcile = counting  # type: ignore[method-assign]
+    reconciler.session_pass.run = counting  # type: ignore[method-assign]
     kube.gate = asyncio.Event()
     first = asyncio.create_task(reconciler.reconcile(key, cause="first"))
     await asyncio.sleep(0.01)  # the first pass now waits inside its status write
