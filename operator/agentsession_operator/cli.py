@@ -18,13 +18,13 @@ from kubernetes_asyncio import config as kube_config
 
 from agentsession_api.durations import parse_duration
 from agentsession_operator.decisions import network
-from agentsession_operator.decisions.lease import Timing
 from agentsession_operator.handlers import admission
 from agentsession_operator.infra import logs, metrics
 from agentsession_operator.infra import webhook_server as webhook
 from agentsession_operator.kube import preflight
 from agentsession_operator.kube.client import Kube
 from agentsession_operator.kube.leader import default_identity
+from agentsession_operator.kube.lease import Timing
 
 
 @dataclass(frozen=True)
