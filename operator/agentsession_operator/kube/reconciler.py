@@ -113,6 +113,10 @@ class Reconciler:
     async def collect_orphan(self, claim: dict[str, Any]) -> bool:
         return await orphans.collect_orphan(self.kube, claim, lambda: self.is_leader())
 
+    async def label_domains(self) -> list[str]:
+        """agent-sandbox's allowed pod-label domains (read at most every LABEL_DOMAINS_TTL; admission too)."""
+        return await self.session_pass.label_domains()
+
     async def update_policy_status(self, namespace: str, name: str) -> None:
         await self.policy_status.update(namespace, name)
 

@@ -22,6 +22,7 @@ from agentsession_api.types import AgentSessionStatus
 from agentsession_operator.decisions import admission, fork, lifecycle, naming, network
 from agentsession_operator.decisions.policy import effective_policy_for, resolve, violations
 from agentsession_operator.handlers import admission as admission_handler
+from agentsession_operator.handlers.state import OperatorState
 from agentsession_operator.kube.cache import Cache
 from agentsession_operator.kube.reconciler import Reconciler
 
@@ -296,7 +297,7 @@ async def test_the_webhook_refuses_a_fork_of_an_unrecorded_fork_for_the_grandpar
     # copy-1 was created a moment ago (before no-forks existed): no pass has recorded its lineage yet.
     first = a_fork(make_session, "copy-1", "src", T0 + timedelta(minutes=5), {"tier": "open"})
     second = a_fork(make_session, "copy-2", "copy-1", T0 + timedelta(minutes=6), {"tier": "open"})
-    memo = kopf.Memo(reconciler=WebhookReconciler(policies, {"src": src, "copy-1": first}), namespaces=())
+    memo = kopf.Memo(state=OperatorState(reconciler=WebhookReconciler(policies, {"src": src, "copy-1": first})))
     with pytest.raises(kopf.AdmissionError) as err:
         await admission_handler.validate_session(
             body=kopf.Body(cast(kopf.RawBody, second)), memo=memo, warnings=[], operation="CREATE"

@@ -13,6 +13,7 @@ import pytest
 from fake_kube import FakeKube, store
 
 from agentsession_operator.decisions.actions import PROGRESS_DELAY
+from agentsession_operator.handlers.state import OperatorState
 from agentsession_operator.kube.reconciler import MAX_RETRY_DELAY, Reconciler
 from agentsession_operator.kube.resync import PRIMED_KINDS
 from agentsession_operator.kube.scheduler import DeadlineScheduler
@@ -173,7 +174,9 @@ async def _session_event(reconciler: Reconciler, type_: str | None, body: dict[s
 
     from agentsession_operator.handlers import events
 
-    await events.session_event(type=type_, body=kopf.Body(copy.deepcopy(body)), memo=kopf.Memo(reconciler=reconciler))
+    await events.session_event(
+        type=type_, body=kopf.Body(copy.deepcopy(body)), memo=kopf.Memo(state=OperatorState(reconciler=reconciler))
+    )
 
 
 async def test_a_stale_event_handled_after_the_deleted_event_creates_no_claim(
@@ -235,7 +238,7 @@ async def test_a_status_write_answered_404_ends_the_session_for_good(
 
     from agentsession_operator.handlers import events
 
-    memo = kopf.Memo(reconciler=reconciler)
+    memo = kopf.Memo(state=OperatorState(reconciler=reconciler))
     await events.claim_event(type="DELETED", body=kopf.Body(claim), memo=memo)
     await _session_event(reconciler, "DELETED", body)
     assert kube.writes.count(("create-claim", "demo")) == 1
@@ -470,7 +473,7 @@ async def _listed(reconciler: Reconciler, handler: str, body: dict[str, Any]) ->
 
     from agentsession_operator.handlers import events
 
-    memo = kopf.Memo(reconciler=reconciler)
+    memo = kopf.Memo(state=OperatorState(reconciler=reconciler))
     await getattr(events, handler)(type=None, body=kopf.Body(copy.deepcopy(body)), memo=memo)
 
 
