@@ -25,7 +25,7 @@ def _newer_or_same(known: Mapping[str, Any] | None, body: Mapping[str, Any]) -> 
     """The cache's copy is at least as new as `body`: keep it. The same resourceVersion is the same object,
     and keeping the copy built first (at start, prime's) instead of a fresh one per listed event keeps the
     long-lived cache from being strewn among a listing's short-lived bodies (memory a replica that took
-    over 3,000 sessions never gave back)."""
+    over many sessions never gave back)."""
     if known is None:
         return False
     return same_version(known, body) or _resource_version(known) > _resource_version(body)
@@ -43,8 +43,7 @@ INTERN_MAX = 64  # strings up to this long are shared between cached objects (ke
 def _compact(value: Any) -> Any:
     """A copy whose keys and short strings are interned: every object decoded from JSON has its own copy
     of each key ("lastTransitionTime", "observedGeneration", ...) and of values such as "True" or a
-    reason. Shared, a cached session, claim, Sandbox and NetworkPolicy take 12 KiB instead of 26 KiB
-    (tracemalloc), about 40 us per object to build."""
+    reason. Shared, the cached objects take about half the memory, for a little CPU per object."""
     if isinstance(value, Mapping):
         return {_intern(k): _compact(v) for k, v in value.items()}
     if isinstance(value, list):
@@ -140,7 +139,7 @@ class Cache:
     network_policies: dict[Key, dict[str, Any]] = field(default_factory=dict)  # the operator's own, by label
     forks: set[Key] = field(default_factory=set)
     """The cached sessions that are forks (spec.forkFrom): every session event looks for forks waiting on
-    it, and scanning all sessions for them cost 8 ms per event at 10,000 sessions."""
+    it, and a scan of every session per event grows with the number of sessions."""
     loaded: bool = False
     """Policies and warm pools were listed once: before that no session is acted on (a session judged
     without its policy would get a claim the policy forbids)."""
