@@ -6,28 +6,12 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-import pytest
-
 from agentsession_api import names, phases
-from agentsession_operator.decisions import decide, policy
+from agentsession_operator.decisions import decide
 from agentsession_operator.decisions.actions import ApplyNetworkPolicy, CreateClaim, ScheduleCheck
 
 Make = Callable[..., dict[str, Any]]
 POOL = "python-pool"
-
-
-@pytest.fixture
-def resolves(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Counts policy.resolve: a pass resolves the settings in force once, whatever rules read them."""
-    count = [0]
-    real = policy.resolve
-
-    def counting(*args: Any, **kwargs: Any) -> Any:
-        count[0] += 1
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(policy, "resolve", counting)
-    return count
 
 
 def test_a_new_session_gets_its_claim_and_one_resolve(make_session: Make, now: Any, resolves: list[int]) -> None:

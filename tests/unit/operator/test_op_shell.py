@@ -573,21 +573,11 @@ async def test_an_expired_session_without_its_claim_is_passed_without_a_request(
 
 
 async def test_a_pass_resolves_the_settings_in_force_once(
-    kube: FakeKube, reconciler: Reconciler, make_session: Make, make_policy: Make, monkeypatch: pytest.MonkeyPatch
+    kube: FakeKube, reconciler: Reconciler, make_session: Make, make_policy: Make, resolves: list[int]
 ) -> None:
     """The creating pass (the claim, then the round after its create) and a later pass each resolve once:
     the shell decides nothing itself (decisions/decide.py). They resolved 5 and 3 times before."""
-    from agentsession_operator.decisions import actions, policy
-
-    count = [0]
-    real = policy.resolve
-
-    def counting(*args: Any, **kwargs: Any) -> Any:
-        count[0] += 1
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(policy, "resolve", counting)
-    monkeypatch.setattr(actions, "resolve", counting)
+    count = resolves
     kube.pools.add(("ns", "python-pool"))
     kube.policies.append(make_policy("p", {"limits": {"maxTtl": "4h"}}))
     await reconciler.prime(("ns",))
