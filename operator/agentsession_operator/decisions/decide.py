@@ -18,6 +18,7 @@ from agentsession_api import names
 from agentsession_api.activity import report_key
 from agentsession_api.phases import Phase
 from agentsession_api.timestamps import utc
+from agentsession_api.views import SessionStatus, status_of
 from agentsession_operator.decisions import fork, lifecycle, lineage, network, policy, quota, refusals, retention
 from agentsession_operator.decisions.actions import (
     DEFAULT_EXPIRY_WARNING,
@@ -97,7 +98,7 @@ class Decision:
     """The status patch written after the actions (None: nothing changed)."""
     planned: dict[str, Any] | None
     """The verdict's own status patch, without the activity fields (a refusal builds on it)."""
-    activity: dict[str, Any]
+    activity: SessionStatus
     """Status fields from a new activity report (the operator's clock), written with any status."""
     retention: DeleteSession | ScheduleCheck | None
     progress: bool | None
@@ -108,15 +109,15 @@ class Decision:
     observed: Observed
 
 
-def _activity(view: Mapping[str, Any], now: datetime, resolved: Resolved) -> dict[str, Any]:
+def _activity(view: Mapping[str, Any], now: datetime, resolved: Resolved) -> SessionStatus:
     """A new activity report, stamped with the operator's clock. Only a bounded key of the annotation
     goes to status (a long one made every status write fail)."""
     report = ((view.get("metadata") or {}).get("annotations") or {}).get(names.ANNOTATION_ACTIVITY)
-    status = view.get("status") or {}
-    if not isinstance(report, str) or not report or report_key(report) == status.get("lastActivityReport"):
+    if not isinstance(report, str) or not report or report_key(report) == status_of(view).get("lastActivityReport"):
         return {}
-    observed = lifecycle.activity_patch(report, now, resolved.max_idle_timeout)
-    return {"lastActivityReport": report_key(report), **(observed or {})}
+    found: SessionStatus = {"lastActivityReport": report_key(report)}
+    found.update(lifecycle.activity_patch(report, now, resolved.max_idle_timeout) or {})
+    return found
 
 
 def _fork_view(seen: Observed) -> tuple[dict[str, Any], fork.ForkBlocked | None]:
@@ -154,8 +155,9 @@ def _retention(
 
 def _finish(decision: Decision, actions: Sequence[Action], planned: dict[str, Any] | None) -> Decision:
     """The status written (the verdict's, with any activity fields), retention and progress from it."""
-    status = {**planned, **decision.activity} if planned is not None else (decision.activity or None)
-    before = (decision.view.get("status") or {}).get("phase")
+    activity: dict[str, Any] = dict(decision.activity)
+    status = {**planned, **activity} if planned is not None else (activity or None)
+    before = status_of(decision.view).get("phase")
     progress = None if status is None else before == Phase.PROVISIONING == status.get("phase")
     return replace(
         decision,
@@ -178,7 +180,7 @@ def decide(seen: Observed) -> Decision:
     activity = _activity(view, now, resolved)
     if activity:
         view = {**view, "status": {**(view.get("status") or {}), **activity}}
-    pool = resolved.warm_pool
+    pool = resolved.warm_pool  # spec.warmPoolRef, a policy default, or the fork's source's
     missing = pool if seen.claim is None and pool and pool not in seen.pools else None
     # Every pass, claim or not: PolicyCompliant is always the current verdict, and a running session that
     # breaks a policy is stopped. maxSessionsPerLabel likewise, ranked by creation order (decisions.quota).
@@ -249,4 +251,4 @@ def after_create(decision: Decision, created: Mapping[str, Any]) -> Decision:
 def refused(decision: Decision, verb: str, code: int, message: str) -> dict[str, Any]:
     """The status written when the API server refused a claim write: why, on the planned status."""
     patch = refusals.refusal_status(decision.view, decision.planned, verb, code, message, utc(decision.observed.now))
-    return {**patch, **decision.activity}
+    return {**patch, **dict(decision.activity)}

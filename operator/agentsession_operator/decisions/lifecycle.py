@@ -16,6 +16,7 @@ from agentsession_api import phases
 from agentsession_api.activity import parse_activity
 from agentsession_api.phases import IdleAction
 from agentsession_api.timestamps import format_time, parse_time, utc
+from agentsession_api.views import SessionStatus, spec_of, status_of
 from agentsession_operator import constants
 from agentsession_operator.decisions.resolved import Resolved
 
@@ -74,7 +75,7 @@ def should_create_claim(
     Never for a session being deleted, in a terminal phase, or past its expiry: a late reconcile must not
     resurrect a sandbox the TTL already ended.
     """
-    phase = (session.get("status") or {}).get("phase")
+    phase = status_of(session).get("phase")
     checks: tuple[tuple[bool, str], ...] = (
         (claim_exists, "ClaimExists"),
         (is_deleting(session), phases.REASON_DELETING),
@@ -89,7 +90,7 @@ def should_create_claim(
 
 
 # --- Activity and idleness ---------------------------------------------------------------------------
-def activity_patch(annotation_value: object, now: datetime, busy_cap: timedelta | None = None) -> dict[str, Any] | None:
+def activity_patch(annotation_value: object, now: datetime, busy_cap: timedelta | None = None) -> SessionStatus | None:
     """Status fields to write when the activity annotation changed; None when the value is garbage.
 
     Times come from the operator's clock (``now``), see the module docstring. ``busy=`` counts for at
@@ -154,7 +155,7 @@ def desired_operating_mode(
     not Ready yet: seen on the real node, where that takes longer than a short idle timeout). Becoming
     Ready restarts the idle clock.
     """
-    if (session.get("spec") or {}).get("suspend"):
+    if spec_of(session).get("suspend"):
         return constants.OPERATING_MODE_SUSPENDED
     if resolved.idle_action != IdleAction.SUSPEND:
         return constants.OPERATING_MODE_RUNNING
