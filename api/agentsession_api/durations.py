@@ -72,15 +72,6 @@ def duration_seconds(text: str, *, max_length: int | None = DURATION_MAX_LENGTH,
     return parse_duration_ns(text, max_length=max_length, allow_zero=allow_zero) / 1e9
 
 
-def is_valid_duration(text: object) -> bool:
-    """True when the API server would admit ``text`` as a duration."""
-    try:
-        parse_duration_ns(text)  # type: ignore[arg-type]
-    except ValueError:
-        return False
-    return True
-
-
 def format_duration_ns(nanoseconds: int) -> str:
     """Whole hours of a nanosecond count, for messages (``2562047h`` for Go's maximum)."""
     return f"about {nanoseconds // UNITS_NS['h']}h"

@@ -29,7 +29,6 @@ ENV_GLOB: Final = r"^[-._a-zA-Z0-9*?]+$"
 """An environment variable name pattern in a policy: name characters plus ``*`` and ``?``."""
 
 _DNS1123_LABEL_RE = re.compile(DNS1123_LABEL)
-_DNS1123_SUBDOMAIN_RE = re.compile(DNS1123_SUBDOMAIN)
 _QUALIFIED_NAME_RE = re.compile(QUALIFIED_NAME)
 _LABEL_VALUE_RE = re.compile(LABEL_VALUE)
 
@@ -37,11 +36,6 @@ _LABEL_VALUE_RE = re.compile(LABEL_VALUE)
 def is_dns1123_label(value: str) -> bool:
     """Valid as a Pod, Sandbox or SandboxClaim name."""
     return len(value) <= DNS1123_LABEL_MAX and bool(_DNS1123_LABEL_RE.fullmatch(value))
-
-
-def is_dns1123_subdomain(value: str) -> bool:
-    """Valid as most object names (and label key prefixes)."""
-    return len(value) <= DNS1123_SUBDOMAIN_MAX and bool(_DNS1123_SUBDOMAIN_RE.fullmatch(value))
 
 
 def is_qualified_name(key: str) -> bool:

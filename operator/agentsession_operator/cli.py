@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-from dataclasses import dataclass
 
 import kopf
 import structlog
@@ -19,21 +18,14 @@ from kubernetes_asyncio import config as kube_config
 
 from agentsession_api.durations import parse_duration
 from agentsession_operator.decisions import network
-from agentsession_operator.decisions.lease import Timing
 from agentsession_operator.handlers import admission
+from agentsession_operator.handlers.state import Election, OperatorState
 from agentsession_operator.infra import logs, metrics
 from agentsession_operator.infra import webhook_server as webhook
 from agentsession_operator.kube import preflight
 from agentsession_operator.kube.client import Kube
 from agentsession_operator.kube.leader import default_identity
-
-
-@dataclass(frozen=True)
-class Election:
-    namespace: str
-    name: str
-    identity: str
-    timing: Timing
+from agentsession_operator.kube.lease import Timing
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -301,12 +293,14 @@ def main(argv: list[str] | None = None) -> None:
         kopf.operator(
             registry=registry,
             memo=kopf.Memo(
-                webhook=config,
-                namespaces=tuple(args.namespace or ()),
-                election=election(args),
-                network=network_settings(args),
-                expiry_warning=None if args.expiry_warning == "0" else parse_duration(args.expiry_warning),
-                resync_period=args.resync_period,
+                state=OperatorState(
+                    webhook=config,
+                    namespaces=tuple(args.namespace or ()),
+                    election=election(args),
+                    network=network_settings(args),
+                    expiry_warning=None if args.expiry_warning == "0" else parse_duration(args.expiry_warning),
+                    resync_period=args.resync_period,
+                )
             ),
             standalone=True,
             clusterwide=not args.namespace,

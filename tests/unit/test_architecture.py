@@ -143,3 +143,50 @@ def test_pure_layers_do_no_io(module: str, path: Path) -> None:
 
 def test_every_layer_is_known() -> None:
     assert {layer_of(m) for m, _ in ALL} <= set(LAYERS)
+
+
+# The rooms of the operator's I/O shell, lowest first: a room imports only rooms of a lower floor, so
+# each can be read and tested with what lies below it (a new module of kube/ takes its place here).
+KUBE_FLOORS: dict[str, int] = {
+    "clock": 0,
+    "background": 0,
+    "transport": 0,
+    "lease": 0,
+    "cache": 1,
+    "client": 1,
+    "scheduler": 2,
+    "owners": 2,
+    "status_writer": 2,
+    "leader": 2,
+    "preflight": 2,
+    "webhook": 2,
+    "acting": 3,
+    "forks": 3,
+    "orphans": 3,
+    "policy_status": 3,
+    "resync": 3,
+    "session_pass": 4,
+    "reconciler": 5,
+}
+KUBE = [(m, p) for m, p in ALL if m.startswith("agentsession_operator.kube.")]
+
+
+def _room(module: str) -> str:
+    return module.removeprefix("agentsession_operator.kube.").split(".")[0]
+
+
+@pytest.mark.parametrize(("module", "path"), KUBE, ids=[m for m, _ in KUBE])
+def test_kube_rooms_import_only_lower_floors(module: str, path: Path) -> None:
+    room = _room(module)
+    assert room in KUBE_FLOORS, f"{path.relative_to(ROOT)}: a new room of kube/; give it its floor in KUBE_FLOORS"
+    wrong = []
+    for line, target in imports(module, path):
+        if not target.startswith("agentsession_operator.kube.") or _room(target) not in KUBE_FLOORS:
+            continue
+        if _room(target) != room and KUBE_FLOORS[_room(target)] >= KUBE_FLOORS[room]:
+            wrong.append(f"{path.relative_to(ROOT)}:{line} ({room}, floor {KUBE_FLOORS[room]}) imports {target}")
+    assert not wrong, "a room of kube/ imports one on its own floor or above:\n" + "\n".join(wrong)
+
+
+def test_every_kube_room_exists() -> None:
+    assert {_room(m) for m, _ in KUBE} == set(KUBE_FLOORS)

@@ -339,6 +339,7 @@ def reconcile_actions(
     *,
     warm_pool_exists: bool = True,
     effective: EffectivePolicy = EMPTY_POLICY,
+    resolved: Resolved | None = None,
     violations: list[str] | None = None,
     fork: ForkBlocked | None = None,
     isolation: network.Isolation | None = None,
@@ -355,10 +356,11 @@ def reconcile_actions(
     cannot have its claim yet, and then none is created. ``isolation`` (what is seen of the session's
     NetworkPolicy; None: leave networking alone) adds the NetworkPolicy of decisions.network and the
     NetworkIsolated condition. ``progress_written``: when the last progress of this provisioning session
-    was written (progress_deferred_until).
+    was written (progress_deferred_until). ``resolved``: the pass's own ``policy.resolve(session,
+    effective, now)`` (None: resolved here, from ``effective``).
     """
     now = utc(now)
-    resolved = resolve(session, effective, now)
+    resolved = resolved if resolved is not None else resolve(session, effective, now)
     status = compute_status(
         session, claim, sandbox, now, warm_pool_exists, resolved=resolved, violations=violations, fork=fork
     )

@@ -16,29 +16,27 @@ from agentsession_api import phases
 from agentsession_api.activity import parse_activity
 from agentsession_api.phases import IdleAction
 from agentsession_api.timestamps import format_time, parse_time, utc
+from agentsession_api.views import SessionStatus, spec_of, status_of
 from agentsession_operator import constants
-from agentsession_operator.decisions.policy import resolve
 from agentsession_operator.decisions.resolved import Resolved
 
 
 # --- TTL ---------------------------------------------------------------------------------------------
-def _resolved(session: Mapping[str, Any], resolved: Resolved | None) -> Resolved:
-    return resolved if resolved is not None else resolve(session)
-
-
+# Every rule takes the settings in force (policy.resolve under the session's policies) as an argument:
+# a rule that resolved on its own would judge the session without its policies.
 def created_at(session: Mapping[str, Any]) -> datetime | None:
     """metadata.creationTimestamp, parsed."""
     return parse_time((session.get("metadata") or {}).get("creationTimestamp"))
 
 
-def expires_at(session: Mapping[str, Any], resolved: Resolved | None = None) -> datetime | None:
+def expires_at(session: Mapping[str, Any], resolved: Resolved) -> datetime | None:
     """creationTimestamp + the TTL in force; None without a TTL (or before the API server set the timestamp)."""
-    ttl = _resolved(session, resolved).ttl
+    ttl = resolved.ttl
     created = created_at(session)
     return created + ttl if ttl is not None and created is not None else None
 
 
-def is_expired(session: Mapping[str, Any], now: datetime, resolved: Resolved | None = None) -> bool:
+def is_expired(session: Mapping[str, Any], now: datetime, resolved: Resolved) -> bool:
     """True once ``now`` reached the expiry time."""
     deadline = expires_at(session, resolved)
     return deadline is not None and utc(now) >= deadline
@@ -68,7 +66,7 @@ def should_create_claim(
     claim_exists: bool,
     now: datetime,
     *,
-    resolved: Resolved | None = None,
+    resolved: Resolved,
     warm_pool_exists: bool = True,
     violations: list[str] | None = None,
 ) -> tuple[bool, str]:
@@ -77,23 +75,22 @@ def should_create_claim(
     Never for a session being deleted, in a terminal phase, or past its expiry: a late reconcile must not
     resurrect a sandbox the TTL already ended.
     """
-    phase = (session.get("status") or {}).get("phase")
-    effective = _resolved(session, resolved)
+    phase = status_of(session).get("phase")
     checks: tuple[tuple[bool, str], ...] = (
         (claim_exists, "ClaimExists"),
         (is_deleting(session), phases.REASON_DELETING),
         (phases.is_terminal(phase), f"Phase{phase}"),
-        (is_expired(session, now, effective), phases.REASON_TTL_EXPIRED),
+        (is_expired(session, now, resolved), phases.REASON_TTL_EXPIRED),
     )
     for blocked, reason in checks:
         if blocked:
             return False, reason
-    waiting = why_creation_waits(effective, warm_pool_exists=warm_pool_exists, violations=violations)
+    waiting = why_creation_waits(resolved, warm_pool_exists=warm_pool_exists, violations=violations)
     return (False, waiting) if waiting else (True, "CreateClaim")
 
 
 # --- Activity and idleness ---------------------------------------------------------------------------
-def activity_patch(annotation_value: object, now: datetime, busy_cap: timedelta | None = None) -> dict[str, Any] | None:
+def activity_patch(annotation_value: object, now: datetime, busy_cap: timedelta | None = None) -> SessionStatus | None:
     """Status fields to write when the activity annotation changed; None when the value is garbage.
 
     Times come from the operator's clock (``now``), see the module docstring. ``busy=`` counts for at
@@ -158,7 +155,7 @@ def desired_operating_mode(
     not Ready yet: seen on the real node, where that takes longer than a short idle timeout). Becoming
     Ready restarts the idle clock.
     """
-    if (session.get("spec") or {}).get("suspend"):
+    if spec_of(session).get("suspend"):
         return constants.OPERATING_MODE_SUSPENDED
     if resolved.idle_action != IdleAction.SUSPEND:
         return constants.OPERATING_MODE_RUNNING

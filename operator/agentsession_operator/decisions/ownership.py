@@ -19,16 +19,6 @@ def is_owned_by(obj: Mapping[str, Any] | None, owner_uid: str | None) -> bool:
     return bool(owner_uid) and owner_uid in owner_uids(obj)
 
 
-def controller_uid(obj: Mapping[str, Any] | None) -> str | None:
-    """UID of the controlling owner (``controller: true``), if any."""
-    refs = ((obj or {}).get("metadata") or {}).get("ownerReferences") or []
-    for ref in refs:
-        if isinstance(ref, dict) and ref.get("controller"):
-            uid = ref.get("uid")
-            return uid if isinstance(uid, str) else None
-    return None
-
-
 def session_owner_reference(session: Mapping[str, Any]) -> dict[str, Any]:
     """The controller reference a child of ``session`` carries (garbage collection deletes the child with it)."""
     meta = session.get("metadata") or {}

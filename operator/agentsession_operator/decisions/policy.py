@@ -780,6 +780,7 @@ def violations(
     allowed_label_domains: Sequence[str] | None = None,
     *,
     running: bool = False,
+    resolved: Resolved | None = None,
 ) -> list[str]:
     """Every rule the session breaks, one sentence each naming the field, the rule and the policy.
 
@@ -787,11 +788,12 @@ def violations(
     caps in :func:`resolve` enforce on a running session without stopping it.
 
     Includes agent-sandbox's own Pod metadata rules (label domain allowlist, annotation blocklist), which
-    would otherwise fail the claim later with the terminal reason InvalidMetadata.
+    would otherwise fail the claim later with the terminal reason InvalidMetadata. ``resolved``: the
+    pass's own :func:`resolve` of ``session`` under ``effective`` (None: resolved here, as admission does).
     """
     domains = list(allowed_label_domains or names.DEFAULT_ALLOWED_LABEL_DOMAINS)
     spec = _spec(session)
-    resolved = resolve(session, effective)
+    resolved = resolved if resolved is not None else resolve(session, effective)
     return [
         *_pod_label_violations(spec, effective, resolved, domains),
         *_pod_annotation_violations(spec),

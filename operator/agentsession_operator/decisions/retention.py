@@ -7,7 +7,7 @@ Non-sticky failures (a policy violation, a name conflict) are not "finished": th
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -49,19 +49,3 @@ def is_due(session: Mapping[str, Any], delete_finished_after: timedelta | None, 
         return False
     due = deletion_time(session, delete_finished_after)
     return due is not None and utc(now) >= due
-
-
-def select_for_deletion(
-    sessions: Iterable[Mapping[str, Any]], delete_finished_after: timedelta | None, now: datetime
-) -> list[Mapping[str, Any]]:
-    """The sessions due now, oldest finish first (one retention period for all of them)."""
-    due = [s for s in sessions if is_due(s, delete_finished_after, now)]
-    return sorted(due, key=lambda s: finished_at(s) or utc(now))
-
-
-def next_deletion(
-    sessions: Iterable[Mapping[str, Any]], delete_finished_after: timedelta | None, now: datetime
-) -> datetime | None:
-    """The earliest future deletion time, for scheduling the next cleanup pass."""
-    times = [t for s in sessions if (t := deletion_time(s, delete_finished_after)) is not None and t > utc(now)]
-    return min(times) if times else None

@@ -28,7 +28,6 @@ from agentsession_operator.decisions.conditions import find_condition, is_true, 
 from agentsession_operator.decisions.desired import sandbox_operating_mode
 from agentsession_operator.decisions.fork import ForkBlocked
 from agentsession_operator.decisions.ownership import is_owned_by
-from agentsession_operator.decisions.policy import resolve
 from agentsession_operator.decisions.resolved import Resolved
 
 __all__ = ["TERMINAL_CLAIM_REASONS", "bounded_status", "compute_status", "minimal_status", "set_condition"]
@@ -310,19 +309,19 @@ def compute_status(
     now: datetime,
     warm_pool_exists: bool = True,
     *,
-    resolved: Resolved | None = None,
+    resolved: Resolved,
     violations: list[str] | None = None,
     fork: ForkBlocked | None = None,
 ) -> dict[str, Any]:
     """The full status merge patch for ``session`` given what is observed now.
 
     ``claim`` is the SandboxClaim with the session's claim name (owned or not: a foreign one is a
-    conflict), ``sandbox`` the Sandbox named in the claim's status. ``resolved`` defaults to the session's
-    own values; pass ``violations`` (from policy.violations) to get a PolicyCompliant condition, and
-    ``fork`` (from fork.plan_fork) when a fork without a claim cannot have one yet.
+    conflict), ``sandbox`` the Sandbox named in the claim's status. ``resolved`` is the settings in force
+    (policy.resolve under the session's policies: never defaulted, which would drop them); pass
+    ``violations`` (from policy.violations) to get a PolicyCompliant condition, and ``fork`` (from
+    fork.plan_fork) when a fork without a claim cannot have one yet.
     """
     now = utc(now)
-    resolved = resolved if resolved is not None else resolve(session)
     meta = _meta(session)
     current = session.get("status") or {}
     generation = meta.get("generation")

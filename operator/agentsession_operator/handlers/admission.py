@@ -17,6 +17,7 @@ import kopf
 from agentsession_api import names
 from agentsession_operator.decisions import admission, fork
 from agentsession_operator.decisions.selectors import watched
+from agentsession_operator.handlers.state import of, reconciler_of
 from agentsession_operator.infra import webhook_server
 from agentsession_operator.infra.logs import logger
 
@@ -72,7 +73,8 @@ async def validate_session(
     **_: Any,
 ) -> None:
     """Refuse an AgentSession CREATE/UPDATE that breaks an applicable AgentSessionPolicy."""
-    denied = webhook_server.caller_refusal(memo.get("webhook"), sslpeer)
+    state = of(memo)
+    denied = webhook_server.caller_refusal(state.webhook, sslpeer)
     if denied is not None:  # before anything is read: such a caller learns nothing of the policies
         _log.warning("webhook call refused", reason=denied, peer=webhook_server.peer_names(sslpeer))
         raise kopf.AdmissionError(denied, code=403)
@@ -80,10 +82,10 @@ async def validate_session(
     meta = session.get("metadata") or {}
     namespace = meta.get("namespace")
     # Sessions in namespaces the operator does not watch are not its to judge.
-    if not namespace or not watched(namespace, memo.get("namespaces") or ()) or operation not in ("CREATE", "UPDATE"):
+    if not namespace or not watched(namespace, state.namespaces) or operation not in ("CREATE", "UPDATE"):
         return
     try:
-        reconciler = memo.reconciler
+        reconciler = reconciler_of(memo)
         policies = list(reconciler.cache.policies.get(namespace, {}).values())
         domains = await reconciler.label_domains()
         previous = dict(old) if old is not None else None

@@ -20,7 +20,7 @@ import kopf
 
 from agentsession_api import names
 from agentsession_operator import constants as c
-from agentsession_operator.kube.reconciler import Reconciler
+from agentsession_operator.handlers.state import reconciler_of
 
 MANAGED = {c.LABEL_MANAGED_BY: c.MANAGED_BY}
 
@@ -32,7 +32,7 @@ def _key(body: kopf.Body) -> tuple[str, str]:
 # ---- AgentSession: every event runs one level-triggered pass --------------------------------------
 @kopf.on.event(names.GROUP, names.VERSION, names.SESSION_PLURAL)
 async def session_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    reconciler: Reconciler = memo.reconciler
+    reconciler = reconciler_of(memo)
     if type is None:
         reconciler.relisted("sessions")  # kopf listed: drop what the listing lacks
     key = _key(body)
@@ -48,7 +48,7 @@ async def session_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_:
 # ---- Children and inputs: keep the cache current, then reconcile the session they concern ---------
 @kopf.on.event(c.EXTENSIONS_GROUP, c.EXTENSIONS_VERSION, c.CLAIM_PLURAL, labels=MANAGED)
 async def claim_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    reconciler: Reconciler = memo.reconciler
+    reconciler = reconciler_of(memo)
     session = reconciler.session_for_claim(dict(body))
     unknown_owner = session is None or session not in reconciler.cache.sessions
     if type is None:
@@ -67,7 +67,7 @@ async def claim_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: A
 
 @kopf.on.event(c.SANDBOX_GROUP, c.SANDBOX_VERSION, c.SANDBOX_PLURAL)
 async def sandbox_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    reconciler: Reconciler = memo.reconciler
+    reconciler = reconciler_of(memo)
     session = reconciler.session_for_sandbox(dict(body))
     if type is None:
         reconciler.relisted("sandboxes")  # kopf listed: drop what the listing lacks
@@ -84,7 +84,7 @@ async def sandbox_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_:
 @kopf.on.event("networking.k8s.io", "v1", "networkpolicies", labels=MANAGED)
 async def network_policy_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     """A session's NetworkPolicy changed or went (someone edited or deleted it): its session puts it back."""
-    reconciler: Reconciler = memo.reconciler
+    reconciler = reconciler_of(memo)
     key = _key(body)
     before = reconciler.cache.network_policies.get(key)
     if type == "DELETED":
@@ -99,7 +99,7 @@ async def network_policy_event(type: str | None, body: kopf.Body, memo: kopf.Mem
 
 @kopf.on.event(c.EXTENSIONS_GROUP, c.EXTENSIONS_VERSION, c.WARM_POOL_PLURAL)
 async def warm_pool_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    reconciler: Reconciler = memo.reconciler
+    reconciler = reconciler_of(memo)
     if type is None:
         reconciler.relisted("pools")  # kopf listed: drop what the listing lacks
     key = _key(body)
@@ -114,7 +114,7 @@ async def warm_pool_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **
 
 @kopf.on.event(names.GROUP, names.VERSION, names.POLICY_PLURAL)
 async def policy_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    reconciler: Reconciler = memo.reconciler
+    reconciler = reconciler_of(memo)
     if type is None:
         reconciler.relisted("policies")  # kopf listed: drop what the listing lacks
     namespace, name = _key(body)

@@ -4,28 +4,27 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 from typing import Any
 
 import kopf
 
 from agentsession_operator import constants as c
-from agentsession_operator.decisions.network import NetworkSettings
 from agentsession_operator.handlers import admission
+from agentsession_operator.handlers.state import of
 from agentsession_operator.infra import memory, webhook_server
 from agentsession_operator.kube import webhook
 from agentsession_operator.kube.client import LIST_PAGE, Kube
 from agentsession_operator.kube.leader import KubeLeaseAPI, LeaderElector
-from agentsession_operator.kube.reconciler import RESYNC_PERIOD, Config, Reconciler
+from agentsession_operator.kube.reconciler import Config, Reconciler
 
 WORKER_IDLE = 0.5  # seconds
 
 
 class NoEssence(kopf.DiffBaseStorage):
     """No change-handler (on.create/update/delete) exists: nothing compares an object's "essence", so none
-    is built. kopf deep-copies every event's body to build one anyway: 6.6 % of the operator's CPU while
-    sessions were created (py-spy). A change-handler added one day needs a real storage again, with our
+    is built. kopf deep-copies every event's body to build one anyway, a visible share of the operator's CPU
+    while sessions are created. A change-handler added one day needs a real storage again, with our
     own names from the start: kopf.AnnotationsDiffBaseStorage(prefix=c.KOPF_PREFIX,
     key="last-handled-configuration"), the activity annotation among its ignored_fields."""
 
@@ -54,42 +53,39 @@ async def startup(
     settings.watching.client_timeout = 330
     settings.watching.connect_timeout = 30
     settings.watching.inactivity_timeout = 600
-    # kopf's listings in pages, as ours (prime, resync): 10,000 sessions decoded at once were ~150 MiB.
+    # kopf's listings in pages, as ours (prime, resync): a whole listing decoded at once sets the peak memory.
     settings.watching.chunk_size = LIST_PAGE
     # A worker per object keeps its last event's body until it has been idle this long (kopf: 5 s): at a
-    # start every listed object has one at once, and 5 s of 3,000 sessions' bodies was a third of the
-    # peak. A new event after it exits starts a new worker: microseconds.
+    # start every listed object has one at once, a large share of the peak memory. A new event after it
+    # exits starts a new worker, which is cheap.
     settings.queueing.idle_timeout = WORKER_IDLE
     settings.posting.level = logging.WARNING
     settings.networking.request_timeout = 60
-    kube = await Kube.connect()
-    await _serve_admission(settings, memo.get("webhook"), kube)
-    config = Config(network=memo.get("network") or NetworkSettings())
-    if "expiry_warning" in memo:  # set by cli (None: never warn); kopf run / KopfRunner keep the default
-        config = dataclasses.replace(config, expiry_warning=memo.expiry_warning)
-    reconciler = Reconciler(kube, config)
-    await reconciler.prime(memo.get("namespaces") or ())  # before any watch event: none judged without its policies
-    reconciler.scheduler.start()
-    period = memo.get("resync_period") or RESYNC_PERIOD
-    memo.resync = asyncio.create_task(reconciler.resync_forever(period), name="cache-resync")
-    memo.gc = asyncio.create_task(memory.collect_forever(), name="gc-freeze")  # see infra/memory.py
-    memo.kube = kube
-    memo.reconciler = reconciler
-    election = memo.get("election")  # cli.Election, or None: the only replica, always leader
-    memo.elector = None
-    if election is not None:
-        memo.lease_api = KubeLeaseAPI.connect(election.timing.round_timeout)  # its own client and timeout
-        elector = LeaderElector(
-            memo.lease_api,
+    state = of(memo)
+    kube = state.kube = await Kube.connect()
+    await _serve_admission(settings, state.webhook, kube)
+    config = Config(network=state.network, expiry_warning=state.expiry_warning)
+    elector = None
+    if state.election is not None:  # else the only replica, always leader
+        election = state.election
+        state.lease_api = KubeLeaseAPI.connect(election.timing.round_timeout)  # its own client and timeout
+        elector = state.elector = LeaderElector(
+            state.lease_api,
             election.namespace,
             election.name,
             election.identity,
             election.timing,
-            on_started_leading=reconciler.take_over,
+            on_started_leading=lambda: reconciler.take_over(),
         )
-        reconciler.is_leader = elector.is_leader
+    reconciler = state.reconciler = Reconciler(kube, config, is_leader=elector.is_leader if elector else None)
+    await reconciler.prime(state.namespaces)  # before any watch event: none judged without its policies
+    reconciler.scheduler.start()
+    state.tasks = [
+        asyncio.create_task(reconciler.resync_forever(state.resync_period), name="cache-resync"),
+        asyncio.create_task(memory.collect_forever(), name="gc-freeze"),  # see infra/memory.py
+    ]
+    if elector is not None:
         elector.start()
-        memo.elector = elector
     logger.info("agentsession operator started")
 
 
@@ -120,13 +116,16 @@ async def _serve_admission(
 
 @kopf.on.cleanup()
 async def cleanup(memo: kopf.Memo, **_: Any) -> None:
-    if memo.get("elector") is not None:
-        await memo.elector.stop()  # stop acting, then release the Lease: the standby takes over at once
-        await memo.lease_api.close()
-    for task in (memo.get("resync"), memo.get("gc")):
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-    await memo.reconciler.scheduler.stop()
-    await memo.kube.close()
+    state = of(memo)
+    if state.elector is not None:
+        await state.elector.stop()  # stop acting, then release the Lease: the standby takes over at once
+    if state.lease_api is not None:
+        await state.lease_api.close()
+    for task in state.tasks:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    if state.reconciler is not None:
+        await state.reconciler.scheduler.stop()
+    if state.kube is not None:
+        await state.kube.close()

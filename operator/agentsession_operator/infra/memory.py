@@ -1,11 +1,10 @@
 """Python's cyclic garbage collector, made cheap for a cache of thousands of objects.
 
-CPython's full collection traverses every tracked container: at 10,000 sessions the cache alone is
-about 320,000 (one session, its claim, Sandbox and NetworkPolicy as dicts), 363 ms per full
-collection on this machine, and the operator's churn (event bodies that live across an await
-survive into the oldest generation) triggers one whenever the survivors since the last grow by a
-quarter of the heap. py-spy on the operator at 5,000 sessions caught 0.86 s of one 20 s window in a
-single tiny frame (a request body's serialization): such a collection.
+CPython's full collection traverses every tracked container, and the cache holds several per session
+(its body, claim, Sandbox and NetworkPolicy as dicts), so a full collection takes long at scale; the
+operator's churn (event bodies that live across an await survive into the oldest generation) triggers
+one whenever the survivors since the last grow by a quarter of the heap, stalling whatever frame it
+lands in.
 
 Here, once a minute: collect what is young, then freeze everything alive (gc.freeze: the collector
 never traverses frozen objects again; reference counting still frees them when they go). Every

@@ -15,8 +15,8 @@ The certificate: in a cluster, one for every replica and restart, from the Secre
 renewed when it nears expiry; or provided, e.g. by cert-manager); outside, a generated one per start.
 
 Wiring: ``cli`` builds a :class:`WebhookConfig` from its flags, passes it to kopf in the operator's
-memo (``memo.webhook``) and registers the handler (handlers/admission.py); the startup handler reads
-the certificate (kube/webhook.py) and calls :func:`configure`. Nothing is registered on import, so
+memo (``memo.state.webhook``, handlers/state.py) and registers the handler (handlers/admission.py); the
+startup handler reads the certificate (kube/webhook.py) and calls :func:`configure`. Nothing is registered on import, so
 ``kopf run`` or KopfRunner over the handlers runs without a webhook (kopf refuses admission handlers
 without a server).
 """

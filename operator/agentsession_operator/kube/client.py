@@ -34,8 +34,8 @@ _LISTED: dict[str, tuple[str, str, str, str | None]] = {  # kind: group, version
     "network_policies": ("networking.k8s.io", "v1", "networkpolicies", _MANAGED),
 }
 # Built-in kinds of a named group go through the generic path, as our CRDs: plain JSON in and out. Their
-# typed models cost 0.36 ms of CPU per NetworkPolicy response (decoded into V1NetworkPolicy, dates parsed
-# with dateutil, then turned back into a dict), on every new session's path.
+# typed models (decoded into V1NetworkPolicy, dates parsed with dateutil, then turned back into a dict)
+# cost CPU on every new session's path for nothing a decision reads.
 _NETWORK_POLICY = ("networking.k8s.io", "v1", "networkpolicies")
 
 
@@ -43,8 +43,8 @@ def without_env_lookups(api_client: client.ApiClient) -> client.ApiClient:
     """Turn off aiohttp's trust_env on kubernetes_asyncio's session (it opens it with True).
 
     With it, every API call looks up ~/.netrc and the proxy variables in a worker thread: two thread
-    hops per call, about a third of the operator's CPU while sessions are being created (py-spy, 1,000
-    sessions). kopf's own API session runs with trust_env=False (its default): now ours does too.
+    hops per call, a large share of the operator's CPU while sessions are being created. kopf's own API
+    session runs with trust_env=False (its default): now ours does too.
     """
     session = getattr(getattr(api_client, "rest_client", None), "pool_manager", None)
     if session is not None and hasattr(session, "_trust_env"):
@@ -125,8 +125,8 @@ class Kube:
     ) -> tuple[list[dict[str, Any]], str, str | None]:
         """One page (LIST_PAGE objects) of every object of `kind`, cluster-wide (ours only for claims and
         NetworkPolicies): its items, the list's resourceVersion and the next page's token (None: the last).
-        In pages: one listing of every session, claim and Sandbox at 10,000 sessions decoded to hundreds of
-        MiB at once, and the operator's peak RSS is what a node must hold. `metadata_only`: the API server
+        In pages: one listing of every session, claim and Sandbox decoded at once sets the operator's peak
+        memory, which is what a node must hold. `metadata_only`: the API server
         sends each object's metadata only (PartialObjectMetadataList)."""
         group, version, plural, selector = _LISTED[kind]
         query: list[tuple[str, Any]] = [("limit", LIST_PAGE)]
@@ -150,8 +150,8 @@ class Kube:
     async def list_versioned(self, kind: str) -> tuple[list[dict[str, Any]], str]:
         """The name of every object of `kind` and the list's resourceVersion: what a relist sees, for dropping
         cached objects deleted while a watch was down (kube/resync). Metadata only (PartialObjectMetadataList):
-        the API server sends no spec or status and we decode none; at 10,000 sessions this listing of every
-        session, claim and Sandbox ran every 5 minutes and at each relist."""
+        the API server sends no spec or status and we decode none (this listing runs every resync period
+        and at each relist)."""
         keys: list[dict[str, Any]] = []
         snapshot, token = "", None
         while True:

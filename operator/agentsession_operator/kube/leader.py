@@ -1,4 +1,4 @@
-"""Leader election on a coordination.k8s.io Lease: the I/O around decisions/lease.py.
+"""Leader election on a coordination.k8s.io Lease: the I/O around kube/lease.py (the pure rules).
 
 Every replica runs kopf standalone (no peering: it freezes equal-priority replicas) and keeps its watch
 caches warm; only the replica for which :meth:`LeaderElector.is_leader` is true reconciles. The check
@@ -21,8 +21,8 @@ from typing import Any, Protocol
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
-from agentsession_operator.decisions import lease as rules
 from agentsession_operator.infra.logs import logger
+from agentsession_operator.kube import lease as rules
 from agentsession_operator.kube import transport
 from agentsession_operator.kube.client import without_env_lookups
 

@@ -176,3 +176,20 @@ def make_sandbox() -> Callable[..., Obj]:
 @pytest.fixture
 def make_policy() -> Callable[..., Obj]:
     return build_policy
+
+
+@pytest.fixture
+def resolves(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts policy.resolve calls (a pass resolves the settings in force once, whatever rules read them)."""
+    from agentsession_operator.decisions import actions, policy
+
+    count = [0]
+    real = policy.resolve
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        count[0] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(policy, "resolve", counting)
+    monkeypatch.setattr(actions, "resolve", counting)
+    return count

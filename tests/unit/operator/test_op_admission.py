@@ -13,6 +13,7 @@ from agentsession_operator.decisions import admission
 from agentsession_operator.decisions.policy import effective_policy_for, violations
 from agentsession_operator.decisions.selectors import namespace_matches
 from agentsession_operator.handlers import admission as admission_handler
+from agentsession_operator.handlers.state import OperatorState
 from agentsession_operator.infra import webhook_server as webhook
 
 Make = Callable[..., dict[str, Any]]
@@ -350,7 +351,7 @@ def as_body(obj: dict[str, Any]) -> Any:
 
 
 def memo_for(reconciler: Any, namespaces: tuple[str, ...] = ()) -> Any:
-    return kopf.Memo(reconciler=reconciler, namespaces=namespaces)
+    return kopf.Memo(state=OperatorState(reconciler=reconciler, namespaces=namespaces))
 
 
 async def test_handler_refuses_with_422_and_every_sentence(make_session: Make, policies: list[dict[str, Any]]) -> None:

@@ -74,3 +74,32 @@ def test_cached_bodies_share_their_keys_and_short_strings() -> None:
     assert key_a is key_b and a["status"]["conditions"][0]["type"] is b["status"]["conditions"][0]["type"]
     cache.remember_session(("ns", "s"), {"metadata": {"name": "s"}, "status": {"phase": Phase.READY}})
     assert cache.sessions[("ns", "s")]["status"]["phase"] is Phase.READY
+
+
+def test_sessions_are_indexed_by_namespace_through_every_write() -> None:
+    from agentsession_operator.kube.cache import ByNamespace
+
+    table = ByNamespace()
+    table[("a", "1")] = {"n": 1}
+    table[("b", "2")] = {"n": 2}
+    table.setdefault(("a", "3"), {"n": 3})
+    table.update({("c", "4"): {"n": 4}})
+    assert dict(table.in_namespace("a")) == {("a", "1"): {"n": 1}, ("a", "3"): {"n": 3}}
+    assert table.pop(("a", "1")) == {"n": 1} and table.pop(("a", "1"), None) is None
+    del table[("a", "3")]
+    assert table.in_namespace("a") == {} and sorted(table.namespaces()) == ["b", "c"]
+    table.popitem()
+    table.clear()
+    assert table == {} and table.namespaces() == []
+
+
+def test_a_namespace_scan_reads_only_that_namespace() -> None:
+    from agentsession_operator.kube.cache import Cache
+
+    cache = Cache()
+    for ns, name in (("a", "1"), ("b", "2"), ("a", "3")):
+        cache.remember_session((ns, name), {"metadata": {"namespace": ns, "name": name, "uid": name}})
+    assert cache.sessions_in("a") == [("a", "1"), ("a", "3")]
+    assert [b["metadata"]["name"] for b in cache.scan_bodies_in("b")] == ["2"]
+    cache.forget_session(("a", "1"))
+    assert cache.sessions_in("a") == [("a", "3")]

@@ -22,8 +22,8 @@ from agentsession_api.types import AgentSessionStatus
 from agentsession_operator.decisions import admission, fork, lifecycle, naming, network
 from agentsession_operator.decisions.policy import effective_policy_for, resolve, violations
 from agentsession_operator.handlers import admission as admission_handler
+from agentsession_operator.handlers.state import OperatorState
 from agentsession_operator.kube.cache import Cache
-from agentsession_operator.kube.client import Kube
 from agentsession_operator.kube.reconciler import Reconciler
 
 Obj = dict[str, Any]
@@ -248,8 +248,7 @@ async def test_the_reconciler_records_the_lineage_before_the_claim_and_keeps_it(
     copy_ = a_fork(make_session, "copy", "src", now - timedelta(minutes=1), {"tier": "open"})
     fake = ForkKube({"src": src, "copy": copy_})
     _source_objects(fake, src)
-    rec = Reconciler(Kube.__new__(Kube))
-    rec.kube = fake  # type: ignore[assignment]
+    rec = Reconciler(fake)  # type: ignore[arg-type]
     rec.cache.loaded = True
     for p in restricted_policies(make_policy):
         rec.cache.policies["ns"][p["metadata"]["name"]] = p
@@ -300,7 +299,7 @@ async def test_the_webhook_refuses_a_fork_of_an_unrecorded_fork_for_the_grandpar
     # copy-1 was created a moment ago (before no-forks existed): no pass has recorded its lineage yet.
     first = a_fork(make_session, "copy-1", "src", T0 + timedelta(minutes=5), {"tier": "open"})
     second = a_fork(make_session, "copy-2", "copy-1", T0 + timedelta(minutes=6), {"tier": "open"})
-    memo = kopf.Memo(reconciler=WebhookReconciler(policies, {"src": src, "copy-1": first}), namespaces=())
+    memo = kopf.Memo(state=OperatorState(reconciler=WebhookReconciler(policies, {"src": src, "copy-1": first})))
     with pytest.raises(kopf.AdmissionError) as err:
         await admission_handler.validate_session(
             body=kopf.Body(cast(kopf.RawBody, second)), memo=memo, warnings=[], operation="CREATE"

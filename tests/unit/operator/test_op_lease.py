@@ -1,4 +1,4 @@
-"""Leader election (decisions/lease.py, kube/leader.py) against a fake Lease API and a fake clock.
+"""Leader election (kube/lease.py, kube/leader.py) against a fake Lease API and a fake clock.
 
 The fake API keeps resourceVersions and answers a stale write with Conflict, like the API server, so
 races between candidates are decided the way they are on a cluster.
@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from agentsession_operator.decisions import lease as rules
+from agentsession_operator.kube import lease as rules
 from agentsession_operator.kube.leader import Conflict, LeaderElector
 from agentsession_operator.kube.reconciler import NotLeader, Reconciler
 

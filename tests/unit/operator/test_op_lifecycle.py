@@ -16,6 +16,7 @@ from agentsession_operator.decisions.lifecycle import (
     is_expired,
     should_create_claim,
 )
+from agentsession_operator.decisions.policy import resolve
 from agentsession_operator.decisions.resolved import Resolved
 
 T0 = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
@@ -24,20 +25,21 @@ Make = Callable[..., dict[str, Any]]
 
 def test_expires_at(make_session: Make) -> None:
     session = make_session(spec={"ttl": "2h"})
-    assert expires_at(session) == datetime(2025, 1, 1, 13, 0, tzinfo=UTC)
-    assert expires_at(make_session(spec={})) is None
+    assert expires_at(session, resolve(session)) == datetime(2025, 1, 1, 13, 0, tzinfo=UTC)
+    assert expires_at(make_session(spec={}), Resolved()) is None
     assert expires_at(session, Resolved(ttl=timedelta(minutes=30))) == datetime(2025, 1, 1, 11, 30, tzinfo=UTC)
     no_timestamp = make_session(spec={"ttl": "2h"})
     del no_timestamp["metadata"]["creationTimestamp"]
-    assert expires_at(no_timestamp) is None
+    assert expires_at(no_timestamp, resolve(no_timestamp)) is None
 
 
 def test_is_expired_boundaries(make_session: Make) -> None:
     session = make_session(spec={"ttl": "1h"})  # created 11:00
-    assert not is_expired(session, datetime(2025, 1, 1, 11, 59, 59, tzinfo=UTC))
-    assert is_expired(session, datetime(2025, 1, 1, 12, 0, tzinfo=UTC))
-    assert is_expired(session, datetime(2025, 1, 1, 12, 0))  # naive = UTC
-    assert not is_expired(make_session(spec={}), T0 + timedelta(days=999))
+    hour = Resolved(ttl=timedelta(hours=1))
+    assert not is_expired(session, datetime(2025, 1, 1, 11, 59, 59, tzinfo=UTC), hour)
+    assert is_expired(session, datetime(2025, 1, 1, 12, 0, tzinfo=UTC), hour)
+    assert is_expired(session, datetime(2025, 1, 1, 12, 0), hour)  # naive = UTC
+    assert not is_expired(make_session(spec={}), T0 + timedelta(days=999), Resolved())
 
 
 @pytest.mark.parametrize(
@@ -66,6 +68,7 @@ def test_should_create_claim(
         session,
         kwargs.get("claim_exists", False),
         T0,
+        resolved=resolve(session),
         warm_pool_exists=kwargs.get("warm_pool_exists", True),
         violations=kwargs.get("violations"),
     )

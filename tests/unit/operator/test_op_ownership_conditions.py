@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from agentsession_operator.decisions.conditions import find_condition, is_true, set_condition
-from agentsession_operator.decisions.ownership import controller_uid, is_owned_by, owner_uids, session_owner_reference
+from agentsession_operator.decisions.ownership import is_owned_by, owner_uids, session_owner_reference
 
 T0 = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
 
@@ -19,8 +19,6 @@ def test_is_owned_by_needs_the_uid() -> None:
     assert not is_owned_by({"metadata": {"name": "demo"}}, "a")  # same name, no reference: not ours
     assert not is_owned_by(None, "a")
     assert owner_uids(obj) == {"a", "b"}
-    assert controller_uid(obj) == "a"
-    assert controller_uid({"metadata": {"ownerReferences": [{"uid": "b"}]}}) is None
 
 
 def test_session_owner_reference() -> None:

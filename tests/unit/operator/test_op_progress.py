@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from agentsession_operator.decisions.actions import PROGRESS_DELAY, PatchStatus, ScheduleCheck, reconcile_actions
+from agentsession_operator.decisions.policy import resolve
 from agentsession_operator.decisions.status import compute_status
 
 Make = Callable[..., dict[str, Any]]
@@ -18,7 +19,7 @@ SPEC = {"warmPoolRef": {"name": "pool"}, "idleTimeout": "8h"}
 def _provisioning(make_session: Make, make_claim: Make) -> dict[str, Any]:
     """The session as the pass that created its claim wrote it (Provisioning, the claim without a status)."""
     session = make_session(spec=SPEC, created="2025-01-01T11:59:59Z")
-    status = compute_status(session, make_claim(), None, T0, True)
+    status = compute_status(session, make_claim(), None, T0, True, resolved=resolve(session))
     assert status["phase"] == "Provisioning"
     return make_session(spec=SPEC, created="2025-01-01T11:59:59Z", status=status)
 

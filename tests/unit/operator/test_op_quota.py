@@ -15,7 +15,7 @@ import pytest
 from agentsession_api import names
 from agentsession_operator.decisions import admission, naming, quota
 from agentsession_operator.decisions.policy import effective_policy_for
-from agentsession_operator.kube import reconciler as reconciler_module
+from agentsession_operator.kube import policy_status
 from agentsession_operator.kube.client import Kube
 from agentsession_operator.kube.reconciler import Reconciler
 
@@ -89,6 +89,7 @@ def test_a_deleting_session_keeps_its_place_while_its_claim_exists(cap: list[Obj
     """Issue 28 item 5: a tenant adds its own finalizer and deletes its session. The object lingers; so
     does its claim until the operator's delete completes. Until the status says the claim is gone, the
     place stays held: a deletion never lets a second sandbox run beside the first."""
+    from agentsession_operator.decisions.policy import resolve
     from agentsession_operator.decisions.status import compute_status
 
     now = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
@@ -103,10 +104,10 @@ def test_a_deleting_session_keeps_its_place_while_its_claim_exists(cap: list[Obj
     me = one("me", 9)
     assert over(me, [seen, one("x", 2), me], cap) != []
     claim = make_claim("c1", owner_uid="uid-d")
-    terminating = {**seen, "status": compute_status(seen, claim, None, now)}
+    terminating = {**seen, "status": compute_status(seen, claim, None, now, resolved=resolve(seen))}
     assert terminating["status"]["phase"] == "Terminating" and quota.holds_place(terminating)
     assert over(me, [terminating, one("x", 2), me], cap) != []
-    claim_gone = {**terminating, "status": compute_status(terminating, None, None, now)}
+    claim_gone = {**terminating, "status": compute_status(terminating, None, None, now, resolved=resolve(terminating))}
     assert not quota.holds_place(claim_gone)
     assert over(me, [claim_gone, one("x", 2), me], cap) == []
     # One finished for good before its deletion (a terminal claim reason) does not come back to count.
@@ -120,7 +121,8 @@ def test_a_deleting_session_keeps_its_place_while_its_claim_exists(cap: list[Obj
     }
     failed = one("f", 1, deleting=True, status=terminal)
     assert not quota.holds_place(failed)
-    assert not quota.holds_place({**failed, "status": compute_status(failed, claim, None, now)})
+    judged = compute_status(failed, claim, None, now, resolved=resolve(failed))
+    assert not quota.holds_place({**failed, "status": judged})
 
 
 def test_the_ranking_is_the_same_whatever_the_cache_order_or_statuses(cap: list[Obj]) -> None:
@@ -242,18 +244,17 @@ async def test_a_running_session_pushed_over_the_cap_by_an_older_one_is_stopped_
     admission was off). Before: the cap was judged only for sessions without a claim, so three ran under
     a cap of two. Now the newest of the group is stopped (suspended, claim kept), and resumed when the
     older one is deleted."""
-    rec = Reconciler(Kube.__new__(Kube))
+    bodies: dict[str, Obj] = {}
+    fake = FakeKube(bodies)
+    rec = Reconciler(fake)  # type: ignore[arg-type]
     rec.cache.loaded = True
     rec.cache.policies["ns"]["cap"] = make_policy("cap", CAP)
-    bodies = {}
     for name, minute, labels in (("old", 1, {"team": "a"}), ("a", 2, {"team": "a"}), ("b", 3, {"team": "a"})):
         session, claim, sandbox = _running(name, minute, labels, make_claim, make_sandbox)
         bodies[name] = session
         rec.cache.sessions[("ns", name)] = session
         rec.cache.claims[("ns", claim["metadata"]["name"])] = claim
         rec.cache.sandboxes[("ns", sandbox["metadata"]["name"])] = sandbox
-    fake = FakeKube(bodies)
-    rec.kube = fake  # type: ignore[assignment]
     await rec.reconcile(("ns", "b"), cause="test")
     assert fake.sessions["b"]["status"]["phase"] == "Failed", fake.sessions["b"]["status"]
     compliant = next(c for c in fake.sessions["b"]["status"]["conditions"] if c["type"] == "PolicyCompliant")
@@ -280,10 +281,9 @@ async def test_matched_sessions_follow_session_label_changes(
 ) -> None:
     """matchedSessions was written on policy events only. Now a session's label change (or a session
     appearing or going) refreshes its namespace's policies once per burst."""
-    monkeypatch.setattr(reconciler_module, "POLICY_STATUS_DEBOUNCE", 0.05)
-    rec = Reconciler(Kube.__new__(Kube))
+    monkeypatch.setattr(policy_status, "DEBOUNCE", 0.05)
     fake = FakeKube({})
-    rec.kube = fake  # type: ignore[assignment]
+    rec = Reconciler(fake)  # type: ignore[arg-type]
     rec.cache.policies["ns"]["team-a"] = make_policy("team-a", {"selector": {"matchLabels": {"team": "a"}}})
     for i in range(20):  # a burst: one refresh
         rec.remember_session(("ns", f"s{i}"), one(f"s{i}", i))
@@ -307,7 +307,7 @@ async def test_matched_sessions_follow_session_label_changes(
 def test_no_policies_no_work() -> None:
     rec = Reconciler(Kube.__new__(Kube))
     rec.remember_session(("ns", "s"), one("s", 1))
-    assert rec._policy_status_due == set() and len(rec.scheduler) == 0
+    assert rec.policy_status.due == set() and len(rec.scheduler) == 0
 
 
 def test_session_kind_is_ours() -> None:
@@ -347,8 +347,7 @@ async def test_after_a_restart_a_waiting_session_is_judged_with_every_older_one_
         ("create_claim", create_claim),
     ):
         setattr(fake, name, fn)
-    rec = Reconciler(Kube.__new__(Kube))
-    rec.kube = fake  # type: ignore[assignment]
+    rec = Reconciler(fake)  # type: ignore[arg-type]
     await rec.prime()
     rec.remember_session(("ns", "alpha"), copy.deepcopy(waiting))  # its watch event, first by name
     await rec.reconcile(("ns", "alpha"), cause="session listed")

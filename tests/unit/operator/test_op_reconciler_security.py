@@ -88,8 +88,7 @@ def session_with(annotation: str, created: datetime) -> Obj:
 
 async def reconcile(fake: FakeKube, rec: Reconciler | None = None) -> Reconciler:
     if rec is None:
-        rec = Reconciler(Kube.__new__(Kube))
-        rec.kube = fake  # type: ignore[assignment]
+        rec = Reconciler(fake)  # type: ignore[arg-type]
         rec.cache.loaded = True
     await rec.reconcile(("tenant-a", "s1"), cause="test")
     await asyncio.gather(*rec._background)  # Events are posted in the background
@@ -168,8 +167,7 @@ async def test_no_session_is_acted_on_before_policies_are_loaded() -> None:
     fake.list_policies = list_policies  # type: ignore[attr-defined]
     fake.list_warm_pools = list_warm_pools  # type: ignore[attr-defined]
     fake.list_page = list_page  # type: ignore[attr-defined]
-    rec = Reconciler(Kube.__new__(Kube))
-    rec.kube = fake  # type: ignore[assignment]
+    rec = Reconciler(fake)  # type: ignore[arg-type]
     await reconcile(fake, rec)  # the session's watch event arrives first
     assert fake.claims == [] and "status" not in fake.session
     await rec.prime()

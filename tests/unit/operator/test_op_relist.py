@@ -39,7 +39,7 @@ class ListingKube:
 async def test_resync_drops_a_deleted_policy_and_pool_and_rejudges_the_namespace() -> None:
     kube = ListingKube({"policies": [_body("n", "keeper", 3)], "pools": [_body("n", "pool", 4)]}, "20")
     rec = Reconciler(kube)  # type: ignore[arg-type]
-    rec.cache = Cache(loaded=True)
+    rec.cache.loaded = True
     rec.cache.policies["n"]["keeper"] = _body("n", "keeper", 3)
     rec.cache.policies["n"]["doomed"] = _body("n", "doomed", 7)
     rec.cache.pools.update({("n", "pool"): 4, ("n", "doomed-pool"): 8})
@@ -139,9 +139,9 @@ async def test_a_long_listing_is_relisted_once_after_its_last_event(monkeypatch:
     event, the resync listed everything again every 2 s of it (90 lists instead of 18)."""
     import asyncio
 
-    from agentsession_operator.kube import reconciler as reconciler_module
+    from agentsession_operator.kube import resync as resync_module
 
-    monkeypatch.setattr(reconciler_module, "RESYNC_DEBOUNCE", 0.05)
+    monkeypatch.setattr(resync_module, "RESYNC_DEBOUNCE", 0.05)
     kube = ListingKube({}, "20")
     calls: list[str] = []
 

@@ -10,8 +10,6 @@ from agentsession_operator.decisions.retention import (
     deletion_time,
     finished_at,
     is_due,
-    next_deletion,
-    select_for_deletion,
 )
 
 T0 = datetime(2025, 1, 2, 12, 0, tzinfo=UTC)
@@ -57,14 +55,3 @@ def test_due_counts_from_finish_not_creation(make_session: Make) -> None:
 def test_never_due_while_deleting(make_session: Make) -> None:
     session = finished(make_session, "Expired", "TTLExpired", "2025-01-01T00:00:00Z", deleting=True)
     assert not is_due(session, DAY, T0)
-
-
-def test_select_and_next(make_session: Make) -> None:
-    old = finished(make_session, "Expired", "TTLExpired", "2025-01-01T01:00:00Z", name="old")
-    older = finished(make_session, "Failed", "InvalidMetadata", "2025-01-01T00:00:00Z", name="older")
-    recent = finished(make_session, "Expired", "TTLExpired", "2025-01-02T06:00:00Z", name="recent")
-    running = make_session(name="running", status={"phase": "Ready"})
-    chosen = select_for_deletion([old, recent, running, older], DAY, T0)
-    assert [s["metadata"]["name"] for s in chosen] == ["older", "old"]
-    assert next_deletion([old, recent, running], DAY, T0) == datetime(2025, 1, 3, 6, 0, tzinfo=UTC)
-    assert next_deletion([running], DAY, T0) is None

@@ -8,6 +8,7 @@ from typing import Any
 
 from agentsession_api.timestamps import format_time, parse_time
 from agentsession_operator.decisions import lifecycle
+from agentsession_operator.decisions.policy import resolve
 from agentsession_operator.decisions.resolved import Resolved
 from agentsession_operator.decisions.status import compute_status
 
@@ -189,7 +190,8 @@ def test_running_session_that_violates_a_policy_is_suspended_not_deleted(
     from agentsession_operator.decisions.conditions import find_condition
 
     claim = make_claim(sandbox_name="demo", ready=("True", "DependenciesReady", "Pod is Ready"), pod_ips=["127.1.0.5"])
-    compliant = compute_status(make_session(), claim, make_sandbox(), T0, violations=[])
+    own = resolve(make_session())
+    compliant = compute_status(make_session(), claim, make_sandbox(), T0, resolved=own, violations=[])
     session = make_session(status=compliant)
     found = ["spec.env AWS_SECRET is denied by the pattern AWS_* (AgentSessionPolicy p)"]
     acts = decide.reconcile_actions(session, claim, make_sandbox(), T0 + timedelta(seconds=5), violations=found)

@@ -10,125 +10,16 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from fake_kube import FakeKube, store
 
 from agentsession_operator.decisions.actions import PROGRESS_DELAY
-from agentsession_operator.kube.reconciler import MAX_RETRY_DELAY, PRIMED_KINDS, Reconciler
+from agentsession_operator.handlers.state import OperatorState
+from agentsession_operator.kube.reconciler import MAX_RETRY_DELAY, Reconciler
+from agentsession_operator.kube.resync import PRIMED_KINDS
 from agentsession_operator.kube.scheduler import DeadlineScheduler
 
 Make = Callable[..., dict[str, Any]]
 Key = tuple[str, str]
-
-
-class FakeKube:
-    """The methods of kube.client.Kube the reconciler calls, over dicts; records every write."""
-
-    def __init__(self) -> None:
-        self.sessions: dict[Key, dict[str, Any]] = {}
-        self.claims: dict[Key, dict[str, Any]] = {}
-        self.sandboxes: dict[Key, dict[str, Any]] = {}
-        self.pools: set[Key] = set()
-        self.policies: list[dict[str, Any]] = []
-        self.network_policies: dict[Key, dict[str, Any]] = {}
-        self.writes: list[tuple[str, Any]] = []
-        self.reads: list[tuple[str, Any]] = []
-        self.fail_status_writes = 0
-        self.gate: asyncio.Event | None = None  # when set, status writes wait for it
-
-    async def list_policies(self, namespace: str | None = None) -> list[dict[str, Any]]:
-        return [copy.deepcopy(p) for p in self.policies]
-
-    async def list_warm_pools(self) -> list[dict[str, Any]]:
-        return [{"metadata": {"namespace": ns, "name": name}} for ns, name in self.pools]
-
-    async def list_page(self, kind: str, token: str | None = None) -> tuple[list[dict[str, Any]], str, str | None]:
-        """Everything in one page (the pages themselves: test_op_relist)."""
-        self.reads.append(("list", kind))
-        tables = {
-            "sessions": self.sessions,
-            "claims": self.claims,
-            "sandboxes": self.sandboxes,
-            "network_policies": self.network_policies,
-        }
-        return [copy.deepcopy(body) for body in tables[kind].values()], "1", None
-
-    async def get_session(self, namespace: str, name: str) -> dict[str, Any] | None:
-        self.reads.append(("get-session", name))
-        return copy.deepcopy(self.sessions.get((namespace, name)))
-
-    async def list_sessions(self, namespace: str | None = None, selector: str | None = None) -> list[dict[str, Any]]:
-        return [copy.deepcopy(s) for (ns, _), s in self.sessions.items() if namespace in (None, ns)]
-
-    async def patch_session_status(
-        self, namespace: str, name: str, status: dict[str, Any], uid: str | None = None, has_status: bool = True
-    ) -> dict[str, Any] | None:
-        if self.gate is not None:
-            await self.gate.wait()
-        if self.fail_status_writes:
-            self.fail_status_writes -= 1
-            raise RuntimeError("API unavailable")
-        self.writes.append(("status", name))
-        body = self.sessions.get((namespace, name))
-        if body is None or (uid is not None and body["metadata"].get("uid") != uid):
-            return None  # gone, or another session under the name (the API server's test op fails)
-        merged = {**(body.get("status") or {}), **status}
-        body["status"] = {k: v for k, v in merged.items() if v is not None}
-        meta = body["metadata"]
-        meta["resourceVersion"] = str(int(meta.get("resourceVersion", "1")) + 1)
-        return copy.deepcopy(body)
-
-    async def delete_session(self, namespace: str, name: str, uid: str) -> None:
-        self.writes.append(("delete-session", name))
-
-    async def get_claim(self, namespace: str, name: str) -> dict[str, Any] | None:
-        self.reads.append(("get-claim", name))
-        return copy.deepcopy(self.claims.get((namespace, name)))
-
-    async def create_claim(self, claim: dict[str, Any]) -> dict[str, Any] | None:
-        key = (claim["metadata"]["namespace"], claim["metadata"]["name"])
-        self.writes.append(("create-claim", key[1]))
-        if key in self.claims:
-            return None
-        self.claims[key] = {**claim, "metadata": {**claim["metadata"], "uid": f"claim-{key[1]}"}}
-        return copy.deepcopy(self.claims[key])
-
-    async def patch_claim(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
-        self.writes.append(("patch-claim", name))
-
-    async def delete_claim(self, namespace: str, name: str, uid: str | None = None) -> bool:
-        self.writes.append(("delete-claim", name))
-        return self.claims.pop((namespace, name), None) is not None
-
-    async def get_sandbox(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return copy.deepcopy(self.sandboxes.get((namespace, name)))
-
-    async def patch_sandbox(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
-        self.writes.append(("patch-sandbox", name))
-
-    async def get_warm_pool(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return {"metadata": {"name": name}} if (namespace, name) in self.pools else None
-
-    async def get_network_policy(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return copy.deepcopy(self.network_policies.get((namespace, name)))
-
-    async def create_network_policy(self, manifest: dict[str, Any]) -> dict[str, Any] | None:
-        key = (manifest["metadata"]["namespace"], manifest["metadata"]["name"])
-        self.writes.append(("create-network-policy", key[1]))
-        if key in self.network_policies:
-            return None
-        self.network_policies[key] = copy.deepcopy(manifest)
-        return copy.deepcopy(manifest)
-
-    async def replace_network_policy(self, current: dict[str, Any], manifest: dict[str, Any]) -> dict[str, Any]:
-        key = (manifest["metadata"]["namespace"], manifest["metadata"]["name"])
-        self.writes.append(("replace-network-policy", key[1]))
-        self.network_policies[key] = {**copy.deepcopy(current), "spec": copy.deepcopy(manifest["spec"])}
-        return copy.deepcopy(self.network_policies[key])
-
-    async def allowed_label_domains(self, namespace: str, name: str) -> list[str]:
-        return ["sandbox.users.io"]
-
-    async def event(self, obj: dict[str, Any], reason: str, message: str, type_: str = "Normal") -> None:
-        self.writes.append(("event", reason))
 
 
 @pytest.fixture
@@ -144,11 +35,7 @@ async def reconciler(kube: FakeKube) -> Any:
     await rec.scheduler.stop()
 
 
-def _store(kube: FakeKube, session: dict[str, Any]) -> Key:
-    key = (session["metadata"]["namespace"], session["metadata"]["name"])
-    session["metadata"].setdefault("resourceVersion", "1")
-    kube.sessions[key] = session
-    return key
+_store = store
 
 
 # ---- one pass, end to end over the fake ----------------------------------------------------------
@@ -204,7 +91,7 @@ async def test_provisioning_progress_waits_then_is_written_from_the_cache(
     at = reconciler.scheduler.due(key)
     assert at is not None and at - dt.datetime.now(dt.UTC) < PROGRESS_DELAY + dt.timedelta(seconds=1)
     later = at + dt.timedelta(milliseconds=1)
-    monkeypatch.setattr("agentsession_operator.kube.reconciler._now", lambda: later)
+    monkeypatch.setattr("agentsession_operator.kube.clock.now", lambda: later)
     kube.reads.clear()
     await reconciler._on_deadline(key, at)
     assert kube.writes[writes:] == [("status", "demo")] and kube.reads == []
@@ -287,7 +174,9 @@ async def _session_event(reconciler: Reconciler, type_: str | None, body: dict[s
 
     from agentsession_operator.handlers import events
 
-    await events.session_event(type=type_, body=kopf.Body(copy.deepcopy(body)), memo=kopf.Memo(reconciler=reconciler))
+    await events.session_event(
+        type=type_, body=kopf.Body(copy.deepcopy(body)), memo=kopf.Memo(state=OperatorState(reconciler=reconciler))
+    )
 
 
 async def test_a_stale_event_handled_after_the_deleted_event_creates_no_claim(
@@ -349,7 +238,7 @@ async def test_a_status_write_answered_404_ends_the_session_for_good(
 
     from agentsession_operator.handlers import events
 
-    memo = kopf.Memo(reconciler=reconciler)
+    memo = kopf.Memo(state=OperatorState(reconciler=reconciler))
     await events.claim_event(type="DELETED", body=kopf.Body(claim), memo=memo)
     await _session_event(reconciler, "DELETED", body)
     assert kube.writes.count(("create-claim", "demo")) == 1
@@ -388,13 +277,13 @@ async def test_triggers_during_a_pass_coalesce_into_one_more_pass(
 ) -> None:
     key = _store(kube, make_session())
     passes: list[str] = []
-    original = reconciler._reconcile
+    original = reconciler.session_pass.run
 
     async def counting(key: Key, cause: str, lag: float | None, fresh: bool) -> None:
         passes.append(cause)
         await original(key, cause, lag, fresh)
 
-    reconciler._reconcile = counting  # type: ignore[method-assign]
+    reconciler.session_pass.run = counting  # type: ignore[method-assign]
     kube.gate = asyncio.Event()
     first = asyncio.create_task(reconciler.reconcile(key, cause="first"))
     await asyncio.sleep(0.01)  # the first pass now waits inside its status write
@@ -584,7 +473,7 @@ async def _listed(reconciler: Reconciler, handler: str, body: dict[str, Any]) ->
 
     from agentsession_operator.handlers import events
 
-    memo = kopf.Memo(reconciler=reconciler)
+    memo = kopf.Memo(state=OperatorState(reconciler=reconciler))
     await getattr(events, handler)(type=None, body=kopf.Body(copy.deepcopy(body)), memo=memo)
 
 
@@ -681,6 +570,23 @@ async def test_an_expired_session_without_its_claim_is_passed_without_a_request(
     await reconciler.reconcile(key, cause="listed")
     assert kube.reads == []  # neither the session nor its (deleted) claim
     assert not any(w[0] == "create-claim" for w in kube.writes)
+
+
+async def test_a_pass_resolves_the_settings_in_force_once(
+    kube: FakeKube, reconciler: Reconciler, make_session: Make, make_policy: Make, resolves: list[int]
+) -> None:
+    """The creating pass (the claim, then the round after its create) and a later pass each resolve once:
+    the shell decides nothing itself (decisions/decide.py). They resolved 5 and 3 times before."""
+    count = resolves
+    kube.pools.add(("ns", "python-pool"))
+    kube.policies.append(make_policy("p", {"limits": {"maxTtl": "4h"}}))
+    await reconciler.prime(("ns",))
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")  # the reconciler reads the real clock
+    key = _store(kube, make_session(spec={"warmPoolRef": {"name": "python-pool"}, "ttl": "2h"}, created=now))
+    await reconciler.reconcile(key, cause="test")
+    assert ("create-claim", "demo") in kube.writes and count == [1]
+    await reconciler.reconcile(key, cause="again")
+    assert count == [2]
 
 
 def test_the_uid_fenced_status_patch_tests_the_uid_then_sets_each_member_whole() -> None:

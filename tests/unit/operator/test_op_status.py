@@ -10,8 +10,25 @@ import pytest
 
 from agentsession_operator.decisions import status as status_module
 from agentsession_operator.decisions.conditions import find_condition
+from agentsession_operator.decisions.policy import resolve
 from agentsession_operator.decisions.resolved import Resolved
-from agentsession_operator.decisions.status import TERMINAL_CLAIM_REASONS, compute_status
+from agentsession_operator.decisions.status import TERMINAL_CLAIM_REASONS
+from agentsession_operator.decisions.status import compute_status as judged_status
+
+
+def compute_status(
+    session: dict[str, Any],
+    claim: dict[str, Any] | None,
+    sandbox: dict[str, Any] | None,
+    now: datetime,
+    warm_pool_exists: bool = True,
+    **kwargs: Any,
+) -> dict[str, Any]:
+    """The status under no policy: these tests judge the session's own values (resolved explicitly here,
+    as compute_status itself never defaults it)."""
+    kwargs.setdefault("resolved", resolve(session, now=now))
+    return judged_status(session, claim, sandbox, now, warm_pool_exists, **kwargs)
+
 
 T0 = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
 Make = Callable[..., dict[str, Any]]

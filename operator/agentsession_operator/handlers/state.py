@@ -1,0 +1,67 @@
+"""The operator's state: one typed object that kopf's memo carries (``memo.state``).
+
+What the command line set before kopf started (cli.py; ``kopf run`` and KopfRunner get the defaults),
+and what the startup handler built. kopf copies the memo for each object it handles, shallowly: every
+handler sees this same object, so no module global is needed and no key is spelled twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from dataclasses import dataclass, field
+
+import kopf
+
+from agentsession_operator.decisions.actions import DEFAULT_EXPIRY_WARNING
+from agentsession_operator.decisions.network import NetworkSettings
+from agentsession_operator.infra.webhook_server import WebhookConfig
+from agentsession_operator.kube.client import Kube
+from agentsession_operator.kube.leader import KubeLeaseAPI, LeaderElector
+from agentsession_operator.kube.lease import Timing
+from agentsession_operator.kube.reconciler import Reconciler
+from agentsession_operator.kube.resync import RESYNC_PERIOD
+
+
+@dataclass(frozen=True)
+class Election:
+    """Leader election's Lease and timing (cli: --lease-*); None in OperatorState: the only replica."""
+
+    namespace: str
+    name: str
+    identity: str
+    timing: Timing
+
+
+@dataclass
+class OperatorState:
+    # Set by the command line.
+    webhook: WebhookConfig | None = None
+    namespaces: tuple[str, ...] = ()
+    election: Election | None = None
+    network: NetworkSettings = field(default_factory=NetworkSettings)
+    expiry_warning: dt.timedelta | None = DEFAULT_EXPIRY_WARNING
+    resync_period: float = RESYNC_PERIOD
+    # Built by the startup handler, released by the cleanup handler.
+    kube: Kube | None = None
+    reconciler: Reconciler | None = None
+    elector: LeaderElector | None = None
+    lease_api: KubeLeaseAPI | None = None
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)  # the cache resync, the gc freezer
+
+
+def of(memo: kopf.Memo) -> OperatorState:
+    """The state `memo` carries, created on first use (``kopf run`` starts with an empty memo)."""
+    state = memo.get("state")
+    if not isinstance(state, OperatorState):
+        state = OperatorState()
+        memo["state"] = state
+    return state
+
+
+def reconciler_of(memo: kopf.Memo) -> Reconciler:
+    """The reconciler the startup handler built (an event before it is a bug: say so)."""
+    reconciler = of(memo).reconciler
+    if reconciler is None:
+        raise RuntimeError("the operator has not started: no reconciler yet (the startup handler builds it)")
+    return reconciler

@@ -1,0 +1,89 @@
+"""kube/status_writer.py: the status write, its fallback when the schema refuses it, and a 404."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from fake_kube import FakeKube, store
+from kubernetes_asyncio.client.rest import ApiException
+
+from agentsession_operator.infra.logs import logger
+from agentsession_operator.kube.status_writer import SessionGone, StatusWriter
+
+
+def _writer(kube: FakeKube) -> tuple[StatusWriter, list[Any], list[Any], list[Any]]:
+    events: list[Any] = []
+    remembered: list[Any] = []
+    deleted: list[Any] = []
+    writer = StatusWriter(
+        kube,  # type: ignore[arg-type]
+        lambda: None,
+        lambda obj, reason, message, type_: events.append((reason, type_)),
+        lambda key, body: remembered.append(key),
+        lambda key, uid: deleted.append((key, uid)),
+    )
+    return writer, events, remembered, deleted
+
+
+async def test_a_phase_change_is_written_remembered_and_told(make_session: Any) -> None:
+    kube = FakeKube()
+    session = make_session()
+    key = store(kube, session)
+    writer, events, remembered, _ = _writer(kube)
+    patch = {"phase": "Ready", "conditions": [{"type": "Ready", "status": "True", "reason": "SandboxReady"}]}
+    await writer.write(key, session, patch, logger())
+    assert kube.sessions[key]["status"]["phase"] == "Ready" and remembered == [key]
+    assert events == [("SandboxReady", "Normal")] and writer.phases[key] == "Ready"
+    writer.forget(key)
+    assert key not in writer.phases
+
+
+async def test_provisioning_gets_no_event(make_session: Any) -> None:
+    kube = FakeKube()
+    session = make_session()
+    key = store(kube, session)
+    writer, events, _, _ = _writer(kube)
+    await writer.write(key, session, {"phase": "Provisioning"}, logger())
+    assert events == []
+
+
+async def test_a_schema_refusal_writes_the_minimal_status(make_session: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    kube = FakeKube()
+    session = make_session()
+    key = store(kube, session)
+    real = kube.patch_session_status
+    calls: list[dict[str, Any]] = []
+
+    async def refusing(namespace: str, name: str, status: dict[str, Any], **fence: Any) -> Any:
+        calls.append(status)
+        if len(calls) == 1:
+            raise ApiException(status=422, reason="Unprocessable")
+        return await real(namespace, name, status, **fence)
+
+    monkeypatch.setattr(kube, "patch_session_status", refusing)
+    writer, events, _, _ = _writer(kube)
+    await writer.write(key, session, {"phase": "Ready", "podName": "x" * 10}, logger())
+    assert len(calls) == 2 and "podName" not in calls[1] and calls[1]["phase"] == "Ready"
+    assert ("StatusRejected", "Warning") in events
+
+
+async def test_a_404_ends_the_session(make_session: Any) -> None:
+    kube = FakeKube()
+    writer, _, _, deleted = _writer(kube)
+    with pytest.raises(SessionGone):
+        await writer.write(("ns", "demo"), make_session(), {"phase": "Ready"}, logger())
+    assert deleted and deleted[0][0] == ("ns", "demo")
+
+
+async def test_a_status_for_a_session_replaced_under_its_name_is_dropped_as_gone(make_session: Any) -> None:
+    """The writer passes the UID of the body the pass decided on: a namesake (another UID) gets none of it."""
+    kube = FakeKube()
+    session = make_session()
+    key = store(kube, session)
+    kube.sessions[key] = {**session, "metadata": {**session["metadata"], "uid": "namesake"}}
+    before = kube.sessions[key].get("status")
+    writer, _, _, gone = _writer(kube)
+    with pytest.raises(SessionGone):
+        await writer.write(key, session, {"phase": "Ready"}, logger())
+    assert kube.sessions[key].get("status") == before and gone
