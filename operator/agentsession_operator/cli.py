@@ -272,6 +272,8 @@ def main(argv: list[str] | None = None) -> None:
     logs.configure(args.log_level, json=args.log_format == "json")
     asyncio.run(_preflight())  # a clear message, not a stack trace, against a too-old agent-sandbox
     if args.metrics_port:
+        if not args.leader_elect:
+            metrics.LEADER.set(1)  # no election: this process always reconciles
         metrics.serve(args.metrics_port, args.bind)
     registry = kopf.get_default_registry()
     import agentsession_operator.handlers  # noqa: F401 - registers the startup and watch handlers
