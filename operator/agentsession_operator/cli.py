@@ -263,6 +263,7 @@ async def _preflight() -> None:
     kube = await Kube.connect()
     try:
         await preflight.check_agent_sandbox(kube)
+        await preflight.check_own_crds(kube)
     finally:
         await kube.close()
 
@@ -270,7 +271,7 @@ async def _preflight() -> None:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     logs.configure(args.log_level, json=args.log_format == "json")
-    asyncio.run(_preflight())  # a clear message, not a stack trace, against a too-old agent-sandbox
+    asyncio.run(_preflight())  # a clear message, not a stack trace, against a too-old agent-sandbox or CRD
     if args.metrics_port:
         if not args.leader_elect:
             metrics.LEADER.set(1)  # no election: this process always reconciles
