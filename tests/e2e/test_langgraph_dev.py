@@ -88,7 +88,7 @@ def server(kube: Kube, namespace: str, operator: OperatorProcess, tmp_path: Path
             "--no-reload",
             "--allow-blocking",
             "--config",
-            str(CONFIG),
+            str(app / CONFIG.name),
         ],
         cwd=app,
         env=env,
