@@ -89,5 +89,5 @@ def test_an_old_crd_drops_a_limit_and_the_operator_refuses_to_start(kube: Kube, 
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("agentsession-operator cannot start: the installed AgentSession CRDs are older"), last
     assert f"CRD {names.POLICY_PLURAL}.{names.GROUP} has schema revision 0, this operator needs" in last
-    assert "kubectl apply --server-side -f crds/" in last
+    assert "kubectl apply --server-side --force-conflicts -f crds/" in last
     assert elapsed < 30, elapsed

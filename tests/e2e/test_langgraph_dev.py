@@ -25,28 +25,13 @@ import pytest
 from langchain_k8s_client import AgentSessionSandbox
 from langchain_k8s_client.manager import MANAGER_LABEL, MANAGER_VALUE, session_name
 from tests.e2e.conftest import Kube, OperatorProcess
+from tests.opskit.langgraph_dev import FLAGS, OFFLINE, SECRETS
 
 pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "examples" / "langgraph" / "langgraph.json"
 NETGUARD = ROOT / "tests" / "opskit" / "netguard"
-# What langgraph dev must not have: a key would turn on tracing, a model, or the license beacon.
-SECRETS = (
-    "LANGSMITH_API_KEY",
-    "LANGCHAIN_API_KEY",
-    "LANGGRAPH_CLOUD_LICENSE_KEY",
-    "LANGSMITH_CONTROL_PLANE_API_KEY",
-    "ANTHROPIC_API_KEY",
-    "OPENAI_API_KEY",
-)
-# Documented in docs/operations.md (langgraph dev on a machine that must not phone home).
-OFFLINE = {
-    "LANGGRAPH_CLI_NO_ANALYTICS": "1",
-    "LANGGRAPH_NO_VERSION_CHECK": "true",
-    "LANGSMITH_TRACING": "false",
-    "LANGCHAIN_TRACING_V2": "false",
-}
 
 
 def _free_port() -> int:
@@ -80,13 +65,10 @@ def server(kube: Kube, namespace: str, operator: OperatorProcess, tmp_path: Path
         [
             str(langgraph),
             "dev",
-            "--host",
-            "127.0.0.1",
+            *FLAGS,
             "--port",
             str(port),
-            "--no-browser",
             "--no-reload",
-            "--allow-blocking",
             "--config",
             str(app / CONFIG.name),
         ],

@@ -14,9 +14,10 @@ from agentsession_operator import constants as c
 from agentsession_operator.kube.client import Kube
 
 OWN_CRDS = (f"{names.SESSION_PLURAL}.{names.GROUP}", f"{names.POLICY_PLURAL}.{names.GROUP}")
+CRD_UPGRADE_COMMAND = "kubectl apply --server-side --force-conflicts -f crds/"
 CRD_UPGRADE = (
-    "Apply the CRDs of this operator's release: kubectl apply --server-side -f crds/ "
-    "(Helm installs a chart's crds/ once and never upgrades them), then restart the operator."
+    f"Apply the CRDs of this operator's release: {CRD_UPGRADE_COMMAND} (Helm installs a chart's crds/ "
+    "once and never upgrades them; --force-conflicts takes over the fields Helm wrote), then restart the operator."
 )
 REQUIRED = {
     f"{c.CLAIM_PLURAL}.{c.EXTENSIONS_GROUP}": c.EXTENSIONS_VERSION,

@@ -52,5 +52,5 @@ async def test_the_error_names_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
         await preflight.check_own_crds(_Kube({SESSIONS: {}, POLICIES: {}}))  # type: ignore[arg-type]
     message = str(err.value.code)
     assert message.startswith("agentsession-operator cannot start: the installed AgentSession CRDs are older")
-    assert "kubectl apply --server-side -f crds/" in message and "never upgrades them" in message
+    assert preflight.CRD_UPGRADE_COMMAND in message and "never upgrades them" in message
     assert f"{POLICIES} has schema revision 0" in message
