@@ -17,18 +17,14 @@ from tests.opskit import promql
 pytestmark = pytest.mark.e2e
 
 
-def _names(text: str) -> set[str]:
-    return promql.sample_names(text_string_to_metric_families(text))
-
-
 def test_rules_and_dashboard_metrics_are_in_real_scrapes(
     kube: Kube,
     operator: OperatorProcess,
     policed: str,  # noqa: F811
 ) -> None:
     scrape = httpx.get(f"http://127.0.0.1:{operator.metrics_port}/metrics", timeout=10).text
-    own = _names(scrape)
-    apiserver = _names(kube.run("get", "--raw", "/metrics").stdout)
+    own = promql.exposed_names(scrape)
+    apiserver = promql.exposed_names(kube.run("get", "--raw", "/metrics").stdout)
     used = promql.used_names()
     missing = sorted(
         name

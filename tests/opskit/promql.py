@@ -73,20 +73,40 @@ def used_names() -> set[str]:
     return {name for expr in rule_exprs() + dashboard_exprs() for name in metric_names(expr)}
 
 
+_SUFFIXES = {
+    "counter": ("_total", "_created"),
+    "histogram": ("_bucket", "_count", "_sum", "_created"),
+    "summary": ("", "_count", "_sum", "_created"),
+    "gauge": ("",),
+    "info": ("_info",),
+}
+
+
 def sample_names(families: Iterable[Any]) -> set[str]:
     """Every series name a scrape of these prometheus_client metric families can carry."""
-    suffixes = {
-        "counter": ("_total", "_created"),
-        "histogram": ("_bucket", "_count", "_sum", "_created"),
-        "summary": ("", "_count", "_sum", "_created"),
-        "gauge": ("",),
-        "info": ("_info",),
-    }
     names = set()
     for family in families:
-        for suffix in suffixes.get(family.type, ("",)):
+        for suffix in _SUFFIXES.get(family.type, ("",)):
             names.add(family.name + suffix)
         names.update(sample.name for sample in family.samples)
+    return names
+
+
+def exposed_names(text: str) -> set[str]:
+    """Series names in a scrape's text, as Prometheus stores them (no parser renaming: kube-apiserver's
+    counters end in _count, not _total), plus those of families declared without samples yet."""
+    names = set()
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            _, _, name, kind = line.split(" ", 3)
+            if kind.strip() in ("histogram", "summary"):
+                names.update(name + suffix for suffix in _SUFFIXES[kind.strip()])
+            elif kind.strip() == "counter" and not name.endswith("_total"):
+                names.add(name + "_total")  # prometheus_client declares a counter by its name without _total
+            else:
+                names.add(name)
+        elif line and not line.startswith("#"):
+            names.add(re.split(r"[{ ]", line, maxsplit=1)[0])
     return names
 
 

@@ -1,6 +1,6 @@
 """Refuse to start, with a message that says what to do, against an agent-sandbox older than v1.0 or
 AgentSession CRDs older than this operator (the API server prunes the fields an old CRD does not know:
-a new policy limit would be dropped without a word)."""
+a new policy limit would be dropped, with a warning at most)."""
 
 from __future__ import annotations
 
@@ -91,5 +91,8 @@ async def check_own_crds(kube: Kube) -> None:
     if found:
         raise PreflightError(
             "the installed AgentSession CRDs are older than this operator, and the API server would drop every "
-            "field they lack (policy limits among them) without an error: " + "; ".join(found) + ". " + CRD_UPGRADE
+            "field they lack (policy limits among them), with a warning at most: "
+            + "; ".join(found)
+            + ". "
+            + CRD_UPGRADE
         )
