@@ -140,4 +140,5 @@ def test_two_threads_get_two_sandboxes_under_langgraph_dev(
         sandbox = AgentSessionSandbox(session_name(thread_id), namespace, keep=True)
         assert sandbox.execute("cat /tmp/thread.txt").output.strip() == thread_id
     assert len(pods) == 2
+    assert Path(f"{netlog}.loaded").read_text().strip(), "the network guard was not loaded in langgraph dev"
     assert netlog.read_text() == "", f"langgraph dev tried to leave the machine:\n{netlog.read_text()}"

@@ -43,3 +43,6 @@ def _hook(event: str, args: tuple[Any, ...]) -> None:
 
 
 sys.addaudithook(_hook)
+if _LOG:  # proof for the test that the guard is in force in this process
+    with open(_LOG + ".loaded", "a") as marker:
+        marker.write(f"{os.getpid()}\n")
