@@ -58,6 +58,7 @@ operator: venv ## install the CRDs and run the operator in the foreground agains
 	$(PY) -m agentsession_operator
 
 test-unit: venv ## unit tests (no cluster)
+	$(PY) -m devcluster.prereqs ops  # lua5.1 and promtool for the operations kit's tests
 	$(PY) -m pytest tests/unit -q
 
 test-e2e: venv ## end-to-end tests on one kind of node (NODE=kwok|real; the tests start and stop the cluster)
@@ -73,6 +74,7 @@ test-hostile: venv ## only the hostile-input e2e tests (malformed manifests, hos
 	$(PY) -m pytest -m hostile tests/e2e -q
 
 test: venv ## every test: unit, then end to end on the kwok node, then on the real node (builds what is missing first)
+	$(PY) -m devcluster.prereqs ops  # lua5.1 and promtool for the operations kit's tests
 	$(PY) -m pytest tests/unit -q
 	$(PY) -m devcluster.prereqs kwok real-node images  # every host package before any long build
 	DEVCLUSTER_NODE=kwok $(PY) -m devcluster build

@@ -164,7 +164,11 @@ def _crd(
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{plural}.{names.GROUP}"},
+        "metadata": {
+            "name": f"{plural}.{names.GROUP}",
+            # The operator's preflight compares it with the revision it was built for.
+            "annotations": {names.ANNOTATION_SCHEMA_REVISION: str(names.SCHEMA_REVISION)},
+        },
         "spec": {
             "group": names.GROUP,
             "names": crd_names,

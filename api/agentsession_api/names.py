@@ -26,6 +26,12 @@ LABEL_SANDBOX_CLIENT: Final = f"{GROUP}/sandbox-client"
 """On an application's pods (value ``"true"``): the session NetworkPolicy admits such pods of the session's own
 namespace, and no others."""
 
+ANNOTATION_SCHEMA_REVISION: Final = f"{GROUP}/schema-revision"
+"""On the generated CRDs: the revision of their schema (:data:`SCHEMA_REVISION`)."""
+SCHEMA_REVISION: Final = 1
+"""Bumped with every change of the generated CRD schemas (tests/unit/api/test_api_schema_revision.py
+fails until it is). The operator refuses to start while an installed CRD carries a lower one: the API
+server prunes fields its CRD does not know, so an old CRD silently drops a new policy limit."""
 ANNOTATION_ACTIVITY: Final = f"{GROUP}/activity"
 """Written by the client, read by the operator: see :mod:`agentsession_api.activity`."""
 

@@ -256,6 +256,7 @@ async def _preflight() -> None:
     kube = await Kube.connect()
     try:
         await preflight.check_agent_sandbox(kube)
+        await preflight.check_own_crds(kube)
     finally:
         await kube.close()
 
@@ -273,8 +274,10 @@ def warn_unauthenticated_webhook() -> None:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     logs.configure(args.log_level, json=args.log_format == "json")
-    asyncio.run(_preflight())  # a clear message, not a stack trace, against a too-old agent-sandbox
+    asyncio.run(_preflight())  # a clear message, not a stack trace, against a too-old agent-sandbox or CRD
     if args.metrics_port:
+        if not args.leader_elect:
+            metrics.LEADER.set(1)  # no election: this process always reconciles
         metrics.serve(args.metrics_port, args.bind)
     registry = kopf.get_default_registry()
     import agentsession_operator.handlers  # noqa: F401 - registers the startup and watch handlers

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
+from pathlib import Path
+
 from prometheus_client import Counter, Gauge, Histogram, start_http_server
 
 SESSIONS_BY_PHASE = Gauge("agentsession_sessions", "AgentSessions by namespace and phase", ["namespace", "phase"])
@@ -29,6 +33,40 @@ API_RETRIES = Counter(
 CACHE_RESYNC_DROPPED = Counter(
     "agentsession_cache_resync_dropped_total", "Cached objects a relist no longer had (deleted unseen)", ["kind"]
 )
+
+LEADER = Gauge(
+    "agentsession_leader",
+    "1 while this replica reconciles (holds the Lease, or runs with --no-leader-elect), else 0",
+)
+MEMORY_LIMIT = Gauge(
+    "agentsession_memory_limit_bytes",
+    "The operator container's memory limit (its cgroup's; NaN when unlimited), to compare with "
+    "process_resident_memory_bytes: the watch cache grows with the sessions",
+)
+# cgroup v2, then v1: the limit the kernel OOM-kills the operator at.
+CGROUP_MEMORY_LIMITS = (Path("/sys/fs/cgroup/memory.max"), Path("/sys/fs/cgroup/memory/memory.limit_in_bytes"))
+_UNLIMITED_V1 = 1 << 60  # cgroup v1 writes a huge page-aligned number for "no limit"
+
+
+def memory_limit(paths: tuple[Path, ...] = CGROUP_MEMORY_LIMITS) -> float:
+    """The cgroup memory limit in bytes, NaN when there is none (or no cgroup file to read)."""
+    for path in paths:
+        try:
+            text = path.read_text().strip()
+        except OSError:
+            continue
+        if text == "max" or not text.isdigit() or int(text) >= _UNLIMITED_V1:
+            return math.nan
+        return float(text)
+    return math.nan
+
+
+MEMORY_LIMIT.set_function(memory_limit)
+
+
+def report_leadership(is_leader: Callable[[], bool]) -> None:
+    """Read leadership at every scrape: the Lease check is a function of the clock, it lapses by itself."""
+    LEADER.set_function(lambda: 1.0 if is_leader() else 0.0)
 
 
 def serve(port: int, addr: str = "127.0.0.1") -> None:

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
+from agentsession_operator.infra import metrics
 from agentsession_operator.infra.logs import logger
 from agentsession_operator.kube import lease as rules
 from agentsession_operator.kube import transport
@@ -206,6 +207,7 @@ class LeaderElector:
             await asyncio.sleep(max(0.0, started + self.timing.retry_period - self._clock()))
 
     def start(self) -> None:
+        metrics.report_leadership(self.is_leader)  # agentsession_leader: the alert on "no replica leads"
         self._task = asyncio.create_task(self.run(), name="leader-election")
 
     async def stop(self) -> None:

@@ -1,10 +1,24 @@
-"""Refuse to start, with a message that says what to do, against an agent-sandbox older than v1.0."""
+"""Refuse to start, with a message that says what to do, against an agent-sandbox older than v1.0 or
+AgentSession CRDs older than this operator (the API server prunes the fields an old CRD does not know:
+a new policy limit would be dropped, with a warning at most)."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.rest import ApiException
+
+from agentsession_api import names
 from agentsession_operator import constants as c
 from agentsession_operator.kube.client import Kube
 
+OWN_CRDS = (f"{names.SESSION_PLURAL}.{names.GROUP}", f"{names.POLICY_PLURAL}.{names.GROUP}")
+CRD_UPGRADE_COMMAND = "kubectl apply --server-side --force-conflicts -f crds/"
+CRD_UPGRADE = (
+    f"Apply the CRDs of this operator's release: {CRD_UPGRADE_COMMAND} (Helm installs a chart's crds/ "
+    "once and never upgrades them; --force-conflicts takes over the fields Helm wrote), then restart the operator."
+)
 REQUIRED = {
     f"{c.CLAIM_PLURAL}.{c.EXTENSIONS_GROUP}": c.EXTENSIONS_VERSION,
     f"{c.WARM_POOL_PLURAL}.{c.EXTENSIONS_GROUP}": c.EXTENSIONS_VERSION,
@@ -39,4 +53,46 @@ async def check_agent_sandbox(kube: Kube) -> None:
             "agent-sandbox v1.0 or newer (with extensions) is required: "
             + "; ".join(found)
             + ". Install it first (release manifest sandbox-with-extensions.yaml, v1.0.x), then restart."
+        )
+
+
+def stale_crds(installed: dict[str, dict[str, Any] | None], required: int = names.SCHEMA_REVISION) -> list[str]:
+    """What is wrong with our own CRDs (pure: `installed` maps CRD name -> its metadata.annotations, None
+    when the CRD is not installed). A CRD without the annotation predates revisions: revision 0."""
+    out = []
+    for crd in OWN_CRDS:
+        if crd not in installed or installed[crd] is None:
+            out.append(f"CRD {crd} is not installed")
+            continue
+        text = (installed[crd] or {}).get(names.ANNOTATION_SCHEMA_REVISION, "0")
+        try:
+            revision = int(text)
+        except ValueError:
+            out.append(f"CRD {crd} has {names.ANNOTATION_SCHEMA_REVISION}={text!r}, not a number")
+            continue
+        if revision < required:
+            out.append(f"CRD {crd} has schema revision {revision}, this operator needs {required}")
+    return out
+
+
+async def _annotations(kube: Kube, name: str) -> dict[str, Any] | None:
+    ext = client.ApiextensionsV1Api(kube.api_client)
+    try:
+        crd = await ext.read_custom_resource_definition(name)
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+    return dict(crd.metadata.annotations or {})
+
+
+async def check_own_crds(kube: Kube) -> None:
+    found = stale_crds({crd: await _annotations(kube, crd) for crd in OWN_CRDS})
+    if found:
+        raise PreflightError(
+            "the installed AgentSession CRDs are older than this operator, and the API server would drop every "
+            "field they lack (policy limits among them), with a warning at most: "
+            + "; ".join(found)
+            + ". "
+            + CRD_UPGRADE
         )

@@ -1,0 +1,1 @@
+"""Helpers shared by the operations-kit tests (Argo CD health in Lua, Prometheus rules, the dashboard)."""

@@ -1,0 +1,48 @@
+"""names.SCHEMA_REVISION moves with the generated CRD schemas (the operator's preflight relies on it).
+
+Each revision's fingerprint (the CRDs' specs without descriptions) is recorded here. A schema change
+without a new revision fails below: bump SCHEMA_REVISION in api/agentsession_api/names.py, run
+`make crds`, and add the fingerprint this test prints.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from agentsession_api import crdgen, names
+
+FINGERPRINTS = {
+    1: "972267f8da8ede07e26316caf75faa263bdda24e9cfcf7e8d5ef43e2f4709441",
+}
+
+
+def _without_descriptions(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {k: _without_descriptions(v) for k, v in node.items() if k != "description"}
+    if isinstance(node, list):
+        return [_without_descriptions(v) for v in node]
+    return node
+
+
+def fingerprint() -> str:
+    specs = [_without_descriptions(crd["spec"]) for crd in (crdgen.session_crd(), crdgen.policy_crd())]
+    return hashlib.sha256(json.dumps(specs, sort_keys=True).encode()).hexdigest()
+
+
+def test_the_schema_revision_matches_the_schemas() -> None:
+    got = fingerprint()
+    assert FINGERPRINTS.get(names.SCHEMA_REVISION) == got, (
+        f"the CRD schemas changed: set SCHEMA_REVISION = {max(FINGERPRINTS) + 1} in api/agentsession_api/names.py, "
+        f"run `make crds`, and add {max(FINGERPRINTS) + 1}: {got!r} to FINGERPRINTS here"
+    )
+
+
+def test_revisions_only_grow() -> None:
+    assert max(FINGERPRINTS) == names.SCHEMA_REVISION
+
+
+def test_every_generated_crd_carries_the_revision() -> None:
+    for crd in (crdgen.session_crd(), crdgen.policy_crd()):
+        assert crd["metadata"]["annotations"][names.ANNOTATION_SCHEMA_REVISION] == str(names.SCHEMA_REVISION)
