@@ -37,7 +37,9 @@ class Activity:
 def format_activity(now: datetime, busy_seconds: float = 0) -> str:
     """The annotation's value for a report made at ``now`` (microsecond precision, ``Z``)."""
     stamp = utc(now).isoformat(timespec="microseconds").replace("+00:00", "Z")
-    return f"{stamp} busy={max(busy_seconds, 0):g}"
+    # `%g` writes an exponent below 1e-4 and from 1e6 on, which the pattern refuses: 0 and the cap instead.
+    busy = min(max(busy_seconds, 0), MAX_BUSY_SECONDS)
+    return f"{stamp} busy={0 if busy < 1e-4 else busy:g}"
 
 
 def parse_activity(annotation_value: object) -> Activity | None:

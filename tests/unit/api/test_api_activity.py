@@ -52,3 +52,16 @@ def test_report_key_is_bounded_printable_and_stable() -> None:
         key = report_key(hostile)
         assert len(key) <= MAX_LENGTH and key.isascii() and key.isprintable()
         assert key == report_key(hostile) and key != report_key(hostile + "!")
+
+
+@pytest.mark.parametrize("busy", [3.2e-05, 1e-9, 5e-5, 1e6, 2.5e7, 1e300])
+def test_every_busy_value_formats_to_a_report_the_operator_parses(busy: float) -> None:
+    """`%g` wrote `busy=3.2e-05` (a wake just after a report) and `busy=1e+06`, which the annotation's pattern
+    refuses: the operator ignored the report. Tiny values are 0, huge ones the cap (found by client-ts)."""
+    from datetime import UTC, datetime
+
+    from agentsession_api.activity import MAX_BUSY_SECONDS, format_activity, parse_activity
+
+    parsed = parse_activity(format_activity(datetime(2026, 12, 3, tzinfo=UTC), busy))
+    assert parsed is not None
+    assert parsed.busy_seconds == (0 if busy < 1e-4 else MAX_BUSY_SECONDS)
