@@ -1,0 +1,89 @@
+// Both clients send byte-identical in-pod scripts and compute the same names and activity values: the
+// Python client (test/reference.py, run with the repository's venv) answers the same cases.
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import { existsSync } from "node:fs";
+import { test } from "node:test";
+import { fileURLToPath } from "node:url";
+import { formatActivity } from "../src/activity.js";
+import { sessionName, threadHash } from "../src/manager.js";
+import * as scripts from "../src/scripts.js";
+import { toSpec } from "../src/sessions.js";
+
+const repo = fileURLToPath(new URL("../../../", import.meta.url));
+const reference = fileURLToPath(new URL("../../test/reference.py", import.meta.url));
+const python = process.env.PYTHON ?? (existsSync(`${repo}.venv/bin/python`) ? `${repo}.venv/bin/python` : "python3");
+
+function pythonAnswers(cases: unknown[]): unknown[] {
+  const run = spawnSync(python, [reference], { input: JSON.stringify(cases), encoding: "utf-8" });
+  assert.equal(run.status, 0, `${python} ${reference} failed (set PYTHON to a python with langchain_k8s_client): ${run.stderr}`);
+  return JSON.parse(run.stdout) as unknown[];
+}
+
+const commandsToWrap = ["true", "ls -la /tmp", "echo $$ $PPID", "printf 'a\\nb' | wc -l", "cd /x && exit 3", "echo 'é ü ✓'", "export A=1", ""];
+const runners = ["none", "timeout", "python3"] as const;
+
+test("the user-command wrapper is byte-identical for every runner and encoder", () => {
+  const cases: unknown[] = [];
+  const ours: unknown[] = [];
+  let seq = 0;
+  for (const runner of runners) {
+    for (const hasBase64 of [true, false]) {
+      for (const command of commandsToWrap) {
+        seq += 1;
+        const o = { timeout: 30 + seq, maxOutput: 1024 * seq, stagingDir: "/home/user/.lkc-staging", cwd: seq % 2 ? "" : "/work dir", runner, hasBase64, capture: "o.abc123", seq, sweep: seq % 3 ? 0 : 32 };
+        cases.push({ op: "user_command", args: { command, timeout: o.timeout, max_output: o.maxOutput, staging_dir: o.stagingDir, cwd: o.cwd, runner, has_base64: hasBase64, capture: o.capture, seq, sweep: o.sweep } });
+        const w = scripts.userCommand(command, o);
+        ours.push({ inline: w.inline(), staged: w.staged(), wrapper: w.wrapper });
+      }
+    }
+  }
+  assert.deepEqual(ours, pythonAnswers(cases));
+});
+
+test("probe, upload, download and cleanup scripts are byte-identical", () => {
+  const upload: Array<[string, string, string]> = [["/s/up-1", "/tmp/a b", ""], ["/s/up-2", "/tmp/it's", "/tmp"]];
+  const download: Array<[string, string]> = [["/tmp/x", ""], ["/tmp/ü y", "/tmp"]];
+  const prep = { stagingDir: "/base/.lkc-staging", token: "tok", inlineMax: 524288, inlineBudget: 2097152 };
+  const cases = [
+    { op: "probe" },
+    { op: "upload_finalize", args: { items: upload } },
+    { op: "download_prepare", args: { items: download, staging_dir: prep.stagingDir, token: prep.token, inline_max: prep.inlineMax, inline_budget: prep.inlineBudget } },
+    { op: "remove", args: { paths: ["/base/.lkc-staging/dn-1", "/base/.lkc-staging/dn 2"] } },
+  ];
+  const ours = [scripts.buildProbe(), scripts.buildUploadFinalize(upload), scripts.buildDownloadPrepare(download, prep), scripts.buildRemove(["/base/.lkc-staging/dn-1", "/base/.lkc-staging/dn 2"])];
+  assert.deepEqual(ours, pythonAnswers(cases));
+});
+
+test("session names and thread hashes are the Python client's", () => {
+  const threads = ["t1", "Thread 42", "user@example.com/conversation#7", "---", "ÄÖÜ unicode ✓ thread", "x".repeat(200), "UPPER_case.dots", "日本語"];
+  const prefixes = ["thread", "t", "my-app"];
+  const cases: unknown[] = [];
+  const ours: unknown[] = [];
+  for (const thread of threads) {
+    for (const prefix of prefixes) {
+      cases.push({ op: "session_name", args: { thread_id: thread, prefix } });
+      ours.push(sessionName(thread, prefix));
+    }
+    cases.push({ op: "thread_hash", args: { thread_id: thread } });
+    ours.push(threadHash(thread));
+  }
+  assert.deepEqual(ours, pythonAnswers(cases));
+});
+
+test("activity values are the Python client's", () => {
+  const at = "2026-03-04T05:06:07.891+00:00";
+  const busies = [0, 1, 1.5, 30, 300, 3600, 287.3456789, 0.0001234];
+  const cases = busies.map((busy) => ({ op: "activity", args: { at, busy } }));
+  const ours = busies.map((busy) => formatActivity(new Date(at), busy));
+  assert.deepEqual(ours, pythonAnswers(cases));
+  // `%g` prints 1234567 and 0.00001 in exponent form, which the operator's pattern refuses: this client
+  // says so instead of sending a report the operator would ignore.
+  assert.throws(() => formatActivity(new Date(at), 1234567));
+});
+
+test("a create sends the Python client's spec", () => {
+  const cases = [{ op: "to_spec", args: { warm_pool: "pool", ttl: "2h", idle_timeout: "15m", idle_action: "Suspend", env: { A: "1", B: "2" }, labels: { l: "v" }, pod_labels: { "sandbox.users.io/x": "y" }, fork_from: "src" } }];
+  const ours = [toSpec({ warmPool: "pool", ttl: "2h", idleTimeout: "15m", idleAction: "Suspend", env: { A: "1", B: "2" }, labels: { l: "v" }, podLabels: { "sandbox.users.io/x": "y" }, forkFrom: "src" })];
+  assert.deepEqual(ours, pythonAnswers(cases));
+});
