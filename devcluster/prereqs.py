@@ -21,11 +21,13 @@ KWOK = "kwok"  # the simulated node: bubblewrap pods
 REAL_NODE = "real-node"  # kubelet + containerd + CNI + kube-proxy + NetworkPolicy
 IMAGES = "images"  # the real node's images and registry
 LINT = "lint"  # make lint (the client's shell scripts)
+NODE = "node"  # the TypeScript client (client-ts): Node.js 20+ and npm
 
 # group -> {command: Debian package}
 COMMANDS: dict[str, dict[str, str]] = {
     KWOK: {"bwrap": "bubblewrap", "setpriv": "util-linux"},
     LINT: {"shellcheck": "shellcheck"},
+    NODE: {"node": "nodejs", "npm": "npm"},
     # kube-proxy, kube-router (iptables + ipset), the node's network namespace and veths.
     REAL_NODE: {
         "runc": "runc",
