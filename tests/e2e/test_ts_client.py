@@ -162,3 +162,38 @@ def test_contradicting_spec_is_a_conflict_in_both_clients(ts_package: Path, pool
             AgentSessionSandbox("conflict", pool_namespace, ttl="2h")
     finally:
         SessionManager(pool_namespace)._store.delete(pool_namespace, "conflict")
+
+
+def test_readme_typescript_block_runs(ts_package: Path, kube: Kube, operator: OperatorProcess, tmp_path: Path) -> None:
+    """The README's typescript block, compiled as written against the built package, in namespace team-a."""
+    import re
+
+    readme = (REPO / "README.md").read_text()
+    [block] = re.findall(r"^```typescript\n(.*?)^```", readme, re.MULTILINE | re.DOTALL)
+    kube.run("create", "namespace", "team-a", check=False)
+    kube.run("apply", "-n", "team-a", "-f", str(EXAMPLES / "00-python-pool.yaml"))
+    # Inside the package directory, so `@agentsession/deepagents` resolves to it (a package's own name).
+    where = CLIENT_TS / "dist-readme"
+    shutil.rmtree(where, ignore_errors=True)
+    where.mkdir()
+    try:
+        (where / "block.ts").write_text(block)
+        flags = ["--module", "nodenext", "--moduleResolution", "nodenext", "--target", "es2022", "--strict"]
+        flags += ["--skipLibCheck", "--rootDir", str(where), "--outDir", str(where)]
+        subprocess.run(
+            ["npx", "tsc", *flags, str(where / "block.ts")],
+            cwd=CLIENT_TS,
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        proc = subprocess.run(
+            ["node", str(where / "block.js")], capture_output=True, text=True, timeout=300, env=node_env()
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        lines = proc.stdout.splitlines()
+        assert lines[0].startswith("42 0 ") and "# notes" in proc.stdout, proc.stdout
+        assert lines[-1] == f"{session_name('user-42/conversation-7')} hi from TypeScript", proc.stdout
+    finally:
+        shutil.rmtree(where, ignore_errors=True)
