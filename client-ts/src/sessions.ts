@@ -257,7 +257,13 @@ export class SessionStore {
             const view = viewOf(obj);
             if (view.ready || view.finished) finish(() => resolve(latest));
           },
-          (err) => finish(() => (err && statusOf(err) !== 410 && !(err instanceof Error && err.name === "AbortError") ? reject(err) : resolve(statusOf(err) === 410 ? "gone" : latest))),
+          (err: unknown) =>
+            finish(() => {
+              const code = statusOf(err) ?? (err as { statusCode?: number } | null)?.statusCode;
+              if (code === 410) resolve("gone");
+              else if (err && !(err instanceof Error && err.name === "AbortError")) reject(err);
+              else resolve(latest); // closed by the server at timeoutSeconds, or by us
+            }),
         )
         .then((c) => {
           controller = c;

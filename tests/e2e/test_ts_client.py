@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from agentsession_api.activity import parse_activity
+from agentsession_api.names import ANNOTATION_ACTIVITY
 from langchain_k8s_client import AgentSessionSandbox, SessionConflict, SessionManager
 from langchain_k8s_client.manager import session_name
 from tests.e2e.conftest import Kube, OperatorProcess
@@ -58,6 +60,11 @@ def node_env() -> dict[str, str]:
     return {**os.environ, "KUBECONFIG": os.environ["KUBECONFIG"]}
 
 
+def activity_of(kube: Kube, namespace: str, name: str) -> str:
+    body = kube.get("agentsessions", name, namespace) or {}
+    return str((body.get("metadata", {}).get("annotations") or {}).get(ANNOTATION_ACTIVITY, ""))
+
+
 def drive(dist: Path, request: dict[str, Any], timeout: float = 240) -> dict[str, Any]:
     """One request to client-ts/e2e/driver.ts; its JSON answer."""
     proc = subprocess.run(
@@ -86,8 +93,9 @@ def test_conformance_cases(ts_package: Path, pool_namespace: str) -> None:
 
 
 def test_python_session_attached_and_used_by_typescript(ts_package: Path, pool_namespace: str, kube: Kube) -> None:
-    with AgentSessionSandbox("py-made", pool_namespace, warm_pool="python-pool", ttl="1h") as py:
+    with AgentSessionSandbox("py-made", pool_namespace, warm_pool="python-pool", ttl="1h", idle_timeout="10m") as py:
         assert py.upload_files([("/tmp/x/from-python.txt", b"hello from python")])[0].error is None
+        reported_by_python = activity_of(kube, pool_namespace, "py-made")
         answer = drive(
             ts_package,
             {
@@ -109,8 +117,16 @@ def test_python_session_attached_and_used_by_typescript(ts_package: Path, pool_n
         assert wrote["error"] is None
         assert identity["hostname"] == py.session.pod_name
         # The TypeScript client reported activity on this session, in the format the operator reads.
-        body = kube.get("agentsessions", "py-made", pool_namespace)
-        assert body is not None and body["status"].get("lastActivityReport")
+        reported_by_ts = activity_of(kube, pool_namespace, "py-made")
+        assert reported_by_ts != reported_by_python and parse_activity(reported_by_ts) is not None
+        kube.wait_for(
+            "the operator to take the TypeScript client's report",
+            lambda: (
+                (kube.get("agentsessions", "py-made", pool_namespace) or {}).get("status", {}).get("lastActivityReport")
+                == reported_by_ts
+            ),
+            timeout=30,
+        )
         assert py.download_files(["/tmp/x/from-ts.txt"])[0].content == "hello from ts ✓".encode()
 
 
