@@ -4,7 +4,18 @@
 // status names, after checking the runtime's hostname is that pod's name. Every operation reports activity
 // on this session (throttled, busy window before a command); a session idle-suspended is woken on use.
 import type * as k8s from "@kubernetes/client-node";
-import { BaseSandbox, type ExecuteResponse, type FileDownloadResponse, type FileOperationError, type FileUploadResponse } from "deepagents";
+import {
+  BaseSandbox,
+  type EditResult,
+  type ExecuteResponse,
+  type FileDownloadResponse,
+  type FileInfo,
+  type FileOperationError,
+  type FileUploadResponse,
+  type LsResult,
+} from "deepagents";
+import * as scripts from "./scripts.js";
+import type { RuntimeExec } from "./transport.js";
 import { ActivityThrottle, intervalFor, parseSeconds } from "./activity.js";
 import { SessionNotReady } from "./errors.js";
 import { IdleAction, Phase, type AgentSession } from "./generated/contract.js";
@@ -64,6 +75,47 @@ function pathError(path: string): FileOperationError | null {
 const FILE_ERRORS = new Set(["file_not_found", "permission_denied", "is_directory", "invalid_path"]);
 const asFileError = (code: string | null): FileOperationError | null =>
   code === null ? null : FILE_ERRORS.has(code) ? (code as FileOperationError) : "permission_denied";
+
+function failure(raw: RuntimeExec): string {
+  const text = (raw.stderr || raw.stdout).trim();
+  if (text.includes("python3") && (text.includes("No such file") || text.includes("not found"))) return "python3 is not installed in the sandbox image";
+  return text.slice(0, 300) || `exit code ${raw.exitCode}`;
+}
+
+const EDIT_MESSAGES: Record<string, string> = {
+  file_not_found: "Error: File '{path}' not found",
+  permission_denied: "Error: Permission denied editing file '{path}'",
+  invalid_path: "Error: invalid_path: '{path}' leads outside the allowed root",
+  not_a_file: "Error: '{path}' is not a regular file",
+  not_a_text_file: "Error: File '{path}' is not a text file",
+  string_not_found: "Error: String not found in file: '{old}'",
+  multiple_occurrences: "Error: String '{old}' appears multiple times ({count} occurrences). Use replace_all=True to replace all occurrences.",
+};
+
+function editResult(raw: RuntimeExec, filePath: string, oldString: string): EditResult {
+  const lines = raw.stdout.trim().split(/\r\n|\r|\n/);
+  let data: Record<string, unknown> | null = null;
+  try {
+    const parsed: unknown = JSON.parse(lines[lines.length - 1] ?? "");
+    if (parsed && typeof parsed === "object" && !Array.isArray(parsed)) data = parsed as Record<string, unknown>;
+  } catch {
+    data = null;
+  }
+  const count = data?.count ?? 1;
+  if (!data || (!Number.isInteger(count) && !("error" in data))) return { error: `Error editing file '${filePath}': ${failure(raw)}` };
+  if ("error" in data) {
+    const error = String(data.error).slice(0, 200);
+    const template = EDIT_MESSAGES[error] ?? "Error editing file '{path}': {error} {detail}";
+    const text = template
+      .replace("{path}", filePath)
+      .replace("{old}", oldString)
+      .replace("{count}", String(data.count ?? "").slice(0, 20))
+      .replace("{error}", error)
+      .replace("{detail}", String(data.detail ?? "").slice(0, 200));
+    return { error: text.trimEnd() };
+  }
+  return { path: filePath, occurrences: count as number };
+}
 
 export class AgentSessionSandbox extends BaseSandbox {
   readonly id: string;
@@ -194,6 +246,47 @@ export class AgentSessionSandbox extends BaseSandbox {
       });
     }
     return out;
+  }
+
+  /** List a directory in one python3 run: the Python client's scripts/ls.py. */
+  override async ls(path: string): Promise<LsResult> {
+    const refused = pathError(path);
+    if (refused) return { error: `Path '${path}': ${refused}` };
+    await this.reportActivity(null);
+    const raw = await this.transport.run(() => this.transport.script(scripts.buildLs(path, ""), true), true);
+    const answer = scripts.parseJsonLines(raw.stdout);
+    if (answer.error !== null) return { error: `Path '${path}': ${answer.error}` };
+    if (answer.done === null) return { error: `Path '${path}': ls failed in the sandbox: ${failure(raw)}` };
+    const base = path.replace(/\/+$/, "");
+    const files: FileInfo[] = [];
+    for (const rec of answer.records) {
+      if (typeof rec.n !== "string") continue;
+      const info: FileInfo = { path: `${base}/${rec.n}`, is_dir: rec.d === true };
+      if (Number.isInteger(rec.s)) info.size = rec.s as number;
+      if (typeof rec.m === "number") info.modified_at = new Date(rec.m * 1000).toISOString();
+      files.push(info);
+    }
+    files.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
+    return { files };
+  }
+
+  /** Replace `oldString` in the file inside the pod (the file never crosses the wire): scripts/edit.py. */
+  override async edit(filePath: string, oldString: string, newString: string, replaceAll = false): Promise<EditResult> {
+    if (!oldString) return { error: "Error: old_string cannot be empty" };
+    const refused = pathError(filePath);
+    if (refused) return { error: `Error: cannot edit '${filePath}': ${refused}` };
+    const payload = scripts.editPayload(filePath, oldString, newString, replaceAll, "");
+    await this.reportActivity(null);
+    let raw: RuntimeExec;
+    if (Buffer.byteLength(payload) <= scripts.EDIT_INLINE_MAX) {
+      raw = await this.transport.run(() => this.transport.script(scripts.buildEdit(payload), false), false);
+    } else {
+      const staged = `/tmp/.lkc-edit-${crypto.randomUUID()}`; // edit.py removes it after reading
+      const [up] = await this.transport.upload([[staged, Buffer.from(payload, "ascii"), ""]]);
+      if (up) return { error: `Error editing file '${filePath}': staging the edit failed: ${up}` };
+      raw = await this.transport.run(() => this.transport.script(scripts.buildEdit(staged), false), false);
+    }
+    return editResult(raw, filePath, oldString);
   }
 
   /** Probe the runtime now; WrongPod when it is not the pod the status names. */

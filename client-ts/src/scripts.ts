@@ -329,3 +329,58 @@ export function parseDownloadPrepare(stdout: string, count: number): DownloadPre
 export function buildRemove(paths: readonly string[]): string {
   return runtimeCommand(["rm", "-f", ...paths]);
 }
+
+// ---- python3 programs (pyscripts.py): ls and edit
+/** Python's json.dumps with its defaults: ", " and ": " separators, every non-ASCII character escaped. */
+export function pyJson(value: unknown): string {
+  if (value === null || typeof value === "boolean" || typeof value === "number") return JSON.stringify(value);
+  if (typeof value === "string") return JSON.stringify(value).replace(/[\u007f-\uffff]/g, (c) => "\\u" + c.charCodeAt(0).toString(16).padStart(4, "0"));
+  if (Array.isArray(value)) return "[" + value.map(pyJson).join(", ") + "]";
+  return "{" + Object.entries(value as Record<string, unknown>).map(([k, v]) => `${pyJson(k)}: ${pyJson(v)}`).join(", ") + "}";
+}
+
+export function pythonCommand(script: string, arg: string): string {
+  return runtimeCommand(["python3", "-S", "-c", script, arg]);
+}
+
+export const EDIT_INLINE_MAX = 8 * 1024;
+let pyScripts: { ls: string; edit: string } | undefined;
+const py = () => (pyScripts ??= { ls: loadPyScript("ls.py"), edit: loadPyScript("edit.py") });
+
+export function buildLs(path: string, confine: string): string {
+  return pythonCommand(py().ls, pyJson({ p: path, r: confine }));
+}
+
+export function editPayload(path: string, old: string, replacement: string, replaceAll: boolean, confine: string): string {
+  return pyJson({ p: path, o: old, n: replacement, a: replaceAll, r: confine });
+}
+
+/** `payloadOrStagedPath`: the JSON payload itself, or the absolute path of its staged copy. */
+export function buildEdit(payloadOrStagedPath: string): string {
+  return pythonCommand(py().edit, payloadOrStagedPath);
+}
+
+export interface JsonLines {
+  records: Array<Record<string, unknown>>;
+  error: string | null;
+  done: Record<string, unknown> | null;
+}
+
+export function parseJsonLines(stdout: string): JsonLines {
+  const answer: JsonLines = { records: [], error: null, done: null };
+  for (const line of stdout.split(/\r\n|\r|\n/)) {
+    if (!line.trim()) continue;
+    let data: unknown;
+    try {
+      data = JSON.parse(line);
+    } catch {
+      continue;
+    }
+    if (!data || typeof data !== "object" || Array.isArray(data)) continue;
+    const d = data as Record<string, unknown>;
+    if ("error" in d) answer.error = String(d.error);
+    else if ("done" in d) answer.done = d;
+    else answer.records.push(d);
+  }
+  return answer;
+}

@@ -55,6 +55,17 @@ test("probe, upload, download and cleanup scripts are byte-identical", () => {
   assert.deepEqual(ours, pythonAnswers(cases));
 });
 
+test("the python3 programs (ls, edit) are byte-identical, their JSON argument too", () => {
+  const paths = ["/tmp/a", "/tmp/ü ✓/日本", "/it's \"quoted\"\\", "/tab\tnl\n\u007f"];
+  const cases: unknown[] = [];
+  const ours: unknown[] = [];
+  for (const path of paths) {
+    cases.push({ op: "ls", args: { path, confine: "" } }, { op: "edit", args: { path, old: "ä\r\n", new: "😀 $x `y`", all: true, confine: "/tmp" } });
+    ours.push(scripts.buildLs(path, ""), scripts.buildEdit(scripts.editPayload(path, "ä\r\n", "😀 $x `y`", true, "/tmp")));
+  }
+  assert.deepEqual(ours, pythonAnswers(cases));
+});
+
 test("session names and thread hashes are the Python client's", () => {
   const threads = ["t1", "Thread 42", "user@example.com/conversation#7", "---", "ÄÖÜ unicode ✓ thread", "x".repeat(200), "UPPER_case.dots", "日本語"];
   const prefixes = ["thread", "t", "my-app"];

@@ -11,7 +11,7 @@ import json
 import sys
 
 from agentsession_api.activity import format_activity
-from langchain_k8s_client import commands, manager
+from langchain_k8s_client import commands, manager, pyscripts
 from langchain_k8s_client.sessions import SessionSpec
 
 
@@ -29,6 +29,11 @@ def answer(case: dict) -> object:
         return commands.build_download_prepare(items, **a)
     if op == "remove":
         return commands.build_remove(a["paths"])
+    if op == "ls":
+        return pyscripts.build_ls(a["path"], a["confine"])
+    if op == "edit":
+        payload = pyscripts.edit_payload(a["path"], a["old"], a["new"], replace_all=a["all"], confine=a["confine"])
+        return pyscripts.build_edit(pyscripts.encode_payload(payload))
     if op == "session_name":
         return manager.session_name(a["thread_id"], a.get("prefix", "thread"))
     if op == "thread_hash":
