@@ -1,4 +1,4 @@
-"""What the Python client sends and computes for the cases on stdin (one JSON list), as JSON on stdout.
+"""What the Python client sends and computes for the cases on stdin (JSON lists, one a line), as JSON lines.
 
 test/cross-language.test.ts runs this with the repository's venv and compares the TypeScript client's
 answers byte for byte: the same in-pod scripts, the same session names, the same activity values.
@@ -46,4 +46,6 @@ def answer(case: dict) -> object:
 
 
 if __name__ == "__main__":
-    json.dump([answer(case) for case in json.load(sys.stdin)], sys.stdout, ensure_ascii=True)
+    for line in sys.stdin:  # one JSON list of cases per line, one JSON list of answers per line
+        sys.stdout.write(json.dumps([answer(case) for case in json.loads(line)], ensure_ascii=True) + "\n")
+        sys.stdout.flush()
