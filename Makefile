@@ -7,7 +7,7 @@ export KUBECONFIG ?= $(CURDIR)/.cluster/kubeconfig
 NODE ?= $(or $(DEVCLUSTER_NODE),kwok)
 export DEVCLUSTER_NODE := $(NODE)
 
-.PHONY: help venv cluster-up cluster-down cluster-status crds operator test test-unit test-e2e test-faults test-hostile install uninstall lint bench demo dev
+.PHONY: help venv cluster-up cluster-down cluster-status crds operator test test-unit test-ts test-e2e test-faults test-hostile install uninstall lint bench demo dev
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -39,9 +39,10 @@ cluster-down: venv ## stop the local control plane
 cluster-status: venv ## is the local control plane running?
 	$(PY) -m devcluster status
 
-crds: venv ## regenerate crds/*.yaml from the API types
+crds: venv ## regenerate crds/*.yaml (and the TypeScript contract) from the API types
 	$(PY) -m agentsession_api.crdgen
 	$(PY) -m agentsession_api.apidoc
+	$(PY) -m agentsession_api.tsgen  # the TypeScript client's contract (client-ts/src/generated)
 	cp crds/agentsession.dev_*.yaml charts/agentsession/crds/  # Helm installs crds/ verbatim
 
 # REPLICAS=2: a leader and a hot standby (one Lease); each further replica on ports +10 (metrics, health, webhook).
@@ -56,6 +57,18 @@ operator: venv ## install the CRDs and run the operator in the foreground agains
 	    --webhook-port $$((9433 + 10 * i)) & \
 	done; \
 	$(PY) -m agentsession_operator
+
+# The TypeScript client: `npm ci` once per lock file (the stamp), then its unit tests (they run the
+# Python client too, for the byte-identical scripts: hence venv).
+client-ts/node_modules/.installed: client-ts/package-lock.json
+	$(PY) -m devcluster.prereqs node
+	@node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 20 ? 0 : 1)' || \
+	  { echo "the TypeScript client needs Node.js 20 or newer, found $$(node --version)"; exit 1; }
+	cd client-ts && npm ci --no-audit --no-fund
+	touch $@
+
+test-ts: venv client-ts/node_modules/.installed ## the TypeScript client's unit tests (npm test; no cluster)
+	cd client-ts && PYTHON=$(CURDIR)/$(PY) npm test
 
 test-unit: venv ## unit tests (no cluster)
 	$(PY) -m devcluster.prereqs ops  # lua5.1 and promtool for the operations kit's tests
@@ -73,9 +86,10 @@ test-hostile: venv ## only the hostile-input e2e tests (malformed manifests, hos
 	$(PY) -m devcluster build
 	$(PY) -m pytest -m hostile tests/e2e -q
 
-test: venv ## every test: unit, then end to end on the kwok node, then on the real node (builds what is missing first)
+test: venv client-ts/node_modules/.installed ## every test: unit, then end to end on the kwok node, then on the real node (builds what is missing first)
 	$(PY) -m devcluster.prereqs ops  # lua5.1 and promtool for the operations kit's tests
 	$(PY) -m pytest tests/unit -q
+	cd client-ts && PYTHON=$(CURDIR)/$(PY) npm test
 	$(PY) -m devcluster.prereqs kwok real-node images  # every host package before any long build
 	DEVCLUSTER_NODE=kwok $(PY) -m devcluster build
 	DEVCLUSTER_NODE=real $(PY) -m devcluster build
@@ -88,11 +102,12 @@ install: venv ## on a running real-node cluster: build the operator's image, pus
 uninstall: venv ## remove what make install applied
 	$(PY) -m devcluster uninstall
 
-lint: venv ## ruff, mypy and shellcheck (the scripts the client runs in the pod, and ours)
+lint: venv client-ts/node_modules/.installed ## ruff, mypy, shellcheck and tsc (the scripts the client runs in the pod, and ours)
 	$(PY) -m devcluster.prereqs lint  # shellcheck: installed as root on Debian, else one line naming it
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy devcluster api/agentsession_api client/langchain_k8s_client operator/agentsession_operator benchmarks
 	cd client/langchain_k8s_client/scripts && shellcheck -x *.sh
+	cd client-ts && npm run --silent copy-scripts && npx tsc -p tsconfig.json --noEmit
 	shellcheck kind/*.sh .ci/run
 
 # The scale points (live sessions; cumulative, one operator): up to 10,000 about 50 minutes on the

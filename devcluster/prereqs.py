@@ -22,12 +22,14 @@ REAL_NODE = "real-node"  # kubelet + containerd + CNI + kube-proxy + NetworkPoli
 IMAGES = "images"  # the real node's images and registry
 LINT = "lint"  # make lint (the client's shell scripts)
 OPS = "ops"  # the operations kit's tests: Argo CD health in Lua 5.1 (gopher-lua's), Prometheus rules
+NODE = "node"  # the TypeScript client (client-ts): Node.js 20+ and npm
 
 # group -> {command: Debian package}
 COMMANDS: dict[str, dict[str, str]] = {
     KWOK: {"bwrap": "bubblewrap", "setpriv": "util-linux"},
     LINT: {"shellcheck": "shellcheck"},
     OPS: {"lua5.1": "lua5.1", "promtool": "prometheus"},
+    NODE: {"node": "nodejs", "npm": "npm"},
     # kube-proxy, kube-router (iptables + ipset), the node's network namespace and veths.
     REAL_NODE: {
         "runc": "runc",

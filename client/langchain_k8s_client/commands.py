@@ -68,6 +68,22 @@ def load_script(name: str) -> str:
     return "\n".join(lines)
 
 
+_PY_INCLUDE: Final = re.compile(r"^#: include ([a-z_]+\.py)$")
+
+
+def load_pyscript(name: str) -> str:
+    """A python3 program of `scripts/` as it is sent: whole-line comments dropped (indentation is
+    syntax here, so it stays), and each `#: include other.py` line replaced by that file."""
+    out: list[str] = []
+    for line in (_SCRIPTS / name).read_text(encoding="utf-8").splitlines():
+        include = _PY_INCLUDE.match(line)
+        if include:
+            out.append(load_pyscript(include.group(1)))
+        elif not line.lstrip().startswith("#"):
+            out.append(line + "\n")
+    return "".join(out)
+
+
 # ----------------------------------------------------------------------------- probe
 
 _PROBE_SCRIPT: Final = load_script("probe.sh")
@@ -148,13 +164,8 @@ def _exec_limit(raw: str | None) -> float | None:
 # --------------------------------------------------------------------- user commands
 
 # Fallback when the image has no usable `timeout`: a new session killed as a group.
-_PY_TIMEOUT: Final = (
-    "import os,subprocess as s,sys\n"
-    'p=s.Popen(["sh","-c",sys.argv[2]],start_new_session=True)\n'
-    "try:r=p.wait(float(sys.argv[1]))\n"
-    "except s.TimeoutExpired:os.killpg(p.pid,9);p.wait();r=124\n"
-    "sys.exit(r if r>=0 else 128-r)"
-)
+# Fallback when the image has no usable `timeout`: a new session killed as a group.
+_PY_TIMEOUT: Final = load_pyscript("timeout.py").rstrip("\n")
 
 _WATCHDOGS: Final[dict[str, str]] = {
     "timeout": 'timeout -s KILL "$1" sh -c "$4"',

@@ -1,4 +1,4 @@
-"""python3 scripts for ls, grep and edit, with their builders and parsers.
+"""python3 scripts for ls, grep and edit (the files scripts/ls.py, grep.py, edit.py), with their builders and parsers.
 
 Each runs as `python3 -S -c <script> <json>` directly (the runtime execs argv
 without a shell), answers in one round trip with JSON lines, and is ASCII on
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from .commands import runtime_command
+from .commands import load_pyscript, runtime_command
 from .errors import MalformedResponse
 
 GREP_MATCH_LIMIT: Final = 10_000
@@ -30,30 +30,7 @@ GREP_TIME_BUDGET: Final = 20.0
 EDIT_INLINE_MAX: Final = 8 * 1024
 """Edit payloads up to this many bytes ride in the command; bigger ones are uploaded first."""
 
-_CONFINE: Final = (
-    "def confined(p,r):\n"
-    " if not r:return True\n"
-    " x=os.path.realpath(p);y=os.path.realpath(r)\n"
-    " return x==y or x.startswith(y.rstrip('/')+'/')\n"
-)
-
-_LS_SCRIPT: Final = (
-    "import json,os,sys\n"
-    "q=json.loads(sys.argv[1])\n"
-    "p=q['p']\n" + _CONFINE + "def out(o):sys.stdout.write(json.dumps(o)+'\\n')\n"
-    "try:\n"
-    " if not confined(p,q['r']):out({'error':'invalid_path'});sys.exit(0)\n"
-    " with os.scandir(p) as it:\n"
-    "  for e in it:\n"
-    "   d={'n':e.name,'d':e.is_dir(follow_symlinks=False)}\n"
-    "   try:s=e.stat(follow_symlinks=False);d['s']=s.st_size;d['m']=s.st_mtime\n"
-    "   except OSError:pass\n"
-    "   out(d)\n"
-    " out({'done':1})\n"
-    "except FileNotFoundError:out({'error':'path_not_found'})\n"
-    "except NotADirectoryError:out({'error':'not_a_directory'})\n"
-    "except PermissionError:out({'error':'permission_denied'})\n"
-)
+_LS_SCRIPT: Final = load_pyscript("ls.py")
 
 
 def _json_arg(payload: dict[str, Any]) -> str:
@@ -148,61 +125,7 @@ def grep_matches(answer: ScriptAnswer) -> list[tuple[str, int, str]]:
 
 # -------------------------------------------------------------------------------- grep
 
-_GREP_SCRIPT: Final = (
-    "import json,os,sys,time\n"
-    "a=json.loads(sys.argv[1])\n"
-    "root=a['p'];P=[s.encode('utf-8','surrogateescape') for s in a['q']];G=a['g'];mode=a['gm']\n"
-    "X=set(a['x']);cap=a['c'];end=time.monotonic()+a['t'];n=0\n" + _CONFINE + "class Stop(Exception):pass\n"
-    "W=sys.stdout.write\n"
-    "def lines(f):\n"
-    " head=f.read(65536)\n"
-    " if b'\\0' in head[:8192]:return\n"  # binary file: grep prints no line records
-    " if len(head)<65536:\n"  # small file: one C-speed search skips most files whole
-    "  if not any(s in head for s in P):return\n"
-    "  parts=head.split(b'\\n')\n"
-    "  if parts[-1]==b'':parts.pop()\n"
-    "  yield from parts;return\n"
-    " f.seek(0);yield from f\n"
-    "def scan(path):\n"
-    " global n\n"
-    " try:\n"
-    "  with open(path,'rb') as f:\n"
-    "   for i,line in enumerate(lines(f),1):\n"
-    "    if any(s in line for s in P):\n"
-    "     W(json.dumps({'p':path,'l':i,'t':line.rstrip(b'\\n').decode('utf-8','replace')})+'\\n');n+=1\n"
-    "     if n>=cap:raise Stop\n"
-    "    if not i&4095 and time.monotonic()>end:raise Stop\n"
-    " except OSError:pass\n"
-    "def files():\n"
-    " if not os.path.isdir(root):yield root;return\n"
-    " if mode=='path':\n"
-    "  import glob\n"
-    "  os.chdir(root);seen=set()\n"
-    "  for g in G:\n"
-    "   for rel in glob.glob(g,recursive=True):\n"
-    "    if rel in seen or X.intersection(rel.split('/')[:-1]):continue\n"
-    "    seen.add(rel)\n"
-    "    if os.path.isfile(rel) and not os.path.islink(rel) and confined(rel,a['r']):yield os.path.join(root,rel)\n"
-    "  return\n"
-    " if mode=='base':import fnmatch\n"
-    " for d,ds,fs in os.walk(root):\n"
-    "  ds[:]=sorted(x for x in ds if x not in X)\n"
-    "  for f in sorted(fs):\n"
-    "   if mode=='base' and not any(fnmatch.fnmatchcase(f,g) for g in G):continue\n"
-    "   fp=os.path.join(d,f)\n"
-    "   if not os.path.islink(fp):yield fp\n"
-    "try:\n"
-    " if not confined(root,a['r']):W(json.dumps({'error':'invalid_path'})+'\\n');sys.exit(0)\n"
-    " if not os.path.exists(root):W(json.dumps({'error':'path_not_found'})+'\\n');sys.exit(0)\n"
-    " t=0\n"
-    " try:\n"
-    "  for fp in (sorted(files()) if mode=='path' else files()):\n"
-    "   if time.monotonic()>end:raise Stop\n"
-    "   scan(fp)\n"
-    " except Stop:t=1\n"
-    " W(json.dumps({'done':1,'trunc':t})+'\\n')\n"
-    "except PermissionError:W(json.dumps({'error':'permission_denied'})+'\\n')\n"
-)
+_GREP_SCRIPT: Final = load_pyscript("grep.py")
 # Literal byte matching, so any encoding works; a pattern with newlines is a set of
 # alternatives (as GNU grep reads it). Symlinks met while walking are skipped (as
 # `grep -r`), a search path that is itself a file is searched directly.
@@ -283,38 +206,7 @@ def build_grep(
 
 # -------------------------------------------------------------------------------- edit
 
-_EDIT_SCRIPT: Final = (
-    "import json,os,stat,sys\n"
-    "a=sys.argv[1]\n"
-    "if a.startswith('/'):\n"
-    " try:\n"
-    "  with open(a,'rb') as f:d=f.read()\n"
-    " finally:\n"
-    "  try:os.remove(a)\n"
-    "  except OSError:pass\n"
-    "else:d=a\n"
-    "q=json.loads(d);p=q['p'];o=q['o'];w=q['n']\n" + _CONFINE + "def out(**k):print(json.dumps(k));sys.exit(0)\n"
-    "def crlf(s):return s.replace('\\r\\n','\\n').replace('\\n','\\r\\n')\n"
-    "def lf(s):return s.replace('\\r\\n','\\n')\n"
-    "try:\n"
-    " if not confined(p,q['r']):out(error='invalid_path')\n"
-    " if not stat.S_ISREG(os.stat(p).st_mode):out(error='not_a_file')\n"
-    " with open(p,'rb') as f:raw=f.read()\n"
-    " try:t=raw.decode('utf-8')\n"
-    " except UnicodeDecodeError:out(error='not_a_text_file')\n"
-    " for x,y in ((o,w),(crlf(o),crlf(w)),(lf(o),lf(w))):\n"
-    "  c=t.count(x)\n"
-    "  if c:break\n"
-    " else:out(error='string_not_found')\n"
-    " if c>1 and not q['a']:out(error='multiple_occurrences',count=c)\n"
-    " t=t.replace(x,y) if q['a'] else t.replace(x,y,1)\n"
-    " with open(p,'wb') as f:f.write(t.encode('utf-8'))\n"
-    " out(count=c)\n"
-    "except FileNotFoundError:out(error='file_not_found')\n"
-    "except NotADirectoryError:out(error='file_not_found')\n"
-    "except PermissionError:out(error='permission_denied')\n"
-    "except OSError as e:out(error='os_error',detail=str(e)[:200])\n"
-)
+_EDIT_SCRIPT: Final = load_pyscript("edit.py")
 # read() hands the model LF-only text, so `old` may lack the file's CR: try it as
 # sent, then CRLF- and LF-normalized, and transform `new` the same way so the file
 # keeps its line endings.

@@ -1,0 +1,70 @@
+// A small CLI for tests/e2e/test_ts_client.py: one JSON request on argv[2], one JSON answer on stdout.
+// It is how the Python tests drive the TypeScript client against the cluster they started.
+import { AgentSessionSandbox, SessionConflict, SessionManager, sessionName } from "../src/index.js";
+
+type Step =
+  | { op: "execute"; command: string; timeout?: number }
+  | { op: "write"; path: string; content: string }
+  | { op: "read"; path: string }
+  | { op: "identity" }
+  | { op: "session" }
+  | { op: "delete" };
+
+interface Request {
+  namespace: string;
+  session?: string;
+  thread?: string;
+  options?: Record<string, unknown>;
+  steps: Step[];
+}
+
+async function main(): Promise<void> {
+  const req = JSON.parse(process.argv[2]!) as Request;
+  const results: unknown[] = [];
+  let sb: AgentSessionSandbox;
+  try {
+    if (req.thread !== undefined) {
+      sb = await new SessionManager({ namespace: req.namespace, defaults: req.options }).get(req.thread);
+    } else {
+      sb = await AgentSessionSandbox.create(req.session!, { namespace: req.namespace, ...req.options });
+    }
+  } catch (err) {
+    const kind = err instanceof SessionConflict ? "SessionConflict" : (err as Error).name;
+    process.stdout.write(JSON.stringify({ error: kind, message: String((err as Error).message) }));
+    return;
+  }
+  try {
+    for (const step of req.steps) {
+      switch (step.op) {
+        case "execute":
+          results.push(await sb.execute(step.command, { timeout: step.timeout }));
+          break;
+        case "write":
+          results.push((await sb.uploadFiles([[step.path, new TextEncoder().encode(step.content)]]))[0]);
+          break;
+        case "read": {
+          const [d] = await sb.downloadFiles([step.path]);
+          results.push({ error: d!.error, content: d!.content ? new TextDecoder().decode(d!.content) : null });
+          break;
+        }
+        case "identity":
+          results.push({ hostname: (await sb.checkIdentity()).hostname });
+          break;
+        case "session":
+          results.push(await sb.session());
+          break;
+        case "delete":
+          results.push(await sb.deleteSession());
+          break;
+      }
+    }
+    process.stdout.write(JSON.stringify({ name: sb.id, created: sb.created, uid: sb.uid, nameOf: req.thread ? sessionName(req.thread) : null, results }));
+  } finally {
+    sb.close();
+  }
+}
+
+main().catch((err) => {
+  process.stderr.write(`${(err as Error).stack ?? err}\n`);
+  process.exit(1);
+});

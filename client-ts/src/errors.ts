@@ -1,0 +1,69 @@
+// Typed errors, the same family as langchain_k8s_client.errors (names and meanings match).
+
+/** Base class of every error raised by this package. */
+export class SandboxError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = new.target.name;
+  }
+}
+
+/** A session-level failure described by an AgentSession condition's reason and message. */
+export class SessionError extends SandboxError {
+  constructor(
+    readonly reason: string,
+    readonly detail = "",
+  ) {
+    super(detail ? `${reason}: ${detail}` : reason);
+  }
+}
+
+/** The AgentSession reached phase Failed (terminal). */
+export class SessionFailed extends SessionError {}
+/** The AgentSession expired (phase Expired); its pod is gone. */
+export class SessionExpired extends SessionError {}
+/** The AgentSession did not become Ready before the deadline. */
+export class SessionNotReady extends SessionError {}
+/** No AgentSession with that name exists. */
+export class SessionNotFound extends SessionError {}
+/** Refused by a policy (admission, quota, template rules). */
+export class PolicyViolation extends SessionError {}
+/** The AgentSession exists with a different spec. */
+export class SessionConflict extends SessionError {}
+
+/** The pod's runtime could not be reached. `maybeDelivered` is false only when the request provably never
+ * left (connection refused), so a command or write is never sent twice. */
+export class TransportError extends SandboxError {
+  constructor(
+    message: string,
+    readonly maybeDelivered = true,
+  ) {
+    super(message);
+  }
+}
+
+/** The runtime answered something this client cannot read (a broken or hostile pod). */
+export class MalformedResponse extends SandboxError {}
+
+/** One answer of the pod crossed a bound (size or total time) and was cut off. */
+export class ResponseLimitExceeded extends SandboxError {
+  constructor(
+    message: string,
+    readonly limit: "max_bytes" | "slack_seconds",
+    readonly value: number,
+  ) {
+    super(message);
+  }
+}
+export class ResponseTooLarge extends ResponseLimitExceeded {}
+export class ResponseTooSlow extends ResponseLimitExceeded {}
+
+/** The runtime at the endpoint belongs to another pod than the session's status names. */
+export class WrongPod extends SandboxError {
+  constructor(
+    readonly expected: string,
+    readonly actual: string,
+  ) {
+    super(`endpoint answers as pod '${actual}', expected '${expected}'`);
+  }
+}

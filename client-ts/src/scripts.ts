@@ -1,0 +1,386 @@
+// The in-pod scripts, read from the files the Python client ships (copied into this package at build
+// time by tools/copy-scripts.mjs), and the commands built from them: the same bytes as
+// langchain_k8s_client.commands / pyscripts send (tests/unit/client/test_ts_scripts.py compares them).
+import { createHash } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { MalformedResponse } from "./errors.js";
+
+const SCRIPTS_DIR = new URL("../../scripts/", import.meta.url);
+const SH_INCLUDE = /^\s*\. \.\/([a-z_]+\.sh)\s*$/;
+const PY_INCLUDE = /^#: include ([a-z_]+\.py)$/;
+
+function scriptLines(name: string): string[] {
+  const lines = readFileSync(new URL(name, SCRIPTS_DIR), "utf-8").split("\n");
+  if (lines[lines.length - 1] === "") lines.pop();
+  return lines;
+}
+
+/** commands.load_script: comment lines and indentation dropped, `. ./other.sh` lines inlined. */
+export function loadScript(name: string): string {
+  const lines: string[] = [];
+  for (const line of scriptLines(name)) {
+    const include = SH_INCLUDE.exec(line);
+    if (include) lines.push(loadScript(include[1]!));
+    else if (!line.trimStart().startsWith("#")) lines.push(line.trimStart());
+  }
+  return lines.join("\n");
+}
+
+/** pyscripts.load_pyscript: whole-line comments dropped, `#: include x.py` lines inlined. */
+export function loadPyScript(name: string): string {
+  let out = "";
+  for (const line of scriptLines(name)) {
+    const include = PY_INCLUDE.exec(line);
+    if (include) out += loadPyScript(include[1]!);
+    else if (!line.trimStart().startsWith("#")) out += line + "\n";
+  }
+  return out;
+}
+
+const UNSAFE = /[^\w@%+=:,./-]/;
+
+/** Python's shlex.quote. */
+export function shellQuote(word: string): string {
+  if (word === "") return "''";
+  if (!UNSAFE.test(word)) return word;
+  return "'" + word.replaceAll("'", `'"'"'`) + "'";
+}
+
+/** shlex.join: the runtime shlex-splits the command back into exactly these words. */
+export function runtimeCommand(argv: readonly string[]): string {
+  return argv.map(shellQuote).join(" ");
+}
+
+export function shCommand(script: string, ...args: string[]): string {
+  return runtimeCommand(["sh", "-c", script, "lkc", ...args]);
+}
+
+// ---- constants shared with commands.py / runtime.py (the values the protocol fixes)
+export const STAGING_DIRNAME = ".lkc-staging";
+export const RUNTIME_TIMEOUT_EXIT = 124;
+export const RUNTIME_DEFAULT_LIMIT = 300;
+export const WRAPPER_PREFIX = "w-";
+
+export type Runner = "timeout" | "python3" | "none";
+
+// ---- probe
+export interface RuntimeInfo {
+  baseDir: string;
+  hostname: string;
+  runner: Runner;
+  hasBase64: boolean;
+  execLimit: number | null;
+  wrappers: Set<string>;
+  stagesWrappers: boolean;
+}
+
+export function stagingDir(info: RuntimeInfo): string {
+  return `${info.baseDir.replace(/\/+$/, "")}/${STAGING_DIRNAME}`;
+}
+
+export function runnerFor(info: RuntimeInfo, timeout: number): Runner {
+  return info.execLimit !== null && timeout >= info.execLimit ? "none" : info.runner;
+}
+
+let probeScript: string | undefined;
+export function buildProbe(): string {
+  probeScript ??= loadScript("probe.sh");
+  return shCommand(probeScript, STAGING_DIRNAME);
+}
+
+export function parseProbe(stdout: string): RuntimeInfo {
+  const lines = stdout.split(/\r\n|\r|\n/);
+  if (lines[0] !== "@LKCP") throw new MalformedResponse(`unexpected probe output from the runtime: ${stdout.slice(0, 200)}`);
+  const fields = new Map<string, string>();
+  for (const line of lines.slice(1)) {
+    const at = line.indexOf("=");
+    if (at >= 0) fields.set(line.slice(0, at), line.slice(at + 1));
+  }
+  const base = fields.get("base") ?? "";
+  if (!base.startsWith("/")) throw new MalformedResponse(`runtime reported no usable base directory: ${base}`);
+  const runner = fields.get("runner");
+  return {
+    baseDir: base,
+    hostname: fields.get("host") ?? "",
+    runner: runner === "timeout" || runner === "python3" ? runner : "none",
+    hasBase64: fields.get("base64") === "1",
+    execLimit: fields.get("group") === "1" ? execLimit(fields.get("limit")) : null,
+    wrappers: new Set((fields.get("wrappers") ?? "").split(/\s+/).filter(Boolean)),
+    stagesWrappers: fields.get("sh") === "dash",
+  };
+}
+
+function execLimit(raw: string | undefined): number | null {
+  if (raw === undefined || raw === "?") return null;
+  const value = /^\s*[-+]?(\d+\.?\d*|\.\d+)(e[-+]?\d+)?\s*$/i.test(raw) ? Number(raw) : NaN;
+  if (Number.isNaN(value) && !/^\s*[-+]?(inf|infinity|nan)\s*$/i.test(raw)) return RUNTIME_DEFAULT_LIMIT;
+  return Number.isFinite(value) && value > 0 ? value : RUNTIME_DEFAULT_LIMIT;
+}
+
+// ---- the user-command wrapper (commands.user_command)
+const SUBSHELL = '( eval "set --;$4" )';
+const OWN_SHELL = '(exec sh -c "$4")';
+const IN_PLACE = 'eval "$4"';
+const OWN_SHELL_WORDS = ["$$", "{$", "PPID", "LINENO"];
+const PLAIN_WORDS = /^[A-Za-z0-9_./:,+@%^*?[\] -]+$/;
+// prettier-ignore
+const NOT_IN_PLACE = new Set([
+  "break", ":", "continue", ".", "eval", "exec", "exit", "export", "readonly", "return", "set", "shift", "times",
+  "trap", "unset", "alias", "unalias", "read", "getopts", "wait", "umask", "ulimit", "hash", "command", "builtin",
+  "local", "kill", "fg", "bg", "jobs", "type", "if", "then", "else", "elif", "fi", "do", "done", "case", "esac",
+  "while", "until", "for", "in", "function", "select", "time", "{", "}", "!", "[[", "]]", "",
+]);
+const PY_BASE64 =
+  "python3 -S -c 'import base64,sys;sys.stdout.write(base64.b64encode(sys.stdin.buffer.read()).decode())'";
+
+export function runsInPlace(command: string): boolean {
+  if (!PLAIN_WORDS.test(command)) return false;
+  const words = command.split(/\s+/).filter(Boolean);
+  return words.length > 0 && !words[0]!.includes("=") && !NOT_IN_PLACE.has(words[0]!);
+}
+
+export function needsOwnShell(command: string): boolean {
+  return OWN_SHELL_WORDS.some((word) => command.includes(word));
+}
+
+export interface UserCommand {
+  script: string;
+  args: string[];
+  wrapper: string;
+  inline(): string;
+  staged(): string;
+}
+
+let templates: { watchdog: string; direct: string; pyTimeout: string } | undefined;
+function wrapperTemplates() {
+  templates ??= {
+    watchdog: loadScript("watchdog.sh"),
+    direct: loadScript("direct.sh"),
+    pyTimeout: loadPyScript("timeout.py").replace(/\n$/, ""),
+  };
+  return templates;
+}
+
+export function userCommand(
+  command: string,
+  o: { timeout: number; maxOutput: number; stagingDir: string; cwd: string; runner: Runner; hasBase64?: boolean; capture?: string; seq?: number; sweep?: number },
+): UserCommand {
+  const t = wrapperTemplates();
+  const encoder = o.hasBase64 === false ? PY_BASE64 : "LC_ALL=C base64";
+  let script: string;
+  if (o.runner === "none") {
+    const run = runsInPlace(command) ? IN_PLACE : needsOwnShell(command) ? OWN_SHELL : SUBSHELL;
+    script = t.direct.replaceAll("RUNNER", run);
+  } else {
+    const watchdog =
+      o.runner === "timeout" ? 'timeout -s KILL "$1" sh -c "$4"' : "python3 -S -c '" + t.pyTimeout + "' \"$1\" \"$4\"";
+    script = t.watchdog.replaceAll("RUNNER", watchdog);
+  }
+  script = script.replaceAll("ENCODER", encoder);
+  const sweep = o.sweep ? String(o.sweep) : "";
+  const args = [String(o.timeout), String(o.maxOutput + 1), o.stagingDir, command, o.cwd, o.capture ?? "o", String(o.seq ?? 1), sweep];
+  const wrapper = `${WRAPPER_PREFIX}${createHash("sha256").update(script, "utf-8").digest("hex").slice(0, 20)}.sh`;
+  return {
+    script,
+    args,
+    wrapper,
+    inline: () => runtimeCommand(["sh", "-c", script, "sh", ...args]),
+    staged: () => runtimeCommand(["sh", "-c", `. ./${STAGING_DIRNAME}/${wrapper}`, "sh", ...args]),
+  };
+}
+
+export function wrapperMissing(stdout: string, stderr: string, exitCode: number, wrapper: string): boolean {
+  const message = `sh: 1: .: cannot open ./${STAGING_DIRNAME}/${wrapper}: `;
+  return !stdout && exitCode === 2 && stderr.startsWith(message) && (stderr.match(/\n/g)?.length ?? 0) <= 1;
+}
+
+export function buildStageWrapper(temporary: string, final: string): string {
+  return runtimeCommand(["mv", "-f", temporary, final]);
+}
+
+export interface CommandResult {
+  output: string;
+  exitCode: number | null;
+  truncated: boolean;
+  timedOut: boolean;
+}
+
+const RUNTIME_TIMED_OUT = /timed out after ([0-9]+(?:\.[0-9]+)?) seconds\s*$/;
+
+export function parseUserCommand(stdout: string, stderr: string, exitCode: number, o: { timeout: number; maxOutput: number; runner: Runner }): CommandResult {
+  if (stdout.startsWith("@LKC! ")) {
+    const what = stdout.slice(6).trim();
+    const detail =
+      { capture: "cannot create the output capture file in the staging directory", cwd: "cannot enter the working directory" }[what] ?? what;
+    return { output: `Error: sandbox wrapper failed: ${detail}`, exitCode: null, truncated: false, timedOut: false };
+  }
+  const nl = stdout.indexOf("\n");
+  const head = nl >= 0 ? stdout.slice(0, nl) : stdout;
+  const body = nl >= 0 ? stdout.slice(nl + 1) : "";
+  const fields = head.split(" ");
+  if (fields[0] !== "@LKC" || fields.length !== 4 || !/^[-+]?\d+$/.test(fields[1]!.trim())) return runtimeFailure(stdout, stderr, exitCode);
+  let code = Number.parseInt(fields[1]!, 10);
+  const compact = body.replace(/\s+/g, "");
+  if (!/^[A-Za-z0-9+/]*={0,2}$/.test(compact) || compact.length % 4 === 1) {
+    return { output: `Error: undecodable command output: ${body.slice(0, 200)}`, exitCode: code, truncated: false, timedOut: false };
+  }
+  const raw = Buffer.from(compact, "base64");
+  const truncated = raw.length > o.maxOutput;
+  let text = new TextDecoder("utf-8").decode(raw.subarray(0, o.maxOutput));
+  const timedOut = o.runner !== "none" && killedAtDeadline(code, fields[2]!, fields[3]!, o.timeout);
+  if (timedOut) {
+    const note = `Error: command timed out after ${o.timeout} seconds and was killed inside the sandbox.`;
+    text = text ? `${text}\n${note}` : note;
+    code = RUNTIME_TIMEOUT_EXIT;
+  }
+  return { output: text, exitCode: code, truncated, timedOut };
+}
+
+function killedAtDeadline(code: number, start: string, end: string, timeout: number): boolean {
+  if (code !== RUNTIME_TIMEOUT_EXIT && code !== 128 + 9) return false;
+  const elapsed = Number(end) - Number(start);
+  if (Number.isNaN(elapsed) || start.trim() === "" || end.trim() === "") return true;
+  return elapsed >= timeout - 0.05;
+}
+
+function runtimeFailure(stdout: string, stderr: string, exitCode: number): CommandResult {
+  const message = (stderr || stdout).trim() || `runtime exit code ${exitCode}`;
+  if (message.includes("timed out")) {
+    const match = RUNTIME_TIMED_OUT.exec(message);
+    const after = match ? ` after ${Number(match[1])} seconds` : "";
+    return {
+      output: `Error: command timed out${after}: the sandbox runtime killed the command at its own timeout (SANDBOX_EXEC_TIMEOUT_SECONDS); its output is lost.`,
+      exitCode: RUNTIME_TIMEOUT_EXIT,
+      truncated: false,
+      timedOut: true,
+    };
+  }
+  return { output: `Error: the sandbox runtime failed to run the command: ${message}`, exitCode: null, truncated: false, timedOut: false };
+}
+
+// ---- files
+let uploadScript: string | undefined;
+export function buildUploadFinalize(items: ReadonlyArray<[string, string, string]>): string {
+  uploadScript ??= loadScript("upload.sh");
+  return shCommand(uploadScript, ...items.flat());
+}
+
+export function parseUploadFinalize(stdout: string, count: number): Array<string | null> {
+  const codes = stdout
+    .split(/\r\n|\r|\n/)
+    .filter((line) => line.startsWith("@U "))
+    .map((line) => line.slice(3).trim());
+  if (codes.length !== count) throw new MalformedResponse(`upload finalize answered ${codes.length} of ${count} items: ${stdout.slice(0, 200)}`);
+  return codes.map((code) => (code === "ok" ? null : code));
+}
+
+let downloadScript: string | undefined;
+export function buildDownloadPrepare(
+  items: ReadonlyArray<[string, string]>,
+  o: { stagingDir: string; token: string; inlineMax: number; inlineBudget: number },
+): string {
+  downloadScript ??= loadScript("download.sh");
+  return shCommand(downloadScript, o.stagingDir, o.token, String(o.inlineMax), String(o.inlineBudget), ...items.flat());
+}
+
+export interface DownloadPrep {
+  content?: Uint8Array;
+  staged?: string;
+  error?: string;
+}
+
+const STAGED_NAME = /^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,254}$/;
+
+export function parseDownloadPrepare(stdout: string, count: number): DownloadPrep[] {
+  const results: DownloadPrep[] = [];
+  let current: string[] | null = null;
+  const garbage = (why: string) => new MalformedResponse(`download prepare answered ${why}: ${stdout.slice(0, 200)}`);
+  const flush = () => {
+    if (current === null) return;
+    const text = current.join("");
+    if (!/^[A-Za-z0-9+/]*={0,2}$/.test(text) || text.length % 4 !== 0) throw garbage("content that is not base64");
+    results.push({ content: new Uint8Array(Buffer.from(text, "base64")) });
+  };
+  for (const line of stdout.split(/\r\n|\r|\n/)) {
+    if (line.startsWith("@D! ")) {
+      current = null;
+      results.push({ error: "read_error" });
+    } else if (line.startsWith("@D ")) {
+      flush();
+      current = null;
+      const rest = line.slice(3);
+      const sp = rest.indexOf(" ");
+      const kind = sp >= 0 ? rest.slice(0, sp) : rest;
+      if (kind === "inline") current = [];
+      else if (kind === "staged") {
+        const after = sp >= 0 ? rest.slice(sp + 1) : "";
+        const sp2 = after.indexOf(" ");
+        const name = sp2 >= 0 ? after.slice(sp2 + 1) : "";
+        if (!STAGED_NAME.test(name)) throw garbage(`a staged name that is not a plain file name (${name.slice(0, 80)})`);
+        results.push({ staged: name });
+      } else results.push({ error: kind });
+    } else if (current !== null) current.push(line);
+  }
+  flush();
+  if (results.length !== count) throw new MalformedResponse(`download prepare answered ${results.length} of ${count} paths: ${stdout.slice(0, 200)}`);
+  return results;
+}
+
+export function buildRemove(paths: readonly string[]): string {
+  return runtimeCommand(["rm", "-f", ...paths]);
+}
+
+// ---- python3 programs (pyscripts.py): ls and edit
+/** Python's json.dumps with its defaults: ", " and ": " separators, every non-ASCII character escaped. */
+export function pyJson(value: unknown): string {
+  if (value === null || typeof value === "boolean" || typeof value === "number") return JSON.stringify(value);
+  if (typeof value === "string") return JSON.stringify(value).replace(/[\u007f-\uffff]/g, (c) => "\\u" + c.charCodeAt(0).toString(16).padStart(4, "0"));
+  if (Array.isArray(value)) return "[" + value.map(pyJson).join(", ") + "]";
+  return "{" + Object.entries(value as Record<string, unknown>).map(([k, v]) => `${pyJson(k)}: ${pyJson(v)}`).join(", ") + "}";
+}
+
+export function pythonCommand(script: string, arg: string): string {
+  return runtimeCommand(["python3", "-S", "-c", script, arg]);
+}
+
+export const EDIT_INLINE_MAX = 8 * 1024;
+let pyScripts: { ls: string; edit: string } | undefined;
+const py = () => (pyScripts ??= { ls: loadPyScript("ls.py"), edit: loadPyScript("edit.py") });
+
+export function buildLs(path: string, confine: string): string {
+  return pythonCommand(py().ls, pyJson({ p: path, r: confine }));
+}
+
+export function editPayload(path: string, old: string, replacement: string, replaceAll: boolean, confine: string): string {
+  return pyJson({ p: path, o: old, n: replacement, a: replaceAll, r: confine });
+}
+
+/** `payloadOrStagedPath`: the JSON payload itself, or the absolute path of its staged copy. */
+export function buildEdit(payloadOrStagedPath: string): string {
+  return pythonCommand(py().edit, payloadOrStagedPath);
+}
+
+export interface JsonLines {
+  records: Array<Record<string, unknown>>;
+  error: string | null;
+  done: Record<string, unknown> | null;
+}
+
+export function parseJsonLines(stdout: string): JsonLines {
+  const answer: JsonLines = { records: [], error: null, done: null };
+  for (const line of stdout.split(/\r\n|\r|\n/)) {
+    if (!line.trim()) continue;
+    let data: unknown;
+    try {
+      data = JSON.parse(line);
+    } catch {
+      continue;
+    }
+    if (!data || typeof data !== "object" || Array.isArray(data)) continue;
+    const d = data as Record<string, unknown>;
+    if ("error" in d) answer.error = String(d.error);
+    else if ("done" in d) answer.done = d;
+    else answer.records.push(d);
+  }
+  return answer;
+}

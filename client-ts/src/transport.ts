@@ -1,0 +1,376 @@
+// HTTP to one pod's python runtime (GET /, POST /execute, POST /upload, GET /download/<path>), keep-alive,
+// every answer bounded in size and total time, and the reconnection rule of langchain_k8s_client.transport:
+// idempotent requests are retried; a command or write is never sent twice, except when it provably never
+// left (connection refused: the pod was suspended or replaced), and then to the endpoint the session names now.
+import { randomUUID } from "node:crypto";
+import http from "node:http";
+import https from "node:https";
+import { MalformedResponse, ResponseTooLarge, ResponseTooSlow, SandboxError, TransportError, WrongPod } from "./errors.js";
+import * as scripts from "./scripts.js";
+import type { CommandResult, RuntimeInfo } from "./scripts.js";
+
+export const CONTROL_READ_TIMEOUT = 30;
+export const TRANSFER_READ_TIMEOUT = 300;
+export const EXECUTE_READ_MARGIN = 30;
+export const CONNECT_TIMEOUT = 5;
+export const CAPTURE_SWEEP_EVERY = 32;
+export const DOWNLOAD_INLINE_MAX = 512 * 1024;
+export const DOWNLOAD_INLINE_BUDGET = 2 * 1024 * 1024;
+
+export interface PodEndpoint {
+  /** e.g. `http://10.0.3.7:8888` (the status's pod IP). */
+  baseUrl: string;
+  headers?: Record<string, string>;
+  /** The pod's name: the runtime's hostname is checked against it on every (re)connection. */
+  expectedHostname?: string;
+}
+
+/** Bounds on one answer of the pod: bytes, and in total the request's read timeout plus `slackSeconds`. */
+export interface ResponseLimits {
+  maxBytes: number;
+  slackSeconds: number;
+}
+export const DEFAULT_LIMITS: ResponseLimits = { maxBytes: 256 * 1024 * 1024, slackSeconds: 30 };
+
+interface HttpRequest {
+  method: "GET" | "POST";
+  path: string;
+  readTimeout: number;
+  idempotent: boolean;
+  json?: string;
+  upload?: { name: string; content: Uint8Array };
+}
+
+interface HttpResponse {
+  status: number;
+  content: Buffer;
+}
+
+export interface RuntimeExec {
+  stdout: string;
+  stderr: string;
+  exitCode: number;
+}
+
+export interface Downloaded {
+  content: Uint8Array | null;
+  error: string | null;
+}
+
+const NOT_SENT = new Set(["ECONNREFUSED", "EHOSTUNREACH", "ENETUNREACH", "EADDRNOTAVAIL", "ECONNECT_TIMEOUT"]);
+const RETRY_STATUS = new Set([502, 503, 504]);
+
+/** JSON with every non-ASCII character escaped (Python's ensure_ascii), as the Python client sends it. */
+export function asciiJson(value: unknown): string {
+  return JSON.stringify(value).replace(/[\u007f-\uffff]/g, (c) => "\\u" + c.charCodeAt(0).toString(16).padStart(4, "0"));
+}
+
+export class RuntimeTransport {
+  info: RuntimeInfo | null = null;
+  private endpoint: PodEndpoint;
+  private stale = false;
+  private readonly agent: http.Agent;
+  private readonly capture = `o.${randomUUID().replaceAll("-", "").slice(0, 12)}`;
+  private commands = 0;
+  private staged = new Set<string>();
+  private stagingFails = false;
+
+  constructor(
+    endpoint: PodEndpoint,
+    private readonly options: { resolveEndpoint?: () => Promise<PodEndpoint>; limits?: ResponseLimits } = {},
+  ) {
+    this.endpoint = endpoint;
+    this.agent = new (endpoint.baseUrl.startsWith("https:") ? https.Agent : http.Agent)({ keepAlive: true, maxSockets: 8 });
+  }
+
+  get currentEndpoint(): PodEndpoint {
+    return this.endpoint;
+  }
+
+  /** The next operation asks where the pod is now and probes it again. */
+  markStale(): void {
+    this.stale = true;
+    this.info = null;
+  }
+
+  setEndpoint(endpoint: PodEndpoint): void {
+    if (endpoint.baseUrl !== this.endpoint.baseUrl) this.agent.destroy();
+    this.endpoint = endpoint;
+    this.stale = false;
+    this.info = null;
+  }
+
+  close(): void {
+    this.agent.destroy();
+  }
+
+  // ---- one request, bounded
+  private sendOnce(req: HttpRequest): Promise<HttpResponse> {
+    const limits = this.options.limits ?? DEFAULT_LIMITS;
+    const url = new URL(this.endpoint.baseUrl.replace(/\/+$/, "") + req.path);
+    const headers: Record<string, string> = {};
+    for (const [k, v] of Object.entries(this.endpoint.headers ?? {})) if (k.toLowerCase() !== "accept-encoding") headers[k] = v;
+    headers["Accept-Encoding"] = "identity";
+    let body: Buffer | undefined;
+    if (req.json !== undefined) {
+      body = Buffer.from(req.json, "ascii");
+      headers["Content-Type"] = "application/json";
+    } else if (req.upload) {
+      const boundary = randomUUID().replaceAll("-", "");
+      const head = `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="${req.upload.name}"\r\nContent-Type: application/octet-stream\r\n\r\n`;
+      body = Buffer.concat([Buffer.from(head), Buffer.from(req.upload.content), Buffer.from(`\r\n--${boundary}--\r\n`)]);
+      headers["Content-Type"] = `multipart/form-data; boundary=${boundary}`;
+    }
+    if (body) headers["Content-Length"] = String(body.length);
+    const lib = url.protocol === "https:" ? https : http;
+    return new Promise<HttpResponse>((resolve, reject) => {
+      let settled = false;
+      let connected = false;
+      const fail = (err: Error) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(deadline);
+        clearTimeout(connectTimer);
+        request.destroy();
+        reject(err);
+      };
+      const request = lib.request(url, { method: req.method, headers, agent: this.agent });
+      const total = req.readTimeout + limits.slackSeconds;
+      const deadline = setTimeout(
+        () => fail(new ResponseTooSlow(`the runtime's answer took longer than ${total} s in total`, "slack_seconds", limits.slackSeconds)),
+        total * 1000,
+      );
+      const connectTimer = setTimeout(() => {
+        if (!connected) fail(Object.assign(new Error(`connect timed out after ${CONNECT_TIMEOUT} s`), { code: "ECONNECT_TIMEOUT" }));
+      }, CONNECT_TIMEOUT * 1000);
+      request.on("socket", (socket) => {
+        if (!socket.connecting) connected = true;
+        else socket.once("connect", () => (connected = true));
+      });
+      request.on("error", (err: NodeJS.ErrnoException) => {
+        const notSent = !connected && NOT_SENT.has(err.code ?? "");
+        fail(new TransportError(`runtime at ${this.endpoint.baseUrl} unreachable: ${err.message}`, !notSent));
+      });
+      request.on("response", (res) => {
+        const encoding = res.headers["content-encoding"];
+        if (encoding && encoding !== "identity") return fail(new MalformedResponse(`the runtime answered Content-Encoding ${encoding}`));
+        const length = Number(res.headers["content-length"] ?? "0");
+        const tooLarge = () => new ResponseTooLarge(`the runtime's answer exceeds ${limits.maxBytes} bytes`, "max_bytes", limits.maxBytes);
+        if (length > limits.maxBytes) return fail(tooLarge());
+        const chunks: Buffer[] = [];
+        let size = 0;
+        res.on("data", (chunk: Buffer) => {
+          size += chunk.length;
+          if (size > limits.maxBytes) fail(tooLarge());
+          else chunks.push(chunk);
+        });
+        res.on("error", (err) => fail(new TransportError(`reading the runtime's answer failed: ${err.message}`)));
+        res.on("end", () => {
+          if (settled) return;
+          settled = true;
+          clearTimeout(deadline);
+          clearTimeout(connectTimer);
+          resolve({ status: res.statusCode ?? 0, content: Buffer.concat(chunks) });
+        });
+      });
+      request.end(body);
+    });
+  }
+
+  private async send(req: HttpRequest): Promise<HttpResponse> {
+    const attempts = req.idempotent ? 4 : 1;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const resp = await this.sendOnce(req);
+        if (!RETRY_STATUS.has(resp.status) || attempt >= attempts) return resp;
+      } catch (err) {
+        // A command or write that may have been delivered is never sent again.
+        if (!(err instanceof TransportError) || attempt >= attempts) throw err;
+      }
+      await new Promise((r) => setTimeout(r, 100 * 2 ** (attempt - 1) * (0.5 + Math.random())));
+    }
+  }
+
+  // ---- the reconnection rule
+  private async resolve(): Promise<void> {
+    this.setEndpoint(await this.options.resolveEndpoint!());
+  }
+
+  private async connect(): Promise<RuntimeInfo> {
+    if (this.stale && this.options.resolveEndpoint) await this.resolve();
+    if (this.info) return this.info;
+    try {
+      return await this.probe();
+    } catch (err) {
+      if (!this.options.resolveEndpoint || !(err instanceof TransportError || err instanceof WrongPod)) throw err;
+      await this.resolve();
+      return await this.probe();
+    }
+  }
+
+  async run<T>(op: (info: RuntimeInfo) => Promise<T>, idempotent: boolean): Promise<T> {
+    try {
+      return await op(await this.connect());
+    } catch (err) {
+      if (!(err instanceof TransportError)) throw err;
+      if (!(this.options.resolveEndpoint && (idempotent || !err.maybeDelivered))) {
+        this.afterFailure();
+        throw err;
+      }
+    }
+    await this.resolve();
+    try {
+      return await op(await this.connect());
+    } catch (err) {
+      if (err instanceof TransportError) this.afterFailure();
+      throw err;
+    }
+  }
+
+  private afterFailure(): void {
+    if (this.options.resolveEndpoint) this.stale = true;
+    this.info = null;
+  }
+
+  // ---- the runtime's operations
+  async script(command: string, idempotent: boolean, readTimeout = CONTROL_READ_TIMEOUT): Promise<RuntimeExec> {
+    const resp = await this.send({ method: "POST", path: "/execute", readTimeout, idempotent, json: asciiJson({ command }) });
+    if (resp.status !== 200) throw new MalformedResponse(`runtime /execute answered HTTP ${resp.status}: ${resp.content.subarray(0, 200)}`);
+    let data: unknown;
+    try {
+      data = JSON.parse(resp.content.toString("utf-8"));
+    } catch {
+      throw new MalformedResponse(`runtime /execute answered garbage: ${resp.content.subarray(0, 200)}`);
+    }
+    const d = data as Record<string, unknown>;
+    if (typeof d !== "object" || d === null || typeof d.stdout !== "string" || typeof d.stderr !== "string" || !Number.isInteger(d.exit_code)) {
+      throw new MalformedResponse(`runtime /execute answered garbage: ${resp.content.subarray(0, 200)}`);
+    }
+    return { stdout: d.stdout, stderr: d.stderr, exitCode: d.exit_code as number };
+  }
+
+  private async uploadRaw(name: string, content: Uint8Array): Promise<string | null> {
+    const resp = await this.send({ method: "POST", path: "/upload", readTimeout: TRANSFER_READ_TIMEOUT, idempotent: false, upload: { name, content } });
+    return resp.status === 200 ? null : `staging upload failed: HTTP ${resp.status} ${resp.content.subarray(0, 120)}`;
+  }
+
+  /** Probe the runtime and check it is the pod the session names (WrongPod otherwise). */
+  async probe(): Promise<RuntimeInfo> {
+    this.info = null;
+    const raw = await this.script(scripts.buildProbe(), true);
+    const info = scripts.parseProbe(raw.stdout);
+    const expected = this.endpoint.expectedHostname;
+    if (expected && info.hostname !== expected) throw new WrongPod(expected, info.hostname);
+    this.info = info;
+    this.staged = new Set(info.wrappers);
+    return info;
+  }
+
+  async checkIdentity(): Promise<RuntimeInfo> {
+    this.info = null;
+    return this.connect();
+  }
+
+  execute(command: string, o: { timeout: number; maxOutput: number; cwd: string }): Promise<CommandResult> {
+    return this.run(async (info) => {
+      const runner = scripts.runnerFor(info, o.timeout);
+      this.commands += 1;
+      const wrapped = scripts.userCommand(command, {
+        timeout: o.timeout,
+        maxOutput: o.maxOutput,
+        stagingDir: scripts.stagingDir(info),
+        cwd: o.cwd,
+        runner,
+        hasBase64: info.hasBase64,
+        capture: this.capture,
+        seq: this.commands,
+        sweep: this.commands % CAPTURE_SWEEP_EVERY === 1 ? CAPTURE_SWEEP_EVERY : 0,
+      });
+      const readTimeout = o.timeout + EXECUTE_READ_MARGIN;
+      let raw: RuntimeExec | null = null;
+      for (let i = 0; i < 2; i++) {
+        if (!(await this.stageWrapper(info, wrapped))) break;
+        raw = await this.script(wrapped.staged(), false, readTimeout);
+        if (!scripts.wrapperMissing(raw.stdout, raw.stderr, raw.exitCode, wrapped.wrapper)) break;
+        this.staged.delete(wrapped.wrapper); // removed since the probe saw it: nothing ran
+        raw = null;
+      }
+      raw ??= await this.script(wrapped.inline(), false, readTimeout);
+      return scripts.parseUserCommand(raw.stdout, raw.stderr, raw.exitCode, { timeout: o.timeout, maxOutput: o.maxOutput, runner });
+    }, false);
+  }
+
+  private async stageWrapper(info: RuntimeInfo, wrapped: scripts.UserCommand): Promise<boolean> {
+    if (this.staged.has(wrapped.wrapper)) return true;
+    if (this.stagingFails || !info.stagesWrappers) return false;
+    const temporary = `${wrapped.wrapper}.${randomUUID().replaceAll("-", "")}`;
+    if ((await this.uploadRaw(`${scripts.STAGING_DIRNAME}/${temporary}`, Buffer.from(wrapped.script, "utf-8"))) === null) {
+      const staging = scripts.stagingDir(info);
+      const raw = await this.script(scripts.buildStageWrapper(`${staging}/${temporary}`, `${staging}/${wrapped.wrapper}`), false);
+      if (raw.exitCode === 0) {
+        this.staged.add(wrapped.wrapper);
+        return true;
+      }
+    }
+    this.stagingFails = true;
+    return false;
+  }
+
+  /** Write files: (absolute target, content, confinement root or ""); null per success. */
+  upload(items: ReadonlyArray<[string, Uint8Array, string]>): Promise<Array<string | null>> {
+    return this.run(async (info) => {
+      const results: Array<string | null> = items.map(() => null);
+      const token = randomUUID().replaceAll("-", "");
+      const staged: Array<[string, string, string]> = [];
+      const positions: number[] = [];
+      for (const [index, [target, content, confine]] of items.entries()) {
+        const name = `up-${token}-${index}`;
+        const error = await this.uploadRaw(`${scripts.STAGING_DIRNAME}/${name}`, content);
+        if (error !== null) {
+          results[index] = error;
+          continue;
+        }
+        staged.push([`${scripts.stagingDir(info)}/${name}`, target, confine]);
+        positions.push(index);
+      }
+      if (staged.length) {
+        const raw = await this.script(scripts.buildUploadFinalize(staged), false);
+        scripts.parseUploadFinalize(raw.stdout, staged.length).forEach((code, i) => (results[positions[i]!] = code));
+      }
+      return results;
+    }, false);
+  }
+
+  /** Read files: (absolute path, confinement root or ""). */
+  download(items: ReadonlyArray<[string, string]>): Promise<Downloaded[]> {
+    return this.run(async (info) => {
+      const staging = scripts.stagingDir(info);
+      const prep = scripts.buildDownloadPrepare(items, {
+        stagingDir: staging,
+        token: randomUUID().replaceAll("-", ""),
+        inlineMax: DOWNLOAD_INLINE_MAX,
+        inlineBudget: DOWNLOAD_INLINE_BUDGET,
+      });
+      const raw = await this.script(prep, true, TRANSFER_READ_TIMEOUT);
+      const preps = scripts.parseDownloadPrepare(raw.stdout, items.length);
+      const stagedFiles = preps.filter((p) => p.staged !== undefined).map((p) => `${staging}/${p.staged}`);
+      try {
+        const results: Downloaded[] = [];
+        for (const p of preps) {
+          if (p.staged === undefined) {
+            results.push({ content: p.content ?? null, error: p.error ?? null });
+            continue;
+          }
+          const path = "/download/" + encodeURIComponent(`${scripts.STAGING_DIRNAME}/${p.staged}`).replaceAll("%2F", "/");
+          const resp = await this.send({ method: "GET", path, readTimeout: TRANSFER_READ_TIMEOUT, idempotent: true });
+          if (resp.status === 200) results.push({ content: new Uint8Array(resp.content), error: null });
+          else if (resp.status === 404) results.push({ content: null, error: "file_not_found" });
+          else throw new SandboxError(`runtime /download answered HTTP ${resp.status}`);
+        }
+        return results;
+      } finally {
+        if (stagedFiles.length) await this.script(scripts.buildRemove(stagedFiles), true).catch(() => undefined);
+      }
+    }, true);
+  }
+}

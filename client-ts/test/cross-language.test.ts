@@ -1,0 +1,108 @@
+// Both clients send byte-identical in-pod scripts and compute the same names and activity values: the
+// Python client (test/reference.py, run with the repository's venv) answers the same cases.
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { existsSync } from "node:fs";
+import { createInterface } from "node:readline";
+import { after, test } from "node:test";
+import { fileURLToPath } from "node:url";
+import { formatActivity } from "../src/activity.js";
+import { sessionName, threadHash } from "../src/manager.js";
+import * as scripts from "../src/scripts.js";
+import { toSpec } from "../src/sessions.js";
+
+const repo = fileURLToPath(new URL("../../../", import.meta.url));
+const reference = fileURLToPath(new URL("../../test/reference.py", import.meta.url));
+const python = process.env.PYTHON ?? (existsSync(`${repo}.venv/bin/python`) ? `${repo}.venv/bin/python` : "python3");
+
+// One Python process for the whole file (its imports take seconds on a busy machine): a JSON line of
+// cases in, a JSON line of answers out.
+const child = spawn(python, [reference], { stdio: ["pipe", "pipe", "inherit"] });
+const lines = createInterface({ input: child.stdout })[Symbol.asyncIterator]();
+after(() => child.stdin.end());
+
+async function pythonAnswers(cases: unknown[]): Promise<unknown[]> {
+  child.stdin.write(JSON.stringify(cases) + "\n");
+  const line = await lines.next();
+  assert.ok(!line.done, `${python} ${reference} exited (set PYTHON to a python with langchain_k8s_client)`);
+  return JSON.parse(line.value as string) as unknown[];
+}
+
+const commandsToWrap = ["true", "ls -la /tmp", "echo $$ $PPID", "printf 'a\\nb' | wc -l", "cd /x && exit 3", "echo 'é ü ✓'", "export A=1", ""];
+const runners = ["none", "timeout", "python3"] as const;
+
+test("the user-command wrapper is byte-identical for every runner and encoder", async () => {
+  const cases: unknown[] = [];
+  const ours: unknown[] = [];
+  let seq = 0;
+  for (const runner of runners) {
+    for (const hasBase64 of [true, false]) {
+      for (const command of commandsToWrap) {
+        seq += 1;
+        const o = { timeout: 30 + seq, maxOutput: 1024 * seq, stagingDir: "/home/user/.lkc-staging", cwd: seq % 2 ? "" : "/work dir", runner, hasBase64, capture: "o.abc123", seq, sweep: seq % 3 ? 0 : 32 };
+        cases.push({ op: "user_command", args: { command, timeout: o.timeout, max_output: o.maxOutput, staging_dir: o.stagingDir, cwd: o.cwd, runner, has_base64: hasBase64, capture: o.capture, seq, sweep: o.sweep } });
+        const w = scripts.userCommand(command, o);
+        ours.push({ inline: w.inline(), staged: w.staged(), wrapper: w.wrapper });
+      }
+    }
+  }
+  assert.deepEqual(ours, (await pythonAnswers(cases)));
+});
+
+test("probe, upload, download and cleanup scripts are byte-identical", async () => {
+  const upload: Array<[string, string, string]> = [["/s/up-1", "/tmp/a b", ""], ["/s/up-2", "/tmp/it's", "/tmp"]];
+  const download: Array<[string, string]> = [["/tmp/x", ""], ["/tmp/ü y", "/tmp"]];
+  const prep = { stagingDir: "/base/.lkc-staging", token: "tok", inlineMax: 524288, inlineBudget: 2097152 };
+  const cases = [
+    { op: "probe" },
+    { op: "upload_finalize", args: { items: upload } },
+    { op: "download_prepare", args: { items: download, staging_dir: prep.stagingDir, token: prep.token, inline_max: prep.inlineMax, inline_budget: prep.inlineBudget } },
+    { op: "remove", args: { paths: ["/base/.lkc-staging/dn-1", "/base/.lkc-staging/dn 2"] } },
+  ];
+  const ours = [scripts.buildProbe(), scripts.buildUploadFinalize(upload), scripts.buildDownloadPrepare(download, prep), scripts.buildRemove(["/base/.lkc-staging/dn-1", "/base/.lkc-staging/dn 2"])];
+  assert.deepEqual(ours, (await pythonAnswers(cases)));
+});
+
+test("the python3 programs (ls, edit) are byte-identical, their JSON argument too", async () => {
+  const paths = ["/tmp/a", "/tmp/ü ✓/日本", "/it's \"quoted\"\\", "/tab\tnl\n\u007f"];
+  const cases: unknown[] = [];
+  const ours: unknown[] = [];
+  for (const path of paths) {
+    cases.push({ op: "ls", args: { path, confine: "" } }, { op: "edit", args: { path, old: "ä\r\n", new: "😀 $x `y`", all: true, confine: "/tmp" } });
+    ours.push(scripts.buildLs(path, ""), scripts.buildEdit(scripts.editPayload(path, "ä\r\n", "😀 $x `y`", true, "/tmp")));
+  }
+  assert.deepEqual(ours, (await pythonAnswers(cases)));
+});
+
+test("session names and thread hashes are the Python client's", async () => {
+  const threads = ["t1", "Thread 42", "user@example.com/conversation#7", "---", "ÄÖÜ unicode ✓ thread", "x".repeat(200), "UPPER_case.dots", "日本語"];
+  const prefixes = ["thread", "t", "my-app"];
+  const cases: unknown[] = [];
+  const ours: unknown[] = [];
+  for (const thread of threads) {
+    for (const prefix of prefixes) {
+      cases.push({ op: "session_name", args: { thread_id: thread, prefix } });
+      ours.push(sessionName(thread, prefix));
+    }
+    cases.push({ op: "thread_hash", args: { thread_id: thread } });
+    ours.push(threadHash(thread));
+  }
+  assert.deepEqual(ours, (await pythonAnswers(cases)));
+});
+
+test("activity values are the Python client's", async () => {
+  const at = "2026-03-04T05:06:07.891+00:00";
+  const busies = [0, 1, 1.5, 30, 300, 3600, 287.3456789, 0.0001234];
+  const cases = busies.map((busy) => ({ op: "activity", args: { at, busy } }));
+  const ours = busies.map((busy) => formatActivity(new Date(at), busy));
+  assert.deepEqual(ours, (await pythonAnswers(cases)));
+  // `%g` prints 1234567 and 0.00001 in exponent form, which the operator's pattern refuses: this client
+  // says so instead of sending a report the operator would ignore.
+  assert.throws(() => formatActivity(new Date(at), 1234567));
+});
+
+test("a create sends the Python client's spec", async () => {
+  const cases = [{ op: "to_spec", args: { warm_pool: "pool", ttl: "2h", idle_timeout: "15m", idle_action: "Suspend", env: { A: "1", B: "2" }, labels: { l: "v" }, pod_labels: { "sandbox.users.io/x": "y" }, fork_from: "src" } }];
+  const ours = [toSpec({ warmPool: "pool", ttl: "2h", idleTimeout: "15m", idleAction: "Suspend", env: { A: "1", B: "2" }, labels: { l: "v" }, podLabels: { "sandbox.users.io/x": "y" }, forkFrom: "src" })];
+  assert.deepEqual(ours, (await pythonAnswers(cases)));
+});

@@ -1,0 +1,51 @@
+"""What the Python client sends and computes for the cases on stdin (JSON lists, one a line), as JSON lines.
+
+test/cross-language.test.ts runs this with the repository's venv and compares the TypeScript client's
+answers byte for byte: the same in-pod scripts, the same session names, the same activity values.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import sys
+
+from agentsession_api.activity import format_activity
+from langchain_k8s_client import commands, manager, pyscripts
+from langchain_k8s_client.sessions import SessionSpec
+
+
+def answer(case: dict) -> object:
+    op, a = case["op"], case.get("args", {})
+    if op == "probe":
+        return commands.build_probe()
+    if op == "user_command":
+        wrapped = commands.user_command(a.pop("command"), **a)
+        return {"inline": wrapped.inline(), "staged": wrapped.staged(), "wrapper": wrapped.wrapper}
+    if op == "upload_finalize":
+        return commands.build_upload_finalize([tuple(item) for item in a["items"]])
+    if op == "download_prepare":
+        items = [tuple(item) for item in a.pop("items")]
+        return commands.build_download_prepare(items, **a)
+    if op == "remove":
+        return commands.build_remove(a["paths"])
+    if op == "ls":
+        return pyscripts.build_ls(a["path"], a["confine"])
+    if op == "edit":
+        payload = pyscripts.edit_payload(a["path"], a["old"], a["new"], replace_all=a["all"], confine=a["confine"])
+        return pyscripts.build_edit(pyscripts.encode_payload(payload))
+    if op == "session_name":
+        return manager.session_name(a["thread_id"], a.get("prefix", "thread"))
+    if op == "thread_hash":
+        return manager.thread_hash(a["thread_id"])
+    if op == "activity":
+        return format_activity(dt.datetime.fromisoformat(a["at"]), a["busy"])
+    if op == "to_spec":
+        return SessionSpec(**a).to_spec()
+    raise ValueError(f"unknown case {op!r}")
+
+
+if __name__ == "__main__":
+    for line in sys.stdin:  # one JSON list of cases per line, one JSON list of answers per line
+        sys.stdout.write(json.dumps([answer(case) for case in json.loads(line)], ensure_ascii=True) + "\n")
+        sys.stdout.flush()

@@ -1,0 +1,91 @@
+// The transport's rules against a local HTTP server that plays a runtime (logic only: the real runtime
+// is in tests/e2e/test_ts_client.py): identity check, bounded answers, never re-sending a command.
+import assert from "node:assert/strict";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+import { after, before, test } from "node:test";
+import { MalformedResponse, ResponseTooLarge, ResponseTooSlow, TransportError, WrongPod } from "../src/errors.js";
+import { RuntimeTransport } from "../src/transport.js";
+
+let server: http.Server;
+let base = "";
+let executes = 0;
+let mode: "ok" | "huge" | "trickle" | "garbage" = "ok";
+const probe = "@LKCP\nbase=/home/user\nhost=pod-a\nrunner=timeout\nbase64=1\ngroup=1\nlimit=300\nwrappers=\n";
+
+before(async () => {
+  server = http.createServer((req, res) => {
+    let body = "";
+    req.on("data", (c) => (body += c));
+    req.on("end", () => {
+      const command = (JSON.parse(body || "{}") as { command?: string }).command ?? "";
+      if (command.includes("@LKCP")) return res.end(JSON.stringify({ stdout: probe, stderr: "", exit_code: 0 }));
+      executes += 1;
+      if (mode === "huge") return res.end("x".repeat(4096));
+      if (mode === "garbage") return res.end("not json");
+      if (mode === "trickle") {
+        res.writeHead(200);
+        const timer = setInterval(() => res.write(" "), 100);
+        res.on("close", () => clearInterval(timer));
+        return;
+      }
+      res.end(JSON.stringify({ stdout: "@LKC 0 1.00 1.01\naGk=\n", stderr: "", exit_code: 0 }));
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+});
+after(() => server.close());
+
+const run = (t: RuntimeTransport) => t.execute("echo hi", { timeout: 5, maxOutput: 1000, cwd: "" });
+
+test("a command runs after the probe; its output is decoded", async () => {
+  mode = "ok";
+  const t = new RuntimeTransport({ baseUrl: base, expectedHostname: "pod-a" });
+  assert.deepEqual(await run(t), { output: "hi", exitCode: 0, truncated: false, timedOut: false });
+  t.close();
+});
+
+test("another pod answering is WrongPod, before any command", async () => {
+  mode = "ok";
+  const before = executes;
+  const t = new RuntimeTransport({ baseUrl: base, expectedHostname: "pod-b" });
+  await assert.rejects(run(t), WrongPod);
+  assert.equal(executes, before);
+  t.close();
+});
+
+test("an answer over maxBytes is cut off (ResponseTooLarge)", async () => {
+  mode = "huge";
+  const t = new RuntimeTransport({ baseUrl: base }, { limits: { maxBytes: 1024, slackSeconds: 30 } });
+  await assert.rejects(run(t), ResponseTooLarge);
+  t.close();
+});
+
+test("a trickling answer is cut at the total deadline (ResponseTooSlow), and not sent again", async () => {
+  mode = "trickle";
+  const t = new RuntimeTransport({ baseUrl: base }, { limits: { maxBytes: 1 << 20, slackSeconds: 0 } });
+  const before = executes;
+  const started = Date.now();
+  await assert.rejects(t.script("sleep", false, 1), ResponseTooSlow); // read timeout 1 s + slack 0
+  assert.ok(Date.now() - started < 10_000);
+  assert.equal(executes, before + 1);
+  t.close();
+});
+
+test("garbage is MalformedResponse", async () => {
+  mode = "garbage";
+  const t = new RuntimeTransport({ baseUrl: base });
+  await assert.rejects(run(t), MalformedResponse);
+  t.close();
+});
+
+test("a refused connection is a TransportError that provably never reached the pod", async () => {
+  const closed = http.createServer();
+  await new Promise<void>((r) => closed.listen(0, "127.0.0.1", r));
+  const port = (closed.address() as AddressInfo).port;
+  await new Promise<void>((r) => closed.close(() => r()));
+  const t = new RuntimeTransport({ baseUrl: `http://127.0.0.1:${port}` });
+  await assert.rejects(run(t), (err: unknown) => err instanceof TransportError && err.maybeDelivered === false);
+  t.close();
+});
