@@ -69,7 +69,8 @@ KUBERNETES_NODE = Component("kubernetes-node", versions.KUBERNETES, ("kubelet", 
 CONTAINERD = Component("containerd", versions.CONTAINERD, ("containerd", "ctr", "containerd-shim-runc-v2"))
 CNI_PLUGINS = Component("cni-plugins", versions.CNI_PLUGINS, ("ptp", "host-local", "loopback", "portmap"))
 KUBE_ROUTER = Component("kube-router", versions.KUBE_ROUTER, ("kube-router",))
-NODE_COMPONENTS = (KUBERNETES_NODE, CONTAINERD, CNI_PLUGINS, KUBE_ROUTER)
+GVISOR = Component("gvisor", versions.GVISOR, ("runsc", "containerd-shim-runsc-v1"))
+NODE_COMPONENTS = (KUBERNETES_NODE, CONTAINERD, CNI_PLUGINS, KUBE_ROUTER, GVISOR)
 
 # kube-router v2.1.0 pins dependencies with published advisories; its tools module raises them to fixed
 # releases (minimum version selection keeps the higher one). Dev cluster only: never shipped.
@@ -238,6 +239,24 @@ def _build_kube_router(log: Path) -> None:
     )
 
 
+def _build_gvisor(log: Path) -> None:
+    """runsc and its containerd shim from the module's `go` branch (the Bazel-free tree gVisor publishes).
+
+    A tools module, not `go install ...@version`: gVisor's go.mod has no replace directives, so both would
+    work, but one module builds both binaries against one resolved dependency graph. The shim's package
+    is gvisor.dev/gvisor/shim; containerd looks for the binary as containerd-shim-runsc-v1.
+    """
+    gomod = (
+        f"module agentsession.dev/devcluster/gvisor-tools\n\ngo 1.26.3\n\nrequire gvisor.dev/gvisor {versions.GVISOR}\n"
+    )
+    src = _tools_module(GVISOR, gomod, log)
+    # What `runsc --version` prints (else VERSION_MISSING): the pinned pseudo-version.
+    ldflags = f"-s -w -X gvisor.dev/gvisor/runsc/version.version={versions.GVISOR}"
+    for binary, package in (("runsc", "runsc"), ("containerd-shim-runsc-v1", "shim")):
+        out = str(GVISOR.path(binary))
+        _run(["go", "build", "-trimpath", "-ldflags", ldflags, "-o", out, f"gvisor.dev/gvisor/{package}"], src, log)
+
+
 def _build_etcd(log: Path) -> None:
     gomod = "module agentsession.dev/devcluster/etcd-tools\n\ngo 1.24\n"
     src = _tools_module(ETCD, gomod, log)
@@ -310,6 +329,7 @@ _BUILDERS = {
     CONTAINERD.name: _build_containerd,
     CNI_PLUGINS.name: _build_cni_plugins,
     KUBE_ROUTER.name: _build_kube_router,
+    GVISOR.name: _build_gvisor,
     HELM.name: _build_helm,
 }
 
