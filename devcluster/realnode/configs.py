@@ -139,8 +139,8 @@ state = "{c / "state"}"
 def runsc_config(dirs: NodeDirs, runsc: Path) -> str:
     """The runsc shim's options: this node's runsc binary and root, and the flags of every sandbox.
 
-    Platform systrap (seccomp traps, no virtualisation): PLATFORM_NOTE in docs/gvisor.md has what kvm did
-    here. Network "sandbox": gVisor's own netstack, in the pod's network namespace with the address and
+    Platform systrap (seccomp traps, no virtualisation): kvm hangs on this machine (nested KVM; see
+    docs/gvisor.md). Network "sandbox": gVisor's own netstack, in the pod's network namespace with the address and
     routes CNI gave it, so traffic still leaves through the pod's veth and the node's iptables (kube-router's
     NetworkPolicy rules) see every packet. The kubelet's cgroupfs driver: runsc writes the pod's cgroup
     v1 hierarchies itself (systemd-cgroup off, its default).
