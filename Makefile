@@ -120,6 +120,7 @@ bench: venv ## benchmarks (print tables of medians and ratios; needs benchmarks/
 	$(PY) -m benchmarks.bench_operator --rounds 25
 	$(PY) -m benchmarks.bench_first_call --rounds 24
 	$(PY) -m benchmarks.bench_transport
+	$(PY) -m benchmarks.bench_gvisor --rounds 10  # runc vs gVisor: starts the real node (root)
 	$(PY) -m benchmarks.bench_scale --points $(SCALE_POINTS) --direct-every 2 --json docs/scale-results.json
 	$(PY) -m benchmarks.bench_scale --points 100,1000 --direct-every 2 --operator-cpu 1  # the operator on a CPU of its own
 	$(PY) -m benchmarks.plot_scale docs/scale-results.json docs/scale.png

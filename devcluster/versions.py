@@ -28,6 +28,9 @@ CNI_PLUGINS = "v1.10.0"
 # The only kube-router the Go proxy serves here; run as a NetworkPolicy controller only (iptables + ipset:
 # this kernel has no nftables queue). Its vulnerable dependencies are raised in its tools module.
 KUBE_ROUTER = "v2.1.0"
+# gVisor (runsc + containerd-shim-runsc-v1), the real node's second runtime (RuntimeClass `gvisor`). gVisor
+# tags no releases on its module: the buildable `go` branch, as `go list -m gvisor.dev/gvisor@go` names it.
+GVISOR = "v0.0.0-20260527191743-a81fd9dd382e"
 
 # The Helm chart (charts/agentsession): helm template / install in tests. Not part of any cluster.
 HELM = "v3.22.0"

@@ -88,6 +88,14 @@ k create namespace "$SAMPLES_NAMESPACE" --dry-run=client -o yaml | k apply -f -
 k label namespace "$SAMPLES_NAMESPACE" --overwrite \
   pod-security.kubernetes.io/enforce=restricted \
   pod-security.kubernetes.io/enforce-version=latest
-k -n "$SAMPLES_NAMESPACE" apply -f "$root/config/samples/"
+if k get runtimeclass gvisor >/dev/null 2>&1; then
+  k -n "$SAMPLES_NAMESPACE" apply -f "$root/config/samples/"
+else
+  # kind has no gVisor: the hardened template on runc (without its runtimeClassName line, docs/gvisor.md).
+  say "no RuntimeClass gvisor here: the sample template runs on runc"
+  for f in "$root"/config/samples/*.yaml; do
+    sed '/^ *runtimeClassName: gvisor$/d' "$f" | k -n "$SAMPLES_NAMESPACE" apply -f -
+  done
+fi
 
 say "done. Try: kubectl --context $context -n $SAMPLES_NAMESPACE get agentsessions,sandboxclaims,pods"

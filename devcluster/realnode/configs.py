@@ -37,6 +37,19 @@ class NodeDirs:
         return self.containerd / "certs.d"
 
     @property
+    def runsc_root(self) -> Path:
+        """gVisor's state (one directory per containerd namespace): the sweep after a hard kill reads it."""
+        return self.containerd / "runsc"
+
+    @property
+    def runsc_config(self) -> Path:
+        return self.containerd / "runsc.toml"
+
+    @property
+    def runsc_logs(self) -> Path:
+        return self.root / "runsc-logs"
+
+    @property
     def cni_conf(self) -> Path:
         return self.root / "cni" / "net.d"
 
@@ -53,8 +66,16 @@ class NodeDirs:
         return self.root / "resolv.conf"
 
 
+RUNSC_HANDLER = "runsc"
+"""containerd's name for the gVisor runtime: the RuntimeClass `gvisor` (GVISOR_RUNTIME_CLASS) points at it."""
+GVISOR_RUNTIME_CLASS = "gvisor"
+# systrap, not kvm: see runsc_config.
+GVISOR_PLATFORM = "systrap"
+
+
 def containerd_config(dirs: NodeDirs, cni_bin: Path, runc: str) -> str:
-    """containerd 2.x (config version 3): its own root, state and socket; CRI over runc with cgroupfs."""
+    """containerd 2.x (config version 3): its own root, state and socket; CRI over runc with cgroupfs,
+    and gVisor (runsc) as a second handler for pods of the RuntimeClass `gvisor`."""
     c = dirs.containerd
     cri_runtime = 'plugins."io.containerd.cri.v1.runtime"'
     return f"""version = 3
@@ -103,9 +124,36 @@ state = "{c / "state"}"
         BinaryName = "{runc}"
         Root = "{c / "runc"}"
         SystemdCgroup = false
+    [{cri_runtime}.containerd.runtimes.{RUNSC_HANDLER}]
+      runtime_type = "io.containerd.runsc.v1"
+      # The shim finds runsc, its root and the sandbox's flags in this file (runsc_config).
+      [{cri_runtime}.containerd.runtimes.{RUNSC_HANDLER}.options]
+        TypeUrl = "io.containerd.runsc.v1.options"
+        ConfigPath = "{dirs.runsc_config}"
   [{cri_runtime}.cni]
     bin_dirs = ["{cni_bin}"]
     conf_dir = "{dirs.cni_conf}"
+"""
+
+
+def runsc_config(dirs: NodeDirs, runsc: Path) -> str:
+    """The runsc shim's options: this node's runsc binary and root, and the flags of every sandbox.
+
+    Platform systrap (seccomp traps, no virtualisation): kvm hangs on this machine (nested KVM; see
+    docs/gvisor.md). Network "sandbox": gVisor's own netstack, in the pod's network namespace with the address and
+    routes CNI gave it, so traffic still leaves through the pod's veth and the node's iptables (kube-router's
+    NetworkPolicy rules) see every packet. The kubelet's cgroupfs driver: runsc writes the pod's cgroup
+    v1 hierarchies itself (systemd-cgroup off, its default).
+    """
+    return f"""binary_name = "{runsc}"
+root = "{dirs.runsc_root}"
+log_path = "{dirs.runsc_logs}/%ID%/shim.log"
+log_level = "info"
+
+[runsc_config]
+  platform = "{GVISOR_PLATFORM}"
+  network = "sandbox"
+  debug-log = "{dirs.runsc_logs}/%ID%/"
 """
 
 

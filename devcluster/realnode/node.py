@@ -85,6 +85,7 @@ class RealNode:
         self._start_forwarder()
         self._start_containerd()
         self._start_kubelet()
+        self._create_runtime_class()
         self._start_kube_proxy()
         self._start_network_policy()
         self._start_provisioner()
@@ -103,12 +104,16 @@ class RealNode:
     def _start_containerd(self) -> None:
         config = self.dirs.containerd / "config.toml"
         config.write_text(configs.containerd_config(self.dirs, build.CNI_PLUGINS.bin_dir, _which("runc")))
+        self.dirs.runsc_logs.mkdir(parents=True, exist_ok=True)
+        self.dirs.runsc_config.write_text(configs.runsc_config(self.dirs, build.GVISOR.path("runsc")))
         (self.dirs.cni_conf / "10-devcluster.conflist").write_text(configs.cni_conflist(self.dirs))
         if self.registry_port:
             from devcluster import registry  # what containerd pulls, and from where
 
             registry.write_containerd_hosts(self.dirs.registry_hosts, NODE_REGISTRY)
-        env = dict(os.environ, PATH=f"{build.CONTAINERD.bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}")
+        # containerd finds each runtime's shim on its PATH (containerd-shim-runc-v2, containerd-shim-runsc-v1).
+        path = f"{build.CONTAINERD.bin_dir}:{build.GVISOR.bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}"
+        env = dict(os.environ, PATH=path)
         pid = self._start_inside("containerd", [str(build.CONTAINERD.path("containerd")), f"--config={config}"], env)
         self.cluster.wait("containerd", self.dirs.containerd_socket.exists, 60, "containerd", pid)
 
@@ -150,6 +155,17 @@ class RealNode:
         if not (self.cluster.get_json("node", NODE_NAME) or {}).get("spec", {}).get("podCIDR"):
             patch = {"spec": {"podCIDR": network.NODE_POD_CIDR, "podCIDRs": [network.NODE_POD_CIDR]}}
             self.cluster.kubectl("patch", "node", NODE_NAME, "--type=merge", "-p", json.dumps(patch))
+
+    def _create_runtime_class(self) -> None:
+        """RuntimeClass `gvisor` -> containerd's runsc handler: a template opts in with runtimeClassName."""
+        self.cluster.apply(
+            {
+                "apiVersion": "node.k8s.io/v1",
+                "kind": "RuntimeClass",
+                "metadata": {"name": configs.GVISOR_RUNTIME_CLASS},
+                "handler": configs.RUNSC_HANDLER,
+            }
+        )
 
     def _start_kube_proxy(self) -> None:
         kc = self._kubeconfig("kube-proxy", "system:kube-proxy")
@@ -227,16 +243,24 @@ class RealNode:
             proc = subprocess.run(["runc", f"--root={root}", "list", "-q"], capture_output=True, text=True)
             for cid in proc.stdout.split():
                 subprocess.run(["runc", f"--root={root}", "delete", "--force", cid], capture_output=True)
+        # gVisor sandboxes (runsc-sandbox and its gofer) outlive their shim: delete them by their state.
+        runsc = str(build.GVISOR.path("runsc"))
+        runsc_roots = [*self.dirs.runsc_root.glob("*")] if self.dirs.runsc_root.exists() else []
+        for root in runsc_roots if os.path.exists(runsc) else []:
+            proc = subprocess.run([runsc, f"--root={root}", "list", "-quiet"], capture_output=True, text=True)
+            for cid in proc.stdout.split():
+                subprocess.run([runsc, f"--root={root}", "delete", "-force", cid], capture_output=True)
 
     def _kill_shims(self) -> None:
-        """Shims outlive containerd; this node's name its socket's directory in their -address argument."""
+        """Shims outlive containerd; this node's name its socket's directory in their -address argument
+        (gVisor's sandbox and gofer processes name this node's runsc root in their --root)."""
         needle = str(self.dirs.containerd).encode()
         for entry in Path("/proc").iterdir():
             if not entry.name.isdigit():
                 continue
             with contextlib.suppress(OSError):
                 cmdline = (entry / "cmdline").read_bytes()
-                if b"containerd-shim" in cmdline and needle in cmdline:
+                if (b"containerd-shim" in cmdline or b"runsc" in cmdline) and needle in cmdline:
                     os.kill(int(entry.name), signal.SIGKILL)
 
     @staticmethod

@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any
+import copy
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from tests.e2e.conftest import Kube
 
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 PYTHON_RUNTIME_IMAGE = "registry.k8s.io/agent-sandbox/python-runtime-sandbox:v1.0.3"
 EXT = "extensions.agents.x-k8s.io/v1beta1"
+GVISOR = "gvisor"
+"""The RuntimeClass the real node has (devcluster.realnode.configs.GVISOR_RUNTIME_CLASS; GKE Sandbox's name)."""
+# A test parametrized by these runs once on runc (no runtimeClassName) and, on the real node, once on gVisor.
+RUNTIMES = [pytest.param(None, id="runc"), pytest.param(GVISOR, id="gvisor", marks=pytest.mark.realnode)]
 
 
 def template(
@@ -19,6 +29,7 @@ def template(
     pod_security_context: dict[str, Any] | None = None,
     volume_mounts: list[dict[str, Any]] | None = None,
     volumes: list[dict[str, Any]] | None = None,
+    runtime_class: str | None = None,
 ) -> dict[str, Any]:
     container: dict[str, Any] = {"name": "sandbox", "image": image}
     if image != PAUSE_IMAGE:
@@ -36,6 +47,8 @@ def template(
         pod_spec["securityContext"] = pod_security_context
     if volumes:
         pod_spec["volumes"] = volumes
+    if runtime_class:
+        pod_spec["runtimeClassName"] = runtime_class
     spec: dict[str, Any] = {
         "podTemplate": {"metadata": {"labels": {"app": "e2e-sandbox"}}, "spec": pod_spec},
         # Deliberate: no NetworkPolicy from the template (tests reach pods directly).
@@ -89,3 +102,16 @@ def session(
     if meta_labels:
         body["metadata"]["labels"] = meta_labels
     return body
+
+
+def runnable_here(kube: Kube, template: dict[str, Any]) -> dict[str, Any]:
+    """A SandboxTemplate as this cluster can run it: a runtimeClassName the cluster has no RuntimeClass
+    for (the kwok node has none; the real node has `gvisor`) is dropped, so its pods run on runc. The API
+    server would refuse every such pod ("RuntimeClass ... not found")."""
+    pod_spec = template["spec"]["podTemplate"]["spec"]
+    wanted = pod_spec.get("runtimeClassName")
+    if not wanted or kube.run("get", "runtimeclass", wanted, check=False).returncode == 0:
+        return template
+    template = copy.deepcopy(template)
+    del template["spec"]["podTemplate"]["spec"]["runtimeClassName"]
+    return template

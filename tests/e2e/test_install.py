@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from devcluster.cluster import Cluster
-from tests.e2e import install
+from tests.e2e import install, manifests
 from tests.e2e.conftest import Kube
 
 pytestmark = pytest.mark.e2e
@@ -253,7 +253,7 @@ def test_hardened_template_pod_is_admitted_and_ready(kube: Kube, restricted_name
     """The template's pod spec, as a real Pod in a namespace enforcing restricted: admitted, Ready,
     and the runtime works with its read-only root (commands and files live in /workspace)."""
     ns = restricted_namespace
-    template = by_kind(load(TEMPLATE_SAMPLE), "SandboxTemplate")
+    template = manifests.runnable_here(kube, by_kind(load(TEMPLATE_SAMPLE), "SandboxTemplate"))
     pod = pod_from_template("hardened", template["spec"]["podTemplate"])
     kube.apply(pod, namespace=ns)
     ready = kube.wait_for(
@@ -277,7 +277,7 @@ def test_hardened_template_pod_is_admitted_and_ready(kube: Kube, restricted_name
 def test_hardened_template_warm_pool_gets_ready_sandboxes(kube: Kube, restricted_namespace: str) -> None:
     """agent-sandbox accepts the template, its pods pass restricted, and it manages our NetworkPolicy."""
     ns = restricted_namespace
-    template = by_kind(load(TEMPLATE_SAMPLE), "SandboxTemplate")
+    template = manifests.runnable_here(kube, by_kind(load(TEMPLATE_SAMPLE), "SandboxTemplate"))
     pool = by_kind(load(POOL_SAMPLE), "SandboxWarmPool")
     pool["spec"]["replicas"] = 1  # one is proof enough
     kube.apply(template, pool, namespace=ns)

@@ -80,8 +80,9 @@ def _exec(ip: str, script: str) -> dict[str, Any]:
     return dict(r.json())
 
 
+@pytest.mark.parametrize("runtime", manifests.RUNTIMES)
 def test_idle_suspend_keeps_the_workspace_and_activity_resumes(
-    kube: Kube, namespace: str, operator: OperatorProcess
+    kube: Kube, namespace: str, operator: OperatorProcess, runtime: str | None
 ) -> None:
     kube.apply(
         manifests.template(
@@ -90,6 +91,7 @@ def test_idle_suspend_keeps_the_workspace_and_activity_resumes(
             vct_policy="Allowed",
             volume_mounts=[{"name": "workspace", "mountPath": "/workspace"}],
             volumes=[{"name": "workspace", "emptyDir": {}}],
+            runtime_class=runtime,
         ),
         manifests.warm_pool("py", "py", 0),
         manifests.session(

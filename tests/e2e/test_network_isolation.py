@@ -70,12 +70,14 @@ def _answers_soon(kube: Kube, namespace: str, pod: str, url: str, timeout: float
 
 
 @pytest.mark.realnode
+@pytest.mark.parametrize("runtime", manifests.RUNTIMES)
 def test_tenant_b_cannot_reach_a_session_but_the_client_of_a_can(
-    kube: Kube, namespace: str, tenant_b: str, operator: OperatorProcess
+    kube: Kube, namespace: str, tenant_b: str, operator: OperatorProcess, runtime: str | None
 ) -> None:
-    """A warm-pool pod adopted by the session: only labelled pods of namespace A reach it."""
+    """A warm-pool pod adopted by the session: only labelled pods of namespace A reach it (its sandbox
+    under runc, or under gVisor: whose netstack answers from the pod's veth, behind kube-router's rules)."""
     kube.apply(
-        manifests.template("py", manifests.PYTHON_RUNTIME_IMAGE),
+        manifests.template("py", manifests.PYTHON_RUNTIME_IMAGE, runtime_class=runtime),
         manifests.warm_pool("pool", "py", 1),
         namespace=namespace,
     )
@@ -120,13 +122,14 @@ def _egress_policy(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.mark.realnode
+@pytest.mark.parametrize("runtime", manifests.RUNTIMES)
 def test_sandbox_egress_is_what_the_policy_allows(
-    kube: Kube, namespace: str, tenant_b: str, operator: OperatorProcess
+    kube: Kube, namespace: str, tenant_b: str, operator: OperatorProcess, runtime: str | None
 ) -> None:
     """By default a sandbox reaches nothing in the cluster (here: a server of tenant B); a policy that
-    allows that server's address and port opens exactly that."""
+    allows that server's address and port opens exactly that (the sandbox under runc or gVisor)."""
     kube.apply(
-        manifests.template("py", manifests.PYTHON_RUNTIME_IMAGE),
+        manifests.template("py", manifests.PYTHON_RUNTIME_IMAGE, runtime_class=runtime),
         manifests.warm_pool("pool", "py", 0),
         namespace=namespace,
     )

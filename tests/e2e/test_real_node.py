@@ -39,6 +39,7 @@ def _pod(
     security: dict[str, Any] | None = None,
     resources: dict[str, Any] | None = None,
     restart: str = "Always",
+    runtime_class: str | None = None,
 ) -> dict[str, Any]:
     container: dict[str, Any] = {
         "name": "main",
@@ -48,18 +49,22 @@ def _pod(
     }
     if resources:
         container["resources"] = resources
+    spec: dict[str, Any] = {"containers": [container], "restartPolicy": restart, "automountServiceAccountToken": False}
+    if runtime_class:
+        spec["runtimeClassName"] = runtime_class
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": name, "labels": labels or {"app": name}},
-        "spec": {"containers": [container], "restartPolicy": restart, "automountServiceAccountToken": False},
+        "spec": spec,
     }
 
 
-def _http_server(name: str, port: int = 8080, labels: dict[str, str] | None = None) -> dict[str, Any]:
-    return _pod(
-        name, ["python3", "-m", "http.server", str(port), "--bind", "0.0.0.0", "--directory", "/"], labels=labels
-    )
+def _http_server(
+    name: str, port: int = 8080, labels: dict[str, str] | None = None, runtime_class: str | None = None
+) -> dict[str, Any]:
+    command = ["python3", "-m", "http.server", str(port), "--bind", "0.0.0.0", "--directory", "/"]
+    return _pod(name, command, labels=labels, runtime_class=runtime_class)
 
 
 def _running(kube: Kube, name: str, namespace: str, timeout: float = 120) -> dict[str, Any]:
@@ -92,8 +97,10 @@ def test_node_is_ready_with_containerd(kube: Kube) -> None:
     assert network.NODE_IP in line, out
 
 
-def test_pod_from_local_registry_runs_with_logs_and_exec(kube: Kube, namespace: str) -> None:
-    kube.apply(_pod("hello", ["sh", "-c", "echo hello from a real container; exec sleep 600"]), namespace=namespace)
+@pytest.mark.parametrize("runtime", manifests.RUNTIMES)
+def test_pod_from_local_registry_runs_with_logs_and_exec(kube: Kube, namespace: str, runtime: str | None) -> None:
+    command = ["sh", "-c", "echo hello from a real container; exec sleep 600"]
+    kube.apply(_pod("hello", command, runtime_class=runtime), namespace=namespace)
     pod = _running(kube, "hello", namespace)
     assert ipaddress.ip_address(pod["status"]["podIP"]) in ipaddress.ip_network(network.POD_CIDR), pod["status"]
     image_id = pod["status"]["containerStatuses"][0]["imageID"]
@@ -104,15 +111,18 @@ def test_pod_from_local_registry_runs_with_logs_and_exec(kube: Kube, namespace: 
     assert kube.run("exec", "-n", namespace, "hello", "--", "id", "-u").stdout.strip() == "1000"
 
 
-def test_security_context_is_enforced(kube: Kube, namespace: str) -> None:
+@pytest.mark.parametrize("runtime", manifests.RUNTIMES)
+def test_security_context_is_enforced(kube: Kube, namespace: str, runtime: str | None) -> None:
     security = dict(RESTRICTED, readOnlyRootFilesystem=True)
-    kube.apply(_pod("locked", ["sleep", "600"], security=security), namespace=namespace)
+    kube.apply(_pod("locked", ["sleep", "600"], security=security, runtime_class=runtime), namespace=namespace)
     _running(kube, "locked", namespace)
-    touch = kube.run("exec", "-n", namespace, "locked", "--", "touch", "/etc/x", check=False)
+    # /app is the image user's own: only the read-only root refuses it (gVisor checks permissions first, so
+    # root's /etc would say "Permission denied" there).
+    touch = kube.run("exec", "-n", namespace, "locked", "--", "touch", "/app/x", check=False)
     assert touch.returncode != 0 and "Read-only file system" in touch.stderr, touch
     # runAsNonRoot with an image whose user is root and no runAsUser: the kubelet refuses to start it.
     root = {k: v for k, v in RESTRICTED.items() if k != "runAsUser"}
-    root_pod = _pod("rootless", ["sleep", "600"], security=dict(root, runAsUser=0))
+    root_pod = _pod("rootless", ["sleep", "600"], security=dict(root, runAsUser=0), runtime_class=runtime)
     proc = kube.apply(root_pod, namespace=namespace, check=False)
     if proc.returncode == 0:
         kube.wait_for(
@@ -122,12 +132,14 @@ def test_security_context_is_enforced(kube: Kube, namespace: str) -> None:
         )
 
 
-def test_memory_limit_is_enforced(kube: Kube, namespace: str) -> None:
+@pytest.mark.parametrize("runtime", manifests.RUNTIMES)
+def test_memory_limit_is_enforced(kube: Kube, namespace: str, runtime: str | None) -> None:
     hog = _pod(
         "hog",
         ["python3", "-c", "x = bytearray(256 * 1024 * 1024); import time; time.sleep(600)"],
         resources={"limits": {"memory": "64Mi", "cpu": "500m"}},
         restart="Never",
+        runtime_class=runtime,
     )
     kube.apply(hog, namespace=namespace)
 
@@ -174,15 +186,20 @@ def test_service_answers_from_host_and_pods(kube: Kube, namespace: str) -> None:
     assert "timeout" not in reply.lower(), reply
 
 
-def test_network_policy_is_enforced(kube: Kube, namespace: str) -> None:
+@pytest.mark.parametrize("runtime", manifests.RUNTIMES)
+def test_network_policy_is_enforced(kube: Kube, namespace: str, runtime: str | None) -> None:
+    """Every pod of the test under one runtime: under gVisor, its netstack sends from the pod's own veth,
+    so kube-router's iptables rules see the same packets as under runc."""
     other = f"{namespace}-b"
     kube.run("create", "namespace", other)
     try:
-        kube.apply(_http_server("server", labels={"app": "server"}), namespace=namespace)
-        kube.apply(_pod("client", ["sleep", "600"], labels={"role": "client"}), namespace=namespace)
-        kube.apply(_pod("stranger", ["sleep", "600"], labels={"role": "other"}), namespace=namespace)
+        kube.apply(_http_server("server", labels={"app": "server"}, runtime_class=runtime), namespace=namespace)
+        client = _pod("client", ["sleep", "600"], labels={"role": "client"}, runtime_class=runtime)
+        stranger = _pod("stranger", ["sleep", "600"], labels={"role": "other"}, runtime_class=runtime)
+        kube.apply(client, stranger, namespace=namespace)
         # The tenant next door labels its pod like the allowed client: labels alone must not let it in.
-        kube.apply(_pod("intruder", ["sleep", "600"], labels={"role": "client"}), namespace=other)
+        intruder = _pod("intruder", ["sleep", "600"], labels={"role": "client"}, runtime_class=runtime)
+        kube.apply(intruder, namespace=other)
         for name, ns in (("server", namespace), ("client", namespace), ("stranger", namespace), ("intruder", other)):
             _running(kube, name, ns)
         server_ip = kube.get("pod", "server", namespace)["status"]["podIP"]  # type: ignore[index]
