@@ -201,13 +201,15 @@ class Kube:
         except ApiException as exc:
             if exc.status == 404:
                 return None
-            if exc.status == 422 and uid is not None and not await self._is_session(namespace, name, uid):
-                return None  # the test op failed: another session holds the name now
+            if exc.status != 422 or uid is None:
+                raise
+            # A JSON patch answers 422 for a failed test op, a missing /status and a schema refusal alike.
+            current = await self.get_session(namespace, name)
+            if current is None or (current.get("metadata") or {}).get("uid") != uid:
+                return None  # another session holds the name now
+            if has_status and current.get("status") is None:  # the caller's body had a status the server has not
+                return await self.patch_session_status(namespace, name, status, uid, has_status=False)
             raise
-
-    async def _is_session(self, namespace: str, name: str, uid: str) -> bool:
-        current = await self.get_session(namespace, name)
-        return current is not None and (current.get("metadata") or {}).get("uid") == uid
 
     async def delete_session(self, namespace: str, name: str, uid: str) -> None:
         try:
