@@ -113,10 +113,17 @@ def test_config_applies_with_server_dry_run(kube: Kube, crds: None, operator_kub
     # without it every object inside it would be refused as NotFound.
     # The shared host-process operator's webhook configuration of the same name holds a URL (its own):
     # applying config/'s (a Service) over it would ask for both. Dry-run config/'s under another name.
+    # The same for the write pins the fixture applied client-side (a server-side apply over the API server's
+    # defaults in them conflicts with that manager): dry-run config/'s under other names.
     docs = install.render(kube, CONFIG)
     for doc in docs:
         if doc["kind"] == "ValidatingWebhookConfiguration":
             doc["metadata"]["name"] = "dry-run.agentsession.dev"
+        if doc["kind"] == "ValidatingAdmissionPolicy":
+            doc["metadata"]["name"] = f"dry-run-{doc['metadata']['name']}"
+        if doc["kind"] == "ValidatingAdmissionPolicyBinding":
+            doc["metadata"]["name"] = f"dry-run-{doc['metadata']['name']}"
+            doc["spec"]["policyName"] = f"dry-run-{doc['spec']['policyName']}"
     manifest = yaml.safe_dump_all(docs)
     for mode in ([], ["--server-side"]):
         proc = kube.run("apply", "--dry-run=server", *mode, "-f", "-", input=manifest)
@@ -144,6 +151,13 @@ def test_config_objects(rendered: list[dict[str, Any]]) -> None:
             ("RoleBinding", "agentsession-operator-webhook-certificate", OPERATOR_NS),
             ("Secret", "agentsession-webhook-cert", OPERATOR_NS),
             ("ValidatingWebhookConfiguration", "agentsession.dev", None),
+            # Cluster-scoped, but kustomize's namespace transformer does not know these kinds: it sets the
+            # namespace, which the API server ignores for them.
+            *(
+                (kind, f"agentsession-operator-{what}-writes", OPERATOR_NS)
+                for kind in ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
+                for what in ("sandbox", "webhook", "network-policy")
+            ),
             ("PodDisruptionBudget", "agentsession-operator", OPERATOR_NS),
             ("Service", "agentsession-operator", OPERATOR_NS),
             ("Deployment", "agentsession-operator", OPERATOR_NS),
