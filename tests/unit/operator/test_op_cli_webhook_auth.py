@@ -11,7 +11,7 @@ from structlog.testing import capture_logs
 from agentsession_operator import cli
 
 
-def _start(monkeypatch: pytest.MonkeyPatch, *extra: str) -> list[dict[str, Any]]:
+def _start(monkeypatch: pytest.MonkeyPatch, *extra: str, webhook: bool = True) -> list[dict[str, Any]]:
     async def nothing(*_: Any, **__: Any) -> None:
         return None
 
@@ -19,9 +19,11 @@ def _start(monkeypatch: pytest.MonkeyPatch, *extra: str) -> list[dict[str, Any]]
     monkeypatch.setattr(cli.kopf, "operator", nothing)
     monkeypatch.setattr(cli.admission, "register", lambda registry: None)
     monkeypatch.setattr(cli.logs, "configure", lambda *a, **k: None)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = 0
+    if webhook:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
     args = ["--bind", "127.0.0.1", "--metrics-port", "0", "--health-port", "0", "--webhook-port", str(port), *extra]
     with capture_logs() as logs:
         cli.main(args)
@@ -44,12 +46,4 @@ def test_a_webhook_that_requires_the_api_servers_certificate_is_quiet(
 
 
 def test_no_webhook_no_warning(monkeypatch: pytest.MonkeyPatch) -> None:
-    async def nothing(*_: Any, **__: Any) -> None:
-        return None
-
-    monkeypatch.setattr(cli, "_preflight", nothing)
-    monkeypatch.setattr(cli.kopf, "operator", nothing)
-    monkeypatch.setattr(cli.logs, "configure", lambda *a, **k: None)
-    with capture_logs() as logs:
-        cli.main(["--metrics-port", "0", "--health-port", "0", "--webhook-port", "0"])
-    assert not [e for e in logs if e["log_level"] == "warning"]
+    assert not [e for e in _start(monkeypatch, webhook=False) if e["log_level"] == "warning"]
