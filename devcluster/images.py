@@ -390,6 +390,42 @@ def _build_operator(image: Image, work: Path, log: Path) -> None:
         _buildah(["tag", image.refs[0], ref], log)
 
 
+def _git_archive(commit: str, paths: tuple[str, ...], dest: Path) -> None:
+    """`paths` as they were at `commit`, unpacked under `dest` (needs the clone's history)."""
+    known = subprocess.run(["git", "cat-file", "-e", f"{commit}^{{commit}}"], cwd=REPO_ROOT, capture_output=True)
+    if known.returncode != 0:
+        raise ImageError(f"commit {commit} is not in this clone (a shallow clone?): run `git fetch --unshallow`")
+    archive = subprocess.run(["git", "archive", commit, *paths], cwd=REPO_ROOT, capture_output=True, check=True)
+    dest.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+        tar.extractall(dest, filter="data")
+
+
+def _build_operator_at(image: Image, work: Path, log: Path) -> None:
+    context = work / "context"
+    _git_archive(image.extra["commit"], OPERATOR_CONTEXT, context)
+    build_dockerfile(context / OPERATOR_DOCKERFILE, context, image.refs[0], log, {"PYTHON_IMAGE": PYTHON_BASE_REF})
+
+
+def operator_at(commit: str) -> Image:
+    """The operator image of an earlier commit (an upgrade's starting point), tagged with the commit."""
+    short = commit[:12]
+    return Image(
+        f"operator-{short}",
+        (f"{OPERATOR_REF.rsplit(':', 1)[0]}:{short}",),
+        lambda: {"commit": commit, "dockerfile": OPERATOR_DOCKERFILE},
+        _build_operator_at,
+        bases=(BASE.name,),
+        extra={"commit": commit},
+    )
+
+
+def checkout_at(commit: str, paths: tuple[str, ...], dest: Path) -> Path:
+    """Files of an earlier commit (its chart, CRDs, config/) under `dest`, for an upgrade from it."""
+    _git_archive(commit, paths, dest)
+    return dest
+
+
 IMAGES: dict[str, Image] = {}
 
 
