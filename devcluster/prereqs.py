@@ -7,11 +7,12 @@ otherwise stops at once with one line naming the packages.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO
 
@@ -81,6 +82,26 @@ class PrerequisiteError(DevclusterError):
     pass
 
 
+# Debian's hook that every package's maintainer scripts ask before they start a service (invoke-rc.d and
+# deb-systemd-invoke alike): 101 = not allowed.
+POLICY_RC_D = Path("/usr/sbin/policy-rc.d")
+
+
+@contextlib.contextmanager
+def _no_services_started() -> Iterator[None]:
+    """`prometheus` (for promtool) would start a server listening on every address on a systemd host:
+    nothing the project installs may start a daemon, so the hook refuses every start meanwhile."""
+    if POLICY_RC_D.exists():  # the machine's own policy holds
+        yield
+        return
+    POLICY_RC_D.write_text("#!/bin/sh\n# devcluster: no service starts while it installs host packages\nexit 101\n")
+    POLICY_RC_D.chmod(0o755)
+    try:
+        yield
+    finally:
+        POLICY_RC_D.unlink(missing_ok=True)
+
+
 def ensure(groups: Iterable[str], out: IO[str] = sys.stderr) -> None:
     """Make sure every prerequisite of ``groups`` is present; install as root on Debian, else raise."""
     groups = list(groups)
@@ -91,10 +112,11 @@ def ensure(groups: Iterable[str], out: IO[str] = sys.stderr) -> None:
         raise PrerequisiteError(f"missing host packages for {', '.join(groups)}: apt-get install {' '.join(packages)}")
     print(f"[devcluster] installing host packages: {' '.join(packages)}", file=out, flush=True)
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", *packages]):
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise PrerequisiteError(f"{' '.join(cmd)} failed: {proc.stderr.strip().splitlines()[-1:]}")
+    with _no_services_started():
+        for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", *packages]):
+            proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+            if proc.returncode != 0:
+                raise PrerequisiteError(f"{' '.join(cmd)} failed: {proc.stderr.strip().splitlines()[-1:]}")
     still = missing(groups)
     if still:
         raise PrerequisiteError(f"still missing after apt-get install: {' '.join(still)}")

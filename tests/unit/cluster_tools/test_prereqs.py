@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
 import pytest
 
@@ -34,9 +35,12 @@ def test_ensure_without_root_stops_with_one_line(monkeypatch: pytest.MonkeyPatch
     assert "apt-get install bubblewrap" in str(err.value)
 
 
-def test_ensure_installs_once_as_root(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ensure_installs_once_as_root(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     installed: list[list[str]] = []
     present: set[str] = set()
+    hook = tmp_path / "policy-rc.d"
+    monkeypatch.setattr(prereqs, "POLICY_RC_D", hook)
+    hooked: list[bool] = []
     monkeypatch.setattr(prereqs.shutil, "which", lambda command: "/bin/x" if command in present else None)
     monkeypatch.setattr(prereqs, "FILES", {})
     monkeypatch.setattr(prereqs, "_can_install", lambda: True)
@@ -47,6 +51,7 @@ def test_ensure_installs_once_as_root(monkeypatch: pytest.MonkeyPatch) -> None:
 
     def run(cmd: list[str], **kwargs: object) -> Done:
         installed.append(cmd)
+        hooked.append(hook.exists() and "exit 101" in hook.read_text())
         if "install" in cmd:
             present.update({"bwrap", "setpriv"})
         return Done()
@@ -55,6 +60,8 @@ def test_ensure_installs_once_as_root(monkeypatch: pytest.MonkeyPatch) -> None:
     prereqs.ensure([prereqs.KWOK], out=io.StringIO())
     assert [cmd[1] for cmd in installed] == ["update", "install"]
     assert installed[1][-2:] == ["bubblewrap", "util-linux"]
+    # No package may start a service while it installs (prometheus would listen on every address).
+    assert hooked == [True, True] and not hook.exists()
 
 
 def test_the_real_node_needs_every_group() -> None:
