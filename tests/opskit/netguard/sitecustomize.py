@@ -2,7 +2,8 @@
 the machine is refused and written to $NETGUARD_LOG (tests/e2e/test_langgraph_dev.py reads it).
 
 Loopback addresses (127.0.0.0/8, ::1, localhost) and Unix sockets pass: the local cluster, its pods on
-127.x addresses, and the server under test live there.
+127.x addresses, and the server under test live there. So do the ranges in $NETGUARD_ALLOW (comma-separated
+CIDRs): the real node's pod and Service ranges, routed only into the network namespace devcluster creates.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import sys
 from typing import Any
 
 _LOG = os.environ.get("NETGUARD_LOG", "")
+_ALLOW = [ipaddress.ip_network(c.strip()) for c in os.environ.get("NETGUARD_ALLOW", "").split(",") if c.strip()]
 
 
 def _local(host: Any) -> bool:
@@ -21,9 +23,10 @@ def _local(host: Any) -> bool:
     if host in (None, "", "localhost"):
         return True
     try:
-        return ipaddress.ip_address(str(host).split("%")[0]).is_loopback
+        address = ipaddress.ip_address(str(host).split("%")[0])
     except ValueError:
         return False
+    return address.is_loopback or any(address in net for net in _ALLOW)
 
 
 def _refuse(what: str) -> None:

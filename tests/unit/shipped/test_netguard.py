@@ -36,3 +36,15 @@ def test_off_machine_is_refused_and_logged_loopback_passes(tmp_path: Path) -> No
         "getaddrinfo 'pypi.org'",
     ]
     assert Path(f"{log}.loaded").read_text().strip()
+
+
+def test_the_allowed_ranges_pass(tmp_path: Path) -> None:
+    """NETGUARD_ALLOW: the real node's pod and Service ranges (routed only into its network namespace).
+    Judged without connecting: nothing is sent anywhere."""
+    env = dict(os.environ, PYTHONPATH=str(NETGUARD), NETGUARD_ALLOW="198.18.0.0/19, 198.19.0.0/20")
+    probe = (
+        "import sitecustomize as g; print([g._local(h) for h in ('198.18.0.7', '198.19.0.1', '198.18.32.1', 'a.b')])"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[True, True, False, False]"
