@@ -71,7 +71,7 @@ test-ts: venv client-ts/node_modules/.installed ## the TypeScript client's unit 
 	cd client-ts && PYTHON=$(CURDIR)/$(PY) npm test
 
 test-unit: venv ## unit tests (no cluster)
-	$(PY) -m devcluster.prereqs ops  # lua5.1 and promtool for the operations kit's tests
+	$(PY) -m devcluster.prereqs ops shells  # lua5.1 and promtool (the operations kit), busybox and dash
 	$(PY) -m pytest tests/unit -q
 
 test-e2e: venv ## end-to-end tests on one kind of node (NODE=kwok|real; the tests start and stop the cluster)
@@ -87,7 +87,7 @@ test-hostile: venv ## only the hostile-input e2e tests (malformed manifests, hos
 	$(PY) -m pytest -m hostile tests/e2e -q
 
 test: venv client-ts/node_modules/.installed ## every test: unit, then end to end on the kwok node, then on the real node (builds what is missing first)
-	$(PY) -m devcluster.prereqs ops  # lua5.1 and promtool for the operations kit's tests
+	$(PY) -m devcluster.prereqs ops shells  # lua5.1 and promtool (the operations kit), busybox and dash
 	$(PY) -m pytest tests/unit -q
 	cd client-ts && PYTHON=$(CURDIR)/$(PY) npm test
 	$(PY) -m devcluster.prereqs kwok real-node images  # every host package before any long build
