@@ -114,11 +114,13 @@ lint: venv client-ts/node_modules/.installed ## ruff, mypy, shellcheck and tsc (
 # shared 2 cores of docs/performance.md, claims created directly in every other round.
 SCALE_POINTS ?= 100,1000,5000,10000
 
-bench: venv ## benchmarks (print tables of medians and ratios; needs benchmarks/requirements.txt)
+bench: venv ## benchmarks (print tables of medians and ratios; installs benchmarks/requirements.txt)
+	$(VENV)/bin/pip install -q -r benchmarks/requirements.txt  # langchain-k8s (compared with) and matplotlib
 	$(PY) -m benchmarks.bench_cluster
 	$(PY) -m benchmarks.bench_client
 	$(PY) -m benchmarks.bench_operator --rounds 25
-	$(PY) -m benchmarks.bench_first_call --rounds 24
+	DEVCLUSTER_NODE=real $(PY) -m benchmarks.bench_first_call --rounds 24  # real node only (its NetworkPolicies; root)
+	$(PY) -m benchmarks.bench_restart --sessions 1000 --rounds 3  # a fresh operator taking over 1,000 sessions
 	$(PY) -m benchmarks.bench_transport
 	$(PY) -m benchmarks.bench_gvisor --rounds 10  # runc vs gVisor: starts the real node (root)
 	$(PY) -m benchmarks.bench_scale --points $(SCALE_POINTS) --direct-every 2 --json docs/scale-results.json
