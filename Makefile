@@ -71,7 +71,7 @@ test-ts: venv client-ts/node_modules/.installed ## the TypeScript client's unit 
 	cd client-ts && PYTHON=$(CURDIR)/$(PY) npm test
 
 test-unit: venv ## unit tests (no cluster)
-	$(PY) -m devcluster.prereqs ops  # lua5.1 and promtool for the operations kit's tests
+	$(PY) -m devcluster.prereqs ops shells  # lua5.1 and promtool (the operations kit), busybox and dash
 	$(PY) -m pytest tests/unit -q
 
 test-e2e: venv ## end-to-end tests on one kind of node (NODE=kwok|real; the tests start and stop the cluster)
@@ -87,7 +87,7 @@ test-hostile: venv ## only the hostile-input e2e tests (malformed manifests, hos
 	$(PY) -m pytest -m hostile tests/e2e -q
 
 test: venv client-ts/node_modules/.installed ## every test: unit, then end to end on the kwok node, then on the real node (builds what is missing first)
-	$(PY) -m devcluster.prereqs ops  # lua5.1 and promtool for the operations kit's tests
+	$(PY) -m devcluster.prereqs ops shells  # lua5.1 and promtool (the operations kit), busybox and dash
 	$(PY) -m pytest tests/unit -q
 	cd client-ts && PYTHON=$(CURDIR)/$(PY) npm test
 	$(PY) -m devcluster.prereqs kwok real-node images  # every host package before any long build
@@ -114,11 +114,13 @@ lint: venv client-ts/node_modules/.installed ## ruff, mypy, shellcheck and tsc (
 # shared 2 cores of docs/performance.md, claims created directly in every other round.
 SCALE_POINTS ?= 100,1000,5000,10000
 
-bench: venv ## benchmarks (print tables of medians and ratios; needs benchmarks/requirements.txt)
+bench: venv ## benchmarks (print tables of medians and ratios; installs benchmarks/requirements.txt)
+	$(VENV)/bin/pip install -q -r benchmarks/requirements.txt  # langchain-k8s (compared with) and matplotlib
 	$(PY) -m benchmarks.bench_cluster
 	$(PY) -m benchmarks.bench_client
 	$(PY) -m benchmarks.bench_operator --rounds 25
-	$(PY) -m benchmarks.bench_first_call --rounds 24
+	DEVCLUSTER_NODE=real $(PY) -m benchmarks.bench_first_call --rounds 24  # real node only (its NetworkPolicies; root)
+	$(PY) -m benchmarks.bench_restart --sessions 1000 --rounds 3  # a fresh operator taking over 1,000 sessions
 	$(PY) -m benchmarks.bench_transport
 	$(PY) -m benchmarks.bench_gvisor --rounds 10  # runc vs gVisor: starts the real node (root)
 	$(PY) -m benchmarks.bench_scale --points $(SCALE_POINTS) --direct-every 2 --json docs/scale-results.json

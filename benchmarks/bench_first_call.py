@@ -28,7 +28,7 @@ os.environ.setdefault("DEVCLUSTER_NODE", "real")
 
 from benchmarks.common import checkout_pythonpath, create_namespace, start_operator, stop_operator, wait_pool_full
 from devcluster import errors
-from devcluster.cluster import Cluster, Paths
+from devcluster.cluster import Cluster, Paths, node_kind
 
 os.environ["KUBECONFIG"] = str(Paths().kubeconfig)
 
@@ -92,6 +92,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--before", default="", help="another checkout: its operator alternates with this one's")
     args = parser.parse_args()
+    if node_kind() != "real":  # `make` exports DEVCLUSTER_NODE=kwok: a kwok run would print kwok's numbers
+        raise SystemExit(
+            f"bench_first_call measures the real node (its NetworkPolicies); DEVCLUSTER_NODE={node_kind()}: "
+            "run it with DEVCLUSTER_NODE=real"
+        )
     cluster = Cluster(out=io.StringIO())
     started_cluster = cluster.up()
     config.load_kube_config()
@@ -122,7 +127,7 @@ def main() -> None:
             cluster.kubectl("delete", "namespace", side.namespace, "--wait=false", check=False)
         if started_cluster:
             cluster.down()
-    print(f"A warm session's first command on the real node (closed template), {args.rounds} rounds, medians")
+    print(f"A warm session's first command on the {node_kind()} node (closed template), {args.rounds} rounds, medians")
     print(f"{'operator':<8} {'to Ready':>9} {'1st call':>9} {'total':>9} {'refused 1st connect':>20}")
     for side in sides:
         ready = 1000 * statistics.median(r[0] for r in side.rows)

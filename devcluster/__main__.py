@@ -65,7 +65,8 @@ def main(argv: list[str] | None = None) -> int:
             cluster.start_agent_sandbox_controller()
         else:
             running = cluster.is_running()
-            print(f"running (KUBECONFIG={cluster.paths.kubeconfig})" if running else "not running")
+            where = f"{cluster.node_for(cluster.node).status()}; KUBECONFIG={cluster.paths.kubeconfig}"
+            print(f"running ({where})" if running else "not running")
             return 0 if running else 1
     except RuntimeError as exc:  # every DevclusterError, and the runtime's own set-up failures
         print(f"[devcluster] error: {exc}", file=sys.stderr)

@@ -24,7 +24,6 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,16 +31,16 @@ import yaml
 
 from devcluster import build, kubeconfig, pki, processes, runtimes, versions
 from devcluster.errors import DevclusterError
+from devcluster.kwoknode import NODE_NAME, POD_CIDR, KwokNode
+from devcluster.nodes import AGENT_SANDBOX_NAMESPACE, Node
+from devcluster.paths import REPO_ROOT, Paths, cluster_dir
 from devcluster.realnode import network
 from devcluster.realnode.node import RealNode
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-NODE_NAME = "devcluster-node-1"
-# Loopback, so the host reaches pods as an in-cluster client would. Override to run two clusters at once.
-POD_CIDR = os.environ.get("DEVCLUSTER_POD_CIDR", "127.1.0.0/16")
 # Routed only into the real node's namespace (on a kwok node nothing routes to it at all).
 SERVICE_CIDR = network.SERVICE_CIDR
 NODE_KINDS = ("kwok", "real")
+__all__ = ["AGENT_SANDBOX_NAMESPACE", "NODE_NAME", "POD_CIDR", "REPO_ROOT", "Cluster", "Paths", "cluster_dir"]
 
 
 def node_kind() -> str:
@@ -51,7 +50,6 @@ def node_kind() -> str:
     return kind
 
 
-AGENT_SANDBOX_NAMESPACE = "agent-sandbox-system"
 WEBHOOK_CLIENT_CA = "webhook-client-ca"
 """pki/webhook-client-ca.crt: the CA of the client certificate the API server presents to admission webhooks."""
 WEBHOOK_CLIENT_NAME = "kube-apiserver-webhook-client"
@@ -61,42 +59,6 @@ AGENT_SANDBOX_CONFIGMAP = "agent-sandbox-config"
 
 class ClusterError(DevclusterError):
     pass
-
-
-def cluster_dir() -> Path:
-    return Path(os.environ.get("DEVCLUSTER_DIR", REPO_ROOT / ".cluster"))
-
-
-@dataclass
-class Paths:
-    root: Path = field(default_factory=cluster_dir)
-
-    @property
-    def pki(self) -> Path:
-        return self.root / "pki"
-
-    @property
-    def logs(self) -> Path:
-        return self.root / "logs"
-
-    @property
-    def state(self) -> Path:
-        return self.root / "state.json"
-
-    @property
-    def kubeconfig(self) -> Path:
-        return self.root / "kubeconfig"
-
-    @property
-    def pods(self) -> Path:
-        return self.root / "pods"
-
-    @property
-    def volumes(self) -> Path:
-        return self.root / "volumes"
-
-    def log(self, component: str) -> Path:
-        return self.logs / f"{component}.log"
 
 
 def _free_port() -> int:
@@ -209,16 +171,13 @@ class Cluster:
             self._start_scheduler()
             if node == "real":
                 self._start_registry()
-                RealNode(self, registry_port=self.state["ports"]["registry"]).up()
-                self._say(f"real node {self.node_name} ready (containerd {versions.CONTAINERD}, kube-router)")
-            else:
-                self._start_kwok()
+            the_node = self.node_for(node)
+            the_node.up()
+            self._say(f"{the_node.status()}: ready")
             self._install_agent_sandbox()
             self.start_agent_sandbox_controller()
-            if node == "kwok":
-                self._start_pod_runner()
-            else:
-                self._install_sandbox_router()
+            the_node.serve()
+            self._say("pod runner ready" if node == "kwok" else "sandbox router running (svc/sandbox-router-svc)")
             self._install_project_crds()
             self._wait_default_service_account()
         except BaseException:
@@ -285,16 +244,20 @@ class Cluster:
         proc = self.kubectl(*args, check=False)
         return dict(json.loads(proc.stdout)) if proc.returncode == 0 else None
 
+    def node_for(self, kind: str) -> Node:
+        """The node of this kind, joined to this cluster (the registry's port: the real node pulls there)."""
+        if kind == "real":
+            return RealNode(self, registry_port=self.state.get("ports", {}).get("registry"))
+        return KwokNode(self)
+
     @property
     def pod_cidr(self) -> str:
         """Where this cluster's pods get their addresses."""
-        return network.POD_CIDR if self.node == "real" else POD_CIDR
+        return self.node_for(self.node).pod_cidr
 
     @property
     def node_name(self) -> str:
-        from devcluster.realnode.node import NODE_NAME as REAL_NODE_NAME
-
-        return REAL_NODE_NAME if self.node == "real" else NODE_NAME
+        return self.node_for(self.node).name
 
     def _start_etcd(self) -> None:
         d = self.paths.pki
@@ -479,50 +442,6 @@ class Cluster:
             ],
         )
 
-    def _start_kwok(self) -> None:
-        config = self.paths.root / "kwok.yaml"
-        config.write_text(runtimes.kwok_stages())
-        self.apply(
-            {
-                "apiVersion": "v1",
-                "kind": "Node",
-                "metadata": {
-                    "name": NODE_NAME,
-                    "labels": {
-                        "type": "kwok",
-                        "kubernetes.io/hostname": NODE_NAME,
-                        "kubernetes.io/os": "linux",
-                        "kubernetes.io/arch": "amd64",
-                    },
-                    "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
-                },
-                "spec": {"podCIDR": POD_CIDR, "podCIDRs": [POD_CIDR]},
-            }
-        )
-        pid = self.start_process(
-            "kwok",
-            [
-                str(build.KWOK.path("kwok")),
-                f"--kubeconfig={self.paths.kubeconfig}",
-                f"--config={config}",
-                "--manage-all-nodes=false",
-                "--manage-nodes-with-label-selector=type=kwok",
-                "--node-ip=127.0.0.1",
-                f"--cidr={POD_CIDR}",
-                "--node-lease-duration-seconds=40",
-                "--server-address=",
-            ],
-        )
-
-        def node_ready() -> bool:
-            node = json.loads(self.kubectl("get", "node", NODE_NAME, "-o", "json").stdout)
-            ready = any(c["type"] == "Ready" and c["status"] == "True" for c in node["status"].get("conditions", []))
-            # The node lifecycle controller lifts the not-ready taint new nodes get; until then nothing schedules.
-            return ready and not node["spec"].get("taints")
-
-        _wait("kwok (node Ready)", node_ready, 60, self.paths.log("kwok"), pid)
-        self._say(f"kwok ready: node {NODE_NAME} with pod CIDR {POD_CIDR}")
-
     def _install_agent_sandbox(self) -> None:
         crds = build.module_dir("sigs.k8s.io/agent-sandbox", versions.AGENT_SANDBOX) / "k8s" / "crds"
         self.kubectl("apply", "--server-side", "-f", str(crds))
@@ -593,16 +512,6 @@ class Cluster:
             + (f" (allowed-label-domains: {domains})" if domains else "")
         )
 
-    def _start_pod_runner(self) -> None:
-        ready = self.paths.root / "podrunner.ready"
-        ready.unlink(missing_ok=True)
-        env = dict(os.environ, KUBECONFIG=str(self.paths.kubeconfig), DEVCLUSTER_DIR=str(self.paths.root))
-        pid = self.start_process(
-            "pod-runner", [sys.executable, "-m", "devcluster.podrunner", "--node", NODE_NAME], env=env
-        )
-        _wait("pod-runner", ready.exists, 60, self.paths.log("pod-runner"), pid)
-        self._say("pod runner ready")
-
     @property
     def registry_address(self) -> str:
         """The real node's image registry on the host (containerd reaches it through the node forwarder)."""
@@ -632,35 +541,6 @@ class Cluster:
         _wait("image registry", answers, 30, self.paths.log("registry"), pid)
         images.push_all(self.registry_address, out=self.out)
         self._say(f"image registry at {self.registry_address}")
-
-    def _install_sandbox_router(self) -> None:
-        """agent-sandbox's sandbox router, deployed as upstream documents it (`kubectl apply -f deploy/`)."""
-        deploy = build.module_dir("sigs.k8s.io/agent-sandbox", versions.AGENT_SANDBOX) / "sandbox-router" / "deploy"
-        self.kubectl("apply", "-f", str(deploy))
-        # Upstream's NetworkPolicy lets the router reach the API server only on 443/6443 in namespace default.
-        # Here the Service's endpoint is this node's address and a random port (the forwarder to the host's
-        # API server): once kube-router enforced the policy, the router's first LIST was dropped and it
-        # crash-looped ("pod cache failed initial sync"). A second policy allows exactly that endpoint.
-        port = int(self.state["ports"]["apiserver"])
-        self.apply(
-            {
-                "apiVersion": "networking.k8s.io/v1",
-                "kind": "NetworkPolicy",
-                "metadata": {"name": "sandbox-router-apiserver", "namespace": AGENT_SANDBOX_NAMESPACE},
-                "spec": {
-                    "podSelector": {"matchLabels": {"app.kubernetes.io/name": "sandbox-router"}},
-                    "policyTypes": ["Egress"],
-                    "egress": [
-                        {
-                            "to": [{"ipBlock": {"cidr": f"{network.NODE_IP}/32"}}],
-                            "ports": [{"port": port, "protocol": "TCP"}],
-                        }
-                    ],
-                },
-            }
-        )
-        self.kubectl("-n", AGENT_SANDBOX_NAMESPACE, "rollout", "status", "deployment/sandbox-router", "--timeout=120s")
-        self._say("sandbox router running (svc/sandbox-router-svc)")
 
     def _install_project_crds(self) -> None:
         crds = REPO_ROOT / "crds"
@@ -704,8 +584,8 @@ class Cluster:
             if not quiet:
                 self._say("not running; nothing to do")
             return False
-        if self.node == "real" or self.state.get("node_netns"):
-            RealNode(self).down(pids)
+        # The real node first (a netns left by a hard kill marks one too): its containers before the rest.
+        self.node_for("real" if self.state.get("node_netns") else self.node).down(pids)
         # Reverse start order: the pod runner stops every runtime it started on its way out.
         for name in reversed(list(pids)):
             processes.stop(pids[name])

@@ -24,6 +24,7 @@ IMAGES = "images"  # the real node's images and registry
 LINT = "lint"  # make lint (the client's shell scripts)
 OPS = "ops"  # the operations kit's tests: Argo CD health in Lua 5.1 (gopher-lua's), Prometheus rules
 NODE = "node"  # the TypeScript client (client-ts): Node.js 20+ and npm
+SHELLS = "shells"  # the unit tests run the client's in-pod scripts under each shell an image may have
 
 # group -> {command: Debian package}
 COMMANDS: dict[str, dict[str, str]] = {
@@ -31,6 +32,7 @@ COMMANDS: dict[str, dict[str, str]] = {
     LINT: {"shellcheck": "shellcheck"},
     OPS: {"lua5.1": "lua5.1", "promtool": "prometheus"},
     NODE: {"node": "nodejs", "npm": "npm"},
+    SHELLS: {"dash": "dash", "bash": "bash", "busybox": "busybox"},  # Debian's sh, bash, Alpine's sh
     # kube-proxy, kube-router (iptables + ipset), the node's network namespace and veths.
     REAL_NODE: {
         "runc": "runc",

@@ -17,13 +17,10 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from devcluster import build, kubeconfig, pki, processes
+from devcluster import build, kubeconfig, pki, processes, versions
+from devcluster.nodes import AGENT_SANDBOX_NAMESPACE, ControlPlane
 from devcluster.realnode import configs, network
-
-if TYPE_CHECKING:
-    from devcluster.cluster import Cluster
 
 NODE_NAME = "devcluster-real-1"
 # Inside the node's namespace, containerd pulls from here; the forwarder carries it to the host's registry.
@@ -32,11 +29,18 @@ CGROUP_ROOT = Path("/sys/fs/cgroup")
 
 
 class RealNode:
-    def __init__(self, cluster: Cluster, registry_port: int | None = None) -> None:
-        self.cluster = cluster
+    name = NODE_NAME
+    pod_cidr = network.POD_CIDR
+
+    def __init__(self, host: ControlPlane, registry_port: int | None = None) -> None:
+        """`registry_port`: the host's image registry containerd pulls from (None to stop a node)."""
+        self.cluster = host
         self.net = network.NodeNetwork()
-        self.dirs = configs.NodeDirs(cluster.paths.root / "node")
+        self.dirs = configs.NodeDirs(host.paths.root / "node")
         self.registry_port = registry_port
+
+    def status(self) -> str:
+        return f"real node {NODE_NAME} (containerd {versions.CONTAINERD}, kube-router), pods in {self.pod_cidr}"
 
     # ---- helpers -----------------------------------------------------------------------------
     @property
@@ -217,6 +221,35 @@ class RealNode:
         )
         self.cluster.start_process(
             "volume-provisioner", [sys.executable, "-m", "devcluster.podrunner", "--provisioner-only"], env=env
+        )
+
+    def serve(self) -> None:
+        """agent-sandbox's sandbox router, deployed as upstream documents it (`kubectl apply -f deploy/`)."""
+        deploy = build.module_dir("sigs.k8s.io/agent-sandbox", versions.AGENT_SANDBOX) / "sandbox-router" / "deploy"
+        self.cluster.kubectl("apply", "-f", str(deploy))
+        # Upstream's NetworkPolicy lets the router reach the API server only on 443/6443 in namespace default.
+        # Here the Service's endpoint is this node's address and a random port (the forwarder to the host's
+        # API server): once kube-router enforced the policy, the router's first LIST was dropped and it
+        # crash-looped ("pod cache failed initial sync"). A second policy allows exactly that endpoint.
+        self.cluster.apply(
+            {
+                "apiVersion": "networking.k8s.io/v1",
+                "kind": "NetworkPolicy",
+                "metadata": {"name": "sandbox-router-apiserver", "namespace": AGENT_SANDBOX_NAMESPACE},
+                "spec": {
+                    "podSelector": {"matchLabels": {"app.kubernetes.io/name": "sandbox-router"}},
+                    "policyTypes": ["Egress"],
+                    "egress": [
+                        {
+                            "to": [{"ipBlock": {"cidr": f"{network.NODE_IP}/32"}}],
+                            "ports": [{"port": self.api_port, "protocol": "TCP"}],
+                        }
+                    ],
+                },
+            }
+        )
+        self.cluster.kubectl(
+            "-n", AGENT_SANDBOX_NAMESPACE, "rollout", "status", "deployment/sandbox-router", "--timeout=120s"
         )
 
     # ---- down --------------------------------------------------------------------------------

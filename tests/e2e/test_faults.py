@@ -197,7 +197,7 @@ def test_sigkill_at_random_points_during_200_sessions(kube: Kube, namespace: str
     converged(kube, namespace, live, timeout=300)
     for s in kube.list("agentsession", namespace):
         if s["metadata"]["name"] in updated:
-            assert s["status"].get("resolved", {}).get("ttl", "3h") in ("3h", "3h0m0s", "10800s"), s["status"]
+            assert (s["status"].get("resolved") or {}).get("ttl") in ("3h", "3h0m0s", "10800s"), s["status"]
     print(f"200 sessions, {kills} SIGKILLs: {len(live)} live converged, 0 orphans, 0 duplicates")
 
 

@@ -228,7 +228,51 @@ def test_generated_crds_pass_server_side_dry_run(kube: Kube) -> None:
     assert "agentsessions.agentsession.dev" in proc.stdout
 
 
-def test_operator_metrics_exposed(kube: Kube, operator: OperatorProcess) -> None:
-    text = operator.metrics()
-    for name in ("agentsession_sessions", "agentsession_reconcile_duration_seconds", "agentsession_time_to_ready"):
-        assert name in text
+def metric_values(operator: OperatorProcess) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    """Every sample the operator serves, by (name, labels)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(operator.metrics())
+        for sample in family.samples
+    }
+
+
+def metric_sum(values: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str, **labels: str) -> float:
+    """The sum of a metric's samples whose labels include these (0 when the operator has none yet)."""
+    wanted = set(labels.items())
+    return sum(value for (n, have), value in values.items() if n == name and wanted <= have)
+
+
+def test_operator_metrics_move_with_a_session(kube: Kube, namespace: str, operator: OperatorProcess) -> None:
+    """The metrics count what happened: one session's life (created, Ready, expired by its TTL) moves
+    each of them by exactly what that session did, in its own namespace."""
+    kube.apply(manifests.template("pause"), manifests.warm_pool("pool", "pause", 0), namespace=namespace)
+    before = metric_values(operator)
+    kube.apply(manifests.session("counted", "pool", ttl="8s"), namespace=namespace)
+    session_in_phase(kube, "counted", namespace, "Ready")
+
+    def moved(name: str, **labels: str) -> float:
+        return metric_sum(metric_values(operator), name, **labels) - metric_sum(before, name, **labels)
+
+    kube.wait_for(
+        "the Ready session counted",
+        lambda: moved("agentsession_sessions", namespace=namespace, phase="Ready") == 1,
+        timeout=10,
+    )
+    assert moved("agentsession_claims_created_total") >= 1
+    assert moved("agentsession_time_to_ready_seconds_count") >= 1
+    assert moved("agentsession_reconcile_duration_seconds_count") >= 1
+    session_in_phase(kube, "counted", namespace, "Expired", timeout=60)
+    kube.wait_for(
+        "the Expired session counted",
+        lambda: (
+            moved("agentsession_sessions", namespace=namespace, phase="Expired") == 1
+            and moved("agentsession_sessions", namespace=namespace, phase="Ready") == 0
+        ),
+        timeout=10,
+    )
+    assert moved("agentsession_claims_deleted_total") >= 1
+    assert moved("agentsession_reap_lag_seconds_count") >= 1
+    assert metric_sum(metric_values(operator), "agentsession_leader") == 1

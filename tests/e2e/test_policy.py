@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,6 +13,7 @@ import yaml
 
 from tests.e2e import manifests
 from tests.e2e.conftest import Kube, OperatorProcess
+from tests.e2e.observed import wait_pass_after_now
 
 pytestmark = pytest.mark.e2e
 
@@ -197,7 +197,7 @@ def test_session_slipped_past_admission_fails_with_every_violation(
         for _, _, sentence in VIOLATIONS[:3] + VIOLATIONS[4:]:
             assert sentence in compliant["message"], compliant["message"]
         assert kube.list("sandboxclaim", namespace) == []
-        time.sleep(2)  # a pass that would create a claim has had time to run
+        wait_pass_after_now(kube, "slipped", namespace)  # a pass that would create a claim has run
         assert kube.list("sandboxclaim", namespace) == []
         # Not the configuration's absence: another operator on this cluster may recreate it.
         log = webhookless.log.read_text()

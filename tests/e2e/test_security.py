@@ -19,6 +19,7 @@ from devcluster import pki as devcluster_pki
 from devcluster.cluster import WEBHOOK_CLIENT_CA, WEBHOOK_CLIENT_NAME
 from tests.e2e import manifests
 from tests.e2e.conftest import Kube, OperatorProcess
+from tests.e2e.observed import wait_pass_after_now, wait_policy_seen
 from tests.e2e.test_policy import REFUSED, refusal, status_of, wait_enforced
 
 pytestmark = pytest.mark.e2e
@@ -48,7 +49,7 @@ def test_catastrophic_regex_does_not_stall_admission(kube: Kube, namespace: str,
     )
     wait_enforced(kube, namespace)
     kube.apply(policy("slow", {"labels": {"values": {"app": CATASTROPHIC}}}), namespace=namespace)
-    time.sleep(2)  # the operator's watch sees the policy
+    wait_policy_seen(kube, "slow", namespace)
     body = manifests.session("hostile", "pool", {"team": "a", "app": HOSTILE_VALUE})
     started = time.monotonic()
     error = refusal(kube, body, namespace)
@@ -149,7 +150,7 @@ def first_of_a_capped_team(kube: Kube, namespace: str) -> None:
         policy("cap", {"cleanup": {"maxSessionsPerLabel": {"key": "team", "max": 1}}}),
         namespace=namespace,
     )
-    time.sleep(2)  # the operator's watch sees the policy
+    wait_policy_seen(kube, "cap", namespace)
     kube.apply(manifests.session("first", "pool", {"team": "a"}), namespace=namespace)
     kube.wait_for("first Ready", lambda: status_of(kube, "first", namespace).get("phase") == "Ready", timeout=90)
 
@@ -199,7 +200,7 @@ def test_a_label_added_to_a_running_session_counts_against_the_cap(
         ),
         namespace=namespace,
     )
-    time.sleep(2)  # the operator's watch sees the policy
+    wait_policy_seen(kube, "cap", namespace)
     kube.apply(manifests.session("old", "pool", {"app": "x"}), namespace=namespace)
     time.sleep(1.1)  # a later creationTimestamp (whole seconds) for the next one
     kube.apply(manifests.session("young", "pool", {"team": "a"}), namespace=namespace)
@@ -259,7 +260,7 @@ def test_removing_a_label_does_not_escape_the_policy(kube: Kube, namespace: str,
         policy("cap", {"selector": {"matchLabels": {"team": "a"}}, "limits": {"maxTtl": "10m"}}),
         namespace=namespace,
     )
-    time.sleep(2)  # the operator's watch sees the policy
+    wait_policy_seen(kube, "cap", namespace)
     kube.apply(manifests.session("capped", "pool", {"team": "a"}), namespace=namespace)
     kube.wait_for("capped Ready", lambda: status_of(kube, "capped", namespace).get("phase") == "Ready", timeout=90)
     before = status_of(kube, "capped", namespace)
@@ -267,13 +268,7 @@ def test_removing_a_label_does_not_escape_the_policy(kube: Kube, namespace: str,
     # Admission refuses this change now (test_removing_a_selected_label_is_refused_at_admission); with the
     # operator down (this harness's configuration fails open) it gets through, and the reconciler must hold.
     _label_while_admission_is_off(kube, operator, "capped", namespace, "team-")
-    kube.wait_for(
-        "a pass after the label went",
-        lambda: status_of(kube, "capped", namespace).get("observedGeneration") is not None,
-        timeout=10,
-    )
-    time.sleep(3)
-    after = status_of(kube, "capped", namespace)
+    after = wait_pass_after_now(kube, "capped", namespace)
     assert after["expiresAt"] == before["expiresAt"] and after["resolved"]["maxTtl"] == "10m", after
 
 
@@ -480,7 +475,7 @@ def test_lowering_max_ttl_waits_a_grace_period_with_warnings(
         policy("caps", {"limits": {"maxTtl": "1h", "maxTtlGracePeriod": "25s"}}),
         namespace=namespace,
     )
-    time.sleep(2)  # the operator's watch sees the policy
+    wait_policy_seen(kube, "caps", namespace)
     kube.apply(
         manifests.session("old", "pool", ttl="30m"), manifests.session("short", "pool", ttl="5m"), namespace=namespace
     )
@@ -501,8 +496,7 @@ def test_lowering_max_ttl_waits_a_grace_period_with_warnings(
     expires = parse_time(status["expiresAt"])
     assert expires is not None and 15 < expires.timestamp() - lowered_at < 35, (status["expiresAt"], lowered_at)
     assert status["resolved"]["pendingMaxTtl"] == "2s"
-    time.sleep(5)
-    assert status_of(kube, "old", namespace)["phase"] == "Ready"
+    assert wait_pass_after_now(kube, "old", namespace)["phase"] == "Ready"  # a later pass keeps it too
     kube.wait_for(
         "old Expired after the grace period",
         lambda: status_of(kube, "old", namespace).get("phase") == "Expired",

@@ -11,17 +11,17 @@ import pytest
 
 from langchain_k8s_client.pod_sandbox import PodSandbox
 
-from .harness import RuntimeServer, runtime_available, runtime_process
+from .harness import RuntimeServer, runtime_missing, runtime_process
 
 POD_NAME = "session-pod-0"
-
-pytestmark = pytest.mark.skipif(not runtime_available(), reason="upstream python runtime not found")
 
 
 @pytest.fixture(scope="session")
 def runtime_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RuntimeServer]:
-    if not runtime_available():
-        pytest.skip("upstream python runtime not found (set AGENT_SANDBOX_RUNTIME_DIR)")
+    # Every runtime test takes this fixture or runtime_process (a conftest's pytestmark marks nothing).
+    missing = runtime_missing()
+    if missing:
+        pytest.skip(missing)
     with runtime_process(tmp_path_factory.mktemp("runtime"), POD_NAME) as server:
         yield server
 

@@ -8,6 +8,7 @@ the venv's python; every wait is bounded and the process group is always stopped
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import random
 import shutil
@@ -22,14 +23,11 @@ from pathlib import Path
 
 import httpx
 
+from devcluster import build, versions
+from devcluster.build import BuildError
 from langchain_k8s_client.transport import PodEndpoint
 
-RUNTIME_DIR = Path(
-    os.environ.get(
-        "AGENT_SANDBOX_RUNTIME_DIR",
-        "/root/go/pkg/mod/sigs.k8s.io/agent-sandbox@v1.0.3/examples/python-runtime-sandbox",
-    )
-)
+RUNTIME_ENV = "AGENT_SANDBOX_RUNTIME_DIR"
 PORT = 8888
 START_TIMEOUT = 30.0
 STOP_TIMEOUT = 10.0
@@ -49,8 +47,23 @@ class RuntimeServer:
         return PodEndpoint(self.url, expected_hostname=expected)
 
 
-def runtime_available() -> bool:
-    return (RUNTIME_DIR / "main.py").is_file()
+@functools.cache
+def runtime_dir() -> Path:
+    """The upstream runtime's directory: $AGENT_SANDBOX_RUNTIME_DIR, else the pinned agent-sandbox module
+    in this machine's Go module cache (`go mod download`, as devcluster's build gets it, wherever
+    GOMODCACHE points)."""
+    if os.environ.get(RUNTIME_ENV):
+        return Path(os.environ[RUNTIME_ENV])
+    return build.module_dir("sigs.k8s.io/agent-sandbox", versions.AGENT_SANDBOX) / "examples" / "python-runtime-sandbox"
+
+
+def runtime_missing() -> str | None:
+    """None when the runtime can start here, else why not and what to do."""
+    try:
+        main = runtime_dir() / "main.py"
+    except (BuildError, OSError) as exc:  # no Go, or the download failed
+        return f"upstream python runtime not found: {exc} (or set {RUNTIME_ENV})"
+    return None if main.is_file() else f"upstream python runtime not found: no {main} (set {RUNTIME_ENV})"
 
 
 def free_loopback_address() -> str:
@@ -136,7 +149,7 @@ def runtime_process(
                 "--log-level",
                 "warning",
             ],
-            cwd=RUNTIME_DIR,
+            cwd=runtime_dir(),
             env=env,
             stdout=log_file,
             stderr=subprocess.STDOUT,

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from devcluster import prereqs
 from langchain_k8s_client import commands, pyscripts
 
 pytestmark = pytest.mark.skipif(
@@ -109,8 +110,9 @@ def test_the_time_budget_kills_the_whole_search(tmp_path: Path) -> None:
     assert commands.parse_gnu_grep(stdout.decode()) == ([], None)  # grep's output was still in its buffer
 
 
-@pytest.mark.parametrize("shell", [s for s in ("dash", "bash", "busybox") if shutil.which(s)])
+@pytest.mark.parametrize("shell", sorted(prereqs.COMMANDS[prereqs.SHELLS]))
 def test_the_watchdog_outlives_head_until_grep_ends(tmp_path: Path, shell: str) -> None:
+    assert shutil.which(shell), f"{shell} is missing: python -m devcluster.prereqs {prereqs.SHELLS} installs it"
     # `head` stops at the cap; grep, blocked on a FIFO, writes nothing more, so no SIGPIPE ends it:
     # the script must still wait for it (the whole pipeline), and the budget must still kill it.
     (tmp_path / "f").write_text("needle\n")

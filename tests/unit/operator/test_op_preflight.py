@@ -54,3 +54,39 @@ async def test_the_error_names_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
     assert message.startswith("agentsession-operator cannot start: the installed AgentSession CRDs are older")
     assert preflight.CRD_UPGRADE_COMMAND in message and "never upgrades them" in message
     assert f"{POLICIES} has schema revision 0" in message
+
+
+def test_agent_sandbox_passes_when_every_crd_serves_its_version() -> None:
+    served: dict[str, list[str] | None] = {crd: ["v1alpha1", version] for crd, version in preflight.REQUIRED.items()}
+    assert preflight.problems(served) == []
+
+
+def test_agent_sandbox_missing_and_old_crds_are_each_named() -> None:
+    claims, pools, sandboxes = preflight.REQUIRED
+    served: dict[str, list[str] | None] = {claims: None, pools: [], sandboxes: ["v1alpha0"]}
+    assert preflight.problems(served) == [
+        f"CRD {claims} is not installed",
+        f"CRD {pools} serves no version, not {preflight.REQUIRED[pools]}",
+        f"CRD {sandboxes} serves v1alpha0, not {preflight.REQUIRED[sandboxes]}",
+    ]
+
+
+class _Served:
+    """The one call check_agent_sandbox makes (Kube.crd_served_versions), answered from a dict."""
+
+    def __init__(self, served: dict[str, list[str] | None]) -> None:
+        self.served = served
+
+    async def crd_served_versions(self, crd: str) -> list[str] | None:
+        return self.served.get(crd)
+
+
+async def test_an_old_agent_sandbox_stops_the_start_with_what_to_install() -> None:
+    with pytest.raises(preflight.PreflightError) as err:
+        await preflight.check_agent_sandbox(_Served({}))  # type: ignore[arg-type]
+    message = str(err.value.code)
+    assert message.startswith("agentsession-operator cannot start: agent-sandbox v1.0 or newer")
+    assert "sandbox-with-extensions.yaml" in message
+    assert all(f"CRD {crd} is not installed" in message for crd in preflight.REQUIRED)
+    ok = {crd: [version] for crd, version in preflight.REQUIRED.items()}
+    await preflight.check_agent_sandbox(_Served(ok))  # type: ignore[arg-type]  # no error

@@ -60,3 +60,57 @@ async def test_prime_waits_out_a_429(monkeypatch: pytest.MonkeyPatch) -> None:
     cache = Cache()
     await resync.prime(kube, cache, Sessions(cache))  # type: ignore[arg-type]
     assert cache.loaded and answers == []
+
+
+class _Listing:
+    """list_versioned answered per kind at list version 100; one kind's listing fails (the others must
+    still run, and the loop must go on)."""
+
+    def __init__(self, items: dict[str, list[dict[str, Any]]], failing: str) -> None:
+        self.items = items
+        self.failing = failing
+        self.calls: list[str] = []
+
+    async def list_versioned(self, kind: str) -> tuple[list[dict[str, Any]], str]:
+        self.calls.append(kind)
+        if kind == self.failing:
+            raise ApiException(status=500, reason="etcd leader changed")
+        return self.items.get(kind, []), "100"
+
+
+async def test_resync_forever_drops_what_was_deleted_unseen_every_period(make_policy: Any) -> None:
+    """A relist that found no policy at all delivers no event: only the periodic resync notices, drops the
+    policy (counted in agentsession_cache_resync_dropped_total), and judges its namespace again; a kind
+    whose listing fails is tried again next period, and the other kinds are not held up."""
+    import asyncio
+
+    from prometheus_client import REGISTRY
+
+    from agentsession_operator.kube.background import Background
+
+    cache = Cache()
+    gone, kept = make_policy("gone"), make_policy("kept")
+    gone["metadata"]["resourceVersion"] = "90"  # older than the list: it should have been listed
+    kept["metadata"]["resourceVersion"] = "90"
+    cache.policies["ns"] = {"gone": gone, "kept": kept}
+    kube = _Listing({"policies": [kept]}, failing="pools")
+    sessions = Sessions(cache)
+    resyncer = resync.Resync(kube, cache, sessions, Background())  # type: ignore[arg-type]
+
+    def dropped() -> float:
+        return REGISTRY.get_sample_value("agentsession_cache_resync_dropped_total", {"kind": "policies"}) or 0.0
+
+    before = dropped()
+    task = asyncio.create_task(resyncer.forever(period=0.01))
+    try:
+        for _ in range(500):  # bounded: 5 s at most
+            if kube.calls.count("policies") >= 2:
+                break
+            await asyncio.sleep(0.01)
+    finally:
+        task.cancel()
+    assert kube.calls.count("policies") >= 2, kube.calls  # a second period ran after the failing pools
+    assert kube.calls[: len(resync.RESYNC_KINDS)] == list(resync.RESYNC_KINDS)
+    assert list(cache.policies["ns"]) == ["kept"]
+    assert sessions.triggered[:1] == ["ns"]
+    assert dropped() - before == 1  # once: the second period found nothing more to drop

@@ -87,3 +87,34 @@ async def test_a_status_for_a_session_replaced_under_its_name_is_dropped_as_gone
     with pytest.raises(SessionGone):
         await writer.write(key, session, {"phase": "Ready"}, logger())
     assert kube.sessions[key].get("status") == before and gone
+
+
+async def test_the_metrics_count_what_the_writes_did(make_session: Any) -> None:
+    """agentsession_sessions follows each session's phase (one count per session, moved not added), its
+    end (forget) takes the count away, and time to Ready is observed once, at the first Ready, from
+    the session's creation."""
+    from prometheus_client import REGISTRY
+
+    def value(name: str, **labels: str) -> float:
+        return REGISTRY.get_sample_value(name, labels or None) or 0.0
+
+    namespace = "metrics-ns"  # a namespace no other test writes to: its gauge starts at 0
+    kube = FakeKube()
+    session = make_session(namespace=namespace, created="2025-01-01T11:00:00Z")
+    key = store(kube, session)
+    writer, _, _, _ = _writer(kube)
+    ready_count = value("agentsession_time_to_ready_seconds_count")
+    ready_sum = value("agentsession_time_to_ready_seconds_sum")
+    await writer.write(key, session, {"phase": "Provisioning"}, logger())
+    assert value("agentsession_sessions", namespace=namespace, phase="Provisioning") == 1
+    ready = {"phase": "Ready", "readyAt": "2025-01-01T11:00:03Z"}
+    await writer.write(key, kube.sessions[key] | {"status": {"phase": "Provisioning"}}, ready, logger())
+    assert value("agentsession_sessions", namespace=namespace, phase="Provisioning") == 0
+    assert value("agentsession_sessions", namespace=namespace, phase="Ready") == 1
+    assert value("agentsession_time_to_ready_seconds_count") - ready_count == 1
+    assert value("agentsession_time_to_ready_seconds_sum") - ready_sum == pytest.approx(3.0)
+    await writer.write(key, kube.sessions[key], {"phase": "Ready"}, logger())  # Ready again: nothing moves
+    assert value("agentsession_sessions", namespace=namespace, phase="Ready") == 1
+    assert value("agentsession_time_to_ready_seconds_count") - ready_count == 1
+    writer.forget(key)
+    assert value("agentsession_sessions", namespace=namespace, phase="Ready") == 0
