@@ -119,6 +119,14 @@ class RuntimeInfo:
             return False
         return any(address in ipaddress.ip_network(net) for net in self.addresses)
 
+    def shows_family_of(self, ip: str) -> bool:
+        """The pod showed addresses of `ip`'s family (gVisor's kernel has no fib_trie: no IPv4 list)."""
+        try:
+            version = ipaddress.ip_address(ip).version
+        except ValueError:
+            return False
+        return any(ipaddress.ip_network(net).version == version for net in self.addresses)
+
     @property
     def staging_dir(self) -> str:
         return f"{self.base_dir.rstrip('/')}/{STAGING_DIRNAME}"

@@ -74,8 +74,9 @@ class RuntimeProtocol:
             self.info = None
             raise WrongPod(self.expected_hostname, info.hostname, self.expected_ips, info.addresses)
         # A name is unique only within a namespace: the pod must also hold an IP the API gave the session's
-        # pod (a pod whose kernel shows no address is judged by its name alone).
-        if self.expected_ips and info.addresses and not any(info.holds(ip) for ip in self.expected_ips):
+        # pod, judged in the address families its kernel shows (none shown: judged by its name alone).
+        judged = [ip for ip in self.expected_ips if info.shows_family_of(ip)]
+        if judged and not any(info.holds(ip) for ip in judged):
             self.info = None
             raise WrongPod(self.expected_hostname or "", info.hostname, self.expected_ips, info.addresses)
         self.info = info

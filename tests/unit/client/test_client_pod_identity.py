@@ -78,3 +78,15 @@ def test_the_probe_reports_the_addresses_of_the_network_it_runs_in() -> None:
     info = commands.parse_probe(out.stdout)
     assert info.holds("127.0.0.1"), info.addresses
     assert not info.holds("203.0.113.7"), info.addresses
+
+
+def test_a_pod_showing_no_address_of_the_family_is_judged_by_its_name() -> None:
+    """gVisor's kernel lists no IPv4 addresses (no /proc/net/fib_trie), only if_inet6's."""
+    pod = FakeRuntime(hostname=SESSION_POD, addresses="v4=\nv6=00000000000000000000000000000001", answers=[wrapped()])
+    transport = pod.transport(endpoint=PodEndpoint(BASE, expected_hostname=SESSION_POD, expected_ips=(SESSION_IP,)))
+    assert transport.execute("true", timeout=5, max_output=10).exit_code == 0
+    impostor = FakeRuntime(hostname="another-pod", addresses="v4=\nv6=00000000000000000000000000000001")
+    with pytest.raises(WrongPod):
+        impostor.transport(
+            endpoint=PodEndpoint(BASE, expected_hostname=SESSION_POD, expected_ips=(SESSION_IP,))
+        ).execute("true", timeout=5, max_output=10)
