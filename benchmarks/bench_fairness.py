@@ -42,7 +42,7 @@ from kubernetes import client, config, watch
 
 from tests.e2e import manifests
 
-NS_A, NS_BURST, NS_B = "fair-a", "fair-a-burst", "fair-b"
+NS_A, NS_BURST, NS_B = "fair-a", "fair-a-burst", "fair-b"  # a burst namespace per round: fair-a-burst-<round>
 GROUP, VERSION, PLURAL = names.GROUP, names.VERSION, names.SESSION_PLURAL
 FLOODED = 20  # tenant A's sessions whose activity annotation is flooded
 BURST = 1000  # tenant A's creates in one burst
@@ -90,6 +90,10 @@ class Flood(threading.Thread):
                 }
                 self.api.patch_namespaced_custom_object(GROUP, VERSION, NS_A, PLURAL, name, body)
                 self.writes += 1
+
+
+def burst_namespace(round_: int) -> str:
+    return f"{NS_BURST}-{round_}"
 
 
 def burst(api: client.CustomObjectsApi, round_: int, started: threading.Event) -> Callable[[], None]:
@@ -145,7 +149,8 @@ def main() -> None:
     configuration.connection_pool_maxsize = 32
     api = client.CustomObjectsApi(client.ApiClient(configuration))
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "crds/")
-    for ns in (NS_A, NS_BURST, NS_B):
+    spaces = (NS_A, NS_B, *(burst_namespace(r) for r in range(args.rounds)))
+    for ns in spaces:
         create_namespace(cluster, ns)
     env = dict(os.environ)
     if args.checkout:
@@ -178,20 +183,20 @@ def main() -> None:
                     underway.wait(60)
                 for s in range(args.samples):
                     results[condition].append(session_to_ready(api, f"{condition}-{r}-{s}"))
+                    print(f"round {r} {condition}: {results[condition][-1]:.3f} s", flush=True)
                 stop.set()
                 for flood in floods:
                     flood.join(30)
                     writes += flood.writes
                 if join is not None:
-                    join()
-                    delete_all(api, NS_BURST)
+                    join()  # A's 1,000 stay (waiting on no pool, they cost nothing more) until the end
                 # Settled before the next condition: a session of B Ready again (not counted).
                 session_to_ready(api, f"settle-{condition}-{r}", timeout=600)
                 delete_all(api, NS_B)
         print_table(results, args, writes)
     finally:
         stop_operator(operator)
-        for ns in (NS_A, NS_BURST, NS_B):
+        for ns in spaces:
             cluster.kubectl("delete", "namespace", ns, "--wait=false", check=False)
         if started_cluster:
             cluster.down()
