@@ -104,7 +104,7 @@ def burst(api: client.CustomObjectsApi, round_: int, started: threading.Event) -
 
     def create(i: int) -> None:
         api.create_namespaced_custom_object(
-            GROUP, VERSION, NS_BURST, PLURAL, manifests.session(f"b{round_}-{i}", "nopool")
+            GROUP, VERSION, burst_namespace(round_), PLURAL, manifests.session(f"b{round_}-{i}", "nopool")
         )
         with lock:
             count[0] += 1
