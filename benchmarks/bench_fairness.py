@@ -136,11 +136,44 @@ def delete_all(api: client.CustomObjectsApi, namespace: str, timeout: float = 30
         time.sleep(0.5)
 
 
+def tenant_api(cluster: Cluster, admin: client.Configuration) -> client.CustomObjectsApi:
+    """Tenant A's own client (`--tenant-a-user`): a ServiceAccount allowed to create and patch sessions, so
+    its requests meet the API server's Priority and Fairness as a tenant's do (the admin's are exempt)."""
+    rbac = [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "tenant-a", "namespace": NS_A}},
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": "bench-fair-tenant-a"},
+            "rules": [{"apiGroups": [GROUP], "resources": [PLURAL], "verbs": ["create", "patch", "get", "list"]}],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": "bench-fair-tenant-a"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "bench-fair-tenant-a"},
+            "subjects": [{"kind": "ServiceAccount", "name": "tenant-a", "namespace": NS_A}],
+        },
+    ]
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(rbac))
+    token = cluster.kubectl("create", "token", "tenant-a", "-n", NS_A, "--duration=2h").stdout.strip()
+    tenant = client.Configuration.get_default_copy()
+    tenant.cert_file = tenant.key_file = None
+    tenant.api_key = {"authorization": f"Bearer {token}"}
+    tenant.connection_pool_maxsize = admin.connection_pool_maxsize
+    return client.CustomObjectsApi(client.ApiClient(tenant))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--samples", type=int, default=3, help="tenant B's sessions per condition per round")
     parser.add_argument("--checkout", help="run this checkout's operator (default: this one's)")
+    parser.add_argument(
+        "--tenant-a-user",
+        action="store_true",
+        help="tenant A writes as a ServiceAccount (the API server's fairness applies) instead of the admin",
+    )
     args = parser.parse_args()
     cluster = Cluster(out=io.StringIO())
     started_cluster = cluster.up()
@@ -152,6 +185,7 @@ def main() -> None:
     spaces = (NS_A, NS_B, *(burst_namespace(r) for r in range(args.rounds)))
     for ns in spaces:
         create_namespace(cluster, ns)
+    api_a = tenant_api(cluster, configuration) if args.tenant_a_user else api
     env = dict(os.environ)
     if args.checkout:
         env["PYTHONPATH"] = checkout_pythonpath(args.checkout)
@@ -173,13 +207,13 @@ def main() -> None:
                 stop, join = threading.Event(), None
                 floods: list[Flood] = []
                 if condition == "activity":
-                    floods = [Flood(api, flooded[i::4], stop) for i in range(4)]
+                    floods = [Flood(api_a, flooded[i::4], stop) for i in range(4)]
                     for flood in floods:
                         flood.start()
                     time.sleep(1)  # the flood under way
                 elif condition == "burst":
                     underway = threading.Event()
-                    join = burst(api, r, underway)
+                    join = burst(api_a, r, underway)
                     underway.wait(60)
                 for s in range(args.samples):
                     results[condition].append(session_to_ready(api, f"{condition}-{r}-{s}"))
@@ -204,7 +238,7 @@ def main() -> None:
 
 def print_table(results: dict[str, list[float]], args: argparse.Namespace, writes: int) -> None:
     quiet = statistics.median(results["quiet"])
-    who = args.checkout or "this checkout"
+    who = (args.checkout or "this checkout") + (", tenant A as a ServiceAccount" if args.tenant_a_user else "")
     print(
         f"Tenant B's session create -> Ready while tenant A churns ({who}; {args.rounds} rounds x"
         f" {args.samples} sessions, interleaved; load average {load_average():.1f})"
