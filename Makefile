@@ -118,7 +118,7 @@ bench: venv ## benchmarks (print tables of medians and ratios; needs benchmarks/
 	$(PY) -m benchmarks.bench_cluster
 	$(PY) -m benchmarks.bench_client
 	$(PY) -m benchmarks.bench_operator --rounds 25
-	$(PY) -m benchmarks.bench_fairness --rounds 5 --samples 3  # tenant B's create -> Ready while tenant A churns
+	$(PY) -m benchmarks.bench_fairness --rounds 5 --samples 3 --tenant-a-user  # tenant B's create -> Ready while tenant A churns
 	$(PY) -m benchmarks.bench_first_call --rounds 24
 	$(PY) -m benchmarks.bench_transport
 	$(PY) -m benchmarks.bench_gvisor --rounds 10  # runc vs gVisor: starts the real node (root)
