@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import ipaddress
 import math
 import re
 import shlex
@@ -106,6 +107,25 @@ class RuntimeInfo:
     """The staged command wrappers found in the staging dir (see `UserCommand.staged`)."""
     stages_wrappers: bool = False
     """`sh` is dash: wrappers are staged (bash would name the sourced file in the command's error messages)."""
+    addresses: tuple[str, ...] = ()
+    """The pod's own addresses, as networks (`10.244.1.17/32`, a shared loopback range `127.0.0.0/8`);
+    empty when its kernel shows none (the identity check then rests on the pod name)."""
+
+    def holds(self, ip: str) -> bool:
+        """`ip` is one of the pod's own addresses."""
+        try:
+            address = ipaddress.ip_address(ip)
+        except ValueError:
+            return False
+        return any(address in ipaddress.ip_network(net) for net in self.addresses)
+
+    def shows_family_of(self, ip: str) -> bool:
+        """The pod showed addresses of `ip`'s family (gVisor's kernel has no fib_trie: no IPv4 list)."""
+        try:
+            version = ipaddress.ip_address(ip).version
+        except ValueError:
+            return False
+        return any(ipaddress.ip_network(net).version == version for net in self.addresses)
 
     @property
     def staging_dir(self) -> str:
@@ -147,7 +167,25 @@ def parse_probe(stdout: str) -> RuntimeInfo:
         exec_limit=_exec_limit(fields.get("limit")) if fields.get("group") == "1" else None,
         wrappers=frozenset(fields.get("wrappers", "").split()),
         stages_wrappers=fields.get("sh") == "dash",
+        addresses=_addresses(fields.get("v4", ""), fields.get("v6", "")),
     )
+
+
+def _addresses(v4: str, v6: str) -> tuple[str, ...]:
+    """The probe's `v4=` networks and `v6=` hex addresses, normalised and deduplicated (the kernel lists
+    each local route in two tables); anything unparsable is left out."""
+    found: dict[str, None] = {}
+    for text in v4.split():
+        try:
+            found[str(ipaddress.ip_network(text, strict=False))] = None
+        except ValueError:
+            continue
+    for text in v6.split():
+        try:
+            found[f"{ipaddress.IPv6Address(int(text, 16))}/128"] = None
+        except ValueError:
+            continue
+    return tuple(found)
 
 
 def _exec_limit(raw: str | None) -> float | None:

@@ -96,10 +96,14 @@ class EndpointResolver:
         if _pod_ip_mode(conn):
             ip = view.pod_ips[0]
             host = f"[{ip}]" if ":" in ip else ip
-            return PodEndpoint(f"http://{host}:{port}", expected_hostname=view.pod_name)
+            return PodEndpoint(
+                f"http://{host}:{port}", expected_hostname=view.pod_name, expected_ips=tuple(view.pod_ips)
+            )
         headers = router_headers(view, port)
         headers.update(getattr(conn, "extra_headers", None) or {})  # SandboxDirectConnectionConfig
-        return PodEndpoint(self._router_url(view), headers=headers, expected_hostname=view.pod_name)
+        return PodEndpoint(
+            self._router_url(view), headers=headers, expected_hostname=view.pod_name, expected_ips=tuple(view.pod_ips)
+        )
 
     def close(self) -> None:
         if self._strategy is not None:

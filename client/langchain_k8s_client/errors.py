@@ -106,7 +106,15 @@ class ResponseTooSlow(ResponseLimitExceeded):
 class WrongPod(SandboxError):
     """The runtime at the endpoint belongs to another pod than expected."""
 
-    def __init__(self, expected: str, actual: str) -> None:
+    def __init__(
+        self, expected: str, actual: str, expected_ips: tuple[str, ...] = (), actual_addresses: tuple[str, ...] = ()
+    ) -> None:
         self.expected = expected
         self.actual = actual
-        super().__init__(f"endpoint answers as pod {actual!r}, expected {expected!r}")
+        self.expected_ips = expected_ips
+        self.actual_addresses = actual_addresses
+        where = f" at {', '.join(expected_ips)}" if expected_ips else ""
+        has = f" with addresses {', '.join(actual_addresses) or 'none'}" if expected_ips else ""
+        super().__init__(
+            f"endpoint answers as pod {actual!r}{has}, expected the session's pod {expected!r}{where} (from the API)"
+        )

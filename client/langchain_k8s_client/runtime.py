@@ -50,8 +50,9 @@ class RuntimeProtocol:
     `invalidate()` so the next operation probes (and checks identity) again.
     """
 
-    def __init__(self, expected_hostname: str | None = None) -> None:
+    def __init__(self, expected_hostname: str | None = None, expected_ips: tuple[str, ...] = ()) -> None:
         self.expected_hostname = expected_hostname
+        self.expected_ips = expected_ips
         self.info: RuntimeInfo | None = None
         # Capture files are named per client (and per call number), so one client's sweep never
         # touches another's; the probe sweeps what a vanished client left (files over 2 hours old).
@@ -71,7 +72,13 @@ class RuntimeProtocol:
         info = commands.parse_probe(result.stdout)
         if self.expected_hostname and info.hostname != self.expected_hostname:
             self.info = None
-            raise WrongPod(self.expected_hostname, info.hostname)
+            raise WrongPod(self.expected_hostname, info.hostname, self.expected_ips, info.addresses)
+        # A name is unique only within a namespace: the pod must also hold an IP the API gave the session's
+        # pod, judged in the address families its kernel shows (none shown: judged by its name alone).
+        judged = [ip for ip in self.expected_ips if info.shows_family_of(ip)]
+        if judged and not any(info.holds(ip) for ip in judged):
+            self.info = None
+            raise WrongPod(self.expected_hostname or "", info.hostname, self.expected_ips, info.addresses)
         self.info = info
         self._staged = set(info.wrappers)
         return info

@@ -59,11 +59,14 @@ class PodEndpoint:
     `headers`: sent with every request (router mode: `X-Sandbox-ID`,
     `X-Sandbox-Namespace`, `X-Sandbox-Port`).
     `expected_hostname`: the pod name; checked on every (re)connection when set.
+    `expected_ips`: the pod's IPs as the API has them (the session's status.podIPs); the pod reached must
+    hold one of them (names are unique only within a namespace, IPs in the cluster).
     """
 
     base_url: str
     headers: Mapping[str, str] = field(default_factory=dict)
     expected_hostname: str | None = None
+    expected_ips: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         parts = urlsplit(self.base_url)
@@ -71,6 +74,7 @@ class PodEndpoint:
             raise ValueError(f"base_url must be an http(s) URL, got {self.base_url!r}")
         object.__setattr__(self, "base_url", self.base_url.rstrip("/"))
         object.__setattr__(self, "headers", dict(self.headers))
+        object.__setattr__(self, "expected_ips", tuple(self.expected_ips))
 
 
 @dataclass(frozen=True)
@@ -171,7 +175,7 @@ class RuntimeTransport:
     ) -> None:
         self._endpoint = endpoint
         self._limits = limits or ResponseLimits()
-        self._protocol = RuntimeProtocol(endpoint.expected_hostname)
+        self._protocol = RuntimeProtocol(endpoint.expected_hostname, endpoint.expected_ips)
         self._retry = retry or RetryPolicy()
         self._resolve_endpoint = resolve_endpoint
         self._stale = False
@@ -205,7 +209,7 @@ class RuntimeTransport:
         """Point at another endpoint; the next operation probes and checks identity."""
         with self._lock:
             self._endpoint = endpoint
-            self._protocol = RuntimeProtocol(endpoint.expected_hostname)
+            self._protocol = RuntimeProtocol(endpoint.expected_hostname, endpoint.expected_ips)
             self._stale = False
 
     def set_limits(self, limits: ResponseLimits) -> None:

@@ -96,7 +96,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--sandbox-router",
         default=os.environ.get("SANDBOX_ROUTER") or None,
         help="NAMESPACE/key=value[,key=value]: the sandbox router's pods, admitted to every sandbox "
-        "(e.g. agent-sandbox-system/app=sandbox-router); default: none",
+        "(e.g. agent-sandbox-system/app=sandbox-router); default: none. The router forwards to whatever "
+        "session a caller names: admit it only once it authorizes every call for its session",
+    )
+    net.add_argument(
+        "--sandbox-router-authorizes",
+        action="store_true",
+        default=os.environ.get("SANDBOX_ROUTER_AUTHORIZES", "").lower() in ("1", "true", "yes"),
+        help="say that the --sandbox-router authenticates every caller and checks it may use that session "
+        "(upstream: --authz-mode=scoped-token); without it a configured router is a warning at every start",
     )
     net.add_argument(
         "--client-cidr",
@@ -271,9 +279,23 @@ def warn_unauthenticated_webhook() -> None:
     )
 
 
+def warn_about_router(args: argparse.Namespace) -> None:
+    """Loudly, once at start: an admitted router that does not authorize is a way into every sandbox (upstream's
+    router takes its target from the caller's headers and allows everyone by default; issue 28 item 3)."""
+    if not args.sandbox_router or args.sandbox_router_authorizes:
+        return
+    structlog.get_logger("agentsession.network").warning(
+        "the sandbox router is admitted to every sandbox: any pod that reaches it reaches every session",
+        router=args.sandbox_router,
+        fix="run the router with --authz-mode=scoped-token (each call carries a token bound to its Sandbox) "
+        "and start the operator with --sandbox-router-authorizes, or leave --sandbox-router unset",
+    )
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     logs.configure(args.log_level, json=args.log_format == "json")
+    warn_about_router(args)
     asyncio.run(_preflight())  # a clear message, not a stack trace, against a too-old agent-sandbox or CRD
     if args.metrics_port:
         if not args.leader_elect:

@@ -150,6 +150,7 @@ def test_every_layer_is_known() -> None:
 KUBE_FLOORS: dict[str, int] = {
     "clock": 0,
     "background": 0,
+    "fairness": 0,
     "transport": 0,
     "lease": 0,
     "cache": 1,

@@ -30,6 +30,25 @@ case $v in *[!0-9A-Za-z.+_-]*) echo "limit=?";; *) echo "limit=$v";; esac
 # compares inodes (dash, bash and BusyBox have it; a shell without it is simply not dash).
 # shellcheck disable=SC3013
 for x in /bin/dash /usr/bin/dash; do [ /proc/$$/exe -ef "$x" ] 2>/dev/null && { echo sh=dash; break; }; done
+# The pod's own addresses: a pod name is unique only within its namespace, an IP in the cluster, so the
+# client checks these hold the IP the session's status names. IPv4: the kernel's local routes
+# (`/32 host LOCAL`; a shared loopback range is `/8 host LOCAL`); IPv6: the raw hex of if_inet6.
+a=
+p=
+if [ -r /proc/net/fib_trie ]; then
+  while read -r x y z _; do
+    case $x in
+      '|--') p=$y ;;
+      /*) [ "$y $z" = "host LOCAL" ] && a="$a $p$x" ;;
+    esac
+  done </proc/net/fib_trie
+fi
+echo "v4=$a"
+a=
+if [ -r /proc/net/if_inet6 ]; then
+  while read -r x _; do a="$a $x"; done </proc/net/if_inet6
+fi
+echo "v6=$a"
 # The staged command wrappers (commands.UserCommand) stay: named by their content, shared by every
 # client, never changed; a client whose wrapper went missing stages it again.
 w=

@@ -26,6 +26,7 @@ from agentsession_operator.kube.acting import Actor
 from agentsession_operator.kube.background import Background
 from agentsession_operator.kube.cache import Cache, Key
 from agentsession_operator.kube.client import Kube
+from agentsession_operator.kube.fairness import ACTIVITY_INTERVAL, FairSlots, only_activity_changed
 from agentsession_operator.kube.policy_status import PolicyStatus
 from agentsession_operator.kube.scheduler import DeadlineScheduler
 from agentsession_operator.kube.session_pass import Config, Rooms, SessionPass
@@ -34,6 +35,7 @@ from agentsession_operator.kube.status_writer import SessionGone, StatusWriter
 __all__ = ["Config", "NotLeader", "Reconciler", "SessionGone"]
 
 MAX_RETRY_DELAY = 60.0
+PACING_SLACK = 0.05  # seconds: a paced pass due this soon runs now (the scheduler's clock is the wall clock)
 
 
 class NotLeader(Exception):
@@ -54,6 +56,11 @@ class Reconciler:
         self._dirty: dict[Key, tuple[str, bool]] = {}
         # Deadlines whose pass reads the cached body (see pass_soon), with their cause.
         self._cached_due: dict[Key, tuple[dt.datetime, str]] = {}
+        # Fairness (kube/fairness.py): the passes' slots, taken by namespace in turn; the sessions whose
+        # newest event changed only their activity annotation, and when each last had such a pass.
+        self.slots = FairSlots()
+        self._activity_only: set[Key] = set()
+        self._activity_passed: dict[Key, float] = {}
         self.actor = Actor(kube, self.cache, self._fence, self._event)
         self.writer = StatusWriter(kube, self._fence, self._event, self.remember_session, self.session_deleted)
         rooms = Rooms(
@@ -121,8 +128,14 @@ class Reconciler:
         await self.policy_status.update(namespace, name)
 
     def wake_forks(self, namespace: str, source: str) -> None:
-        """A session changed: forks of it still without a claim are judged again now (it may be Ready)."""
-        forks.wake_forks(self.cache, namespace, source, self.pass_soon)
+        """A session changed: forks of it still without a claim are judged again now (it may be Ready),
+        their polling backoff reset."""
+
+        def wake(key: Key, cause: str, at: dt.datetime | None = None) -> None:
+            self.session_pass.fork_waits.pop(key, None)
+            self.pass_soon(key, cause, at)
+
+        forks.wake_forks(self.cache, namespace, source, wake)
 
     # ---- triggers ----------------------------------------------------------------------------
     def pass_soon(self, key: Key, cause: str, at: dt.datetime | None = None) -> None:
@@ -157,6 +170,10 @@ class Reconciler:
         self.cache.remember_session(key, body)
         after = self.cache.sessions.get(key)
         if after is not before:
+            if only_activity_changed(before, after):
+                self._activity_only.add(key)
+            else:
+                self._activity_only.discard(key)
             self._session_changed(key[0], before, after)
 
     def _session_changed(self, namespace: str, before: dict[str, Any] | None, after: dict[str, Any] | None) -> None:
@@ -196,6 +213,8 @@ class Reconciler:
         self._locks.pop(key, None)
         self.actor.create_refused.discard(key)
         self._cached_due.pop(key, None)
+        self._activity_only.discard(key)
+        self._activity_passed.pop(key, None)
         self.session_pass.forget(key)
         self.writer.forget(key)
         if body is not None:  # a slot may have freed; matchedSessions changed
@@ -211,6 +230,8 @@ class Reconciler:
             # Never judge a session without its policies: try again once they are loaded.
             self.scheduler.schedule(key, clock.now() + dt.timedelta(seconds=1))
             return
+        if deadline_lag is None and not fresh and self._paced(key):
+            return
         lock = self._locks[key]
         if lock.locked():
             # A pass is running: it will run once more for everything that arrived meanwhile.
@@ -218,10 +239,34 @@ class Reconciler:
             self._dirty[key] = (cause, was_fresh or fresh or deadline_lag is not None)
             return
         async with lock:
-            await self._pass(key, cause, deadline_lag, fresh)
+            await self._fair_pass(key, cause, deadline_lag, fresh)
             while key in self._dirty:
                 cause, fresh = self._dirty.pop(key)
-                await self._pass(key, cause, None, fresh)
+                await self._fair_pass(key, cause, None, fresh)
+
+    def _paced(self, key: Key) -> bool:
+        """A pass for an activity report alone, less than ACTIVITY_INTERVAL after the last: deferred to the
+        interval's end (the cached body then has the newest report). An earlier deadline is kept: its pass
+        reads the session and counts the report."""
+        if key not in self._activity_only:
+            return False
+        last = self._activity_passed.get(key)
+        wait = ACTIVITY_INTERVAL - (time.monotonic() - last) if last is not None else 0.0
+        if wait <= PACING_SLACK:
+            return False
+        at = clock.now() + dt.timedelta(seconds=wait)
+        due = self.scheduler.due(key)
+        if due is None or due > at:
+            self.pass_soon(key, "activity reports, paced", at)
+        return True
+
+    async def _fair_pass(self, key: Key, cause: str, deadline_lag: float | None, fresh: bool) -> None:
+        """One pass in a slot of its namespace's turn (kube/fairness.py)."""
+        async with self.slots.slot(key[0]):
+            if key in self._activity_only:
+                self._activity_passed[key] = time.monotonic()
+                self._activity_only.discard(key)
+            await self._pass(key, cause, deadline_lag, fresh)
 
     async def _pass(self, key: Key, cause: str, deadline_lag: float | None, fresh: bool) -> None:
         started = time.monotonic()

@@ -32,6 +32,11 @@ from agentsession_operator.kube.scheduler import DeadlineScheduler
 from agentsession_operator.kube.status_writer import EventPoster, StatusWriter
 
 LABEL_DOMAINS_TTL = 60.0  # seconds between reads of agent-sandbox-config
+FORK_WAIT_CAP = 16.0
+"""Seconds at most between two looks of a fork waiting on its source: decide's 2 s doubled per look that
+found it still waiting (2, 4, 8, 16, 16, ...), reset when the source changes (reconciler.wake_forks). A
+waiting fork's look reads its source's Sandbox and PVCs from the API: forever every 2 s was a tenant's
+way to load the operator and the API server with forks of a source that never becomes Ready."""
 AGAIN_DELAY = 0.2  # seconds before the pass a claim create's 409 asks for
 
 
@@ -71,6 +76,7 @@ class SessionPass:
     def __init__(self, rooms: Rooms) -> None:
         self.r = rooms
         self.progress_written: dict[Key, dt.datetime] = {}  # provisioning sessions' last progress write
+        self.fork_waits: dict[Key, int] = {}  # looks in a row that found a fork still waiting on its source
         self._label_domains: tuple[float, list[str]] | None = None
 
     async def run(self, key: Key, cause: str, deadline_lag: float | None, fresh: bool) -> None:
@@ -79,6 +85,10 @@ class SessionPass:
         if seen is None:
             return
         decision = decide.decide(seen)
+        if key in self.fork_waits and not any(
+            isinstance(a, ScheduleCheck) and a.reason == decide.FORK_WAITING for a in decision.actions
+        ):
+            del self.fork_waits[key]  # no longer waiting: a later wait starts at decide's delay again
         if decision.missing_pool and await self.r.kube.get_warm_pool(key[0], decision.missing_pool) is not None:
             decision = decide.decide(replace(seen, pools={*seen.pools, decision.missing_pool}))
         await self.carry_out(key, decision, logger(namespace=key[0], session=key[1], cause=cause), deadline_lag)
@@ -230,8 +240,21 @@ class SessionPass:
         if check.reason == PROGRESS_CHECK:
             # Only a provisioning session's deferred progress: its pass reads the cache (no GET first).
             self.r.sessions.pass_soon(key, "provisioning progress", check.at)
+        elif check.reason == decide.FORK_WAITING:
+            self.r.scheduler.schedule(key, self._fork_backoff(key, check.at))
         else:
             self.r.scheduler.schedule(key, check.at)
+
+    def _fork_backoff(self, key: Key, at: dt.datetime) -> dt.datetime:
+        """The next look of a waiting fork: decide's delay doubled per look in a row, capped (FORK_WAIT_CAP);
+        a delay already above the cap (a fork that cannot be made, checked every 30 s) is kept."""
+        looks = self.fork_waits.get(key, 0)
+        self.fork_waits[key] = looks + 1
+        now = clock.now()
+        delay = (at - now).total_seconds()
+        if delay >= FORK_WAIT_CAP:
+            return at
+        return now + dt.timedelta(seconds=min(FORK_WAIT_CAP, delay * 2 ** min(looks, 8)))
 
     async def _retention(self, key: Key, step: decide.DeleteSession | ScheduleCheck | None) -> None:
         """cleanup.deleteFinishedAfter: delete a finished session once its time has come."""
@@ -245,3 +268,4 @@ class SessionPass:
 
     def forget(self, key: Key) -> None:
         self.progress_written.pop(key, None)
+        self.fork_waits.pop(key, None)

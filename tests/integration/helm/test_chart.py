@@ -144,6 +144,22 @@ def test_default_values_render_config(helm: Path) -> None:
     )
 
 
+def test_the_router_is_admitted_only_when_set_and_said_to_authorize(helm: Path) -> None:
+    """Issue 28 item 3: no router by default; `sandboxRouter` admits it, `sandboxRouterAuthorizes` says it
+    authorizes every call (else the operator warns at every start)."""
+
+    def args(*values: str) -> list[str]:
+        rendered = _objects(_template(helm, *[a for v in values for a in ("--set", v)]))
+        (deployment,) = [d for d in rendered.values() if d["kind"] == "Deployment"]
+        return [a for a in deployment["spec"]["template"]["spec"]["containers"][0]["args"] if "router" in a]
+
+    assert args() == []
+    assert args("sandboxRouter=gw/app=router") == ["--sandbox-router=gw/app=router"]
+    both = args("sandboxRouter=gw/app=router", "sandboxRouterAuthorizes=true")
+    assert both == ["--sandbox-router=gw/app=router", "--sandbox-router-authorizes"]
+    assert args("sandboxRouterAuthorizes=true") == []  # nothing to authorize without a router
+
+
 def test_the_comparison_notices_a_difference() -> None:
     config = {"Service/ns/s": {"kind": "Service", "metadata": {"name": "s"}, "spec": {"ports": [{"port": 1}]}}}
     chart = {"Service/ns/s": {"kind": "Service", "metadata": {"name": "s"}, "spec": {"ports": [{"port": 2}]}}}

@@ -20,9 +20,11 @@ BASE = "http://127.0.0.9:8888"
 Answer = dict[str, object] | httpx.Response | Exception | Callable[[httpx.Request], httpx.Response]
 
 
-def probe_stdout(hostname: str = "pod-0", base: str = "/app", runner: str = "timeout") -> str:
+def probe_stdout(hostname: str = "pod-0", base: str = "/app", runner: str = "timeout", addresses: str = "") -> str:
+    """`addresses`: the probe's `v4=`/`v6=` lines (the pod's own addresses), none by default."""
     wrappers = " ".join(every_wrapper())
-    return f"@LKCP\nbase={base}\nhost={hostname}\nrunner={runner}\nbase64=1\nsh=dash\nwrappers={wrappers}\n"
+    extra = f"{addresses}\n" if addresses else ""
+    return f"@LKCP\nbase={base}\nhost={hostname}\nrunner={runner}\nbase64=1\nsh=dash\n{extra}wrappers={wrappers}\n"
 
 
 def every_wrapper() -> list[str]:
@@ -51,6 +53,7 @@ class FakeRuntime:
 
     hostname: str = "pod-0"
     runner: str = "timeout"
+    addresses: str = ""
     answers: list[Answer] = field(default_factory=list)
     requests: list[httpx.Request] = field(default_factory=list)
     probe_failures: list[Exception] = field(default_factory=list)
@@ -60,7 +63,9 @@ class FakeRuntime:
         if request.url.path == "/execute" and "@LKCP" in self.command(request):
             if self.probe_failures:
                 raise self.probe_failures.pop(0)
-            return httpx.Response(200, json=plain(probe_stdout(self.hostname, runner=self.runner)))
+            return httpx.Response(
+                200, json=plain(probe_stdout(self.hostname, runner=self.runner, addresses=self.addresses))
+            )
         if not self.answers:
             raise AssertionError(f"unexpected request {request.method} {request.url}")
         answer = self.answers.pop(0)

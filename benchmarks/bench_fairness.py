@@ -1,0 +1,260 @@
+"""Fairness: tenant B's AgentSession create -> Ready while tenant A churns (issue 28 item 11, issue 32).
+
+Three conditions, rounds interleaved (the order rotates every round), each measuring tenant B's session
+create -> Ready (this process's clock, a watch on the session) on a cold pool of pause pods:
+- quiet: nothing else happens;
+- activity: tenant A floods activity annotations on its 20 sessions (threads patching as fast as the API
+  server answers), as a hostile or buggy client may;
+- burst: tenant A creates 1,000 sessions at once (8 threads); they wait on a pool that does not exist, so
+  they cost the operator passes and status writes but agent-sandbox and the node nothing: what B meets is
+  the operator's own queueing.
+Prints the medians, each condition's ratio to quiet (target <= 1.10) and how many of A's writes the
+operator saw. `--checkout DIR` runs another checkout's operator (e.g. the code before a change), so
+before and after are measured alike.
+
+Run: `.venv/bin/python -m benchmarks.bench_fairness [--rounds 5 --samples 3]` (uses the running local
+control plane or starts one; DEVCLUSTER_NODE=kwok is enough).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import io
+import os
+import statistics
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+import yaml
+
+from agentsession_api import names
+from agentsession_api.activity import format_activity
+from benchmarks.common import checkout_pythonpath, create_namespace, load_average, start_operator, stop_operator
+from devcluster import errors
+from devcluster.cluster import Cluster, Paths
+
+os.environ["KUBECONFIG"] = str(Paths().kubeconfig)
+
+from kubernetes import client, config, watch
+
+from tests.e2e import manifests
+
+NS_A, NS_BURST, NS_B = "fair-a", "fair-a-burst", "fair-b"  # a burst namespace per round: fair-a-burst-<round>
+GROUP, VERSION, PLURAL = names.GROUP, names.VERSION, names.SESSION_PLURAL
+FLOODED = 20  # tenant A's sessions whose activity annotation is flooded
+BURST = 1000  # tenant A's creates in one burst
+CONDITIONS = ("quiet", "activity", "burst")
+
+
+TIMEOUT = 120.0  # seconds a sample of B waits; one that times out counts as this (a lower bound)
+
+
+def session_to_ready(api: client.CustomObjectsApi, name: str, timeout: float = TIMEOUT) -> float:
+    """Seconds from B's create to its Ready (TIMEOUT if not Ready by then: counted, and said in the table)."""
+    started = time.monotonic()
+    api.create_namespaced_custom_object(GROUP, VERSION, NS_B, PLURAL, manifests.session(name, "pool"))
+    w = watch.Watch()
+    for event in w.stream(
+        api.list_namespaced_custom_object,
+        GROUP,
+        VERSION,
+        NS_B,
+        PLURAL,
+        field_selector=f"metadata.name={name}",
+        timeout_seconds=int(timeout),
+    ):
+        if (event["object"].get("status") or {}).get("phase") == "Ready":
+            w.stop()
+            return time.monotonic() - started
+    return timeout
+
+
+class Flood(threading.Thread):
+    """Patches the activity annotation of A's sessions, round and round, until stopped."""
+
+    def __init__(self, api: client.CustomObjectsApi, sessions: list[str], stop: threading.Event) -> None:
+        super().__init__(daemon=True)
+        self.api, self.sessions, self.stop = api, sessions, stop
+        self.writes = 0
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            for name in self.sessions:
+                if self.stop.is_set():
+                    return
+                body = {
+                    "metadata": {"annotations": {names.ANNOTATION_ACTIVITY: format_activity(dt.datetime.now(dt.UTC))}}
+                }
+                self.api.patch_namespaced_custom_object(GROUP, VERSION, NS_A, PLURAL, name, body)
+                self.writes += 1
+
+
+def burst_namespace(round_: int) -> str:
+    return f"{NS_BURST}-{round_}"
+
+
+def burst(api: client.CustomObjectsApi, round_: int, started: threading.Event) -> Callable[[], None]:
+    """Starts A's 1,000 creates in the background; `started` is set after the first 50. Returns a join."""
+    pool = ThreadPoolExecutor(max_workers=8)
+    count = [0]
+    lock = threading.Lock()
+
+    def create(i: int) -> None:
+        api.create_namespaced_custom_object(
+            GROUP, VERSION, burst_namespace(round_), PLURAL, manifests.session(f"b{round_}-{i}", "nopool")
+        )
+        with lock:
+            count[0] += 1
+            if count[0] >= 50:
+                started.set()
+
+    futures = [pool.submit(create, i) for i in range(BURST)]
+
+    def join() -> None:
+        for future in futures:
+            future.result()
+        pool.shutdown()
+
+    return join
+
+
+def delete_all(api: client.CustomObjectsApi, namespace: str, timeout: float = 300) -> None:
+    """Delete every session of `namespace` (one deletecollection: kubectl deletes one by one) and wait
+    (bounded) until none is left."""
+    try:
+        api.delete_collection_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)
+    except client.ApiException as exc:
+        if exc.status != 504:  # a loaded API server gives up answering; the deletion goes on: waited for below
+            raise
+    deadline = time.monotonic() + timeout
+    while api.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, limit=1)["items"]:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"sessions of {namespace} not deleted within {timeout} s")
+        time.sleep(0.5)
+
+
+def tenant_api(cluster: Cluster, admin: client.Configuration) -> client.CustomObjectsApi:
+    """Tenant A's own client (`--tenant-a-user`): a ServiceAccount allowed to create and patch sessions, so
+    its requests meet the API server's Priority and Fairness as a tenant's do (the admin's are exempt)."""
+    rbac = [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "tenant-a", "namespace": NS_A}},
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": "bench-fair-tenant-a"},
+            "rules": [{"apiGroups": [GROUP], "resources": [PLURAL], "verbs": ["create", "patch", "get", "list"]}],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": "bench-fair-tenant-a"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "bench-fair-tenant-a"},
+            "subjects": [{"kind": "ServiceAccount", "name": "tenant-a", "namespace": NS_A}],
+        },
+    ]
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(rbac))
+    token = cluster.kubectl("create", "token", "tenant-a", "-n", NS_A, "--duration=2h").stdout.strip()
+    tenant = client.Configuration.get_default_copy()
+    tenant.cert_file = tenant.key_file = None
+    tenant.api_key = {"authorization": f"Bearer {token}"}
+    tenant.connection_pool_maxsize = admin.connection_pool_maxsize
+    return client.CustomObjectsApi(client.ApiClient(tenant))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--samples", type=int, default=3, help="tenant B's sessions per condition per round")
+    parser.add_argument("--checkout", help="run this checkout's operator (default: this one's)")
+    parser.add_argument(
+        "--tenant-a-user",
+        action="store_true",
+        help="tenant A writes as a ServiceAccount (the API server's fairness applies) instead of the admin",
+    )
+    args = parser.parse_args()
+    cluster = Cluster(out=io.StringIO())
+    started_cluster = cluster.up()
+    config.load_kube_config()
+    configuration = client.Configuration.get_default_copy()
+    configuration.connection_pool_maxsize = 32
+    api = client.CustomObjectsApi(client.ApiClient(configuration))
+    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "crds/")
+    spaces = (NS_A, NS_B, *(burst_namespace(r) for r in range(args.rounds)))
+    for ns in spaces:
+        create_namespace(cluster, ns)
+    api_a = tenant_api(cluster, configuration) if args.tenant_a_user else api
+    env = dict(os.environ)
+    if args.checkout:
+        env["PYTHONPATH"] = checkout_pythonpath(args.checkout)
+    log = open(cluster.paths.logs / "operator-bench-fairness.log", "wb")  # noqa: SIM115 - the run's lifetime
+    operator = start_operator("--log-level", "WARNING", stdout=log, env=env)
+    try:
+        docs = [manifests.template("pause"), manifests.warm_pool("pool", "pause", 0)]
+        cluster.kubectl("apply", "-n", NS_B, "-f", "-", input=yaml.safe_dump_all(docs))
+        flooded = [f"a-{i}" for i in range(FLOODED)]
+        for name in flooded:
+            api.create_namespaced_custom_object(GROUP, VERSION, NS_A, PLURAL, manifests.session(name, "nopool"))
+        time.sleep(3)  # the operator's initial listing
+        session_to_ready(api, "warmup")
+        results: dict[str, list[float]] = {c: [] for c in CONDITIONS}
+        writes = 0
+        for r in range(args.rounds):
+            order = CONDITIONS[r % 3 :] + CONDITIONS[: r % 3]
+            for condition in order:
+                stop, join = threading.Event(), None
+                floods: list[Flood] = []
+                if condition == "activity":
+                    floods = [Flood(api_a, flooded[i::4], stop) for i in range(4)]
+                    for flood in floods:
+                        flood.start()
+                    time.sleep(1)  # the flood under way
+                elif condition == "burst":
+                    underway = threading.Event()
+                    join = burst(api_a, r, underway)
+                    underway.wait(60)
+                for s in range(args.samples):
+                    results[condition].append(session_to_ready(api, f"{condition}-{r}-{s}"))
+                    print(f"round {r} {condition}: {results[condition][-1]:.3f} s", flush=True)
+                stop.set()
+                for flood in floods:
+                    flood.join(30)
+                    writes += flood.writes
+                if join is not None:
+                    join()  # A's 1,000 stay (waiting on no pool, they cost nothing more) until the end
+                # Settled before the next condition: a session of B Ready again (not counted).
+                session_to_ready(api, f"settle-{condition}-{r}", timeout=600)
+                delete_all(api, NS_B)
+        print_table(results, args, writes)
+    finally:
+        stop_operator(operator)
+        for ns in spaces:
+            cluster.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+        if started_cluster:
+            cluster.down()
+
+
+def print_table(results: dict[str, list[float]], args: argparse.Namespace, writes: int) -> None:
+    quiet = statistics.median(results["quiet"])
+    who = (args.checkout or "this checkout") + (", tenant A as a ServiceAccount" if args.tenant_a_user else "")
+    print(
+        f"Tenant B's session create -> Ready while tenant A churns ({who}; {args.rounds} rounds x"
+        f" {args.samples} sessions, interleaved; load average {load_average():.1f})"
+    )
+    print(f"{'condition':<10} {'median':>9} {'p90':>9} {'ratio':>7}  target")
+    for condition in CONDITIONS:
+        values = sorted(results[condition])
+        median = statistics.median(values)
+        p90 = values[min(len(values) - 1, int(0.9 * len(values)))]
+        target = "" if condition == "quiet" else "ratio <= 1.10"
+        timed_out = sum(1 for v in values if v >= TIMEOUT)
+        note = f"  ({timed_out} of {len(values)} not Ready within {TIMEOUT:.0f} s)" if timed_out else ""
+        row = f"{condition:<10} {1000 * median:>7.0f}ms {1000 * p90:>7.0f}ms {median / quiet:>7.2f}  {target}{note}"
+        print(row)
+    print(f"activity: {writes} annotation writes by tenant A on {FLOODED} sessions; burst: {BURST} creates per round")
+
+
+if __name__ == "__main__":
+    errors.run(main)  # a missing package or failed build: one line, exit 1

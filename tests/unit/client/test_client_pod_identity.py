@@ -1,0 +1,92 @@
+"""Issue 28 item 12: the client checks the pod it reached against what the API says the session's pod is.
+
+Attack: the pod's name is all the client checked, and a pod name is unique only within a namespace: a pod
+of another namespace named like the session's (through the router, which picks its target from headers, or
+at an IP the session's pod had before it was replaced) answered the probe as the session's pod, and got
+the session's commands and files. A pod IP is unique in the cluster: the client now also checks that the
+pod's own addresses hold the IP the session's status names (status.podIPs, which the operator copies from
+the API), and refuses with both sides named.
+"""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from langchain_k8s_client import WrongPod, commands
+from langchain_k8s_client.endpoints import EndpointResolver
+from langchain_k8s_client.sessions import SessionView
+from langchain_k8s_client.transport import PodEndpoint
+from tests.unit.client.fakes import BASE, FakeRuntime, wrapped
+
+SESSION_POD, SESSION_IP = "s-7f3k2", "10.244.1.17"
+
+
+def _view(pod_ips: list[str]) -> SessionView:
+    body = {
+        "metadata": {"name": "s", "namespace": "team-a", "uid": "u"},
+        "status": {"phase": "Ready", "podName": SESSION_POD, "podIPs": pod_ips, "sandboxName": "s"},
+    }
+    return SessionView.of(body)
+
+
+def test_a_namesake_pod_at_another_address_is_refused_before_any_command() -> None:
+    impostor = FakeRuntime(hostname=SESSION_POD, addresses="v4=10.244.2.9/32 127.0.0.0/8 127.0.0.1/32")
+    endpoint = EndpointResolver(None, "team-a").resolve(_view([SESSION_IP]))
+    transport = impostor.transport(
+        endpoint=PodEndpoint(BASE, expected_hostname=endpoint.expected_hostname, expected_ips=endpoint.expected_ips)
+    )
+    with pytest.raises(WrongPod) as info:
+        transport.execute("cat ~/.secrets", timeout=5, max_output=100)
+    message = str(info.value)
+    assert SESSION_POD in message and SESSION_IP in message and "10.244.2.9" in message, message
+    assert impostor.argvs() == []  # the command never left
+
+
+def test_the_endpoint_expects_the_ips_the_status_names_in_every_mode() -> None:
+    endpoint = EndpointResolver(None, "team-a").resolve(_view([SESSION_IP, "fd00::17"]))
+    assert endpoint.expected_hostname == SESSION_POD
+    assert endpoint.expected_ips == (SESSION_IP, "fd00::17")
+
+
+@pytest.mark.parametrize(
+    "addresses",
+    [
+        f"v4={SESSION_IP}/32 127.0.0.0/8 127.0.0.1/32",
+        "v4=127.0.0.0/8 127.0.0.1/32\nv6=fd000000000000000000000000000017 00000000000000000000000000000001",
+    ],
+    ids=["v4", "v6"],
+)
+def test_the_sessions_pod_is_accepted(addresses: str) -> None:
+    pod = FakeRuntime(hostname=SESSION_POD, addresses=addresses, answers=[wrapped(b"ok\n")])
+    ips = (SESSION_IP, "fd00::17") if "v6=" in addresses else (SESSION_IP,)
+    transport = pod.transport(endpoint=PodEndpoint(BASE, expected_hostname=SESSION_POD, expected_ips=ips))
+    assert transport.execute("echo ok", timeout=5, max_output=100).output == "ok\n"
+
+
+def test_a_pod_on_a_shared_loopback_range_is_accepted() -> None:
+    """The kwok node's pods are processes on 127.x addresses in the host's network: 127.0.0.0/8 is local."""
+    pod = FakeRuntime(hostname=SESSION_POD, addresses="v4=127.0.0.0/8 127.0.0.1/32", answers=[wrapped()])
+    transport = pod.transport(endpoint=PodEndpoint(BASE, expected_hostname=SESSION_POD, expected_ips=("127.5.0.7",)))
+    assert transport.execute("true", timeout=5, max_output=10).exit_code == 0
+
+
+def test_the_probe_reports_the_addresses_of_the_network_it_runs_in() -> None:
+    """The probe script itself, run here: this machine's own addresses, as a pod's are in its namespace."""
+    out = subprocess.run(["sh", "-c", commands.build_probe()], capture_output=True, text=True, cwd="/tmp", check=True)
+    info = commands.parse_probe(out.stdout)
+    assert info.holds("127.0.0.1"), info.addresses
+    assert not info.holds("203.0.113.7"), info.addresses
+
+
+def test_a_pod_showing_no_address_of_the_family_is_judged_by_its_name() -> None:
+    """gVisor's kernel lists no IPv4 addresses (no /proc/net/fib_trie), only if_inet6's."""
+    pod = FakeRuntime(hostname=SESSION_POD, addresses="v4=\nv6=00000000000000000000000000000001", answers=[wrapped()])
+    transport = pod.transport(endpoint=PodEndpoint(BASE, expected_hostname=SESSION_POD, expected_ips=(SESSION_IP,)))
+    assert transport.execute("true", timeout=5, max_output=10).exit_code == 0
+    impostor = FakeRuntime(hostname="another-pod", addresses="v4=\nv6=00000000000000000000000000000001")
+    with pytest.raises(WrongPod):
+        impostor.transport(
+            endpoint=PodEndpoint(BASE, expected_hostname=SESSION_POD, expected_ips=(SESSION_IP,))
+        ).execute("true", timeout=5, max_output=10)

@@ -1,0 +1,178 @@
+"""Issue 28 item 11: one tenant's churn is not everyone's latency (kube/fairness.py, its use in the reconciler,
+and a waiting fork's backoff). The speed claim itself is benchmarks/bench_fairness.py; these hold the rules."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from fake_kube import FakeKube, store
+
+from agentsession_api import names
+from agentsession_api.activity import format_activity
+from agentsession_operator.decisions import decide
+from agentsession_operator.decisions.actions import ScheduleCheck
+from agentsession_operator.kube import fairness
+from agentsession_operator.kube.fairness import FairSlots, only_activity_changed
+from agentsession_operator.kube.reconciler import Reconciler
+from agentsession_operator.kube.session_pass import FORK_WAIT_CAP
+
+Make = Callable[..., dict[str, Any]]
+
+
+# ---- the slots: a namespace's backlog waits its turns, another namespace waits for one -----------
+async def test_a_namespace_with_a_backlog_waits_its_turn_behind_one_with_a_single_pass() -> None:
+    slots = FairSlots(limit=2)
+    order: list[str] = []
+    gate = asyncio.Event()
+
+    async def work(namespace: str, name: str) -> None:
+        async with slots.slot(namespace):
+            order.append(name)
+            await gate.wait()
+
+    busy = [asyncio.create_task(work("a", f"a{i}")) for i in range(2)]  # both slots taken by tenant A
+    await asyncio.sleep(0)
+    backlog = [asyncio.create_task(work("a", f"a{i}")) for i in range(2, 50)]
+    await asyncio.sleep(0)
+    other = asyncio.create_task(work("b", "b0"))  # tenant B arrives behind 48 of A's passes
+    await asyncio.sleep(0)
+    assert slots.waiting() == 49
+    gate.set()
+    await asyncio.gather(*busy, *backlog, other)
+    assert order.index("b0") <= 3, order  # one turn: after at most one of A's waiting passes
+    assert [n for n in order if n.startswith("a")] == [f"a{i}" for i in range(50)]  # A's in arrival order
+    assert slots.busy == 0 and slots.waiting() == 0
+
+
+async def test_a_cancelled_waiter_gives_its_turn_away() -> None:
+    slots = FairSlots(limit=1)
+    gate = asyncio.Event()
+    ran: list[str] = []
+
+    async def work(namespace: str) -> None:
+        async with slots.slot(namespace):
+            ran.append(namespace)
+            await gate.wait()
+
+    first = asyncio.create_task(work("a"))
+    await asyncio.sleep(0)
+    cancelled, after = asyncio.create_task(work("b")), asyncio.create_task(work("c"))
+    await asyncio.sleep(0)
+    cancelled.cancel()
+    gate.set()
+    await asyncio.gather(first, after)
+    assert ran == ["a", "c"] and slots.busy == 0
+
+
+# ---- which events are activity reports alone ------------------------------------------------------
+def _session(report: str | None, rv: str = "1", **status: Any) -> dict[str, Any]:
+    annotations = {names.ANNOTATION_ACTIVITY: report} if report else {}
+    meta = {"name": "s", "namespace": "a", "uid": "u", "resourceVersion": rv, "annotations": annotations}
+    return {"metadata": meta, "spec": {"ttl": "1h"}, "status": dict(status)}
+
+
+def test_only_a_changed_activity_annotation_is_an_activity_report() -> None:
+    before = _session("2026-01-01T00:00:00Z busy=0")
+    assert only_activity_changed(before, _session("2026-01-01T00:00:01Z busy=0", rv="2"))
+    assert only_activity_changed(_session(None), _session("2026-01-01T00:00:01Z busy=0", rv="2"))
+    assert not only_activity_changed(before, _session("2026-01-01T00:00:00Z busy=0", rv="2"))  # the same
+    assert not only_activity_changed(before, _session("x", rv="2", phase="Ready"))  # and the status
+    changed_spec = _session("2026-01-01T00:00:01Z busy=0", rv="2")
+    changed_spec["spec"]["ttl"] = "2h"
+    assert not only_activity_changed(before, changed_spec)
+    assert not only_activity_changed(None, before)
+
+
+# ---- the reconciler paces a session's activity reports, and loses none -----------------------------
+@pytest.fixture
+def kube() -> FakeKube:
+    return FakeKube()
+
+
+@pytest.fixture
+async def reconciler(kube: FakeKube) -> Any:
+    rec = Reconciler(kube)  # type: ignore[arg-type]
+    rec.cache.loaded = True
+    yield rec
+    await rec.scheduler.stop()
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _report(kube: FakeKube, rec: Reconciler, key: tuple[str, str], n: int) -> None:
+    """The client's annotation write, and its watch event into the cache."""
+    body = kube.sessions[key]
+    meta = body["metadata"]
+    meta.setdefault("annotations", {})[names.ANNOTATION_ACTIVITY] = format_activity(
+        dt.datetime.now(dt.UTC) + dt.timedelta(milliseconds=n)
+    )
+    meta["resourceVersion"] = str(int(meta.get("resourceVersion") or 1) + 1)
+    rec.remember_session(key, body)
+
+
+async def test_an_activity_flood_costs_one_pass_per_interval_and_the_newest_report_wins(
+    kube: FakeKube, reconciler: Reconciler, make_session: Make, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(fairness, "ACTIVITY_INTERVAL", 0.3)
+    monkeypatch.setattr("agentsession_operator.kube.reconciler.ACTIVITY_INTERVAL", 0.3)
+    key = store(kube, make_session(spec={"idleTimeout": "10m"}, created=_now()))
+    await reconciler.reconcile(key, cause="created")
+    reconciler.scheduler.start()
+    writes = len(kube.writes)
+    for n in range(100):  # a flood: 100 reports, each with its watch event
+        _report(kube, reconciler, key, n)
+        await reconciler.reconcile(key, cause="session MODIFIED")
+    newest = kube.sessions[key]["metadata"]["annotations"][names.ANNOTATION_ACTIVITY]
+    deadline = time.monotonic() + 5
+    while kube.sessions[key].get("status", {}).get("lastActivityReport") != newest:
+        assert time.monotonic() < deadline, "the newest report was never counted"
+        await asyncio.sleep(0.05)
+    status_writes = [w for w in kube.writes[writes:] if w[0] == "status"]
+    assert 1 <= len(status_writes) <= 2, kube.writes[writes:]  # the first report at once, the newest paced
+
+
+async def test_a_paced_report_never_pushes_back_an_earlier_deadline(
+    kube: FakeKube, reconciler: Reconciler, make_session: Make
+) -> None:
+    key = store(kube, make_session(spec={"idleTimeout": "10m"}, created=_now()))
+    await reconciler.reconcile(key, cause="created")
+    _report(kube, reconciler, key, 1)
+    await reconciler.reconcile(key, cause="session MODIFIED")  # the first report: a pass now
+    soon = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=1)
+    reconciler.scheduler.schedule(key, soon)  # say, an idle deadline (its pass reads the session first)
+    _report(kube, reconciler, key, 2)
+    await reconciler.reconcile(key, cause="session MODIFIED")  # paced: deferred, never past `soon`
+    assert reconciler.scheduler.due(key) == soon
+
+
+# ---- a waiting fork backs off, and its source's change wakes it at once -----------------------------
+async def test_a_fork_waiting_on_its_source_looks_again_less_and_less_often(
+    kube: FakeKube, reconciler: Reconciler, make_session: Make
+) -> None:
+    key = ("ns", "fork")
+    delays = []
+    for _ in range(6):
+        now = dt.datetime.now(dt.UTC)
+        reconciler.session_pass.schedule(key, ScheduleCheck(now + decide.FORK_RETRY, decide.FORK_WAITING))
+        due = reconciler.scheduler.due(key)
+        assert due is not None
+        delays.append(round((due - now).total_seconds()))
+    assert delays == [2, 4, 8, 16, 16, 16] and FORK_WAIT_CAP == 16
+    reconciler.wake_forks("ns", "source")  # no fork of "source" in the cache: nothing woken, nothing reset
+    assert reconciler.session_pass.fork_waits[key] == 6
+    source = store(kube, make_session(name="source"))
+    fork = make_session(name="fork", spec={"forkFrom": {"name": "source"}})
+    reconciler.remember_session(key, fork)
+    reconciler.wake_forks(*source)
+    assert key not in reconciler.session_pass.fork_waits  # the next wait starts at 2 s again
+    now = dt.datetime.now(dt.UTC)
+    recheck = ScheduleCheck(now + decide.FORK_RECHECK, decide.FORK_WAITING)  # a fork that cannot be made
+    reconciler.session_pass.schedule(key, recheck)
+    assert reconciler.scheduler.due(key) == recheck.at

@@ -1,0 +1,82 @@
+"""Issue 28 item 3: the sandbox router is a bypass, so what config/ and the chart ship admits no router.
+
+Attack: upstream's router picks its target from the caller's X-Sandbox-* headers and, by default
+(`--authz-mode=allow-all`), forwards for everyone. With every session's NetworkPolicy admitting the router's
+pods, any pod that reaches the router reaches every sandbox. These tests read the operator's arguments from
+the shipped Deployment and the chart's default values, build the NetworkPolicy that operator writes, and
+look for a peer that is not the session's own namespace's clients.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from structlog.testing import capture_logs
+
+from agentsession_operator import cli
+from agentsession_operator.decisions import network
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def _operator_args() -> list[str]:
+    docs = [d for d in yaml.safe_load_all((ROOT / "config/manager/deployment.yaml").read_text()) if d]
+    (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
+    (container,) = [c for c in deployment["spec"]["template"]["spec"]["containers"] if c["name"] == "operator"]
+    return [str(a) for a in container.get("args") or []]
+
+
+def _peers(settings: network.NetworkSettings) -> list[dict[str, Any]]:
+    session = {"metadata": {"name": "s", "namespace": "team-a", "uid": "u-1"}}
+    claim = {"metadata": {"name": "c", "namespace": "team-a", "uid": "claim-uid"}}
+    policy = network.desired_network_policy(session, claim, network.NO_EGRESS, settings)
+    return [peer for rule in policy["spec"]["ingress"] for peer in rule["from"]]
+
+
+def _foreign(peers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Peers outside the session's own namespace (a namespaceSelector) or beyond its clients."""
+    own = {"podSelector": {"matchLabels": {"agentsession.dev/sandbox-client": "true"}}}
+    return [p for p in peers if p != own]
+
+
+def test_the_shipped_operator_admits_no_router_to_any_sandbox() -> None:
+    settings = cli.network_settings(cli.parse_args(_operator_args()))
+    assert settings.router is None
+    assert _foreign(_peers(settings)) == []
+
+
+def test_the_charts_default_values_admit_no_router() -> None:
+    values = yaml.safe_load((ROOT / "charts/agentsession/values.yaml").read_text())
+    assert not values.get("sandboxRouter"), values.get("sandboxRouter")
+
+
+def test_a_configured_router_is_admitted_by_its_namespace_and_labels_only() -> None:
+    settings = cli.network_settings(cli.parse_args(["--sandbox-router=gateway-system/app=my-router"]))
+    assert _foreign(_peers(settings)) == [
+        {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "gateway-system"}},
+            "podSelector": {"matchLabels": {"app": "my-router"}},
+        }
+    ]
+
+
+@pytest.mark.parametrize("text", ["agent-sandbox-system", "agent-sandbox-system/", "/app=router", "ns/app"])
+def test_a_router_without_namespace_or_labels_is_refused(text: str) -> None:
+    with pytest.raises(ValueError, match="NAMESPACE/key=value"):
+        network.parse_router(text)
+
+
+def test_a_configured_router_is_a_loud_warning_unless_it_is_said_to_authorize() -> None:
+    with capture_logs() as logs:
+        cli.warn_about_router(cli.parse_args(["--sandbox-router=agent-sandbox-system/app=sandbox-router"]))
+    (warning,) = [e for e in logs if e["log_level"] == "warning"]
+    assert "every sandbox" in warning["event"] and "--authz-mode=scoped-token" in warning["fix"]
+    with capture_logs() as logs:
+        cli.warn_about_router(
+            cli.parse_args(["--sandbox-router=agent-sandbox-system/app=sandbox-router", "--sandbox-router-authorizes"])
+        )
+        cli.warn_about_router(cli.parse_args([]))
+    assert not [e for e in logs if e["log_level"] == "warning"]
