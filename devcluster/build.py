@@ -69,7 +69,12 @@ KUBERNETES_NODE = Component("kubernetes-node", versions.KUBERNETES, ("kubelet", 
 CONTAINERD = Component("containerd", versions.CONTAINERD, ("containerd", "ctr", "containerd-shim-runc-v2"))
 CNI_PLUGINS = Component("cni-plugins", versions.CNI_PLUGINS, ("ptp", "host-local", "loopback", "portmap"))
 KUBE_ROUTER = Component("kube-router", versions.KUBE_ROUTER, ("kube-router",))
-GVISOR = Component("gvisor", versions.GVISOR, ("runsc", "containerd-shim-runsc-v1"))
+# "+restore<N>": the shim carries devcluster's restore extension (devcluster/gvisor); bump N when it changes,
+# so every machine's cache builds it again.
+GVISOR_EXTENSION = "restore1"
+GVISOR = Component("gvisor", f"{versions.GVISOR}+{GVISOR_EXTENSION}", ("runsc", "containerd-shim-runsc-v1"))
+GVISOR_SOURCES = Path(__file__).parent / "gvisor"
+"""Go packages devcluster adds to gVisor's tools module: the restore extension and the shim that links it."""
 NODE_COMPONENTS = (KUBERNETES_NODE, CONTAINERD, CNI_PLUGINS, KUBE_ROUTER, GVISOR)
 
 # kube-router v2.1.0 pins dependencies with published advisories; its tools module raises them to fixed
@@ -256,8 +261,9 @@ def _build_gvisor(log: Path) -> None:
 
     A tools module, not `go install ...@version` (`go build pkg@version` is refused): one module builds
     both binaries against one resolved dependency graph, and its replace directive points at a copy of
-    the pinned module with GVISOR_PATCH applied. The shim's package is gvisor.dev/gvisor/shim;
-    containerd looks for the binary as containerd-shim-runsc-v1.
+    the pinned module with GVISOR_PATCH applied. The shim is gVisor's own (gvisor.dev/gvisor/shim) linked
+    with devcluster's restore extension (devcluster/gvisor/); containerd looks for the binary as
+    containerd-shim-runsc-v1.
     """
     src = _tools_module(
         GVISOR,
@@ -277,9 +283,13 @@ def _build_gvisor(log: Path) -> None:
     (copy / name).write_text(text.replace(before, after))
     # What `runsc --version` prints (else VERSION_MISSING): the pinned pseudo-version.
     ldflags = f"-s -w -X gvisor.dev/gvisor/runsc/version.version={versions.GVISOR}"
-    for binary, package in (("runsc", "runsc"), ("containerd-shim-runsc-v1", "shim")):
+    for package in ("restoreext", "shim"):
+        shutil.rmtree(src / package, ignore_errors=True)
+        shutil.copytree(GVISOR_SOURCES / package, src / package)
+    tools = "agentsession.dev/devcluster/gvisor-tools"
+    for binary, package in (("runsc", "gvisor.dev/gvisor/runsc"), ("containerd-shim-runsc-v1", f"{tools}/shim")):
         out = str(GVISOR.path(binary))
-        _run(["go", "build", "-trimpath", "-ldflags", ldflags, "-o", out, f"gvisor.dev/gvisor/{package}"], src, log)
+        _run(["go", "build", "-trimpath", "-ldflags", ldflags, "-o", out, package], src, log)
 
 
 def _build_etcd(log: Path) -> None:

@@ -33,6 +33,13 @@ def is_terminal(phase: str | None) -> bool:
 class IdleAction(StrEnum):
     DELETE = "Delete"
     SUSPEND = "Suspend"
+    HIBERNATE = "Hibernate"
+    """Suspend keeping the sandbox's memory (a gVisor checkpoint, issue 33). Until the operator can take
+    checkpoints it suspends exactly as Suspend, and condition Hibernated (False, HibernateUnavailable) says why."""
+
+
+SUSPENDING_IDLE_ACTIONS: Final = frozenset({IdleAction.SUSPEND, IdleAction.HIBERNATE})
+"""Idle actions that stop the pod and keep the session (its volumes; activity resumes it)."""
 
 
 COND_READY: Final = "Ready"
@@ -40,6 +47,8 @@ COND_CLAIM_CREATED: Final = "ClaimCreated"
 COND_POLICY_COMPLIANT: Final = "PolicyCompliant"
 COND_EXPIRED: Final = "Expired"
 COND_FAILED: Final = "Failed"
+COND_HIBERNATED: Final = "Hibernated"
+"""Only while idleAction Hibernate is in force: whether an idle suspend keeps the sandbox's memory."""
 COND_NETWORK_ISOLATED: Final = "NetworkIsolated"
 """True once the session's own NetworkPolicy (ingress from its namespace's clients only, egress from the
 policies) is in place for its sandbox."""
@@ -53,6 +62,11 @@ REASON_CLAIM_CONFLICT: Final = "ClaimConflict"
 REASON_CLAIM_PENDING: Final = "ClaimPending"
 REASON_SUSPEND_REQUESTED: Final = "SuspendRequested"
 REASON_DELETING: Final = "Deleting"
+REASON_HIBERNATE_UNAVAILABLE: Final = "HibernateUnavailable"
+HIBERNATE_UNAVAILABLE_MESSAGE: Final = (
+    "idleAction Hibernate suspends as Suspend (the workspace volume kept, processes not): this operator "
+    "cannot checkpoint sandboxes yet (no node agent; issue 33)"
+)
 
 # Forks (spec.forkFrom): why a fork has no claim yet. Waiting reasons keep it Pending; the others are
 # Failed (not sticky: fixing the source or the storage class lets the next pass go on).

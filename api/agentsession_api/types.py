@@ -333,8 +333,10 @@ class AgentSessionSpec(_Spec):
         None,
         alias="idleAction",
         description=(
-            "What happens at the idle timeout: Delete (end the session, phase Expired) or Suspend (stop the "
-            "Pod, keep volumes; activity resumes it). Delete when neither the session nor a policy sets it."
+            "What happens at the idle timeout: Delete (end the session, phase Expired), Suspend (stop the "
+            "Pod, keep volumes; activity resumes it) or Hibernate (Suspend keeping the sandbox's memory; "
+            "until the operator can checkpoint it suspends as Suspend, and condition Hibernated says so). "
+            "Delete when neither the session nor a policy sets it."
         ),
     )
     env: list[EnvVar] | None = Field(

@@ -146,7 +146,7 @@ export class AgentSessionSandbox extends BaseSandbox {
   /** Create the AgentSession `name` or attach to it (SessionConflict when its spec contradicts `options`). */
   static async create(name: string, options: AgentSessionSandboxOptions = {}): Promise<AgentSessionSandbox> {
     if (options.idleAction !== undefined && !Object.values(IdleAction).includes(options.idleAction)) {
-      throw new RangeError(`idleAction must be 'Delete' or 'Suspend', got '${options.idleAction}'`);
+      throw new RangeError(`idleAction must be one of ${Object.values(IdleAction).join(", ")}, got '${options.idleAction}'`);
     }
     if (options.maxOutputSize !== undefined && !(options.maxOutputSize >= 1)) throw new RangeError("maxOutputSize must be positive");
     if (options.commandTimeout !== undefined) checkTimeout(options.commandTimeout);

@@ -26,7 +26,7 @@ export interface SessionSpecOptions {
   warmPool?: string;
   ttl?: string;
   idleTimeout?: string;
-  idleAction?: "Delete" | "Suspend";
+  idleAction?: "Delete" | "Suspend" | "Hibernate";
   env?: Record<string, string>;
   labels?: Record<string, string>;
   podLabels?: Record<string, string>;

@@ -76,7 +76,7 @@ class AgentSessionSandbox(PodSandbox):
         **options: Any,
     ) -> None:
         if idle_action is not None and idle_action not in tuple(IdleAction):
-            raise ValueError(f"idle_action must be 'Delete' or 'Suspend', got {idle_action!r}")
+            raise ValueError(f"idle_action must be one of {', '.join(map(str, IdleAction))}, got {idle_action!r}")
         spec = SessionSpec(
             warm_pool=warm_pool,
             ttl=normalize(ttl),

@@ -50,6 +50,12 @@ class NodeDirs:
         return self.root / "runsc-logs"
 
     @property
+    def checkpoints(self) -> Path:
+        """gVisor checkpoint images, one directory per namespace (the shim's restore extension reads only
+        <namespace>/<name> of the pod's own namespace; the node agent writes them)."""
+        return self.root / "checkpoints"
+
+    @property
     def cni_conf(self) -> Path:
         return self.root / "cni" / "net.d"
 
@@ -69,6 +75,10 @@ class NodeDirs:
 RUNSC_HANDLER = "runsc"
 """containerd's name for the gVisor runtime: the RuntimeClass `gvisor` (GVISOR_RUNTIME_CLASS) points at it."""
 GVISOR_RUNTIME_CLASS = "gvisor"
+RESTORE_ANNOTATION = "agentsession.dev/restore-from"
+"""The pod annotation naming the checkpoint a gVisor pod restores from (RestoreAnnotation in restoreext)."""
+CHECKPOINT_ROOT_ENV = "AGENTSESSION_CHECKPOINT_ROOT"
+"""containerd's (so the shim's) environment variable naming NodeDirs.checkpoints (RootEnv in restoreext)."""
 # systrap, not kvm: see runsc_config.
 GVISOR_PLATFORM = "systrap"
 
@@ -126,6 +136,9 @@ state = "{c / "state"}"
         SystemdCgroup = false
     [{cri_runtime}.containerd.runtimes.{RUNSC_HANDLER}]
       runtime_type = "io.containerd.runsc.v1"
+      # The one pod annotation the shim sees: the checkpoint a hibernated session's pod restores from
+      # (devcluster/gvisor/restoreext).
+      pod_annotations = ["{RESTORE_ANNOTATION}"]
       # The shim finds runsc, its root and the sandbox's flags in this file (runsc_config).
       [{cri_runtime}.containerd.runtimes.{RUNSC_HANDLER}.options]
         TypeUrl = "io.containerd.runsc.v1.options"
@@ -154,6 +167,9 @@ log_level = "info"
   platform = "{GVISOR_PLATFORM}"
   network = "sandbox"
   debug-log = "{dirs.runsc_logs}/%ID%/"
+  # A restored pod is a new pod: its cgroup parent names the new pod's UID, so the checkpoint's annotations
+  # never match exactly; "warning" still compares the specs and logs every difference, and restores.
+  restore-spec-validation = "warning"
 """
 
 

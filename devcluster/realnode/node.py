@@ -117,7 +117,8 @@ class RealNode:
             registry.write_containerd_hosts(self.dirs.registry_hosts, NODE_REGISTRY)
         # containerd finds each runtime's shim on its PATH (containerd-shim-runc-v2, containerd-shim-runsc-v1).
         path = f"{build.CONTAINERD.bin_dir}:{build.GVISOR.bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}"
-        env = dict(os.environ, PATH=path)
+        self.dirs.checkpoints.mkdir(mode=0o700, parents=True, exist_ok=True)
+        env = dict(os.environ, PATH=path, **{configs.CHECKPOINT_ROOT_ENV: str(self.dirs.checkpoints)})
         pid = self._start_inside("containerd", [str(build.CONTAINERD.path("containerd")), f"--config={config}"], env)
         self.cluster.wait("containerd", self.dirs.containerd_socket.exists, 60, "containerd", pid)
 

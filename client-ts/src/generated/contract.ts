@@ -20,7 +20,7 @@ export const LABEL_SESSION = "agentsession.dev/session";
 export const LABEL_SESSION_UID = "agentsession.dev/session-uid";
 export const LABEL_SANDBOX_CLIENT = "agentsession.dev/sandbox-client";
 export const ANNOTATION_SCHEMA_REVISION = "agentsession.dev/schema-revision";
-export const SCHEMA_REVISION = 1;
+export const SCHEMA_REVISION = 2;
 export const ANNOTATION_ACTIVITY = "agentsession.dev/activity";
 export const ANNOTATION_VOLUME_COPY = "agentsession.dev/volume-copy";
 export const VOLUME_COPY_CLONE = "Clone";
@@ -37,13 +37,15 @@ export const MAX_LINEAGE_LABELS = 64;
 export const Phase = { PENDING: "Pending", PROVISIONING: "Provisioning", READY: "Ready", SUSPENDED: "Suspended", EXPIRED: "Expired", FAILED: "Failed", TERMINATING: "Terminating" } as const;
 export type Phase = (typeof Phase)[keyof typeof Phase];
 export const TERMINAL_PHASES = ["Expired", "Failed"] as const;
-export const IdleAction = { DELETE: "Delete", SUSPEND: "Suspend" } as const;
+export const IdleAction = { DELETE: "Delete", SUSPEND: "Suspend", HIBERNATE: "Hibernate" } as const;
 export type IdleAction = (typeof IdleAction)[keyof typeof IdleAction];
+export const SUSPENDING_IDLE_ACTIONS = ["Hibernate", "Suspend"] as const;
 export const COND_READY = "Ready";
 export const COND_CLAIM_CREATED = "ClaimCreated";
 export const COND_POLICY_COMPLIANT = "PolicyCompliant";
 export const COND_EXPIRED = "Expired";
 export const COND_FAILED = "Failed";
+export const COND_HIBERNATED = "Hibernated";
 export const COND_NETWORK_ISOLATED = "NetworkIsolated";
 export const REASON_TTL_EXPIRED = "TTLExpired";
 export const REASON_IDLE_TIMEOUT = "IdleTimeout";
@@ -54,6 +56,8 @@ export const REASON_CLAIM_CONFLICT = "ClaimConflict";
 export const REASON_CLAIM_PENDING = "ClaimPending";
 export const REASON_SUSPEND_REQUESTED = "SuspendRequested";
 export const REASON_DELETING = "Deleting";
+export const REASON_HIBERNATE_UNAVAILABLE = "HibernateUnavailable";
+export const HIBERNATE_UNAVAILABLE_MESSAGE = "idleAction Hibernate suspends as Suspend (the workspace volume kept, processes not): this operator cannot checkpoint sandboxes yet (no node agent; issue 33)";
 export const REASON_SOURCE_NOT_FOUND = "SourceNotFound";
 export const REASON_SOURCE_NOT_READY = "SourceNotReady";
 export const REASON_SOURCE_FINISHED = "SourceFinished";
@@ -131,7 +135,7 @@ export interface AgentSessionSpec {
   ttl?: string | null;
   /** How long the sandbox may go without client activity (annotation agentsession.dev/activity) before spec.idleAction applies. A Go-style duration such as 30m, 2h or 1h30m (units h, m, s, ms, us, ns). */
   idleTimeout?: string | null;
-  /** What happens at the idle timeout: Delete (end the session, phase Expired) or Suspend (stop the Pod, keep volumes; activity resumes it). Delete when neither the session nor a policy sets it. */
+  /** What happens at the idle timeout: Delete (end the session, phase Expired), Suspend (stop the Pod, keep volumes; activity resumes it) or Hibernate (Suspend keeping the sandbox's memory; until the operator can checkpoint it suspends as Suspend, and condition Hibernated says so). Delete when neither the session nor a policy sets it. */
   idleAction?: IdleAction | null;
   /** Environment variables for the sandbox (forces a cold start). Names are unique. Immutable. */
   env?: Array<EnvVar> | null;

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from agentsession_api.phases import Phase
+from agentsession_api.phases import IdleAction, Phase
 
 EXAMPLES = """\
 examples:
@@ -83,7 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--warm-pool", help="the SandboxWarmPool to take a pod from")
     p.add_argument("--ttl", help="lifetime, e.g. 2h")
     p.add_argument("--idle-timeout", help="idle time before the idle action, e.g. 15m")
-    p.add_argument("--idle-action", choices=["Delete", "Suspend"])
+    p.add_argument("--idle-action", choices=[str(action) for action in IdleAction])
     p.add_argument("--env", type=_key_value, action="append", default=[], metavar="KEY=VALUE")
     p.add_argument(
         "--label",

@@ -14,7 +14,6 @@ from typing import Any
 
 from agentsession_api import phases
 from agentsession_api.activity import parse_activity
-from agentsession_api.phases import IdleAction
 from agentsession_api.timestamps import format_time, parse_time, utc
 from agentsession_api.views import SessionStatus, spec_of, status_of
 from agentsession_operator import constants
@@ -148,7 +147,8 @@ def desired_operating_mode(
     now: datetime,
     current_mode: str = constants.OPERATING_MODE_RUNNING,
 ) -> str:
-    """``Suspended`` when the user asked for it or the idle timeout passed with idleAction Suspend.
+    """``Suspended`` when the user asked for it or the idle timeout passed with idleAction Suspend (or
+    Hibernate, which suspends the same way until the operator can checkpoint).
 
     ``current_mode`` is the Sandbox's operatingMode now. Idleness suspends a Ready session, and keeps a
     suspended one suspended; it never undoes a resume under way (the Sandbox Running again, its new Pod
@@ -157,7 +157,7 @@ def desired_operating_mode(
     """
     if spec_of(session).get("suspend"):
         return constants.OPERATING_MODE_SUSPENDED
-    if resolved.idle_action != IdleAction.SUSPEND:
+    if resolved.idle_action not in phases.SUSPENDING_IDLE_ACTIONS:
         return constants.OPERATING_MODE_RUNNING
     # A session still provisioning has had no chance to be used: suspending it mid-start only delays it.
     phase = (status or {}).get("phase")

@@ -167,7 +167,7 @@ def _claim_verdict(session: Mapping[str, Any], seen: Observed, warm_pool_exists:
     if seen.suspended or reason == SUSPENDED_REASON:
         if (session.get("spec") or {}).get("suspend"):
             return Verdict(Phase.SUSPENDED, phases.REASON_SUSPEND_REQUESTED, "suspended by spec.suspend")
-        if resolved.idle_action == IdleAction.SUSPEND:
+        if resolved.idle_action in phases.SUSPENDING_IDLE_ACTIONS:
             return Verdict(
                 Phase.SUSPENDED,
                 phases.REASON_IDLE_TIMEOUT,
@@ -348,6 +348,7 @@ def compute_status(
         )
 
     conditions = _conditions(current.get("conditions"), verdict, seen, claim, now, generation, violations)
+    conditions = _hibernate_condition(conditions, resolved, now, generation)
     terminal = verdict.phase in (Phase.EXPIRED, Phase.TERMINATING)
     ready_at = current.get("readyAt") or (format_time(now) if verdict.phase == Phase.READY else None)
     expiry = lifecycle.expires_at(session, resolved)
@@ -417,6 +418,23 @@ def _conditions(
         generation,
     )
     return _policy_condition(conditions, now, generation, violations)
+
+
+def _hibernate_condition(
+    conditions: list[dict[str, Any]], resolved: Resolved, now: datetime, generation: int | None
+) -> list[dict[str, Any]]:
+    """Hibernated, only while idleAction Hibernate is in force: False with why (it falls back to Suspend)."""
+    if resolved.idle_action != IdleAction.HIBERNATE:
+        return [c for c in conditions if c.get("type") != phases.COND_HIBERNATED]
+    return set_condition(
+        conditions,
+        phases.COND_HIBERNATED,
+        False,
+        phases.REASON_HIBERNATE_UNAVAILABLE,
+        phases.HIBERNATE_UNAVAILABLE_MESSAGE,
+        now,
+        generation,
+    )
 
 
 def _policy_condition(

@@ -172,7 +172,7 @@ def test_session_spec_fields() -> None:
     }
     assert spec.get("required") is None or "warmPoolRef" not in spec["required"]
     assert spec["default"] == {}
-    assert props["idleAction"]["enum"] == ["Delete", "Suspend"]
+    assert props["idleAction"]["enum"] == ["Delete", "Suspend", "Hibernate"]
     assert "default" not in props["idleAction"]  # a policy default must still be able to apply
     assert props["suspend"]["default"] is False
     env = props["env"]

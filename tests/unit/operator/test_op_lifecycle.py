@@ -110,6 +110,14 @@ def test_desired_operating_mode(make_session: Make) -> None:
     assert desired_operating_mode(make_session(), {}, suspend, T0) == "Running"
 
 
+def test_hibernate_suspends_at_the_idle_timeout_as_suspend(make_session: Make) -> None:
+    status = {"phase": "Ready", "lastActivityTime": "2025-01-01T11:00:00Z"}
+    hibernate = Resolved(warm_pool="p", idle_timeout=timedelta(minutes=15), idle_action="Hibernate")
+    assert desired_operating_mode(make_session(), status, hibernate, T0) == "Suspended"
+    fresh = {"phase": "Ready", "lastActivityTime": "2025-01-01T11:50:00Z"}
+    assert desired_operating_mode(make_session(), fresh, hibernate, T0) == "Running"
+
+
 def test_a_resume_under_way_is_never_undone_for_idleness(make_session: Make) -> None:
     # Seen on the real node: the woken session's new Pod took longer than the idle timeout to become
     # Ready; the phase was still Suspended, so the operator suspended it again under the client.

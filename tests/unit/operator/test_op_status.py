@@ -285,6 +285,28 @@ def test_suspended_by_idle(make_session: Make, make_claim: Make, make_sandbox: M
     assert result["phase"] == "Suspended" and cond(result, "Ready")["reason"] == "IdleTimeout"
 
 
+def test_hibernate_falls_back_to_suspend_and_says_why(make_session: Make, make_claim: Make, make_sandbox: Make) -> None:
+    """No checkpoint can be taken yet (issue 33): idleAction Hibernate suspends exactly as Suspend (the
+    workspace kept), and the condition Hibernated says it did not keep the memory, and why."""
+    session = make_session(spec={"warmPoolRef": {"name": "p"}, "idleTimeout": "15m", "idleAction": "Hibernate"})
+    claim = make_claim(sandbox_name="demo", ready=("False", "SandboxSuspended", "Sandbox is suspended"))
+    result = compute_status(session, claim, make_sandbox(mode="Suspended"), T0, True)
+    assert result["phase"] == "Suspended" and cond(result, "Ready")["reason"] == "IdleTimeout"
+    hibernated = cond(result, "Hibernated")
+    assert hibernated["status"] == "False" and hibernated["reason"] == "HibernateUnavailable"
+    assert "cannot checkpoint" in hibernated["message"] and "workspace volume kept" in hibernated["message"]
+    # Ready, too: the condition says what the next idle timeout will do.
+    assert cond(compute_status(session, ready_claim(make_claim), None, T0, True), "Hibernated")["status"] == "False"
+
+
+def test_the_hibernated_condition_goes_with_idle_action_hibernate(make_session: Make, make_claim: Make) -> None:
+    hibernating = make_session(spec={"warmPoolRef": {"name": "p"}, "idleAction": "Hibernate"})
+    before = compute_status(hibernating, ready_claim(make_claim), None, T0, True)
+    suspending = make_session(spec={"warmPoolRef": {"name": "p"}, "idleAction": "Suspend"}, status=before)
+    after = compute_status(suspending, ready_claim(make_claim), None, T0, True)
+    assert find_condition(after["conditions"], "Hibernated") is None
+
+
 def test_resume_after_spec_suspend_counts_as_activity(make_session: Make, make_claim: Make) -> None:
     suspended_status = {
         "phase": "Suspended",

@@ -1,0 +1,175 @@
+"""A pod the kubelet creates comes up restored from a gVisor checkpoint (issue 33's groundwork).
+
+The kubelet and CRI have no restore call; devcluster's gVisor shim has one (devcluster/gvisor/restoreext):
+a pod annotated ``agentsession.dev/restore-from: <name>`` restores every container from the checkpoint
+``<name>`` stored for the pod's own namespace on the node, instead of starting them. Here the checkpoint is
+taken with the node's runsc, as a node agent would take it; the restored pod is a new pod (new UID, new IP).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from devcluster import build
+from devcluster.cluster import Cluster
+from devcluster.realnode.configs import RESTORE_ANNOTATION, NodeDirs
+from tests.e2e import manifests
+from tests.e2e.conftest import Kube
+
+pytestmark = [pytest.mark.e2e, pytest.mark.realnode]
+
+# A python process holding a value only in its memory (printed once a second), a background sleep, and a
+# file in the container's root filesystem (gVisor keeps the overlay's upper layer in the sandbox's memory).
+WORKLOAD = (
+    "echo {token} > /tmp/rootfs-marker; sleep 100000 & "
+    'python3 -u -c \'import time\nvalue = "{token}"\ncount = 0\n'
+    "while True:\n  count += 1; print(value, count, flush=True); time.sleep(1)'"
+)
+
+
+def _pod(name: str, token: str, restore_from: str | None = None) -> dict[str, Any]:
+    annotations = {RESTORE_ANNOTATION: restore_from} if restore_from else {}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "annotations": annotations},
+        "spec": {
+            "runtimeClassName": manifests.GVISOR,
+            "restartPolicy": "Never",
+            "containers": [
+                {
+                    "name": "main",
+                    "image": manifests.PYTHON_RUNTIME_IMAGE,
+                    "command": ["sh", "-c", WORKLOAD.format(token=token)],
+                }
+            ],
+        },
+    }
+
+
+def _sandbox_id(cluster: Cluster, pod_uid: str) -> str:
+    """The runsc id of the pod's sandbox (its pause container): the checkpoint of the pod is its checkpoint."""
+    state = NodeDirs(cluster.paths.root / "node").containerd / "state" / "io.containerd.runtime.v2.task" / "k8s.io"
+    for spec in state.glob("*/config.json"):
+        notes = json.loads(spec.read_text()).get("annotations") or {}
+        if notes.get("io.kubernetes.cri.sandbox-uid") == pod_uid and notes.get("io.kubernetes.cri.container-type") == (
+            "sandbox"
+        ):
+            return spec.parent.name
+    raise AssertionError(f"no gVisor sandbox of pod {pod_uid} under {state}")
+
+
+def _logs(kube: Kube, name: str, namespace: str) -> list[str]:
+    """The workload's "<value> <count>" lines ([] before it has any; kubectl may print the kubelet's "failed
+    to try resolving symlinks" for a log file not there yet)."""
+    proc = kube.run("logs", name, "-n", namespace, check=False)
+    return [line for line in proc.stdout.splitlines() if re.fullmatch(r"\S+ \d+", line)]
+
+
+def _ready(kube: Kube, name: str, namespace: str) -> bool:
+    return kube.is_true(kube.get("pod", name, namespace), "Ready")
+
+
+@pytest.fixture(scope="module")
+def namespace(kube: Kube) -> Iterator[str]:
+    name = f"restore-{uuid.uuid4().hex[:6]}"
+    kube.run("create", "namespace", name)
+    yield name
+    kube.run("delete", "namespace", name, "--wait=false", check=False)
+
+
+@pytest.fixture(scope="module")
+def checkpoint(kube: Kube, cluster: Cluster, namespace: str) -> Iterator[tuple[str, str, int]]:
+    """A running pod checkpointed (it stops) and deleted: (checkpoint name, the value in memory, last count)."""
+    token = secrets.token_hex(8)
+    kube.apply(_pod("before", token), namespace=namespace)
+    kube.wait_for("the pod to print its value", lambda: len(_logs(kube, "before", namespace)) >= 3, timeout=120)
+    pod = kube.get("pod", "before", namespace)
+    assert pod is not None
+    name = f"ck-{uuid.uuid4().hex[:6]}"
+    image = NodeDirs(cluster.paths.root / "node").checkpoints / namespace / name
+    image.mkdir(parents=True)
+    root = NodeDirs(cluster.paths.root / "node").runsc_root / "k8s.io"
+    sandbox = _sandbox_id(cluster, pod["metadata"]["uid"])
+    runsc = [str(build.GVISOR.path("runsc")), f"--root={root}", "checkpoint", f"--image-path={image}", sandbox]
+    proc = subprocess.run(runsc, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    last = int(_logs(kube, "before", namespace)[-1].split()[1])
+    kube.run("delete", "pod", "before", "-n", namespace, "--wait=true", "--timeout=60s")
+    yield name, token, last
+
+
+def test_a_new_pod_comes_up_restored_from_the_checkpoint(
+    kube: Kube, namespace: str, checkpoint: tuple[str, str, int]
+) -> None:
+    name, token, last = checkpoint
+    # A different value in the restored pod's own command: what it prints can only come from the image.
+    kube.apply(_pod("after", "never-run", restore_from=name), namespace=namespace)
+    kube.wait_for("the restored pod Ready", lambda: _ready(kube, "after", namespace), timeout=120)
+    lines = kube.wait_for("the restored process to print", lambda: _logs(kube, "after", namespace), timeout=30)
+    first = lines[0].split()
+    # The same process: its value, and its count going on from where the checkpoint stopped it.
+    assert first[0] == token and int(first[1]) == last + 1, (first, last)
+    procs = kube.run("exec", "after", "-n", namespace, "--", "sh", "-c", "cat /proc/[0-9]*/cmdline | tr '\\0' ' '")
+    assert "sleep 100000" in procs.stdout, procs.stdout
+    marker = kube.run("exec", "after", "-n", namespace, "--", "cat", "/tmp/rootfs-marker")
+    assert marker.stdout.strip() == token
+    # The new pod's own address is the restored sandbox's (gVisor's netstack takes the new namespace's).
+    pod = kube.get("pod", "after", namespace)
+    assert pod is not None
+    addr = kube.run(
+        "exec", "after", "-n", namespace, "--", "python3", "-c",
+        "import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.connect(('10.96.0.1', 443)); "
+        "print(s.getsockname()[0])",
+    )  # fmt: skip
+    assert addr.stdout.strip() == pod["status"]["podIP"]
+    time.sleep(1)  # still running, not a replay of the image's state
+    assert int(_logs(kube, "after", namespace)[-1].split()[1]) > last + 1
+
+
+def _start_error(kube: Kube, name: str, namespace: str) -> str:
+    """The message of the pod's failed start (a restore refused), or '' while there is none."""
+    events = kube.run("get", "events", "-n", namespace, "--field-selector", f"involvedObject.name={name}", "-o", "json")
+    return " ".join(e.get("message", "") for e in json.loads(events.stdout)["items"] if e.get("type") == "Warning")
+
+
+@pytest.mark.parametrize(
+    ("restore_from", "refusal"),
+    [
+        ("{name}", "no checkpoint"),  # the name of a checkpoint another namespace has
+        ("../{namespace}/{name}", "is not a checkpoint name"),  # a path out of the pod's own namespace
+    ],
+    ids=["other-namespace", "path"],
+)
+def test_a_pod_cannot_restore_another_namespaces_checkpoint(
+    kube: Kube, namespace: str, checkpoint: tuple[str, str, int], restore_from: str, refusal: str
+) -> None:
+    """The image holds the first namespace's memory: a pod elsewhere that names it must not get it."""
+    name, _, _ = checkpoint
+    other = f"thief-{uuid.uuid4().hex[:6]}"
+    kube.run("create", "namespace", other)
+    try:
+        wanted = restore_from.format(name=name, namespace=namespace)
+        kube.apply(_pod("thief", "x", restore_from=wanted), namespace=other)
+        message = kube.wait_for("the pod's start refused", lambda: _start_error(kube, "thief", other), timeout=120)
+        assert refusal in message, message
+        assert not _logs(kube, "thief", other), "the pod must not run at all"
+    finally:
+        kube.run("delete", "namespace", other, "--wait=false", check=False)
+
+
+def test_the_checkpoint_is_below_the_namespaces_directory(cluster: Cluster, namespace: str) -> None:
+    """Only root reads checkpoints (they hold memory, secrets included): the root directory is 0700."""
+    root = NodeDirs(cluster.paths.root / "node").checkpoints
+    assert Path(root).stat().st_mode & 0o777 == 0o700
+    assert (root / namespace).is_dir()
