@@ -15,6 +15,7 @@ from agentsession_api import crdgen, names
 
 FINGERPRINTS = {
     1: "972267f8da8ede07e26316caf75faa263bdda24e9cfcf7e8d5ef43e2f4709441",
+    2: "b3098394d352b07793abb697c2449fb29bd58ee161717c9022a6e6d33991ece8",  # cleanup.maxSessionsPerNamespace
 }
 
 
