@@ -102,3 +102,24 @@ def test_admitted_creates_count_until_the_cache_has_them() -> None:
     assert admitted.pending("ns", {}) == ["a"]
     assert admitted.pending("ns", {("ns", "a"): {}}) == []
     assert admitted.pending("other", {}) == ["b"]
+
+
+def test_a_pass_over_the_cap_waits_without_a_claim(make_policy: Callable[..., Obj]) -> None:
+    """The reconciler's backstop: the third session of a namespace capped at 2 gets no claim and waits."""
+    from datetime import UTC, datetime
+
+    from agentsession_operator.decisions import decide
+    from agentsession_operator.decisions.actions import CreateClaim
+
+    policies = [cap(make_policy, 2)]
+    s1, s2, s3 = one("s1", 1), one("s2", 2), one("s3", 3)
+    places = places_of(s1, s2, s3)
+    now = datetime(2025, 1, 1, 10, 30, tzinfo=UTC)
+    seen = decide.Observed(s3, None, None, now, policies=policies, pools={"python-pool"}, places=places)
+    decision = decide.decide(seen)
+    assert not any(isinstance(a, CreateClaim) for a in decision.actions)
+    assert decision.status is not None and decision.status["phase"] == "Failed"
+    failed = next(c for c in decision.status["conditions"] if c["type"] == "Failed")
+    assert failed["reason"] == "PolicyViolation" and "maximum is 2 per namespace" in failed["message"]
+    first = decide.decide(decide.Observed(s1, None, None, now, policies=policies, pools={"python-pool"}, places=places))
+    assert any(isinstance(a, CreateClaim) for a in first.actions)
