@@ -9,6 +9,10 @@ this one's, in one run on the same sessions, so the two are measured side by sid
 Per restart: seconds until the operator settles (the first moment after which it used under 5 % of a
 core for 3 s), its CPU seconds until then, its peak RSS (VmHWM), and the API server's requests by verb
 while it settled (apiserver_request_total; nothing else acts on the cluster meanwhile).
+With `--waiting` the sessions name a warm pool that does not exist (issue 28 item 2: they use no pod, so
+a pod quota does not stop them): the operator's cost of sessions that only wait, without claims,
+Sandboxes or NetworkPolicies; they count as populated once each has a phase. Each restart also reports
+the RSS once settled, and the peak over it.
 Run: `.venv/bin/python -m benchmarks.bench_restart --sessions 3000 --rounds 4 [--before /path/to/checkout]`.
 """
 
@@ -24,6 +28,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -48,6 +53,8 @@ from kubernetes import client, config
 from tests.e2e import manifests
 
 NS = "bench-restart"
+NS_WAITING = "bench-restart-waiting"
+MISSING_POOL = "no-such-pool"
 GROUP, VERSION = "agentsession.dev", "v1alpha1"
 THREADS = 16
 BATCH = 250
@@ -66,36 +73,41 @@ def api_requests(cluster: Cluster) -> dict[str, float]:
     return counts
 
 
-def count_ready(api: client.CustomObjectsApi) -> tuple[int, int]:
+def count_ready(api: client.CustomObjectsApi, namespace: str = NS, waiting: bool = False) -> tuple[int, int]:
+    """Sessions, and those populated: Ready (or, `waiting`, with any phase)."""
     total = ready = 0
     token = None
     while True:
-        page = api.list_namespaced_custom_object(GROUP, VERSION, NS, "agentsessions", limit=500, _continue=token)
+        page = api.list_namespaced_custom_object(GROUP, VERSION, namespace, "agentsessions", limit=500, _continue=token)
         for item in page["items"]:
             total += 1
-            ready += (item.get("status") or {}).get("phase") == "Ready"
+            phase = (item.get("status") or {}).get("phase")
+            ready += bool(phase) if waiting else phase == "Ready"
         token = page["metadata"].get("continue")
         if not token:
             return total, ready
 
 
-def populate(cluster: Cluster, api: client.CustomObjectsApi, n: int) -> None:
-    """Create sessions through a running operator until `n` exist, and wait until all are Ready."""
-    total, ready = count_ready(api)
-    if total >= n and ready >= n:
-        print(f"{total} sessions already Ready in {NS}")
+def populate(cluster: Cluster, api: client.CustomObjectsApi, n: int, waiting: bool = False, wait: bool = True) -> None:
+    """Create sessions through a running operator until `n` exist, and wait until all are Ready (`waiting`:
+    on a missing warm pool, until each has a phase; `wait` False: not at all)."""
+    ns = NS_WAITING if waiting else NS
+    total, ready = count_ready(api, ns, waiting)
+    if total >= n and (ready >= n or not wait):
+        print(f"{total} sessions already there ({ready} populated) in {ns}")
         return
-    cluster.kubectl("create", "namespace", NS, check=False)
+    cluster.kubectl("create", "namespace", ns, check=False)
     docs = [manifests.template("pause"), manifests.warm_pool("pool", "pause", 0)]
-    cluster.kubectl("apply", "-n", NS, "-f", "-", input=yaml.safe_dump_all(docs))
+    cluster.kubectl("apply", "-n", ns, "-f", "-", input=yaml.safe_dump_all(docs))
     log = open(cluster.paths.logs / "operator-restart-populate.log", "wb")  # noqa: SIM115
-    operator = start_operator("--log-level", "WARNING", "--namespace", NS, stdout=log)
+    operator = start_operator("--log-level", "WARNING", "--namespace", ns, stdout=log)
+    pool_name = MISSING_POOL if waiting else "pool"
     try:
 
         def create(i: int) -> None:
-            body = manifests.session(f"s{i:05d}", "pool", idleTimeout="8h")
+            body = manifests.session(f"s{i:05d}", pool_name, idleTimeout="8h")
             try:
-                api.create_namespaced_custom_object(GROUP, VERSION, NS, "agentsessions", body)
+                api.create_namespaced_custom_object(GROUP, VERSION, ns, "agentsessions", body)
             except client.ApiException as err:
                 if err.status != 409:
                     raise
@@ -105,9 +117,9 @@ def populate(cluster: Cluster, api: client.CustomObjectsApi, n: int) -> None:
                 list(pool.map(create, range(first, min(n, first + BATCH))))
             print(f"{time.strftime('%H:%M:%S')} created {min(n, first + BATCH)}", flush=True)
         deadline = time.monotonic() + TIMEOUT
-        while True:
+        while wait:
             try:
-                ready = count_ready(api)[1]
+                ready = count_ready(api, ns, waiting)[1]
             except client.ApiException as err:  # a busy API server's paged list: 504 "too large resource version"
                 if err.status not in (429, 500, 503, 504):
                     raise
@@ -117,20 +129,32 @@ def populate(cluster: Cluster, api: client.CustomObjectsApi, n: int) -> None:
             if time.monotonic() > deadline:
                 raise SystemExit(f"only {ready} of {n} sessions Ready after {TIMEOUT:.0f} s")
             time.sleep(5)
-        print(f"{time.strftime('%H:%M:%S')} {n} sessions Ready", flush=True)
+        print(f"{time.strftime('%H:%M:%S')} {n} sessions populated", flush=True)
     finally:
         stop_operator(operator)
 
 
-def settle(operator: subprocess.Popen[bytes], started: float) -> dict[str, float]:
+STARTED_LINE = b"agentsession operator started"  # logged once its startup (prime included) is done
+
+
+def settle(
+    operator: subprocess.Popen[bytes], started: float, log: Path | None = None, offset: int = 0
+) -> dict[str, float]:
     """Sample a just-started operator until it settles: seconds (from `started`) to the first moment after
     which it used under SETTLED_CPU of a core for SETTLED_FOR s, its CPU seconds until then, its peak RSS
-    and its RSS once settled."""
+    and its RSS once settled. With `log`, not before it logged its start there (after `offset`): an
+    operator whose start-up listing waits on a busy API server is idle, not settled."""
     samples: list[tuple[float, float]] = []  # (seconds since start, CPU seconds)
+    up = log is None
     while time.monotonic() - started < TIMEOUT:
         time.sleep(0.5)
         now = time.monotonic() - started
         samples.append((now, proc_cpu_seconds(operator.pid)))
+        if not up:
+            with open(log, "rb") as f:  # type: ignore[arg-type]
+                f.seek(offset)
+                up = STARTED_LINE in f.read()
+            continue
         window = [s for s in samples if s[0] >= now - SETTLED_FOR]
         if now > 5 and window[0][0] <= now - SETTLED_FOR + 0.6:
             used = (window[-1][1] - window[0][1]) / (window[-1][0] - window[0][0])
@@ -154,17 +178,22 @@ def fresh_replica(
     log_name: str,
     env: dict[str, str] | None = None,
     on_start: Callable[[int], None] = lambda pid: None,
+    wait_started: bool = False,
 ) -> tuple[subprocess.Popen[bytes], dict[str, Any]]:
     """Start a fresh operator on `namespace` as it is and measure it until it settles: `settle`'s
     numbers and the API server's requests meanwhile (by "VERB resource", and GETs, LISTs, writes).
-    `on_start` is given its process id as soon as it runs."""
+    `on_start` is given its process id as soon as it runs. `wait_started`: logs at INFO, and settling counts
+    only from its "started" line (an operator waiting on a busy API server is idle, not done)."""
     before = api_requests(cluster)
-    log = open(cluster.paths.logs / log_name, "ab")  # noqa: SIM115 - the operator's lifetime
+    path = cluster.paths.logs / log_name
+    log = open(path, "ab")  # noqa: SIM115 - the operator's lifetime
+    offset = log.tell()
     started = time.monotonic()
-    operator = start_operator("--log-level", "WARNING", "--namespace", namespace, stdout=log, env=env)
+    level = "INFO" if wait_started else "WARNING"
+    operator = start_operator("--log-level", level, "--namespace", namespace, stdout=log, env=env)
     on_start(operator.pid)
     try:
-        measured: dict[str, Any] = dict(settle(operator, started))
+        measured: dict[str, Any] = dict(settle(operator, started, path if wait_started else None, offset))
     except BaseException:
         stop_operator(operator)
         raise
@@ -179,12 +208,12 @@ def fresh_replica(
     return operator, measured
 
 
-def restart(cluster: Cluster, label: str, pythonpath: str | None) -> dict[str, Any]:
+def restart(cluster: Cluster, label: str, pythonpath: str | None, namespace: str = NS) -> dict[str, Any]:
     """A fresh operator measured until it settles, then stopped."""
     env = dict(os.environ)
     if pythonpath:
         env["PYTHONPATH"] = pythonpath + os.pathsep + env.get("PYTHONPATH", "")
-    operator, measured = fresh_replica(cluster, NS, f"operator-restart-{label}.log", env)
+    operator, measured = fresh_replica(cluster, namespace, f"operator-restart-{label}.log", env, wait_started=True)
     stop_operator(operator)
     return {"label": label, **measured}
 
@@ -199,7 +228,10 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=3000)
     parser.add_argument("--rounds", type=int, default=4, help="restarts of each operator")
     parser.add_argument("--before", default="", help="another checkout: its operator alternates with this one's")
+    parser.add_argument("--waiting", action="store_true", help="sessions on a missing warm pool (no claims)")
+    parser.add_argument("--no-wait", action="store_true", help="restart without waiting for every session Ready")
     args = parser.parse_args()
+    namespace = NS_WAITING if args.waiting else NS
     cluster = Cluster(out=io.StringIO())
     started_cluster = cluster.up()
     config.load_kube_config()
@@ -212,11 +244,11 @@ def main() -> None:
         sides.insert(0, ("before", checkout_pythonpath(args.before)))
     results: list[dict[str, Any]] = []
     try:
-        populate(cluster, api, args.sessions)
+        populate(cluster, api, args.sessions, args.waiting, not args.no_wait)
         for round_ in range(args.rounds):
             order = sides if round_ % 2 == 0 else sides[::-1]
             for label, path in order:
-                r = restart(cluster, label, path)
+                r = restart(cluster, label, path, namespace)
                 results.append(r)
                 print(
                     f"{time.strftime('%H:%M:%S')} {label}: settled in {r['settled_s']:.1f} s, CPU {r['cpu_s']:.1f} s,"
@@ -227,8 +259,12 @@ def main() -> None:
     finally:
         if started_cluster:
             cluster.down()
-    print(f"\nA fresh replica taking over {args.sessions} sessions (medians of {args.rounds} restarts each)")
-    print(f"{'operator':>8} {'settled s':>9} {'CPU s':>7} {'peak MiB':>8} {'GETs':>7} {'LISTs':>6} {'writes':>7}")
+    what = "waiting sessions (missing pool)" if args.waiting else "sessions"
+    print(f"\nA fresh replica taking over {args.sessions} {what} (medians of {args.rounds} restarts each)")
+    print(
+        f"{'operator':>8} {'settled s':>9} {'CPU s':>7} {'peak MiB':>8} {'settled MiB':>11} {'peak/settled':>12}"
+        f" {'GETs':>7} {'LISTs':>6} {'writes':>7}"
+    )
     medians: dict[str, dict[str, float]] = {}
     for label, _ in sides:
         rows = [r for r in results if r["label"] == label]
@@ -236,20 +272,23 @@ def main() -> None:
             "settled_s": statistics.median(r["settled_s"] for r in rows),
             "cpu_s": statistics.median(r["cpu_s"] for r in rows),
             "peak_mib": statistics.median(r["peak_mib"] for r in rows),
+            "settled_mib": statistics.median(r["settled_mib"] for r in rows),
+            "peak_ratio": statistics.median(r["peak_mib"] / r["settled_mib"] for r in rows),
             "get": statistics.median(r["gets"] for r in rows),
             "list": statistics.median(r["lists"] for r in rows),
             "write": statistics.median(r["writes"] for r in rows),
         }
         medians[label] = m
         print(
-            f"{label:>8} {m['settled_s']:>9.1f} {m['cpu_s']:>7.1f} {m['peak_mib']:>8.0f} {m['get']:>7.0f}"
+            f"{label:>8} {m['settled_s']:>9.1f} {m['cpu_s']:>7.1f} {m['peak_mib']:>8.0f} {m['settled_mib']:>11.0f}"
+            f" {m['peak_ratio']:>12.2f} {m['get']:>7.0f}"
             f" {m['list']:>6.0f} {m['write']:>7.0f}"
         )
     if "before" in medians:
         b, t = medians["before"], medians["this"]
         print(
             f"   ratio {t['settled_s'] / b['settled_s']:>9.2f} {t['cpu_s'] / b['cpu_s']:>7.2f}"
-            f" {t['peak_mib'] / b['peak_mib']:>8.2f}   (this / before)"
+            f" {t['peak_mib'] / b['peak_mib']:>8.2f} {t['settled_mib'] / b['settled_mib']:>11.2f}   (this / before)"
         )
 
 

@@ -695,6 +695,17 @@ class CleanupRules(_Spec):
     max_sessions_per_label: SessionLimit | None = Field(
         None, alias="maxSessionsPerLabel", description="Cap on unfinished sessions per label value."
     )
+    max_sessions_per_namespace: int | None = Field(
+        None,
+        alias="maxSessionsPerNamespace",
+        description=(
+            "Cap on unfinished sessions in this policy's namespace, counted over and applied to every "
+            "AgentSession there whatever the policy's selector (a label cannot dodge it); the smallest of "
+            "the namespace's policies wins."
+        ),
+        ge=1,
+        le=1_000_000,
+    )
 
 
 CidrText = Annotated[

@@ -153,6 +153,8 @@ KUBE_FLOORS: dict[str, int] = {
     "fairness": 0,
     "transport": 0,
     "lease": 0,
+    "places": 0,
+    "primed_watch": 0,
     "cache": 1,
     "client": 1,
     "scheduler": 2,

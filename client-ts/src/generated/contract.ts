@@ -199,6 +199,8 @@ export interface CleanupRules {
   deleteFinishedAfter?: string | null;
   /** Cap on unfinished sessions per label value. */
   maxSessionsPerLabel?: SessionLimit | null;
+  /** Cap on unfinished sessions in this policy's namespace, counted over and applied to every AgentSession there whatever the policy's selector (a label cannot dodge it); the smallest of the namespace's policies wins. */
+  maxSessionsPerNamespace?: number | null;
 }
 
 /** One observation about the session, in the standard Kubernetes condition shape. */

@@ -21,6 +21,9 @@ reconciler stays the backstop for whatever slips past (operator down, a policy n
   A session may only become more constrained: a label change that takes it out of a policy that
   selected it (``kubectl label ags s1 team-``) is refused (:func:`departures`), naming the policy and
   the labels to restore; to move a session elsewhere, delete it and create it anew.
+* ``cleanup.maxSessionsPerNamespace``: a CREATE is refused when the namespace already has that many places
+  held (:func:`quota.over_namespace_cap`, every session of the namespace, whatever its labels). No UPDATE
+  can join that group: every session is in it from its creation.
 * Anything else, and objects being deleted: nothing to refuse.
 """
 
@@ -69,12 +72,14 @@ def review(
     sessions_in_namespace: Sequence[Mapping[str, Any]],
     operation: str,
     old: Mapping[str, Any] | None = None,
+    places: Sequence[quota.Rank] = (),
 ) -> list[str]:
     """Every reason to refuse this CREATE or UPDATE of ``session`` (empty: admit it).
 
     ``policies`` may hold policies of any namespace (only the session's namespace and matching
     selectors apply); ``label_domains`` is agent-sandbox's pod label allowlist; ``sessions_in_namespace``
-    holds the sessions of the groups :func:`counted_groups` names; ``old`` is the stored object on UPDATE.
+    holds the sessions of the groups :func:`counted_groups` names; ``old`` is the stored object on UPDATE;
+    ``places`` the ranks of the places held in the namespace (maxSessionsPerNamespace), sorted.
     """
     if operation not in ("CREATE", "UPDATE") or _deleting(session):
         return []
@@ -82,7 +87,8 @@ def review(
     effective = policy.effective_policy_for(session, policies)
     found = policy.violations(session, effective, label_domains)
     if operation == "CREATE":
-        return found + quota.over_cap(session, effective, sessions_in_namespace, newcomer=True)
+        found += quota.over_cap(session, effective, sessions_in_namespace, newcomer=True)
+        return found + quota.over_namespace_cap(session, policies, places, newcomer=True)
     if old is None:
         return found
     found = departures(session, old, policies) + found

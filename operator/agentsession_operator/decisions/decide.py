@@ -63,6 +63,8 @@ class Observed:
     pools: Collection[str] = ()
     label_domains: Sequence[str] | None = None
     peers: Iterable[Mapping[str, Any]] = ()
+    places: Sequence[tuple[str, str]] = ()
+    """The ranks of the namespace's sessions holding a place, sorted (maxSessionsPerNamespace)."""
     fork_inputs: ForkInputs | None = None
     """A fork without a claim: what its plan needs."""
     fork_source: Mapping[str, Any] | None = None
@@ -186,6 +188,7 @@ def decide(seen: Observed) -> Decision:
     # breaks a policy is stopped. maxSessionsPerLabel likewise, ranked by creation order (decisions.quota).
     found = policy.violations(view, effective, seen.label_domains, running=seen.claim is not None, resolved=resolved)
     found += quota.over_cap(view, effective, seen.peers)
+    found += quota.over_namespace_cap(view, seen.policies, seen.places)
     actions = reconcile_actions(
         view,
         seen.claim,

@@ -20,11 +20,20 @@ The rule (one home; admission and the reconciler both call it):
   rank proceeds (a stopped one is resumed).
 * Admission: a CREATE, or an UPDATE that puts a session into a group it was not in, is refused when
   the group already has ``max`` places held (the newcomer would rank last, so would only wait).
+
+``cleanup.maxSessionsPerNamespace`` is the same rule with one group per namespace that needs no label:
+every session of the namespace holds its place there, whatever the policies' selectors (a tenant
+chooses its labels, so a cap a label could dodge is no cap), and the smallest value among the
+namespace's policies applies. Its places are handed in as a sorted sequence of ranks (the shell keeps
+it, kube/places.py), so a pass counts the places ahead of it by bisection instead of scanning the
+namespace: a namespace of 10,000 sessions judged at every pass would be a scan of 10,000 per pass.
 """
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from agentsession_api import phases
@@ -186,3 +195,82 @@ def to_wake(
         if any(labels.get(k) == v for k, v in changed) and holds_place(s):
             wake.append((str(namespace), str(meta.get("name"))))
     return wake
+
+
+# ---- cleanup.maxSessionsPerNamespace -------------------------------------------------------------
+Rank = tuple[str, str]
+
+
+@dataclass(frozen=True)
+class NamespaceLimit:
+    """At most ``max`` unfinished sessions in ``namespace`` (AgentSessionPolicy ``policy`` sets it)."""
+
+    namespace: str
+    max: int
+    policy: str
+
+
+def namespace_limit(namespace: str | None, policies: Iterable[Mapping[str, Any]]) -> NamespaceLimit | None:
+    """The smallest ``cleanup.maxSessionsPerNamespace`` among the policies of ``namespace`` (selectors are
+    not read: the cap holds for every session there); a tie goes to the first policy by name."""
+    best: NamespaceLimit | None = None
+    for body in sorted(policies, key=lambda b: str(_meta(b).get("name") or "")):
+        meta = _meta(body)
+        if meta.get("namespace", namespace) != namespace:
+            continue
+        value = ((body.get("spec") or {}).get("cleanup") or {}).get("maxSessionsPerNamespace")
+        if isinstance(value, int) and not isinstance(value, bool) and (best is None or value < best.max):
+            best = NamespaceLimit(str(namespace), value, str(meta.get("name") or ""))
+    return best
+
+
+def namespace_sentence(ahead: int, names: Sequence[str], limit: NamespaceLimit) -> str:
+    """Why a session is over its namespace's cap, naming some of the sessions holding the places."""
+    shown = ", ".join(names[:NAMES_SHOWN])
+    more = f" and {ahead - len(names[:NAMES_SHOWN])} more" if ahead > len(names[:NAMES_SHOWN]) else ""
+    listed = f" ({shown}{more})" if shown else ""
+    return (
+        f"{ahead} unfinished AgentSessions already hold a place in namespace {limit.namespace}{listed}; the "
+        f"policy maximum is {limit.max} per namespace (AgentSessionPolicy {limit.policy}, "
+        "cleanup.maxSessionsPerNamespace); one of them must be deleted or finish first"
+    )
+
+
+def over_namespace_cap(
+    session: Mapping[str, Any],
+    policies: Iterable[Mapping[str, Any]],
+    places: Sequence[Rank],
+    *,
+    newcomer: bool = False,
+) -> list[str]:
+    """The sentence when ``session`` is over its namespace's cap (empty otherwise).
+
+    ``places``: the ranks (:func:`rank`) of every session of the namespace that holds a place, sorted;
+    the session's own rank may be among them. At a pass the places ranked before the session count;
+    at admission (``newcomer``) every other place does (the newcomer ranks last)."""
+    meta = _meta(session)
+    limit = namespace_limit(meta.get("namespace"), policies)
+    if limit is None or not holds_place(session):
+        return []
+    mine = rank(session)
+    if newcomer:
+        names = [name for _, name in places if name != mine[1]]
+        ahead = len(names)
+    else:
+        ahead = bisect.bisect_left(places, mine)
+        names = [name for _, name in places[: min(ahead, NAMES_SHOWN)]]
+    if ahead < limit.max:
+        return []
+    return [namespace_sentence(ahead, names, limit)]
+
+
+def namespace_to_wake(
+    freed: Rank, places: Sequence[Rank], policies: Iterable[Mapping[str, Any]], namespace: str
+) -> list[str]:
+    """A place ranked ``freed`` went (``places``: those left, sorted): the session that moved under the
+    cap, if any, is judged again now (it may create its claim, or be resumed). Only the one at the cap's
+    edge moved; every later one is still over."""
+    limit = namespace_limit(namespace, policies)
+    if limit is None or bisect.bisect_left(places, freed) >= limit.max:
+        return []
+    return [name for _, name in places[limit.max - 1 : limit.max]]

@@ -15,7 +15,7 @@ from typing import Any
 import kopf
 
 from agentsession_api import names
-from agentsession_operator.decisions import admission, fork
+from agentsession_operator.decisions import admission, fork, quota
 from agentsession_operator.decisions.selectors import watched
 from agentsession_operator.handlers.state import of, reconciler_of
 from agentsession_operator.infra import webhook_server
@@ -24,6 +24,14 @@ from agentsession_operator.infra.logs import logger
 HANDLER_ID = "policy"
 
 _log = logger(component="webhook")
+
+
+def _places(reconciler: Any, namespace: str) -> list[quota.Rank]:
+    """The places held in the namespace (maxSessionsPerNamespace), with the creates admitted here that the
+    cache does not have yet: a burst of creates outruns the watch. Only read under such a cap."""
+    cached = reconciler.cache.places.in_namespace(namespace)
+    pending = reconciler.admitted.pending(namespace, reconciler.cache.sessions)
+    return sorted([*cached, *(("", name) for name in pending)])
 
 
 async def _sessions_for_count(reconciler: Any, groups: list[tuple[str, str]], namespace: str) -> list[dict[str, Any]]:
@@ -84,6 +92,7 @@ async def validate_session(
     # Sessions in namespaces the operator does not watch are not its to judge.
     if not namespace or not watched(namespace, state.namespaces) or operation not in ("CREATE", "UPDATE"):
         return
+    capped = False
     try:
         reconciler = reconciler_of(memo)
         policies = list(reconciler.cache.policies.get(namespace, {}).values())
@@ -103,7 +112,9 @@ async def validate_session(
         groups = admission.counted_groups(session, policies, operation, previous)
         if groups:
             others = await _sessions_for_count(reconciler, groups, namespace)
-        violations = admission.review(session, policies, domains, others, operation, old=previous)
+        capped = operation == "CREATE" and quota.namespace_limit(namespace, policies) is not None
+        places = _places(reconciler, namespace) if capped else []
+        violations = admission.review(session, policies, domains, others, operation, old=previous, places=places)
         if previous is not None and not violations:
             standing = admission.standing_violations(session, policies, domains, previous)
             warnings.extend(f"AgentSessionPolicy (not enforced on this update): {v}" for v in standing)
@@ -123,6 +134,8 @@ async def validate_session(
             violations=violations,
         )
         raise kopf.AdmissionError(admission.refusal_message(violations), code=422)
+    if capped and meta.get("name"):
+        reconciler.admitted.add((namespace, str(meta["name"])))
 
 
 def register(registry: kopf.OperatorRegistry) -> None:

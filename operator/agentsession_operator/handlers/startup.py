@@ -13,7 +13,7 @@ from agentsession_operator import constants as c
 from agentsession_operator.handlers import admission
 from agentsession_operator.handlers.state import of
 from agentsession_operator.infra import memory, webhook_server
-from agentsession_operator.kube import webhook
+from agentsession_operator.kube import primed_watch, webhook
 from agentsession_operator.kube.client import LIST_PAGE, Kube
 from agentsession_operator.kube.leader import KubeLeaseAPI, LeaderElector
 from agentsession_operator.kube.reconciler import Config, Reconciler
@@ -78,8 +78,11 @@ async def startup(
             on_started_leading=lambda: reconciler.take_over(),
         )
     reconciler = state.reconciler = Reconciler(kube, config, is_leader=elector.is_leader if elector else None)
+    primed_watch.install(reconciler.primed_versions)  # kopf watches from the prime's listings, no second one
     await reconciler.prime(state.namespaces)  # before any watch event: none judged without its policies
     reconciler.scheduler.start()
+    if elector is None:  # the only replica: every session's first pass, from the cache (a leader's at election)
+        await reconciler.take_over()
     state.tasks = [
         asyncio.create_task(reconciler.resync_forever(state.resync_period), name="cache-resync"),
         asyncio.create_task(memory.collect_forever(), name="gc-freeze"),  # see infra/memory.py

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentsession_operator.decisions.network import host_network
+from agentsession_operator.kube.places import Places
 
 Key = tuple[str, str]  # (namespace, name)
 
@@ -140,6 +141,8 @@ class Cache:
     forks: set[Key] = field(default_factory=set)
     """The cached sessions that are forks (spec.forkFrom): every session event looks for forks waiting on
     it, and a scan of every session per event grows with the number of sessions."""
+    places: Places = field(default_factory=Places)
+    """The sessions holding a place under maxSessionsPerNamespace, sorted per namespace (kube/places.py)."""
     loaded: bool = False
     """Policies and warm pools were listed once: before that no session is acted on (a session judged
     without its policy would get a claim the policy forbids)."""
@@ -166,6 +169,7 @@ class Cache:
         if _newer_or_same(self.sessions.get(key), body):
             return
         self.sessions[key] = slim(body)
+        self.places.update(key, self.sessions[key])
         if ((body.get("spec") or {}).get("forkFrom") or {}).get("name"):
             self.forks.add(key)
         else:
@@ -173,6 +177,7 @@ class Cache:
 
     def forget_session(self, key: Key) -> None:
         self.sessions.pop(key, None)
+        self.places.update(key, None)
         self.forks.discard(key)
 
     def remember_claim(self, key: Key, body: Mapping[str, Any]) -> None:

@@ -33,6 +33,7 @@ _LISTED: dict[str, tuple[str, str, str, str | None]] = {  # kind: group, version
     "sandboxes": (c.SANDBOX_GROUP, c.SANDBOX_VERSION, c.SANDBOX_PLURAL, None),
     "network_policies": ("networking.k8s.io", "v1", "networkpolicies", _MANAGED),
 }
+LISTED_RESOURCES = {kind: (group, version, plural) for kind, (group, version, plural, _) in _LISTED.items()}
 # Built-in kinds of a named group go through the generic path, as our CRDs: plain JSON in and out. Their
 # typed models (decoded into V1NetworkPolicy, dates parsed with dateutil, then turned back into a dict)
 # cost CPU on every new session's path for nothing a decision reads.

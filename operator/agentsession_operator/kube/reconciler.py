@@ -27,7 +27,9 @@ from agentsession_operator.kube.background import Background
 from agentsession_operator.kube.cache import Cache, Key
 from agentsession_operator.kube.client import Kube
 from agentsession_operator.kube.fairness import ACTIVITY_INTERVAL, FairSlots, only_activity_changed
+from agentsession_operator.kube.places import Admitted
 from agentsession_operator.kube.policy_status import PolicyStatus
+from agentsession_operator.kube.primed_watch import PrimedVersions
 from agentsession_operator.kube.scheduler import DeadlineScheduler
 from agentsession_operator.kube.session_pass import Config, Rooms, SessionPass
 from agentsession_operator.kube.status_writer import SessionGone, StatusWriter
@@ -67,6 +69,8 @@ class Reconciler:
             kube, self.cache, self.config, self.scheduler, self, self.actor, self.writer, self._event, self._fence
         )
         self.session_pass = SessionPass(rooms)
+        self.primed_versions = PrimedVersions()  # kopf's first listings watch from prime's (kube/primed_watch.py)
+        self.admitted = Admitted()  # creates the webhook let through, until the cache has them
         self.resyncs = relists.Resync(kube, self.cache, self, self.background)
         self.policy_status = PolicyStatus(kube, self.cache, self.background, lambda: self.is_leader())
 
@@ -93,7 +97,7 @@ class Reconciler:
 
     # ---- the cache's start and upkeep (kube/resync.py) ------------------------------------------
     async def prime(self, namespaces: tuple[str, ...] = ()) -> None:
-        await relists.prime(self.kube, self.cache, self, namespaces)
+        await relists.prime(self.kube, self.cache, self, namespaces, self.primed_versions)
 
     def relisted(self, kind: str) -> None:
         self.resyncs.relisted(kind)
@@ -185,6 +189,10 @@ class Reconciler:
         policies = self.cache.policies.get(namespace) or {}
         if not policies:
             return
+        if before is not None and quota.holds_place(before) and (after is None or not quota.holds_place(after)):
+            places = self.cache.places.in_namespace(namespace)
+            for name in quota.namespace_to_wake(quota.rank(before), places, policies.values(), namespace):
+                self.pass_soon((namespace, name), "a place under maxSessionsPerNamespace freed")
         keys = quota.capped_keys(policies.values())
         if keys:
             now = clock.now()

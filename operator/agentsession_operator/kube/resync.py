@@ -16,13 +16,15 @@ from agentsession_operator.infra import metrics
 from agentsession_operator.infra.logs import logger
 from agentsession_operator.kube.background import Background
 from agentsession_operator.kube.cache import Cache, Key, same_version, unseen_deletions
-from agentsession_operator.kube.client import Kube
+from agentsession_operator.kube.client import LISTED_RESOURCES, Kube
 from agentsession_operator.kube.owners import session_for_claim, session_for_network_policy, session_for_sandbox
+from agentsession_operator.kube.primed_watch import PrimedVersions
 
 RESYNC_DEBOUNCE = 2.0  # seconds after a listing's last event before listing again (the burst is over)
 RESYNC_PERIOD = 300.0  # a relist that found nothing delivers no event at all: list anyway, this often
 RESYNC_KINDS = ("policies", "pools", "sessions", "claims", "sandboxes")
 PRIMED_KINDS = ("claims", "sandboxes", "network_policies", "sessions")
+KIND_RESOURCES = {kind: LISTED_RESOURCES[kind] for kind in PRIMED_KINDS}  # (group, version, plural)
 PRIME_PATIENCE = 60.0
 """How long the start-up listing waits out an API server that is not ready to serve it (seconds)."""
 T = TypeVar("T")
@@ -37,7 +39,13 @@ class Sessions(Protocol):
     def pass_now(self, key: Key) -> None: ...
 
 
-async def prime(kube: Kube, cache: Cache, sessions: Sessions, namespaces: tuple[str, ...] = ()) -> None:
+async def prime(
+    kube: Kube,
+    cache: Cache,
+    sessions: Sessions,
+    namespaces: tuple[str, ...] = (),
+    versions: PrimedVersions | None = None,
+) -> None:
     """List every policy, warm pool, session, claim, Sandbox and NetworkPolicy once, in pages, before any
     session is acted on (see Cache.loaded).
 
@@ -46,7 +54,8 @@ async def prime(kube: Kube, cache: Cache, sessions: Sessions, namespaces: tuple[
     group. And a fresh replica (a restart, a failover) that learnt the children from kopf's listings, which
     run side by side, judged many sessions before their claim, Sandbox or NetworkPolicy arrived: a GET of
     each, a NetworkPolicy create answered 409, a GET of the session for each claim listed first. A failed
-    list fails the start (and kopf retries it) rather than act without policies."""
+    list fails the start (and kopf retries it) rather than act without policies. `versions` gets each
+    listing's resourceVersion: kopf's own first listing of these kinds watches from it (kube/primed_watch.py)."""
     for body in await _patiently(kube.list_policies, None):
         meta = body["metadata"]
         if watched(meta.get("namespace"), namespaces):
@@ -56,7 +65,9 @@ async def prime(kube: Kube, cache: Cache, sessions: Sessions, namespaces: tuple[
     counts: dict[str, int] = {}
     for kind in PRIMED_KINDS:  # claims before Sandboxes: a Sandbox is cached by its claim's session
         counts[kind] = 0
-        async for items in _pages(kube, kind):
+        async for items, version in _pages(kube, kind):
+            if versions is not None:
+                versions.primed(KIND_RESOURCES[kind], version)
             for body in items:
                 meta = body["metadata"]
                 if watched(meta.get("namespace"), namespaces):
@@ -93,12 +104,13 @@ def unchanged(cache: Cache, kind: str, key: Key, body: Mapping[str, Any]) -> boo
     return same_version(table.get(key), body)
 
 
-async def _pages(kube: Kube, kind: str) -> AsyncIterator[list[dict[str, Any]]]:
-    """The pages of a start-up listing, each page's request retried as _patiently does."""
+async def _pages(kube: Kube, kind: str) -> AsyncIterator[tuple[list[dict[str, Any]], str]]:
+    """The pages of a start-up listing with the listing's resourceVersion (the same on every page), each
+    page's request retried as _patiently does."""
     token: str | None = None
     while True:
-        items, _, token = await _patiently(kube.list_page, kind, token)
-        yield items
+        items, version, token = await _patiently(kube.list_page, kind, token)
+        yield items, version
         if not token:
             return
 

@@ -121,6 +121,7 @@ class SessionPass:
             pools={pool for ns, pool in r.cache.pools if ns == namespace},
             label_domains=await self.label_domains(),
             peers=r.cache.scan_bodies_in(namespace),
+            places=r.cache.places.in_namespace(namespace),
             fork_inputs=await fork_inputs(r.kube, r.cache, session)
             if claim is None and source and not status.get("claimName")
             else None,

@@ -15,7 +15,7 @@ from agentsession_api import crdgen, names
 
 FINGERPRINTS = {
     1: "972267f8da8ede07e26316caf75faa263bdda24e9cfcf7e8d5ef43e2f4709441",
-    2: "1b8022fafb7908bc7f9db1de6960c9277c5bbb79f3c0a74ec3cf1daa40535a94",  # idleAction Hibernate
+    2: "52635afccd34ef85f8b95337d2e51eabd1f8a33f84dd8dd05eb8c4eaf8758b60",  # Hibernate, maxSessionsPerNamespace
 }
 
 
