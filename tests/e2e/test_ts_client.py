@@ -22,6 +22,7 @@ from agentsession_api.activity import parse_activity
 from agentsession_api.names import ANNOTATION_ACTIVITY
 from langchain_k8s_client import AgentSessionSandbox, SessionConflict, SessionManager
 from langchain_k8s_client.manager import session_name
+from tests.e2e import manifests
 from tests.e2e.conftest import Kube, OperatorProcess
 
 pytestmark = pytest.mark.e2e
@@ -178,6 +179,42 @@ def test_contradicting_spec_is_a_conflict_in_both_clients(ts_package: Path, pool
             AgentSessionSandbox("conflict", pool_namespace, ttl="2h")
     finally:
         SessionManager(pool_namespace)._store.delete(pool_namespace, "conflict")
+
+
+def test_typescript_forks_a_python_session_with_the_source_suspended(ts_package: Path, kube: Kube) -> None:
+    """fork() in TypeScript as in Python (spec.forkFrom, the source suspended for the copy and resumed after):
+    a file the Python client wrote in the source's volume is in the fork."""
+    ns = f"tsfork-{uuid.uuid4().hex[:6]}"
+    kube.run("create", "namespace", ns)
+    mount = [{"name": "workspace", "mountPath": "/workspace"}]
+    template = manifests.template(
+        "py",
+        manifests.PYTHON_RUNTIME_IMAGE,
+        vct_policy="Allowed",
+        volume_mounts=mount,
+        volumes=[{"name": "workspace", "emptyDir": {}}],
+    )
+    kube.apply(template, manifests.warm_pool("fork-pool", "py"), namespace=ns)
+    volume = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+    try:
+        with AgentSessionSandbox(
+            "src",
+            ns,
+            warm_pool="fork-pool",
+            ttl="1h",
+            volume_claim_templates=[{"metadata": {"name": "workspace"}, "spec": volume}],
+        ) as source:
+            assert source.write("/workspace/notes.txt", "written by python").error is None
+            steps = [{"op": "fork", "name": "src-ts-fork", "suspendSource": True, "read": "/workspace/notes.txt"}]
+            answer = drive(ts_package, {"namespace": ns, "session": "src", "steps": steps}, timeout=400)
+            [forked] = answer["results"]
+            assert forked["created"] is True and forked["content"] == "written by python", forked
+            body = kube.get("agentsessions", "src-ts-fork", ns) or {}
+            assert body["spec"]["forkFrom"] == {"name": "src"}
+            assert not (kube.get("agentsessions", "src", ns) or {})["spec"].get("suspend")  # resumed after the copy
+            assert source.execute("cat /workspace/notes.txt").output == "written by python"
+    finally:
+        kube.run("delete", "namespace", ns, "--wait=false", check=False)
 
 
 def test_readme_typescript_block_runs(ts_package: Path, kube: Kube, operator: OperatorProcess, tmp_path: Path) -> None:
