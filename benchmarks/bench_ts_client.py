@@ -95,6 +95,8 @@ def main() -> None:
         kinds = {
             "client-ts": lambda n: node.call("ts", n),
             "node raw POST": lambda n: node.call("raw", n),
+            "node POST wrapper": lambda n: node.call("wrapped", n),
+            "ts script wrapper": lambda n: node.call("script", n),
             "python client": python_calls,
         }
         times: dict[str, list[float]] = {k: [] for k in kinds}
@@ -104,9 +106,9 @@ def main() -> None:
         medians = {k: statistics.median(v) for k, v in times.items()}
         raw = medians["node raw POST"]
         print(f'execute("true") on one pod, {args.rounds} interleaved rounds x {args.batch} calls, median ms')
-        print(f"{'client':<16} {'median ms':>10} {'vs node raw POST':>18}")
+        print(f"{'client':<18} {'median ms':>10} {'vs node raw POST':>18}")
         for kind, value in medians.items():
-            print(f"{kind:<16} {value:>10.2f} {value / raw:>17.2f}x")
+            print(f"{kind:<18} {value:>10.2f} {value / raw:>17.2f}x")
         py.delete_session()
         py.close()
     finally:

@@ -217,6 +217,62 @@ def test_typescript_forks_a_python_session_with_the_source_suspended(ts_package:
         kube.run("delete", "namespace", ns, "--wait=false", check=False)
 
 
+def test_express_example_serves_a_thread(ts_package: Path, pool_namespace: str) -> None:
+    """examples/typescript as its README comment runs it (npm ci, tsc, node), on a loopback port: one POST runs a
+    command in the thread's session, which the Python client then finds by the same thread id; DELETE ends it."""
+    import socket
+    import urllib.request
+
+    where = EXAMPLES / "typescript"
+    subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=where, check=True, capture_output=True, timeout=600)
+    subprocess.run(["npx", "tsc", "-p", "."], cwd=where, check=True, capture_output=True, timeout=300)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**node_env(), "PORT": str(port), "NAMESPACE": pool_namespace, "WARM_POOL": "python-pool"}
+    server = subprocess.Popen(
+        ["node", "dist/express-server.js"],
+        cwd=where,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+
+    def call(method: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, dict[str, Any]]:
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(base + path, data=data, method=method)
+        request.add_header("content-type", "application/json")
+        try:
+            with urllib.request.urlopen(request, timeout=240) as answer:
+                return answer.status, dict(json.loads(answer.read()))
+        except urllib.error.HTTPError as refused:
+            return refused.code, dict(json.loads(refused.read()))
+
+    thread = f"express-{uuid.uuid4().hex[:4]}"
+    try:
+        assert server.stdout is not None
+        assert server.stdout.readline().strip() == f"listening on 127.0.0.1:{port}"
+        status, ran = call("POST", f"/threads/{thread}/run", {"command": "echo from express; hostname"})
+        assert status == 200 and ran["exitCode"] == 0 and ran["output"].startswith("from express\n"), ran
+        assert call("POST", f"/threads/{thread}/run", {})[0] == 400
+        backend = SessionManager(pool_namespace).get(thread)  # the same session, by the thread id
+        try:
+            assert backend.session.pod_name == ran["output"].split()[-1] and not backend.created
+        finally:
+            backend.close()
+        assert call("DELETE", f"/threads/{thread}") == (200, {"deleted": True})
+    finally:
+        server.terminate()
+        try:
+            server.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.communicate()
+        SessionManager(pool_namespace).delete(thread)
+
+
 def test_readme_typescript_block_runs(ts_package: Path, kube: Kube, operator: OperatorProcess, tmp_path: Path) -> None:
     """The README's typescript block, compiled as written against the built package, in namespace team-a."""
     import re
