@@ -48,7 +48,12 @@ def answer(case: dict) -> object:
     if op == "grep":
         try:
             return pyscripts.build_grep(
-                a["pattern"], a["path"], a["glob"], max_count=a["max"], exclude_dirs=a["exclude_dirs"], confine=a["confine"]
+                a["pattern"],
+                a["path"],
+                a["glob"],
+                max_count=a["max"],
+                exclude_dirs=a["exclude_dirs"],
+                confine=a["confine"],
             )
         except ValueError as exc:
             return {"error": str(exc)}
@@ -66,7 +71,9 @@ def answer(case: dict) -> object:
         for path, write in a["paths"]:
             try:
                 r = policy.resolve(path, write=write)
-                out.append({"virtual": r.virtual, "real": r.real, "confine": r.confine, "shown": policy.display(r.real)})
+                out.append(
+                    {"virtual": r.virtual, "real": r.real, "confine": r.confine, "shown": policy.display(r.real)}
+                )
             except PathRefused as refusal:
                 out.append({"code": refusal.code, "message": refusal.message})
         return out
