@@ -4,7 +4,7 @@
 // TS_E2E_POOL set; never by `npm test`.
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
-import { AgentSessionSandbox } from "../src/index.js";
+import { AgentSessionSandbox, type AgentSessionSandboxOptions } from "../src/index.js";
 
 const namespace = process.env.TS_E2E_NAMESPACE!;
 const pool = process.env.TS_E2E_POOL ?? "python-pool";
@@ -17,6 +17,9 @@ const readText = async (path: string, offset?: number, limit?: number) => {
   assert.equal(r.error, undefined, `read ${path}: ${r.error}`);
   return typeof r.content === "string" ? r.content : dec(r.content ?? null);
 };
+
+// The same session with other path options (attaching creates nothing).
+const attach = (options: AgentSessionSandboxOptions) => AgentSessionSandbox.create(sb.id, { namespace, ...options });
 
 before(async () => {
   sb = await AgentSessionSandbox.create("ts-conformance", { namespace, warmPool: pool, ttl: "1h" });
@@ -145,4 +148,52 @@ test("the runtime answering is the pod the status names", async () => {
   const info = await sb.checkIdentity();
   const view = await sb.session();
   assert.equal(info.hostname, view.podName);
+});
+
+test("delete: a file, a tree, a missing path (scripts/delete.sh)", async () => {
+  await sb.uploadFiles([[`${root}/del/f.txt`, enc("f")], [`${root}/del/tree/a/b.txt`, enc("b")]]);
+  assert.deepEqual(await sb.delete(`${root}/del/f.txt`), { path: `${root}/del/f.txt` });
+  assert.deepEqual(await sb.delete(`${root}/del/tree`), { path: `${root}/del/tree` });
+  assert.deepEqual(await sb.delete(`${root}/del/none`), { error: `Error: '${root}/del/none' not found` });
+  assert.deepEqual(((await sb.ls(`${root}/del`)).files ?? []).map((f) => f.path), []);
+});
+
+test("grep with no path searches where commands run; a missing path is an explicit error", async () => {
+  await sb.uploadFiles([[`${root}/gw/n.txt`, enc("grep-here-marker\n")]]);
+  const here = await attach({ workingDir: `${root}/gw` });
+  const found = await here.grep("grep-here-marker");
+  assert.deepEqual((found.matches ?? []).map((m) => [m.path, m.line]), [[`${root}/gw/n.txt`, 1]]);
+  here.close();
+  const missing = await sb.grep("x", `${root}/nowhere`);
+  assert.match(missing.error ?? "", /path_not_found/);
+});
+
+test("virtual mode: paths under rootDir, mapped back; '..', '~' and a symlink out refused", async () => {
+  const vroot = `${root}/virtual`;
+  await sb.uploadFiles([[`${vroot}/docs/a.md`, enc("alpha\nneedle\n")]]);
+  assert.equal((await sb.execute(`ln -s /etc ${vroot}/out && ln -s /etc/hostname ${vroot}/host`)).exitCode, 0);
+  const v = await attach({ virtualMode: true, rootDir: vroot, allowPrefixes: ["/docs"] });
+  const read = await v.read("/docs/a.md");
+  assert.equal(read.error, undefined);
+  assert.match(String(read.content), /1\talpha\n.*2\tneedle/);
+  assert.deepEqual(((await v.ls("/docs")).files ?? []).map((f) => f.path), ["/docs/a.md"]);
+  assert.deepEqual((await v.grep("needle", "/")).matches, [{ path: "/docs/a.md", line: 2, text: "needle" }]);
+  assert.deepEqual(((await v.glob("**/*.md", "/")).files ?? []).map((f) => f.path), ["docs/a.md"]);
+  assert.equal((await v.write("/docs/b.md", "beta")).error, undefined);
+  assert.equal(dec((await sb.downloadFiles([`${vroot}/docs/b.md`]))[0]!.content), "beta");
+  assert.deepEqual(await v.edit("/docs/b.md", "beta", "gamma"), { path: "/docs/b.md", occurrences: 1 });
+  // Refused before anything is sent, or in the pod for symlinks.
+  assert.equal((await v.downloadFiles(["/docs/../../etc/passwd"]))[0]!.error, "invalid_path");
+  assert.equal((await v.downloadFiles(["/~root/x"]))[0]!.error, "invalid_path");
+  assert.equal((await v.downloadFiles(["/out/hostname"]))[0]!.error, "invalid_path");
+  assert.match((await v.read("/host")).error ?? "", /invalid_path/);
+  assert.match((await v.ls("/out")).error ?? "", /invalid_path/);
+  assert.match((await v.glob("*", "/out")).error ?? "", /invalid_path/);
+  // Writes outside allowPrefixes: permission_denied; the root itself is never deleted.
+  assert.equal((await v.uploadFiles([["/elsewhere.txt", enc("x")]]))[0]!.error, "permission_denied");
+  assert.match((await v.write("/elsewhere.txt", "x")).error ?? "", /permission_denied/);
+  assert.match((await v.delete("/docs")).error ?? "", /refusing to delete the root/);
+  assert.deepEqual(await v.delete("/docs/b.md"), { path: "/docs/b.md" });
+  assert.equal((await v.uploadFiles([["/docs/../x", enc("x")]]))[0]!.error, "invalid_path");
+  v.close();
 });

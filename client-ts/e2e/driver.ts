@@ -8,7 +8,8 @@ type Step =
   | { op: "read"; path: string }
   | { op: "identity" }
   | { op: "session" }
-  | { op: "delete" };
+  | { op: "delete" }
+  | { op: "fork"; name: string; suspendSource?: boolean; read: string };
 
 interface Request {
   namespace: string;
@@ -56,6 +57,16 @@ async function main(): Promise<void> {
         case "delete":
           results.push(await sb.deleteSession());
           break;
+        case "fork": {
+          const forked = await sb.fork(step.name, { suspendSource: step.suspendSource });
+          try {
+            const [d] = await forked.downloadFiles([step.read]);
+            results.push({ name: forked.id, uid: forked.uid, created: forked.created, content: d!.content ? new TextDecoder().decode(d!.content) : d!.error });
+          } finally {
+            forked.close();
+          }
+          break;
+        }
       }
     }
     process.stdout.write(JSON.stringify({ name: sb.id, created: sb.created, uid: sb.uid, nameOf: req.thread ? sessionName(req.thread) : null, results }));

@@ -5,7 +5,7 @@ import { createHash } from "node:crypto";
 import type * as k8s from "@kubernetes/client-node";
 import { createDeepAgent as createAgent } from "deepagents";
 import { GROUP } from "./generated/contract.js";
-import { AgentSessionSandbox, type AgentSessionSandboxOptions } from "./sandbox.js";
+import { AgentSessionSandbox, forkSession, type AgentSessionSandboxOptions } from "./sandbox.js";
 import { SessionStore, viewOf, type SessionView } from "./sessions.js";
 
 export const THREAD_LABEL = `${GROUP}/thread-hash`;
@@ -65,6 +65,18 @@ export class SessionManager {
       ...overrides,
       namespace: this.namespace,
       sessionLabels: this.labelsFor(threadId),
+      kubeConfig: this.store.kubeConfig,
+    });
+  }
+
+  /** The new thread's backend, on a fork of `threadId`'s session (its volumes copied; see
+   * AgentSessionSandbox.fork). The manager's defaults apply, except volumes (the source's are copied). */
+  fork(threadId: string, newThreadId: string, overrides: AgentSessionSandboxOptions & { suspendSource?: boolean } = {}): Promise<AgentSessionSandbox> {
+    const { volumeClaimTemplates: _ignored, ...defaults } = { ...this.options.defaults, ...overrides };
+    return forkSession(this.nameFor(threadId), this.nameFor(newThreadId), {
+      ...defaults,
+      namespace: this.namespace,
+      sessionLabels: this.labelsFor(newThreadId),
       kubeConfig: this.store.kubeConfig,
     });
   }

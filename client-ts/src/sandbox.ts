@@ -3,10 +3,17 @@
 // attaches to it when present; the first operation waits for Ready (one watch), then talks to the pod the
 // status names, after checking the runtime's hostname is that pod's name. Every operation reports activity
 // on this session (throttled, busy window before a command); a session idle-suspended is woken on use.
+import { AsyncLocalStorage } from "node:async_hooks";
 import type * as k8s from "@kubernetes/client-node";
 import {
   BaseSandbox,
+  type DeleteResult,
   type EditResult,
+  type GlobResult,
+  type GrepMatch,
+  type GrepResult,
+  type ReadResult,
+  type WriteResult,
   type ExecuteResponse,
   type FileDownloadResponse,
   type FileInfo,
@@ -21,8 +28,10 @@ import { SessionNotReady } from "./errors.js";
 import { IdleAction, Phase, type AgentSession } from "./generated/contract.js";
 import { raiseForTerminal, SessionStore, viewOf, type SessionSpecOptions, type SessionView } from "./sessions.js";
 import { RuntimeTransport, type PodEndpoint, type ResponseLimits } from "./transport.js";
+import { checkConnection, endpointFor, type Connection } from "./endpoints.js";
+import { normalize, PathPolicy, PathRefused, type ResolvedPath } from "./paths.js";
 
-export const RUNTIME_PORT = 8888;
+export { RUNTIME_PORT } from "./endpoints.js";
 export const DEFAULT_COMMAND_TIMEOUT = 300;
 export const MAX_COMMAND_TIMEOUT = 3600;
 export const DEFAULT_MAX_OUTPUT = 1024 * 1024;
@@ -38,8 +47,15 @@ export interface AgentSessionSandboxOptions extends Omit<SessionSpecOptions, "tt
   maxOutputSize?: number;
   /** Default execute timeout in seconds (default 300, at most 3600), enforced inside the pod. */
   commandTimeout?: number;
-  /** Working directory of execute (default: the runtime's base directory). */
+  /** Working directory of execute (default: the runtime's base directory, or rootDir in virtual mode). */
   workingDir?: string;
+  /** Absolute prefixes where write/edit/delete/upload may act; elsewhere permission_denied. Reads are not limited. */
+  allowPrefixes?: readonly string[];
+  /** Caller paths are relative to `rootDir` in the pod; `..`, a leading `~` and symlinks out are invalid_path. */
+  virtualMode?: boolean;
+  rootDir?: string;
+  /** How to reach the runtime (default: the status's pod IP); `{ mode: "router", url }` goes through the sandbox router. */
+  connection?: Connection;
   /** Bounds on every answer of the pod (default 256 MiB, read timeout + 30 s). */
   responseLimits?: ResponseLimits;
   /** Default: in-cluster config, else $KUBECONFIG / ~/.kube/config. */
@@ -67,10 +83,16 @@ function checkTimeout(timeout: number): number {
   return timeout === 0 ? MAX_COMMAND_TIMEOUT : timeout;
 }
 
-function pathError(path: string): FileOperationError | null {
-  if (!path || path.includes("\0") || !path.startsWith("/")) return "invalid_path";
-  return null;
+// Inside one public operation: BaseSandbox's read/glob call execute() (no second activity report), and
+// `resolved` is a path already mapped to the pod (its downloadFiles must not map it again).
+const operation = new AsyncLocalStorage<{ resolved?: ResolvedPath }>();
+
+function refusalOf(err: unknown): PathRefused {
+  if (err instanceof PathRefused) return err;
+  throw err;
 }
+
+const GREP_READ_TIMEOUT = scripts.GREP_TIME_BUDGET + 30;
 
 const FILE_ERRORS = new Set(["file_not_found", "permission_denied", "is_directory", "invalid_path"]);
 const asFileError = (code: string | null): FileOperationError | null =>
@@ -123,7 +145,11 @@ export class AgentSessionSandbox extends BaseSandbox {
   readonly uid: string;
   readonly created: boolean;
   readonly transport: RuntimeTransport;
+  readonly policy: PathPolicy;
+  /** Directory names grep skips (deepagents' default). */
+  grepExcludeDirs: readonly string[] = [".git"];
   private readonly throttle: ActivityThrottle;
+  private readonly cwd: string;
 
   private constructor(
     private readonly store: SessionStore,
@@ -138,6 +164,8 @@ export class AgentSessionSandbox extends BaseSandbox {
     this.uid = view.uid;
     this.created = created;
     this.throttle = new ActivityThrottle(intervalFor(view.idleTimeout));
+    this.policy = new PathPolicy({ virtualMode: options.virtualMode, rootDir: options.rootDir, allowPrefixes: options.allowPrefixes });
+    this.cwd = options.workingDir ?? (this.policy.virtualMode ? this.policy.rootDir : "");
     // Never contacted: marked stale at once, so the first operation resolves the session's pod.
     this.transport = new RuntimeTransport({ baseUrl: "http://unresolved.invalid" }, { resolveEndpoint: () => this.resolveEndpoint(), limits: options.responseLimits });
     this.transport.markStale();
@@ -151,6 +179,8 @@ export class AgentSessionSandbox extends BaseSandbox {
     if (options.maxOutputSize !== undefined && !(options.maxOutputSize >= 1)) throw new RangeError("maxOutputSize must be positive");
     if (options.commandTimeout !== undefined) checkTimeout(options.commandTimeout);
     if (options.workingDir !== undefined && !options.workingDir.startsWith("/")) throw new RangeError("workingDir must be absolute");
+    new PathPolicy({ virtualMode: options.virtualMode, rootDir: options.rootDir, allowPrefixes: options.allowPrefixes }); // bad rules fail before a create
+    checkConnection(options.connection);
     const store = new SessionStore(options.kubeConfig);
     const spec: SessionSpecOptions = { ...options, ttl: normalizeDuration(options.ttl), idleTimeout: normalizeDuration(options.idleTimeout) };
     const { body, created } = await store.getOrCreate(options.namespace ?? "default", name, spec);
@@ -178,7 +208,7 @@ export class AgentSessionSandbox extends BaseSandbox {
     }
     view = await this.waitReady();
     this.throttle.interval = intervalFor(view.idleTimeout);
-    return { baseUrl: `http://${view.podIPs[0]}:${RUNTIME_PORT}`, expectedHostname: view.podName ?? undefined };
+    return endpointFor(view, this.options.connection);
   }
 
   private async reportActivity(busySeconds: number | null): Promise<void> {
@@ -199,65 +229,94 @@ export class AgentSessionSandbox extends BaseSandbox {
     }
   }
 
+  /** Run `body` as one public operation: one activity report (busy window `busySeconds`), then `body`.
+   * Only read and glob (BaseSandbox's, which call execute/downloadFiles) run inside the async context that
+   * marks nested calls: entering it cost ~0.1 ms a call on a busy machine, which execute need not pay. */
+  private async operate<T>(busySeconds: number | null, body: () => Promise<T>, resolved?: ResolvedPath): Promise<T> {
+    const inside = operation.getStore() !== undefined;
+    if (!inside) await this.reportActivity(busySeconds);
+    if (resolved === undefined) return body();
+    return operation.run({ resolved }, body);
+  }
+
   /** Run `command` with `sh -c` in the pod; output is stdout+stderr in order. Never re-sent on a failure. */
   async execute(command: string, options: { timeout?: number } = {}): Promise<ExecuteResponse> {
     const timeout = checkTimeout(options.timeout ?? this.options.commandTimeout ?? DEFAULT_COMMAND_TIMEOUT);
-    await this.reportActivity(timeout);
-    const result = await this.transport.execute(command, {
-      timeout,
-      maxOutput: this.options.maxOutputSize ?? DEFAULT_MAX_OUTPUT,
-      cwd: this.options.workingDir ?? "",
-    });
+    const result = await this.operate(timeout, () =>
+      this.transport.execute(command, { timeout, maxOutput: this.options.maxOutputSize ?? DEFAULT_MAX_OUTPUT, cwd: this.cwd }),
+    );
     return { output: result.output, exitCode: result.exitCode, truncated: result.truncated };
   }
 
   /** Write files of any size and bytes; parents are created, existing files overwritten. */
   async uploadFiles(files: Array<[string, Uint8Array]>): Promise<FileUploadResponse[]> {
-    const out: FileUploadResponse[] = files.map(([path]) => ({ path, error: pathError(path) }));
+    const out: FileUploadResponse[] = files.map(([path]) => ({ path, error: null }));
     const items: Array<[string, Uint8Array, string]> = [];
     const positions: number[] = [];
     files.forEach(([path, content], i) => {
-      if (out[i]!.error === null) {
-        items.push([path, content, ""]);
+      try {
+        const resolved = this.policy.resolve(path, true);
+        items.push([resolved.real, content, resolved.confine]);
         positions.push(i);
+      } catch (err) {
+        out[i]!.error = refusalOf(err).code;
       }
     });
-    await this.reportActivity(null);
-    if (items.length) (await this.transport.upload(items)).forEach((code, i) => (out[positions[i]!]!.error = asFileError(code)));
+    await this.operate(null, async () => {
+      if (items.length) (await this.transport.upload(items)).forEach((code, i) => (out[positions[i]!]!.error = asFileError(code)));
+    });
     return out;
   }
 
   /** Read files byte-exact; errors: file_not_found, is_directory, permission_denied, invalid_path. */
   async downloadFiles(paths: string[]): Promise<FileDownloadResponse[]> {
-    const out: FileDownloadResponse[] = paths.map((path) => ({ path, content: null, error: pathError(path) }));
+    const out: FileDownloadResponse[] = paths.map((path) => ({ path, content: null, error: null }));
     const items: Array<[string, string]> = [];
     const positions: number[] = [];
+    const already = operation.getStore()?.resolved; // BaseSandbox.read of a binary file: the pod path
     paths.forEach((path, i) => {
-      if (out[i]!.error === null) {
-        items.push([path, ""]);
+      try {
+        const resolved = already && path === already.real ? already : this.policy.resolve(path);
+        items.push([resolved.real, resolved.confine]);
         positions.push(i);
+      } catch (err) {
+        out[i]!.error = refusalOf(err).code;
       }
     });
-    await this.reportActivity(null);
-    if (items.length) {
+    await this.operate(null, async () => {
+      if (!items.length) return;
       (await this.transport.download(items)).forEach((r, i) => {
         out[positions[i]!]!.content = r.content;
         out[positions[i]!]!.error = asFileError(r.error);
       });
-    }
+    });
     return out;
+  }
+
+  /** deepagents' write (a binary MIME type takes base64 content), within the path rules. */
+  override async write(filePath: string, content: string): Promise<WriteResult> {
+    try {
+      this.policy.resolve(filePath, true);
+    } catch (err) {
+      const refusal = refusalOf(err);
+      return { error: `Error: cannot write '${filePath}': ${refusal.code}: ${refusal.message}` };
+    }
+    return super.write(filePath, content);
   }
 
   /** List a directory in one python3 run: the Python client's scripts/ls.py. */
   override async ls(path: string): Promise<LsResult> {
-    const refused = pathError(path);
-    if (refused) return { error: `Path '${path}': ${refused}` };
-    await this.reportActivity(null);
-    const raw = await this.transport.run(() => this.transport.script(scripts.buildLs(path, ""), true), true);
+    let resolved: ResolvedPath;
+    try {
+      resolved = this.policy.resolve(path);
+    } catch (err) {
+      return { error: `Path '${path}': ${refusalOf(err).code}` };
+    }
+    const raw = await this.operate(null, () => this.transport.run(() => this.transport.script(scripts.buildLs(resolved.real, resolved.confine), true), true));
     const answer = scripts.parseJsonLines(raw.stdout);
     if (answer.error !== null) return { error: `Path '${path}': ${answer.error}` };
     if (answer.done === null) return { error: `Path '${path}': ls failed in the sandbox: ${failure(raw)}` };
-    const base = path.replace(/\/+$/, "");
+    const base = resolved.virtual.replace(/\/+$/, "");
     const files: FileInfo[] = [];
     for (const rec of answer.records) {
       if (typeof rec.n !== "string") continue;
@@ -273,26 +332,181 @@ export class AgentSessionSandbox extends BaseSandbox {
   /** Replace `oldString` in the file inside the pod (the file never crosses the wire): scripts/edit.py. */
   override async edit(filePath: string, oldString: string, newString: string, replaceAll = false): Promise<EditResult> {
     if (!oldString) return { error: "Error: old_string cannot be empty" };
-    const refused = pathError(filePath);
-    if (refused) return { error: `Error: cannot edit '${filePath}': ${refused}` };
-    const payload = scripts.editPayload(filePath, oldString, newString, replaceAll, "");
-    await this.reportActivity(null);
-    let raw: RuntimeExec;
-    if (Buffer.byteLength(payload) <= scripts.EDIT_INLINE_MAX) {
-      raw = await this.transport.run(() => this.transport.script(scripts.buildEdit(payload), false), false);
-    } else {
+    let resolved: ResolvedPath;
+    try {
+      resolved = this.policy.resolve(filePath, true);
+    } catch (err) {
+      const refusal = refusalOf(err);
+      return { error: `Error: cannot edit '${filePath}': ${refusal.code}: ${refusal.message}` };
+    }
+    const payload = scripts.editPayload(resolved.real, oldString, newString, replaceAll, resolved.confine);
+    const raw = await this.operate(null, async () => {
+      if (Buffer.byteLength(payload) <= scripts.EDIT_INLINE_MAX) {
+        return this.transport.run(() => this.transport.script(scripts.buildEdit(payload), false), false);
+      }
       const staged = `/tmp/.lkc-edit-${crypto.randomUUID()}`; // edit.py removes it after reading
       const [up] = await this.transport.upload([[staged, Buffer.from(payload, "ascii"), ""]]);
-      if (up) return { error: `Error editing file '${filePath}': staging the edit failed: ${up}` };
-      raw = await this.transport.run(() => this.transport.script(scripts.buildEdit(staged), false), false);
-    }
+      if (up) return { stdout: JSON.stringify({ error: "staging", detail: up }), stderr: "", exitCode: 1 };
+      return this.transport.run(() => this.transport.script(scripts.buildEdit(staged), false), false);
+    });
     return editResult(raw, filePath, oldString);
+  }
+
+  /** Remove a file or a directory tree (scripts/delete.sh: `rm -rf`), within allowPrefixes when set. */
+  override async delete(filePath: string): Promise<DeleteResult> {
+    let resolved: ResolvedPath;
+    try {
+      resolved = this.policy.resolve(filePath, true);
+    } catch (err) {
+      const refusal = refusalOf(err);
+      return { error: `Error: cannot delete '${filePath}': ${refusal.code}: ${refusal.message}` };
+    }
+    if (resolved.virtual === "/" || (resolved.confine && normalize(resolved.real) === normalize(resolved.confine))) {
+      return { error: `Error: refusing to delete the root '${filePath}'` };
+    }
+    const raw = await this.operate(null, () => this.transport.run(() => this.transport.script(scripts.buildDelete(resolved.real, resolved.confine), false), false));
+    let answer: string;
+    try {
+      answer = scripts.parseMarker(raw.stdout, "@X");
+    } catch {
+      return { error: `Error deleting file '${filePath}': ${failure(raw)}` };
+    }
+    if (answer === "ok") return { path: filePath };
+    if (answer === "file_not_found") return { error: `Error: '${filePath}' not found` };
+    return { error: `Error deleting file '${filePath}': ${answer}` };
+  }
+
+  /** Literal search (GNU grep where the probe found it, else one python3 run: the Python client's
+   * scripts), matches sorted by path, `truncated` when capped. No path: the directory commands run in. */
+  override async grep(pattern: string, path?: string | null, glob?: string | null, maxCount?: number | null): Promise<GrepResult> {
+    const max = maxCount ?? null;
+    return this.operate(null, () =>
+      this.transport.run(async (info) => {
+        let where = path ?? undefined;
+        if (where === undefined && !this.policy.virtualMode) where = this.cwd || info.baseDir;
+        let root: ResolvedPath;
+        try {
+          root = this.policy.resolveDir(where);
+        } catch (err) {
+          return { error: `Path '${where}': ${refusalOf(err).code}` };
+        }
+        if (info.gnuGrep && scripts.gnuGrepFits(root.real, this.grepExcludeDirs, glob, root.confine)) {
+          const cap = max !== null ? max + 1 : scripts.GREP_MATCH_LIMIT + 1;
+          const gnu = scripts.buildGnuGrep(pattern.split("\n").filter(Boolean).length ? pattern.split("\n").filter(Boolean) : [pattern], root.real, {
+            excludeDirs: this.grepExcludeDirs,
+            cap,
+            budget: info.runner === "timeout" ? scripts.GREP_TIME_BUDGET : null,
+          });
+          const found = this.gnuGrepResult(await this.transport.script(gnu, true, GREP_READ_TIMEOUT), cap, max);
+          if (found !== null) return found;
+          // grep failed with nothing found (a missing or unreadable path): grep.py says exactly what happened.
+        }
+        let command: string;
+        try {
+          command = scripts.buildGrep(pattern, root.real, glob, { maxCount: max, excludeDirs: this.grepExcludeDirs, confine: root.confine });
+        } catch (err) {
+          return { error: `Error: ${(err as Error).message}` };
+        }
+        return this.grepResult(await this.transport.script(command, true, GREP_READ_TIMEOUT), path ?? undefined, max);
+      }, true),
+    );
+  }
+
+  private gnuGrepResult(raw: RuntimeExec, cap: number, max: number | null): GrepResult | null {
+    const killed = scripts.GREP_KILLED.has(raw.exitCode);
+    if (!(raw.exitCode === 0 || killed) || !(raw.stdout.startsWith("/") || !raw.stdout)) return null;
+    const rows = scripts.gnuGrepRows(raw.stdout) ?? scripts.gnuGrepRowsSlowly(raw.stdout);
+    if (!rows.length && raw.stderr.trim() && !killed) return null;
+    let matches: GrepMatch[] = rows.slice(0, cap).map(([p, line, text]) => ({ path: this.policy.display(p), line, text }));
+    let truncated = rows.length >= cap || killed;
+    if (max !== null && matches.length > max) [matches, truncated] = [matches.slice(0, max), true];
+    return { matches, truncated };
+  }
+
+  private grepResult(raw: RuntimeExec, path: string | undefined, max: number | null): GrepResult {
+    const shown = path || ".";
+    const answer = scripts.parseJsonLines(raw.stdout);
+    if (answer.error !== null) return { error: `Path '${shown}': ${answer.error}` };
+    if (answer.done === null) return { error: `Path '${shown}': grep failed in the sandbox: ${failure(raw)}` };
+    const found: scripts.GrepRow[] = [];
+    for (const rec of answer.records) {
+      if (typeof rec.p === "string" && Number.isInteger(rec.l) && typeof rec.t === "string") found.push([rec.p, rec.l as number, rec.t]);
+    }
+    found.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+    let matches: GrepMatch[] = found.map(([p, line, text]) => ({ path: this.policy.display(p), line, text }));
+    let truncated = Boolean(answer.done.trunc);
+    if (max !== null && matches.length > max) [matches, truncated] = [matches.slice(0, max), true];
+    return { matches, truncated };
+  }
+
+  /** Before deepagents' own scripts (read, glob): a symlink out of the confinement root is refused. */
+  private async confineRefusal(resolved: ResolvedPath): Promise<string | null> {
+    if (!resolved.confine) return null;
+    const raw = await this.transport.run(() => this.transport.script(scripts.buildConfineCheck(resolved.real, resolved.confine), true), true);
+    const answer = scripts.parseMarker(raw.stdout, "@C");
+    return answer === "ok" ? null : answer;
+  }
+
+  /** deepagents' glob (paths relative to `path`), with virtual paths mapped and confined. */
+  override async glob(pattern: string, path = "/"): Promise<GlobResult> {
+    let root: ResolvedPath;
+    try {
+      root = this.policy.resolveDir(path);
+    } catch (err) {
+      return { error: `Path '${path}': ${refusalOf(err).code}` };
+    }
+    return this.operate(null, async () => {
+      const refusal = await this.confineRefusal(root);
+      if (refusal) return { error: `Path '${path}': ${refusal}` };
+      const result = await super.glob(pattern, this.policy.virtualMode ? root.real : path);
+      if (!this.policy.virtualMode) return result;
+      if (result.error !== undefined) result.error = result.error.replaceAll(root.real, root.virtual);
+      if (result.files) {
+        result.files = result.files.flatMap((info) => {
+          if (!info.path.startsWith("/")) return [info];
+          const virtual = this.policy.toVirtual(info.path);
+          return virtual === null ? [] : [{ ...info, path: virtual }];
+        });
+      }
+      return result;
+    }, root);
+  }
+
+  /** deepagents' paginated read, with virtual paths mapped and confined. */
+  override async read(filePath: string, offset = 0, limit = 500): Promise<ReadResult> {
+    let resolved: ResolvedPath;
+    try {
+      resolved = this.policy.resolve(filePath);
+    } catch (err) {
+      return { error: `File '${filePath}': ${refusalOf(err).code}` };
+    }
+    return this.operate(null, async () => {
+      const refusal = await this.confineRefusal(resolved);
+      if (refusal) return { error: `File '${filePath}': ${refusal}` };
+      const result = await super.read(this.policy.virtualMode ? resolved.real : filePath, offset, limit);
+      if (result.error !== undefined && resolved.real !== resolved.virtual) result.error = result.error.replaceAll(resolved.real, filePath);
+      return result;
+    }, resolved);
   }
 
   /** Probe the runtime now; WrongPod when it is not the pod the status names. */
   async checkIdentity() {
     await this.transport.run(async () => undefined, true);
     return this.transport.checkIdentity();
+  }
+
+  /** A new AgentSession `name` whose volumes start as copies of this session's, and its backend.
+   * The storage layer copies the volumes (a PVC clone); the two share nothing afterwards. A Ready source is
+   * copied crash-consistently; `suspendSource: true` suspends it for the moment of the copy (until the fork
+   * is Ready) and resumes it after, for an exact copy. `options` are the fork's (volumes cannot be given). */
+  fork(name: string, options: ForkOptions = {}): Promise<AgentSessionSandbox> {
+    return forkSession(this.id, name, {
+      namespace: this.namespace,
+      connection: this.options.connection,
+      readyTimeout: this.options.readyTimeout,
+      kubeConfig: this.store.kubeConfig,
+      ...options,
+    });
   }
 
   /** Delete the AgentSession (only this one: the UID is a precondition). */
@@ -302,5 +516,32 @@ export class AgentSessionSandbox extends BaseSandbox {
 
   close(): void {
     this.transport.close();
+  }
+}
+
+export interface ForkOptions extends Omit<AgentSessionSandboxOptions, "forkFrom"> {
+  suspendSource?: boolean;
+}
+
+/** Create `name` as a fork of `source` (spec.forkFrom; see AgentSessionSandbox.fork) and return its backend. */
+export async function forkSession(source: string, name: string, options: ForkOptions = {}): Promise<AgentSessionSandbox> {
+  const { suspendSource = false, ...rest } = options;
+  if (rest.volumeClaimTemplates?.length) throw new RangeError("a fork's volumes are copies of the source's: volumeClaimTemplates cannot be given");
+  delete rest.volumeClaimTemplates;
+  const namespace = rest.namespace ?? "default";
+  const store = new SessionStore(rest.kubeConfig);
+  const body = await store.require(namespace, source);
+  const timeout = rest.readyTimeout ?? 180;
+  // A source already suspended (by its owner, or idle) stays so: only what this call suspended is resumed.
+  const already = Boolean(body.spec?.suspend) || body.status?.phase === Phase.SUSPENDED;
+  const ours = suspendSource && !already;
+  if (ours) await store.setSuspend(namespace, source, true);
+  try {
+    if (suspendSource) await store.waitPhase(namespace, source, Phase.SUSPENDED, timeout);
+    const forked = await AgentSessionSandbox.create(name, { ...rest, kubeConfig: store.kubeConfig, forkFrom: source });
+    if (suspendSource) await forked.waitReady(); // Ready means its volumes are bound: the copy is made
+    return forked;
+  } finally {
+    if (ours) await store.setSuspend(namespace, source, false);
   }
 }

@@ -86,6 +86,7 @@ export interface SessionView {
   phase: string | null;
   podName: string | null;
   podIPs: string[];
+  sandboxName: string | null;
   idleTimeout: string | null;
   conditions: Condition[];
   suspendRequested: boolean;
@@ -106,6 +107,7 @@ export function viewOf(body: AgentSession): SessionView {
     phase,
     podName,
     podIPs,
+    sandboxName: status.sandboxName ?? null,
     idleTimeout: status.resolved?.idleTimeout ?? body.spec?.idleTimeout ?? null,
     conditions: [...(status.conditions ?? [])],
     suspendRequested: Boolean(body.spec?.suspend),
@@ -270,6 +272,18 @@ export class SessionStore {
           if (done) c.abort();
         }, (err) => finish(() => reject(err)));
     });
+  }
+
+  /** Poll until the session reaches `phase` (typed errors when it finishes instead), at most `timeout` s. */
+  async waitPhase(namespace: string, name: string, phase: string, timeout: number, interval = 0.5): Promise<SessionView> {
+    const deadline = Date.now() + timeout * 1000;
+    for (;;) {
+      const view = viewOf(await this.require(namespace, name));
+      if (view.phase === phase) return view;
+      raiseForTerminal(view);
+      if (Date.now() >= deadline) throw new SessionNotReady(view.phase ?? Phase.PENDING, `not ${phase} after ${Math.round(timeout)} s`);
+      await new Promise((r) => setTimeout(r, interval * 1000));
+    }
   }
 
   async setSuspend(namespace: string, name: string, value: boolean): Promise<void> {

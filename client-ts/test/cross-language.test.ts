@@ -10,6 +10,7 @@ import { formatActivity } from "../src/activity.js";
 import { sessionName, threadHash } from "../src/manager.js";
 import * as scripts from "../src/scripts.js";
 import { toSpec } from "../src/sessions.js";
+import { PathPolicy, PathRefused } from "../src/paths.js";
 
 const repo = fileURLToPath(new URL("../../../", import.meta.url));
 const reference = fileURLToPath(new URL("../../test/reference.py", import.meta.url));
@@ -105,4 +106,97 @@ test("a create sends the Python client's spec", async () => {
   const cases = [{ op: "to_spec", args: { warm_pool: "pool", ttl: "2h", idle_timeout: "15m", idle_action: "Suspend", env: { A: "1", B: "2" }, labels: { l: "v" }, pod_labels: { "sandbox.users.io/x": "y" }, fork_from: "src" } }];
   const ours = [toSpec({ warmPool: "pool", ttl: "2h", idleTimeout: "15m", idleAction: "Suspend", env: { A: "1", B: "2" }, labels: { l: "v" }, podLabels: { "sandbox.users.io/x": "y" }, forkFrom: "src" })];
   assert.deepEqual(ours, (await pythonAnswers(cases)));
+});
+
+test("delete, confine and grep scripts are byte-identical (GNU grep and grep.py)", async () => {
+  const cases: unknown[] = [];
+  const ours: unknown[] = [];
+  for (const [path, confine] of [["/tmp/a b", ""], ["/root/it's", "/root"], ["/ü ✓/日本", "/"]] as const) {
+    cases.push({ op: "delete", args: { path, confine } }, { op: "confine", args: { path, confine } });
+    ours.push(scripts.buildDelete(path, confine), scripts.buildConfineCheck(path, confine));
+  }
+  const gnu = [
+    { alternatives: ["needle"], root: "/home/user", exclude_dirs: [".git"], glob: null, confine: "", cap: 10001, budget: 20 },
+    { alternatives: ["a b", "-e", "it's"], root: "/x/.git", exclude_dirs: [".git", "node_modules"], glob: null, confine: "", cap: 4, budget: null },
+    { alternatives: ["x"], root: "/x", exclude_dirs: ["*.cache"], glob: null, confine: "", cap: 3, budget: 20 },
+    { alternatives: ["x"], root: "/x", exclude_dirs: [], glob: "*.py", confine: "", cap: 3, budget: 20 },
+    { alternatives: ["x"], root: "/x", exclude_dirs: [], glob: null, confine: "/x", cap: 3, budget: 20 },
+  ];
+  for (const g of gnu) {
+    cases.push({ op: "gnu_grep", args: g });
+    ours.push({ fits: scripts.gnuGrepFits(g.root, g.exclude_dirs, g.glob, g.confine), command: scripts.buildGnuGrep(g.alternatives, g.root, { excludeDirs: g.exclude_dirs, cap: g.cap, budget: g.budget }) });
+  }
+  const greps = [
+    { pattern: "needle", path: "/tmp", glob: null, max: null, exclude_dirs: [".git"], confine: "" },
+    { pattern: "a\nb\n", path: "/w", glob: "*.{py,ts}", max: 5, exclude_dirs: [], confine: "/w" },
+    { pattern: "\n", path: "/w", glob: "/src/**/[^_]*.py", max: 0, exclude_dirs: ["x"], confine: "" },
+    { pattern: "ü ✓ 'q' \"dq\"", path: "/日本", glob: "{a,{b,c}}{d,e}", max: null, exclude_dirs: [], confine: "" },
+    { pattern: "x", path: "/", glob: "{unbalanced", max: 1, exclude_dirs: [], confine: "" },
+    { pattern: "x", path: "/", glob: "{a,b}".repeat(9), max: 1, exclude_dirs: [], confine: "" },
+  ];
+  for (const g of greps) {
+    cases.push({ op: "grep", args: g });
+    try {
+      ours.push(scripts.buildGrep(g.pattern, g.path, g.glob, { maxCount: g.max, excludeDirs: g.exclude_dirs, confine: g.confine }));
+    } catch (err) {
+      ours.push({ error: (err as Error).message });
+    }
+  }
+  const outputs = ["/a/z\u00001:zed\n/a/b\u00002:bee\n/a/b\u00001:b:ee\n", "", "/n\nl\u00003:x\n/a\u00001:y\n", "/a\u00001:y\n/b\u00002:cut sho", "/b\u00001:x\n@E2\n"];
+  for (const stdout of outputs) {
+    cases.push({ op: "gnu_grep_rows", args: { stdout } });
+    ours.push(scripts.gnuGrepRows(stdout) ?? scripts.gnuGrepRowsSlowly(stdout));
+  }
+  assert.deepEqual(ours, await pythonAnswers(cases));
+});
+
+test("path rules are the Python client's: virtual mode, write prefixes, refusals and their messages", async () => {
+  const paths: Array<[string, boolean]> = [
+    ["/a/b", false], ["/a/b", true], ["//a/./b/", true], ["/a/../etc", false], ["/a/../etc", true], ["relative", false], ["", false],
+    ["/nul\u0000x", false], ["/~root/x", false], ["/x/~y", true], ["/", false], ["/", true], ["/data/in/deep", true], ["/data", true],
+    ["/dat", true], ["/" + "n".repeat(256), false], ["/" + "d/".repeat(2100), false], ["/it's", true], ["/tab\there", true],
+  ];
+  const rules = [
+    {},
+    { virtual_mode: true, root_dir: "/home/user/work/" },
+    { allow_prefixes: ["/data", "/data/in", "/tmp"] },
+    { virtual_mode: true, root_dir: "/srv", allow_prefixes: ["/data"] },
+    { allow_prefixes: [] },
+    { virtual_mode: true },
+    { root_dir: "/x" },
+    { allow_prefixes: ["relative"] },
+  ];
+  const cases: unknown[] = [];
+  const ours: unknown[] = [];
+  for (const r of rules) {
+    cases.push({ op: "policy", args: { rules: r, paths } });
+    let policy: PathPolicy;
+    try {
+      policy = new PathPolicy({ virtualMode: (r as { virtual_mode?: boolean }).virtual_mode, rootDir: (r as { root_dir?: string }).root_dir, allowPrefixes: (r as { allow_prefixes?: string[] }).allow_prefixes });
+    } catch (err) {
+      ours.push({ rules_error: (err as Error).message });
+      continue;
+    }
+    ours.push(
+      paths.map(([path, write]) => {
+        try {
+          const resolved = policy.resolve(path, write);
+          return { ...resolved, shown: policy.display(resolved.real) };
+        } catch (err) {
+          if (!(err instanceof PathRefused)) throw err;
+          return { code: err.code, message: err.message };
+        }
+      }),
+    );
+  }
+  const theirs = (await pythonAnswers(cases)) as Array<{ rules_error?: string }>;
+  // The rule errors name the option in each language's spelling; that there is one is what must agree.
+  theirs.forEach((answer, i) => {
+    const mine = ours[i] as { rules_error?: string };
+    if (answer.rules_error !== undefined) {
+      assert.ok(mine.rules_error, `rules ${JSON.stringify(rules[i])}: Python refuses (${answer.rules_error}), TypeScript does not`);
+      mine.rules_error = answer.rules_error;
+    }
+  });
+  assert.deepEqual(ours, theirs);
 });

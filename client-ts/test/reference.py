@@ -12,6 +12,7 @@ import sys
 
 from agentsession_api.activity import format_activity
 from langchain_k8s_client import commands, manager, pyscripts
+from langchain_k8s_client.paths import PathPolicy, PathRefused
 from langchain_k8s_client.sessions import SessionSpec
 
 
@@ -34,6 +35,48 @@ def answer(case: dict) -> object:
     if op == "edit":
         payload = pyscripts.edit_payload(a["path"], a["old"], a["new"], replace_all=a["all"], confine=a["confine"])
         return pyscripts.build_edit(pyscripts.encode_payload(payload))
+    if op == "delete":
+        return commands.build_delete(a["path"], a["confine"])
+    if op == "confine":
+        return commands.build_confine_check(a["path"], a["confine"])
+    if op == "gnu_grep":
+        fits = commands.gnu_grep_fits(a["root"], a["exclude_dirs"], a["glob"], a["confine"])
+        command = commands.build_gnu_grep(
+            a["alternatives"], a["root"], exclude_dirs=a["exclude_dirs"], cap=a["cap"], budget=a["budget"]
+        )
+        return {"fits": fits, "command": command}
+    if op == "grep":
+        try:
+            return pyscripts.build_grep(
+                a["pattern"],
+                a["path"],
+                a["glob"],
+                max_count=a["max"],
+                exclude_dirs=a["exclude_dirs"],
+                confine=a["confine"],
+            )
+        except ValueError as exc:
+            return {"error": str(exc)}
+    if op == "gnu_grep_rows":
+        rows = commands.gnu_grep_rows(a["stdout"])
+        if rows is None:
+            rows = [(r.path, str(r.line), r.text) for r in commands.parse_gnu_grep_slowly(a["stdout"])[0]]
+        return [[p, int(n), t] for p, n, t in rows]
+    if op == "policy":
+        try:
+            policy = PathPolicy(**a["rules"])
+        except ValueError as exc:
+            return {"rules_error": str(exc)}
+        out = []
+        for path, write in a["paths"]:
+            try:
+                r = policy.resolve(path, write=write)
+                out.append(
+                    {"virtual": r.virtual, "real": r.real, "confine": r.confine, "shown": policy.display(r.real)}
+                )
+            except PathRefused as refusal:
+                out.append({"code": refusal.code, "message": refusal.message})
+        return out
     if op == "session_name":
         return manager.session_name(a["thread_id"], a.get("prefix", "thread"))
     if op == "thread_hash":

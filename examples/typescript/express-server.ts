@@ -23,8 +23,9 @@ app.post("/threads/:thread/run", async (req, res) => {
     res.status(400).json({ error: "body must be JSON with a non-empty string field 'command'" });
     return;
   }
-  const sandbox = await sessions.get(req.params.thread);
+  let sandbox;
   try {
+    sandbox = await sessions.get(req.params.thread);
     const result = await sandbox.execute(command, { timeout: 120 });
     res.json({ output: result.output, exitCode: result.exitCode, truncated: result.truncated });
   } catch (err) {
@@ -32,7 +33,7 @@ app.post("/threads/:thread/run", async (req, res) => {
     const status = err instanceof SessionNotReady ? 503 : err instanceof SandboxError ? 502 : 500;
     res.status(status).json({ error: (err as Error).name, message: (err as Error).message });
   } finally {
-    sandbox.close();
+    sandbox?.close();
   }
 });
 

@@ -22,6 +22,7 @@ from agentsession_api.activity import parse_activity
 from agentsession_api.names import ANNOTATION_ACTIVITY
 from langchain_k8s_client import AgentSessionSandbox, SessionConflict, SessionManager
 from langchain_k8s_client.manager import session_name
+from tests.e2e import manifests
 from tests.e2e.conftest import Kube, OperatorProcess
 
 pytestmark = pytest.mark.e2e
@@ -178,6 +179,98 @@ def test_contradicting_spec_is_a_conflict_in_both_clients(ts_package: Path, pool
             AgentSessionSandbox("conflict", pool_namespace, ttl="2h")
     finally:
         SessionManager(pool_namespace)._store.delete(pool_namespace, "conflict")
+
+
+def test_typescript_forks_a_python_session_with_the_source_suspended(ts_package: Path, kube: Kube) -> None:
+    """fork() in TypeScript as in Python (spec.forkFrom, the source suspended for the copy and resumed after):
+    a file the Python client wrote in the source's volume is in the fork."""
+    ns = f"tsfork-{uuid.uuid4().hex[:6]}"
+    kube.run("create", "namespace", ns)
+    mount = [{"name": "workspace", "mountPath": "/workspace"}]
+    template = manifests.template(
+        "py",
+        manifests.PYTHON_RUNTIME_IMAGE,
+        vct_policy="Allowed",
+        volume_mounts=mount,
+        volumes=[{"name": "workspace", "emptyDir": {}}],
+    )
+    kube.apply(template, manifests.warm_pool("fork-pool", "py"), namespace=ns)
+    volume = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+    try:
+        with AgentSessionSandbox(
+            "src",
+            ns,
+            warm_pool="fork-pool",
+            ttl="1h",
+            volume_claim_templates=[{"metadata": {"name": "workspace"}, "spec": volume}],
+        ) as source:
+            assert source.write("/workspace/notes.txt", "written by python").error is None
+            steps = [{"op": "fork", "name": "src-ts-fork", "suspendSource": True, "read": "/workspace/notes.txt"}]
+            answer = drive(ts_package, {"namespace": ns, "session": "src", "steps": steps}, timeout=400)
+            [forked] = answer["results"]
+            assert forked["created"] is True and forked["content"] == "written by python", forked
+            body = kube.get("agentsessions", "src-ts-fork", ns) or {}
+            assert body["spec"]["forkFrom"] == {"name": "src"}
+            assert not (kube.get("agentsessions", "src", ns) or {})["spec"].get("suspend")  # resumed after the copy
+            assert source.execute("cat /workspace/notes.txt").output == "written by python"
+    finally:
+        kube.run("delete", "namespace", ns, "--wait=false", check=False)
+
+
+def test_express_example_serves_a_thread(ts_package: Path, pool_namespace: str) -> None:
+    """examples/typescript as its README comment runs it (npm ci, tsc, node), on a loopback port: one POST runs a
+    command in the thread's session, which the Python client then finds by the same thread id; DELETE ends it."""
+    import socket
+    import urllib.request
+
+    where = EXAMPLES / "typescript"
+    subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=where, check=True, capture_output=True, timeout=600)
+    subprocess.run(["npx", "tsc", "-p", "."], cwd=where, check=True, capture_output=True, timeout=300)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**node_env(), "PORT": str(port), "NAMESPACE": pool_namespace, "WARM_POOL": "python-pool"}
+    server = subprocess.Popen(
+        ["node", "dist/express-server.js"],
+        cwd=where,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+
+    def call(method: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, dict[str, Any]]:
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(base + path, data=data, method=method)
+        request.add_header("content-type", "application/json")
+        try:
+            with urllib.request.urlopen(request, timeout=240) as answer:
+                return answer.status, dict(json.loads(answer.read()))
+        except urllib.error.HTTPError as refused:
+            return refused.code, dict(json.loads(refused.read()))
+
+    thread = f"express-{uuid.uuid4().hex[:4]}"
+    try:
+        assert server.stdout is not None
+        assert server.stdout.readline().strip() == f"listening on 127.0.0.1:{port}"
+        status, ran = call("POST", f"/threads/{thread}/run", {"command": "echo from express; hostname"})
+        assert status == 200 and ran["exitCode"] == 0 and ran["output"].startswith("from express\n"), ran
+        assert call("POST", f"/threads/{thread}/run", {})[0] == 400
+        backend = SessionManager(pool_namespace).get(thread)  # the same session, by the thread id
+        try:
+            assert backend.session.pod_name == ran["output"].split()[-1] and not backend.created
+        finally:
+            backend.close()
+        assert call("DELETE", f"/threads/{thread}") == (200, {"deleted": True})
+    finally:
+        server.terminate()
+        try:
+            server.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.communicate()
+        SessionManager(pool_namespace).delete(thread)
 
 
 def test_readme_typescript_block_runs(ts_package: Path, kube: Kube, operator: OperatorProcess, tmp_path: Path) -> None:

@@ -1,0 +1,46 @@
+// A session's status turned into a PodEndpoint (langchain_k8s_client.endpoints): the pod IP on the runtime's
+// port by default, or the sandbox router's URL plus the X-Sandbox-* headers it routes by (the router mode of
+// the Python client, SandboxDirectConnectionConfig). The Python client's tunnel and gateway modes only find
+// the router's URL (kubectl port-forward, a Gateway's address); here the caller gives the URL they found.
+import type { SessionView } from "./sessions.js";
+import type { PodEndpoint } from "./transport.js";
+
+export const RUNTIME_PORT = 8888;
+
+export type Connection =
+  | { mode: "podIP"; serverPort?: number }
+  | { mode: "router"; url: string; serverPort?: number; extraHeaders?: Record<string, string> };
+
+export function routerHeaders(view: SessionView, port: number): Record<string, string> {
+  const headers: Record<string, string> = {
+    "X-Sandbox-ID": view.sandboxName || view.podName || "",
+    "X-Sandbox-Namespace": view.namespace,
+    "X-Sandbox-Port": String(port),
+  };
+  if (view.podIPs.length) headers["X-Sandbox-Pod-IP"] = view.podIPs[0]!;
+  return headers;
+}
+
+export function checkConnection(connection: Connection | undefined): void {
+  if (connection === undefined || connection.mode === "podIP") return;
+  if (connection.mode !== "router") throw new RangeError(`connection.mode must be 'podIP' or 'router', got '${(connection as { mode: unknown }).mode}'`);
+  let url: URL;
+  try {
+    url = new URL(connection.url);
+  } catch {
+    throw new RangeError(`connection.url '${connection.url}' is not a URL: give the router's, e.g. http://sandbox-router-svc.agent-sandbox-system:8080`);
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:") throw new RangeError(`connection.url must be http or https, got ${url.protocol}`);
+}
+
+/** Where the runtime of the session in `view` (Ready) answers, and whom it must say it is. */
+export function endpointFor(view: SessionView, connection?: Connection): PodEndpoint {
+  const port = connection?.serverPort ?? RUNTIME_PORT;
+  if (connection === undefined || connection.mode === "podIP") {
+    const ip = view.podIPs[0]!;
+    const host = ip.includes(":") ? `[${ip}]` : ip;
+    return { baseUrl: `http://${host}:${port}`, expectedHostname: view.podName ?? undefined };
+  }
+  const headers = { ...routerHeaders(view, port), ...(connection.extraHeaders ?? {}) };
+  return { baseUrl: connection.url, headers, expectedHostname: view.podName ?? undefined };
+}
