@@ -152,6 +152,7 @@ KUBE_FLOORS: dict[str, int] = {
     "background": 0,
     "transport": 0,
     "lease": 0,
+    "sharding": 0,
     "cache": 1,
     "client": 1,
     "scheduler": 2,
@@ -165,6 +166,7 @@ KUBE_FLOORS: dict[str, int] = {
     "orphans": 3,
     "policy_status": 3,
     "resync": 3,
+    "shard_elector": 3,
     "session_pass": 4,
     "reconciler": 5,
 }
