@@ -1,6 +1,7 @@
 """Two operator replicas sharing 2 shards (--shards 2): each caches and reconciles the namespaces of its
 shard, every session gets exactly one claim, and when one replica is SIGKILLed the other takes its
-shard within 15 s and reaps its sessions.
+shard within 15 s and reaps its sessions. The replicas start one after the other, so the first takes
+both shards and lets one go when the second joins (sharding's rebalancing on a join).
 
 Both replicas run with the operator's own ServiceAccount and RBAC (config/rbac names the shard Leases).
 """
@@ -151,16 +152,6 @@ def test_two_replicas_share_the_shards_and_one_takes_over_the_other(
             return True
 
         kube.wait_for("the killed replica's shard reaped and served", reaped_and_served, timeout=90, interval=0.5)
-        # The killed replica comes back: the shards are shared out again.
-        sharded[victim].start()
-        rejoined = time.monotonic()
-        kube.wait_for(
-            "one shard each again",
-            lambda: {replica_of(v) for v in holders(kube).values()} == set(sharded),
-            timeout=40,
-            interval=0.2,
-        )
-        rebalance = time.monotonic() - rejoined
     finally:
         for monitor in monitors:
             monitor.stop_event.set()
@@ -169,9 +160,8 @@ def test_two_replicas_share_the_shards_and_one_takes_over_the_other(
     sessions = [s for ns in every for s in kube.list("agentsession", ns)]
     claimed = {uid for m in monitors for uid in m.by_owner}
     missing = [s["metadata"]["name"] for s in sessions if s["metadata"]["uid"] not in claimed]
-    print(f"shards: failover {failover:.1f} s, rebalance after rejoin {rebalance:.1f} s, {len(sessions)} sessions")
+    print(f"shards: failover {failover:.1f} s, {len(sessions)} sessions")
     record_property("failover_s", round(failover, 2))
-    record_property("rebalance_s", round(rebalance, 2))
     assert not duplicates, duplicates
     assert not missing, missing
     assert failover <= FAILOVER_TARGET, failover

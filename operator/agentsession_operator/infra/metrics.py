@@ -37,7 +37,8 @@ CACHE_RESYNC_DROPPED = Counter(
 
 LEADER = Gauge(
     "agentsession_leader",
-    "1 while this replica reconciles (holds the Lease, or runs with --no-leader-elect), else 0",
+    "1 while this replica reconciles (holds the Lease, or runs with --no-leader-elect), else 0; with --shards, "
+    "the share of the shards whose Lease it holds (summed over the replicas: 1)",
 )
 SHARD_LEADER = Gauge(
     "agentsession_shard_leader", "1 while this replica holds the shard's Lease (--shards above 1), else 0", ["shard"]
@@ -83,6 +84,7 @@ def report_shards(count: int, held: Callable[[int], bool]) -> None:
     for shard in range(count):
         SHARD_LEADER.labels(shard=str(shard)).set_function(functools.partial(_held, held, shard))
     SHARDS_HELD.set_function(lambda: float(sum(held(shard) for shard in range(count))))
+    LEADER.set_function(lambda: sum(held(shard) for shard in range(count)) / count)
 
 
 def serve(port: int, addr: str = "127.0.0.1") -> None:

@@ -175,8 +175,7 @@ class ShardElector:
             await asyncio.sleep(max(0.0, started + self.timing.retry_period - self._clock()))
 
     def start(self) -> None:
-        metrics.report_leadership(self.is_leader)
-        metrics.report_shards(self.count, self.held)
+        metrics.report_shards(self.count, self.held)  # agentsession_leader: the share of the shards held
         self._task = asyncio.create_task(self.run(), name="shard-election")
 
     async def stop(self) -> None:
