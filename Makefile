@@ -113,6 +113,7 @@ lint: venv client-ts/node_modules/.installed ## ruff, mypy, shellcheck and tsc (
 # The scale points (live sessions; cumulative, one operator): up to 10,000 about 50 minutes on the
 # shared 2 cores of docs/performance.md, claims created directly in every other round.
 SCALE_POINTS ?= 100,1000,5000,10000
+SHARD_SESSIONS ?= 10000
 
 bench: venv ## benchmarks (print tables of medians and ratios; installs benchmarks/requirements.txt)
 	$(VENV)/bin/pip install -q -r benchmarks/requirements.txt  # langchain-k8s (compared with) and matplotlib
@@ -127,3 +128,4 @@ bench: venv ## benchmarks (print tables of medians and ratios; installs benchmar
 	$(PY) -m benchmarks.bench_scale --points $(SCALE_POINTS) --direct-every 2 --json docs/scale-results.json
 	$(PY) -m benchmarks.bench_scale --points 100,1000 --direct-every 2 --operator-cpu 1  # the operator on a CPU of its own
 	$(PY) -m benchmarks.plot_scale docs/scale-results.json docs/scale.png
+	$(PY) -m benchmarks.bench_shards --sessions $(SHARD_SESSIONS) --rounds 2  # one replica vs 2 shards

@@ -1,7 +1,9 @@
 """The operator's command line: flags, logging, preflight, metrics, then kopf (standalone: no peering).
 
 Several replicas may run: all watch and serve the webhook, and only the holder of a coordination.k8s.io
-Lease reconciles (kube/leader.py; kopf's priority-based peering would freeze equal replicas).
+Lease reconciles (kube/leader.py; kopf's priority-based peering would freeze equal replicas); with
+--shards, each replica caches and reconciles the namespaces of the shards whose Lease it holds
+(kube/shard_elector.py).
 
 `python -m agentsession_operator` and the `agentsession-operator` script run :func:`main`.
 """
@@ -22,7 +24,7 @@ from agentsession_operator.handlers import admission
 from agentsession_operator.handlers.state import Election, OperatorState
 from agentsession_operator.infra import logs, metrics
 from agentsession_operator.infra import webhook_server as webhook
-from agentsession_operator.kube import preflight
+from agentsession_operator.kube import preflight, sharding
 from agentsession_operator.kube.client import Kube
 from agentsession_operator.kube.leader import default_identity
 from agentsession_operator.kube.lease import Timing
@@ -83,6 +85,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     lead.add_argument("--lease-duration", type=float, default=10.0, help="seconds a standby waits on a silent leader")
     lead.add_argument("--renew-deadline", type=float, default=7.0, help="seconds the leader acts after a renewal")
     lead.add_argument("--retry-period", type=float, default=2.0, help="seconds between lease rounds")
+    lead.add_argument(
+        "--shards",
+        type=int,
+        default=int(os.environ.get("SHARDS", "1")),
+        help="split the namespaces into this many shards, one Lease each, shared out among the replicas "
+        "(1: one Lease, one replica reconciles everything; the same on every replica; docs/operations.md)",
+    )
     net = parser.add_argument_group("sandbox network (each session's own NetworkPolicy)")
     net.add_argument(
         "--cluster-cidr",
@@ -171,6 +180,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--webhook-client-name needs --webhook-client-ca")
     if bool(args.webhook_cert) != bool(args.webhook_key):
         parser.error("--webhook-cert and --webhook-key go together")
+    if not 1 <= args.shards <= sharding.MAX_SHARDS:
+        parser.error(f"--shards: expected 1 to {sharding.MAX_SHARDS}, got {args.shards}")
+    if args.shards > 1 and not args.leader_elect:
+        parser.error("--shards above 1 needs leader election (a Lease per shard): drop --no-leader-elect")
     try:
         Timing(args.lease_duration, args.renew_deadline, args.retry_period)
     except ValueError as err:
@@ -243,7 +256,8 @@ def election(args: argparse.Namespace) -> Election | None:
     if not args.leader_elect:
         return None
     timing = Timing(args.lease_duration, args.renew_deadline, args.retry_period)
-    return Election(args.lease_namespace or _own_namespace(), args.lease_name, default_identity(), timing)
+    namespace = args.lease_namespace or _own_namespace()
+    return Election(namespace, args.lease_name, default_identity(), timing, shards=args.shards)
 
 
 def _own_namespace() -> str:

@@ -155,6 +155,7 @@ KUBE_FLOORS: dict[str, int] = {
     "lease": 0,
     "places": 0,
     "primed_watch": 0,
+    "sharding": 0,
     "cache": 1,
     "client": 1,
     "scheduler": 2,
@@ -168,6 +169,7 @@ KUBE_FLOORS: dict[str, int] = {
     "orphans": 3,
     "policy_status": 3,
     "resync": 3,
+    "shard_elector": 3,
     "session_pass": 4,
     "reconciler": 5,
 }

@@ -42,6 +42,8 @@ async def _sessions_for_count(reconciler: Any, groups: list[tuple[str, str]], na
             for other in await reconciler.kube.list_sessions(namespace, selector=f"{key}={value}"):
                 found[other["metadata"].get("uid") or other["metadata"]["name"]] = other
     except Exception as exc:  # the cache is the fallback: slightly stale beats not checking
+        if not reconciler.caches(namespace):
+            raise  # another replica's shard (--shards): this one caches none of its sessions
         _log.warning("listing sessions for maxSessionsPerLabel failed; using the cache", error=str(exc)[:300])
         return reconciler.cache.bodies_in(namespace)
     return list(found.values())

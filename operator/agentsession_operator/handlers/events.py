@@ -29,6 +29,17 @@ def _key(body: kopf.Body) -> tuple[str, str]:
     return str(body["metadata"]["namespace"]), str(body["metadata"]["name"])
 
 
+def _ours(reconciler: Any, body: kopf.Body, kind: str, type: str | None) -> bool:
+    """Sharded (--shards), a replica keeps only its shards' namespaces: any other event is dropped here,
+    before anything is copied or stored (kopf still receives it on its cluster-wide watch). A listed one
+    still counts for the relist's resync, which compares the API with what this replica caches."""
+    if reconciler.caches(str(body["metadata"]["namespace"])):
+        return True
+    if type is None:
+        reconciler.relisted(kind)
+    return False
+
+
 # ---- AgentSession: every event runs one level-triggered pass --------------------------------------
 @kopf.on.event(names.GROUP, names.VERSION, names.SESSION_PLURAL)
 async def session_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
@@ -36,6 +47,8 @@ async def session_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_:
     if type is None:
         reconciler.relisted("sessions")  # kopf listed: drop what the listing lacks
     key = _key(body)
+    if not reconciler.caches(key[0]):
+        return  # another replica's shard: nothing stored (see _ours)
     if type == "DELETED":
         reconciler.session_deleted(key, body["metadata"].get("uid"))
         reconciler.wake_forks(*key)
@@ -49,6 +62,8 @@ async def session_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_:
 @kopf.on.event(c.EXTENSIONS_GROUP, c.EXTENSIONS_VERSION, c.CLAIM_PLURAL, labels=MANAGED)
 async def claim_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     reconciler = reconciler_of(memo)
+    if not _ours(reconciler, body, "claims", type):
+        return
     session = reconciler.session_for_claim(dict(body))
     unknown_owner = session is None or session not in reconciler.cache.sessions
     if type is None:
@@ -68,6 +83,8 @@ async def claim_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: A
 @kopf.on.event(c.SANDBOX_GROUP, c.SANDBOX_VERSION, c.SANDBOX_PLURAL)
 async def sandbox_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     reconciler = reconciler_of(memo)
+    if not _ours(reconciler, body, "sandboxes", type):
+        return
     session = reconciler.session_for_sandbox(dict(body))
     if type is None:
         reconciler.relisted("sandboxes")  # kopf listed: drop what the listing lacks
@@ -86,6 +103,8 @@ async def network_policy_event(type: str | None, body: kopf.Body, memo: kopf.Mem
     """A session's NetworkPolicy changed or went (someone edited or deleted it): its session puts it back."""
     reconciler = reconciler_of(memo)
     key = _key(body)
+    if not reconciler.caches(key[0]):
+        return
     before = reconciler.cache.network_policies.get(key)
     if type == "DELETED":
         reconciler.cache.network_policies.pop(key, None)

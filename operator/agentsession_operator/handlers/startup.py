@@ -17,6 +17,7 @@ from agentsession_operator.kube import primed_watch, webhook
 from agentsession_operator.kube.client import LIST_PAGE, Kube
 from agentsession_operator.kube.leader import KubeLeaseAPI, LeaderElector
 from agentsession_operator.kube.reconciler import Config, Reconciler
+from agentsession_operator.kube.shard_elector import ShardElector
 
 WORKER_IDLE = 0.5  # seconds
 
@@ -65,8 +66,21 @@ async def startup(
     kube = state.kube = await Kube.connect()
     await _serve_admission(settings, state.webhook, kube)
     config = Config(network=state.network, expiry_warning=state.expiry_warning)
-    elector = None
-    if state.election is not None:  # else the only replica, always leader
+    elector: LeaderElector | ShardElector | None = None
+    shards: ShardElector | None = None
+    if state.election is not None and state.election.shards > 1:  # a share of the namespaces (kube/sharding.py)
+        election = state.election
+        state.lease_api = KubeLeaseAPI.connect(election.timing.round_timeout)
+        elector = state.elector = shards = ShardElector(
+            state.lease_api,
+            election.namespace,
+            election.name,
+            election.identity,
+            election.shards,
+            election.timing,
+            on_change=lambda gained, lost: reconciler.shards_changed(gained, lost),
+        )
+    elif state.election is not None:  # else the only replica, always leader
         election = state.election
         state.lease_api = KubeLeaseAPI.connect(election.timing.round_timeout)  # its own client and timeout
         elector = state.elector = LeaderElector(
@@ -77,7 +91,8 @@ async def startup(
             election.timing,
             on_started_leading=lambda: reconciler.take_over(),
         )
-    reconciler = state.reconciler = Reconciler(kube, config, is_leader=elector.is_leader if elector else None)
+    single = elector.is_leader if isinstance(elector, LeaderElector) else None
+    reconciler = state.reconciler = Reconciler(kube, config, is_leader=single, shards=shards)
     primed_watch.install(reconciler.primed_versions)  # kopf watches from the prime's listings, no second one
     await reconciler.prime(state.namespaces)  # before any watch event: none judged without its policies
     reconciler.scheduler.start()

@@ -21,16 +21,19 @@ from agentsession_operator.kube.leader import KubeLeaseAPI, LeaderElector
 from agentsession_operator.kube.lease import Timing
 from agentsession_operator.kube.reconciler import Reconciler
 from agentsession_operator.kube.resync import RESYNC_PERIOD
+from agentsession_operator.kube.shard_elector import ShardElector
 
 
 @dataclass(frozen=True)
 class Election:
-    """Leader election's Lease and timing (cli: --lease-*); None in OperatorState: the only replica."""
+    """Leader election's Lease and timing (cli: --lease-*); None in OperatorState: the only replica.
+    With shards above 1 (cli: --shards), one Lease per shard named after `name` (kube/sharding.py)."""
 
     namespace: str
     name: str
     identity: str
     timing: Timing
+    shards: int = 1
 
 
 @dataclass
@@ -45,7 +48,7 @@ class OperatorState:
     # Built by the startup handler, released by the cleanup handler.
     kube: Kube | None = None
     reconciler: Reconciler | None = None
-    elector: LeaderElector | None = None
+    elector: LeaderElector | ShardElector | None = None
     lease_api: KubeLeaseAPI | None = None
     tasks: list[asyncio.Task[None]] = field(default_factory=list)  # the cache resync, the gc freezer
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -36,8 +37,13 @@ CACHE_RESYNC_DROPPED = Counter(
 
 LEADER = Gauge(
     "agentsession_leader",
-    "1 while this replica reconciles (holds the Lease, or runs with --no-leader-elect), else 0",
+    "1 while this replica reconciles (holds the Lease, or runs with --no-leader-elect), else 0; with --shards, "
+    "the share of the shards whose Lease it holds (summed over the replicas: 1)",
 )
+SHARD_LEADER = Gauge(
+    "agentsession_shard_leader", "1 while this replica holds the shard's Lease (--shards above 1), else 0", ["shard"]
+)
+SHARDS_HELD = Gauge("agentsession_shards_held", "Shards whose Lease this replica holds (--shards above 1)")
 MEMORY_LIMIT = Gauge(
     "agentsession_memory_limit_bytes",
     "The operator container's memory limit (its cgroup's; NaN when unlimited), to compare with "
@@ -67,6 +73,18 @@ MEMORY_LIMIT.set_function(memory_limit)
 def report_leadership(is_leader: Callable[[], bool]) -> None:
     """Read leadership at every scrape: the Lease check is a function of the clock, it lapses by itself."""
     LEADER.set_function(lambda: 1.0 if is_leader() else 0.0)
+
+
+def _held(held: Callable[[int], bool], shard: int) -> float:
+    return 1.0 if held(shard) else 0.0
+
+
+def report_shards(count: int, held: Callable[[int], bool]) -> None:
+    """Per shard, read at every scrape like agentsession_leader (each shard's hold lapses by itself)."""
+    for shard in range(count):
+        SHARD_LEADER.labels(shard=str(shard)).set_function(functools.partial(_held, held, shard))
+    SHARDS_HELD.set_function(lambda: float(sum(held(shard) for shard in range(count))))
+    LEADER.set_function(lambda: sum(held(shard) for shard in range(count)) / count)
 
 
 def serve(port: int, addr: str = "127.0.0.1") -> None:

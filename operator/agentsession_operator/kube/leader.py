@@ -32,6 +32,13 @@ LEASE_USER_AGENT = "leader-election"  # tells the lease client's requests from t
 _GROUP, _VERSION, _PLURAL = "coordination.k8s.io", "v1", "leases"
 
 
+class _Unread:
+    """try_once's default: the Lease is read first."""
+
+
+UNREAD = _Unread()
+
+
 class Conflict(Exception):
     """Someone else wrote the Lease first (HTTP 409): re-read and decide again."""
 
@@ -115,6 +122,8 @@ class LeaderElector:
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], dt.datetime] = _utcnow,
         on_started_leading: Callable[[], Awaitable[None] | None] | None = None,
+        on_stopped_leading: Callable[[], None] | None = None,
+        annotations: dict[str, str] | None = None,
     ) -> None:
         self.api = api
         self.namespace = namespace
@@ -124,6 +133,8 @@ class LeaderElector:
         self._clock = clock
         self._wall = wall
         self._on_started = on_started_leading
+        self._on_stopped = on_stopped_leading
+        self.annotations = annotations  # written on the Lease with every write (a shard's layout)
         self._renewed_at: float | None = None  # monotonic time at which our last successful write was *sent*
         self._seen: tuple[tuple[Any, ...], float] | None = None  # (the record's fingerprint, when first seen)
         self._record: rules.Record | None = None
@@ -135,17 +146,29 @@ class LeaderElector:
     def is_leader(self) -> bool:
         return rules.holds(self._renewed_at, self._clock(), self.timing)
 
-    async def try_once(self) -> bool:
-        """One round: read the Lease, then create, take or renew it when the rules allow. True when leader."""
+    def live_holder(self) -> str | None:
+        """Who holds the Lease as of the last round: this replica while it leads, else the holder whose
+        record changed less than its lease_duration ago (by our clock); None when free or expired."""
+        if self.is_leader():
+            return self.identity
+        record, seen = self._record, self._seen
+        if record is None or not record.holder or seen is None or seen[0] != record.fingerprint():
+            return None
+        return record.holder if self._clock() - seen[1] < record.lease_duration else None
+
+    async def try_once(self, lease: dict[str, Any] | _Unread | None = UNREAD, take: bool = True) -> bool:
+        """One round: read the Lease (unless `lease` is what was just read), then create, take or renew it
+        when the rules allow; with `take` False, only renew (watch a Lease free or expired). True when leader."""
         sent = self._clock()
-        lease = await self.api.get(self.namespace, self.name)
+        if isinstance(lease, _Unread):
+            lease = await self.api.get(self.namespace, self.name)
         record = rules.record_from(lease) if lease is not None else None
         now = self._clock()
         fingerprint = record.fingerprint() if record is not None else (None, None, None)
         if self._seen is None or self._seen[0] != fingerprint:
             self._seen = (fingerprint, now)
         step = rules.next_step(record, self.identity, now - self._seen[1])
-        if step is rules.Step.WAIT:
+        if step is rules.Step.WAIT or (not take and step is not rules.Step.RENEW):
             self._record = record
             if record is not None and record.holder != self.identity:
                 self._renewed_at = None  # someone else holds it: never act on an old renewal
@@ -157,6 +180,8 @@ class LeaderElector:
             "metadata": {"name": self.name, "namespace": self.namespace},
             "spec": spec,
         }
+        if self.annotations:
+            body["metadata"]["annotations"] = dict(self.annotations)
         try:
             if step is rules.Step.CREATE:
                 written = await self.api.create(self.namespace, body)
@@ -178,6 +203,10 @@ class LeaderElector:
             _log.info("leader lease acquired", lease=f"{self.namespace}/{self.name}", identity=self.identity)
         return True
 
+    async def notify(self) -> None:
+        """Run the callbacks of a change of leadership since the last call (ShardElector's rounds call it)."""
+        await self._notify()
+
     async def _notify(self) -> None:
         leader = self.is_leader()
         if leader and (not self._was_leader or self._lapsed):
@@ -188,7 +217,9 @@ class LeaderElector:
                 if result is not None:
                     await result
         elif self._was_leader and not leader:
-            _log.warning("leadership lost: reconciling stops", identity=self.identity)
+            _log.warning("leadership lost: reconciling stops", identity=self.identity, lease=self.name)
+            if self._on_stopped is not None:
+                self._on_stopped()
         self._was_leader = leader
 
     async def run(self) -> None:
@@ -235,14 +266,17 @@ class LeaderElector:
         record = rules.record_from(lease)
         if record.holder != self.identity:
             return
+        metadata: dict[str, Any] = {
+            "name": self.name,
+            "namespace": self.namespace,
+            "resourceVersion": record.resource_version,
+        }
+        if self.annotations:
+            metadata["annotations"] = dict(self.annotations)
         body = {
             "apiVersion": "coordination.k8s.io/v1",
             "kind": "Lease",
-            "metadata": {
-                "name": self.name,
-                "namespace": self.namespace,
-                "resourceVersion": record.resource_version,
-            },
+            "metadata": metadata,
             "spec": rules.released_spec(record, self._wall()),
         }
         await self.api.replace(self.namespace, self.name, body)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -43,10 +44,11 @@ async def collect_orphan(kube: Kube, claim: Mapping[str, Any], is_leader: Callab
     return True
 
 
-async def collect_orphans(kube: Kube, cache: Cache, is_leader: Callable[[], bool]) -> None:
-    """Every cached claim whose session the cache does not know (a new leader's first look)."""
+async def collect_orphans(kube: Kube, cache: Cache, leads: Callable[[Mapping[str, Any]], bool]) -> None:
+    """Every cached claim whose session the cache does not know (a new leader's first look); `leads`
+    says whether this replica acts on a claim's namespace."""
     for claim in list(cache.claims.values()):
         session = session_for_claim(claim)
         if session is None or session not in cache.sessions:
             with contextlib.suppress(Exception):  # the next claim event retries
-                await collect_orphan(kube, dict(claim), is_leader)
+                await collect_orphan(kube, dict(claim), functools.partial(leads, claim))

@@ -18,11 +18,11 @@ DEBOUNCE = 2.0  # seconds: matchedSessions follows session changes this late, on
 
 
 class PolicyStatus:
-    def __init__(self, kube: Kube, cache: Cache, background: Background, is_leader: Callable[[], bool]) -> None:
+    def __init__(self, kube: Kube, cache: Cache, background: Background, leads: Callable[[str], bool]) -> None:
         self.kube = kube
         self.cache = cache
         self.background = background
-        self.is_leader = is_leader
+        self.leads = leads  # whether this replica acts on a namespace (the leader; sharded, its shard's holder)
         self.due: set[str] = set()  # namespaces whose policies' status is refreshed soon
 
     def soon(self, namespace: str) -> None:
@@ -40,7 +40,7 @@ class PolicyStatus:
     async def _later(self, namespace: str) -> None:
         await asyncio.sleep(DEBOUNCE)
         self.due.discard(namespace)
-        if not self.is_leader():
+        if not self.leads(namespace):
             return
         for name in list(self.cache.policies.get(namespace, {})):
             try:

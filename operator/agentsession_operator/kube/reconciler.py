@@ -11,16 +11,19 @@ kube/policy_status.py, kube/forks.py, kube/orphans.py, kube/acting.py, kube/stat
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import datetime as dt
+import functools
 import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from agentsession_operator.decisions import quota
+from agentsession_operator.decisions.selectors import watched
 from agentsession_operator.infra import metrics
 from agentsession_operator.infra.logs import logger
-from agentsession_operator.kube import clock, forks, orphans, owners
+from agentsession_operator.kube import clock, forks, orphans, owners, sharding
 from agentsession_operator.kube import resync as relists
 from agentsession_operator.kube.acting import Actor
 from agentsession_operator.kube.background import Background
@@ -38,19 +41,43 @@ __all__ = ["Config", "NotLeader", "Reconciler", "SessionGone"]
 
 MAX_RETRY_DELAY = 60.0
 PACING_SLACK = 0.05  # seconds: a paced pass due this soon runs now (the scheduler's clock is the wall clock)
+SHARD_RETRY = 2.0  # seconds before a shard's failed take-over listing is tried again
+_acting_in: contextvars.ContextVar[str | None] = contextvars.ContextVar("acting_in", default=None)
+"""The namespace of the pass under way (its writes are fenced by that namespace's shard)."""
 
 
 class NotLeader(Exception):
     """This replica is (no longer) the leader: it must not write; the leader's pass covers it."""
 
 
+class Shards(Protocol):
+    """Which shards this replica holds now (kube/shard_elector.py)."""
+
+    count: int
+
+    def held(self, shard: int) -> bool: ...
+
+
 class Reconciler:
-    def __init__(self, kube: Kube, config: Config | None = None, is_leader: Callable[[], bool] | None = None) -> None:
+    def __init__(
+        self,
+        kube: Kube,
+        config: Config | None = None,
+        is_leader: Callable[[], bool] | None = None,
+        shards: Shards | None = None,
+    ) -> None:
         self.kube = kube
         self.config = config or Config()
         self.cache = Cache()
         # Leadership (kube/leader.py): a standby keeps its cache current but never writes.
         self.is_leader: Callable[[], bool] = is_leader or (lambda: True)
+        # Sharding (kube/shard_elector.py): only the namespaces of held shards are cached and acted on,
+        # and a shard only once its take-over listing is done (ready).
+        self.shards = shards
+        self.ready_shards: set[int] = set()
+        self._shard_of = functools.lru_cache(maxsize=65536)(
+            lambda namespace: sharding.shard_of(namespace, shards.count if shards else 1)
+        )
         self.scheduler = DeadlineScheduler(self._on_deadline)
         self.background = Background()
         self._locks: dict[Key, asyncio.Lock] = defaultdict(asyncio.Lock)
@@ -72,15 +99,31 @@ class Reconciler:
         self.primed_versions = PrimedVersions()  # kopf's first listings watch from prime's (kube/primed_watch.py)
         self.admitted = Admitted()  # creates the webhook let through, until the cache has them
         self.resyncs = relists.Resync(kube, self.cache, self, self.background)
-        self.policy_status = PolicyStatus(kube, self.cache, self.background, lambda: self.is_leader())
+        self.policy_status = PolicyStatus(kube, self.cache, self.background, self.leads)
 
     @property
     def _background(self) -> set[asyncio.Task[None]]:
         """The tasks under way in the background (tests wait for them)."""
         return self.background.tasks
 
-    def _fence(self) -> None:
+    def caches(self, namespace: str) -> bool:
+        """Whether this replica keeps the namespace's sessions and children (its shard is held, or no
+        sharding): the watch handlers drop every other event before storing anything."""
+        return self.shards is None or self.shards.held(self._shard_of(namespace))
+
+    def leads(self, namespace: str) -> bool:
+        """Whether this replica may act on the namespace now: the leader (or the holder of its shard,
+        once that shard's take-over listing is done)."""
         if not self.is_leader():
+            return False
+        if self.shards is None:
+            return True
+        shard = self._shard_of(namespace)
+        return shard in self.ready_shards and self.shards.held(shard)
+
+    def _fence(self) -> None:
+        namespace = _acting_in.get()
+        if not self.is_leader() or (self.shards is not None and (namespace is None or not self.leads(namespace))):
             raise NotLeader()
 
     def _event(self, obj: Mapping[str, Any], reason: str, message: str, type_: str = "Normal") -> None:
@@ -93,11 +136,69 @@ class Reconciler:
             self.pass_soon(key, "leader took over")
         # In the background: the elector awaits this and renews the Lease only after it returns; orphan
         # checks against a slow API server outlasted the renew deadline, and every pass above was refused.
-        self.background.spawn(orphans.collect_orphans(self.kube, self.cache, lambda: self.is_leader()))
+        self.background.spawn(orphans.collect_orphans(self.kube, self.cache, self._leads_claim))
+
+    def _leads_claim(self, claim: Mapping[str, Any]) -> bool:
+        return self.leads(str(claim["metadata"]["namespace"]))
+
+    # ---- shards (kube/shard_elector.py calls shards_changed once per round) -------------------------
+    def shards_changed(self, gained: set[int], lost: set[int]) -> None:
+        """Lost shards: stop and forget their namespaces. Gained ones: a full listing of their namespaces
+        first (the watch handlers dropped their events until now), then a pass over every session."""
+        self._drop_shards(lost | (gained & self.ready_shards))
+        if gained:
+            self.background.spawn(self._take_shards(set(gained)))
+
+    def _drop_shards(self, shards: set[int]) -> None:
+        if not shards:
+            return
+        self.ready_shards -= shards
+        cache = self.cache
+        for namespace in [ns for ns in cache.sessions.namespaces() if self._shard_of(ns) in shards]:
+            for key in cache.sessions_in(namespace):
+                self._forget(key)
+        for table in (cache.claims, cache.sandboxes, cache.network_policies):
+            for key in [k for k in table if self._shard_of(k[0]) in shards]:
+                del table[key]
+
+    async def _take_shards(self, shards: set[int]) -> None:
+        assert self.shards is not None
+        while True:
+            shards = {shard for shard in shards if self.shards.held(shard)}
+            if not shards:
+                return
+            try:
+                await relists.prime_children(self.kube, self.cache, self, functools.partial(self._in_shards, shards))
+                break
+            except Exception as exc:
+                logger().warning(
+                    "shard take-over listing failed; retrying", shards=sorted(shards), error=str(exc)[:300]
+                )
+                await asyncio.sleep(SHARD_RETRY)
+        shards = {shard for shard in shards if self.shards.held(shard)}
+        self.ready_shards |= shards
+        namespaces = [ns for ns in self.cache.sessions.namespaces() if self._shard_of(ns) in shards]
+        for namespace in namespaces:
+            for key in self.cache.sessions_in(namespace):
+                self.pass_soon(key, "shard taken over")
+        for namespace in {ns for ns in self.cache.policies if self._shard_of(ns) in shards}:
+            self.policy_status.soon(namespace)
+        for kind in ("sessions", "claims", "sandboxes"):  # deletions the listing raced with the watch
+            self.resyncs.relisted(kind)
+        self.background.spawn(orphans.collect_orphans(self.kube, self.cache, self._leads_claim))
+        logger().info("shards taken over", shards=sorted(shards), namespaces=len(namespaces))
+
+    def _in_shards(self, shards: set[int], namespace: str) -> bool:
+        return self._shard_of(namespace) in shards and watched(namespace, self.namespaces)
 
     # ---- the cache's start and upkeep (kube/resync.py) ------------------------------------------
+    namespaces: tuple[str, ...] = ()  # the --namespace patterns (prime sets them)
+
     async def prime(self, namespaces: tuple[str, ...] = ()) -> None:
-        await relists.prime(self.kube, self.cache, self, namespaces, self.primed_versions)
+        """The start-up listing; sharded, of policies and warm pools only (a shard lists its own when taken)."""
+        self.namespaces = namespaces
+        kinds = () if self.shards is not None else relists.PRIMED_KINDS
+        await relists.prime(self.kube, self.cache, self, namespaces, self.primed_versions, kinds)
 
     def relisted(self, kind: str) -> None:
         self.resyncs.relisted(kind)
@@ -122,14 +223,15 @@ class Reconciler:
         return owners.session_for_sandbox(self.cache.claims, sandbox)
 
     async def collect_orphan(self, claim: dict[str, Any]) -> bool:
-        return await orphans.collect_orphan(self.kube, claim, lambda: self.is_leader())
+        return await orphans.collect_orphan(self.kube, claim, lambda: self._leads_claim(claim))
 
     async def label_domains(self) -> list[str]:
         """agent-sandbox's allowed pod-label domains (read at most every LABEL_DOMAINS_TTL; admission too)."""
         return await self.session_pass.label_domains()
 
     async def update_policy_status(self, namespace: str, name: str) -> None:
-        await self.policy_status.update(namespace, name)
+        if self.leads(namespace):  # matchedSessions counts the cache: only the replica acting there has them
+            await self.policy_status.update(namespace, name)
 
     def wake_forks(self, namespace: str, source: str) -> None:
         """A session changed: forks of it still without a claim are judged again now (it may be Ready),
@@ -215,6 +317,11 @@ class Reconciler:
             self.forget(key)
 
     def forget(self, key: Key) -> None:
+        body = self._forget(key)
+        if body is not None:  # a slot may have freed; matchedSessions changed
+            self._session_changed(key[0], body, None)
+
+    def _forget(self, key: Key) -> dict[str, Any] | None:
         body = self.cache.sessions.get(key)
         self.cache.forget_session(key)
         self.scheduler.cancel(key)
@@ -225,15 +332,14 @@ class Reconciler:
         self._activity_passed.pop(key, None)
         self.session_pass.forget(key)
         self.writer.forget(key)
-        if body is not None:  # a slot may have freed; matchedSessions changed
-            self._session_changed(key[0], body, None)
+        return body
 
     # ---- the pass: one at a time per session, retried with backoff --------------------------------
     async def reconcile(self, key: Key, cause: str, deadline_lag: float | None = None, fresh: bool = False) -> None:
         """One pass. `fresh` re-reads the session from the API first (deadlines act on the newest state);
         otherwise the newest body the watch or our own writes delivered is used."""
-        if not self.is_leader():
-            return  # take_over() reconciles every session when this replica becomes leader
+        if not self.leads(key[0]):
+            return  # take_over() (a shard's: _take_shards) reconciles every session on becoming leader
         if not self.cache.loaded:
             # Never judge a session without its policies: try again once they are loaded.
             self.scheduler.schedule(key, clock.now() + dt.timedelta(seconds=1))
@@ -278,6 +384,7 @@ class Reconciler:
 
     async def _pass(self, key: Key, cause: str, deadline_lag: float | None, fresh: bool) -> None:
         started = time.monotonic()
+        acting = _acting_in.set(key[0])
         try:
             await self.session_pass.run(key, cause, deadline_lag, fresh or deadline_lag is not None)
             self._failures.pop(key, None)
@@ -294,4 +401,5 @@ class Reconciler:
             )
             self.scheduler.schedule(key, clock.now() + dt.timedelta(seconds=delay))
         finally:
+            _acting_in.reset(acting)
             metrics.RECONCILE_SECONDS.observe(time.monotonic() - started)

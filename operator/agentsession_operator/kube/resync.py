@@ -45,6 +45,7 @@ async def prime(
     sessions: Sessions,
     namespaces: tuple[str, ...] = (),
     versions: PrimedVersions | None = None,
+    kinds: tuple[str, ...] = PRIMED_KINDS,
 ) -> None:
     """List every policy, warm pool, session, claim, Sandbox and NetworkPolicy once, in pages, before any
     session is acted on (see Cache.loaded).
@@ -62,18 +63,34 @@ async def prime(
             cache.policies[meta["namespace"]][meta["name"]] = dict(body)
     for body in await _patiently(kube.list_warm_pools):
         cache.remember_pool((body["metadata"]["namespace"], body["metadata"]["name"]), body)
+    counts = await prime_children(
+        kube, cache, sessions, lambda namespace: watched(namespace, namespaces), kinds, versions
+    )
+    cache.loaded = True
+    logger().info("cache loaded", policies=sum(map(len, cache.policies.values())), pools=len(cache.pools), **counts)
+
+
+async def prime_children(
+    kube: Kube,
+    cache: Cache,
+    sessions: Sessions,
+    keep: Callable[[str], bool],
+    kinds: tuple[str, ...] = PRIMED_KINDS,
+    versions: PrimedVersions | None = None,
+) -> dict[str, int]:
+    """List sessions and their children in pages, caching those of the namespaces `keep` accepts (every
+    watched one at start; a shard's when it is taken over). The counts cached, by kind."""
     counts: dict[str, int] = {}
-    for kind in PRIMED_KINDS:  # claims before Sandboxes: a Sandbox is cached by its claim's session
+    for kind in kinds:  # claims before Sandboxes: a Sandbox is cached by its claim's session
         counts[kind] = 0
         async for items, version in _pages(kube, kind):
             if versions is not None:
                 versions.primed(KIND_RESOURCES[kind], version)
             for body in items:
                 meta = body["metadata"]
-                if watched(meta.get("namespace"), namespaces):
+                if meta.get("namespace") and keep(meta["namespace"]):
                     counts[kind] += _prime_one(cache, sessions, kind, (meta["namespace"], meta["name"]), body)
-    cache.loaded = True
-    logger().info("cache loaded", policies=sum(map(len, cache.policies.values())), pools=len(cache.pools), **counts)
+    return counts
 
 
 def _prime_one(cache: Cache, sessions: Sessions, kind: str, key: Key, body: dict[str, Any]) -> bool:

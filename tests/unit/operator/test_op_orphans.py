@@ -42,8 +42,8 @@ async def test_a_new_leader_checks_only_claims_of_unknown_sessions(make_session:
     cache.claims[("ns", "demo-claim")] = _claim()
     cache.claims[("ns", "known-claim")] = {**_claim(), "metadata": {**_claim()["metadata"], "name": "known-claim"}}
     cache.remember_session(("ns", "demo"), make_session())
-    await collect_orphans(kube, cache, lambda: True)  # type: ignore[arg-type]
+    await collect_orphans(kube, cache, lambda _claim: True)  # type: ignore[arg-type]
     assert kube.reads == []  # both claims name a cached session: no read, no delete
     cache.forget_session(("ns", "demo"))
-    await collect_orphans(kube, cache, lambda: True)  # type: ignore[arg-type]
+    await collect_orphans(kube, cache, lambda _claim: True)  # type: ignore[arg-type]
     assert kube.reads == [("get-session", "demo")] * 2 and ("delete-claim", "demo-claim") in kube.writes

@@ -24,7 +24,7 @@ async def test_written_when_it_changes_and_once_per_burst(make_policy: Any, monk
     monkeypatch.setattr(policy_status, "DEBOUNCE", 0.05)
     kube, cache, background = PolicyKube(), Cache(), Background()
     cache.policies["ns"]["p"] = make_policy("p")
-    room = policy_status.PolicyStatus(kube, cache, background, lambda: True)  # type: ignore[arg-type]
+    room = policy_status.PolicyStatus(kube, cache, background, lambda _ns: True)  # type: ignore[arg-type]
     await room.update("ns", "p")
     assert [w[:2] for w in kube.written] == [("ns", "p")]
     cache.policies["ns"]["p"]["status"] = kube.written[0][2]
@@ -41,7 +41,7 @@ async def test_a_standby_writes_no_policy_status(make_policy: Any, monkeypatch: 
     monkeypatch.setattr(policy_status, "DEBOUNCE", 0.01)
     kube, cache, background = PolicyKube(), Cache(), Background()
     cache.policies["ns"]["p"] = make_policy("p")
-    room = policy_status.PolicyStatus(kube, cache, background, lambda: False)  # type: ignore[arg-type]
+    room = policy_status.PolicyStatus(kube, cache, background, lambda _ns: False)  # type: ignore[arg-type]
     room.soon("ns")
     await asyncio.gather(*background.tasks)
     assert kube.written == []
