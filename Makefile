@@ -119,6 +119,7 @@ bench: venv ## benchmarks (print tables of medians and ratios; installs benchmar
 	$(VENV)/bin/pip install -q -r benchmarks/requirements.txt  # langchain-k8s (compared with) and matplotlib
 	$(PY) -m benchmarks.bench_cluster
 	$(PY) -m benchmarks.bench_client
+	$(PY) -m benchmarks.bench_ts_client  # client-ts against Node's raw POST (builds client-ts)
 	$(PY) -m benchmarks.bench_operator --rounds 25
 	DEVCLUSTER_NODE=real $(PY) -m benchmarks.bench_first_call --rounds 24  # real node only (its NetworkPolicies; root)
 	$(PY) -m benchmarks.bench_restart --sessions 1000 --rounds 3  # a fresh operator taking over 1,000 sessions
