@@ -80,6 +80,7 @@ async def validate_session(
     old: kopf.Body | None = None,
     operation: str | None = None,
     sslpeer: Mapping[str, Any] | None = None,
+    dryrun: bool = False,
     **_: Any,
 ) -> None:
     """Refuse an AgentSession CREATE/UPDATE that breaks an applicable AgentSessionPolicy."""
@@ -136,7 +137,7 @@ async def validate_session(
             violations=violations,
         )
         raise kopf.AdmissionError(admission.refusal_message(violations), code=422)
-    if capped and meta.get("name"):
+    if capped and meta.get("name") and not dryrun:  # a dry run stores nothing: it holds no place
         reconciler.admitted.add((namespace, str(meta["name"])))
 
 

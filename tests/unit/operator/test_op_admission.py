@@ -652,3 +652,24 @@ def test_an_update_over_the_maxima_recorded_when_the_sandbox_was_made_is_refused
     assert admission.review(longer, [], DOMAINS, [], "UPDATE", old=stored)  # no policy at all any more
     # The reconciler caps a running session (expiry moves earlier) rather than stopping it.
     assert violations(longer, effective_policy_for(longer, loosened), DOMAINS, running=True) == []
+
+
+async def test_a_dry_run_holds_no_place_under_the_namespace_cap(make_session: Make, make_policy: Make) -> None:
+    """`kubectl create --dry-run=server` stores nothing: counted as an admitted create, two dry runs filled a
+    cap of 2 and refused the first real session (found by tests/e2e/test_namespace_cap.py)."""
+    from agentsession_operator.kube.places import Admitted
+
+    cap = make_policy("cap", {"cleanup": {"maxSessionsPerNamespace": 2}})
+    reconciler = FakeReconciler([cap], FakeKube([]))
+    reconciler.admitted = Admitted()  # type: ignore[attr-defined]
+    memo = memo_for(reconciler)
+    namespace = cap["metadata"]["namespace"]
+    for name in ("probe-1", "probe-2"):
+        body = as_body(make_session(name=name, namespace=namespace))
+        await admission_handler.validate_session(body=body, memo=memo, warnings=[], operation="CREATE", dryrun=True)
+    for name in ("s1", "s2"):  # the two real places
+        body = as_body(make_session(name=name, namespace=namespace))
+        await admission_handler.validate_session(body=body, memo=memo, warnings=[], operation="CREATE")
+    with pytest.raises(kopf.AdmissionError, match="maxSessionsPerNamespace"):
+        body = as_body(make_session(name="s3", namespace=namespace))
+        await admission_handler.validate_session(body=body, memo=memo, warnings=[], operation="CREATE")
