@@ -167,10 +167,10 @@ def test_a_caller_without_the_api_servers_certificate_gets_no_tls_session(
 POLICY_REFUSAL = 'admission webhook "policy.agentsession.dev" denied the request'
 
 
-def _try_create(kube: Kube, namespace: str, ttl: str) -> tuple[str, str]:
+def try_create(kube: Kube, namespace: str, ttl: str, pool: str = "py") -> tuple[str, str]:
     """Create one session; ("admitted" | "refused-by-policy" | "refused-webhook-down", the API server's words)."""
     name = f"r-{uuid.uuid4().hex[:8]}"
-    proc = kube.apply(manifests.session(name, "py", ttl=ttl), namespace=namespace, check=False)
+    proc = kube.apply(manifests.session(name, pool, ttl=ttl), namespace=namespace, check=False)
     if proc.returncode == 0:
         return "admitted", name
     if POLICY_REFUSAL in proc.stderr:
@@ -194,7 +194,7 @@ def test_admission_stays_on_through_a_rollout_and_fails_closed(installed: None, 
     )
     kube.wait_for(
         "the policy enforced at admission",
-        lambda: _try_create(kube, namespace, "10h")[0] == "refused-by-policy",
+        lambda: try_create(kube, namespace, "10h")[0] == "refused-by-policy",
         timeout=60,
         interval=0.5,
     )
@@ -210,9 +210,9 @@ def test_admission_stays_on_through_a_rollout_and_fails_closed(installed: None, 
     started = time.monotonic()
     done_at: float | None = None
     while done_at is None or time.monotonic() < done_at + 5:  # and 5 s after the rollout ended
-        kind, detail = _try_create(kube, namespace, "10h")
+        kind, detail = try_create(kube, namespace, "10h")
         outcomes.setdefault(kind, []).append(detail)
-        kind, detail = _try_create(kube, namespace, "30m")
+        kind, detail = try_create(kube, namespace, "30m")
         compliant.setdefault(kind, []).append(detail)
         if done_at is None:
             status = kube.run(
@@ -243,10 +243,10 @@ def test_admission_stays_on_through_a_rollout_and_fails_closed(installed: None, 
             lambda: not kube.list("pod", NS, "app.kubernetes.io/name=agentsession-operator"),
             timeout=90,
         )
-        kind, error = _try_create(kube, namespace, "10h")
+        kind, error = try_create(kube, namespace, "10h")
         assert kind == "refused-webhook-down", error
         assert 'failed calling webhook "policy.agentsession.dev"' in error, error
-        kind, error = _try_create(kube, namespace, "30m")
+        kind, error = try_create(kube, namespace, "30m")
         assert kind == "refused-webhook-down", error
         # The client's activity reports (metadata only) skip the webhook (matchConditions): still accepted.
         report = format_activity(datetime.now(UTC), 0)
@@ -269,7 +269,7 @@ def test_admission_stays_on_through_a_rollout_and_fails_closed(installed: None, 
         kube.run("-n", NS, "rollout", "status", f"deployment/{install.DEPLOYMENT}", "--timeout=180s")
     kube.wait_for(
         "admission back",
-        lambda: _try_create(kube, namespace, "10h")[0] == "refused-by-policy",
+        lambda: try_create(kube, namespace, "10h")[0] == "refused-by-policy",
         timeout=60,
         interval=0.5,
     )

@@ -13,7 +13,6 @@ from __future__ import annotations
 import subprocess
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from devcluster import build, images, install
 from devcluster.cluster import Cluster
 from tests.e2e import manifests
 from tests.e2e.conftest import Kube, OperatorProcess
+from tests.e2e.test_install_image import try_create
 
 pytestmark = [pytest.mark.e2e, pytest.mark.realnode]
 
@@ -33,7 +33,6 @@ PREVIOUS = "a569144"
 SESSIONS = 50
 NS = install.NAMESPACE
 RELEASE = "agentsession"
-POLICY_REFUSAL = "exceeds the policy maximum 1h"
 
 
 @pytest.fixture(scope="module")
@@ -76,17 +75,6 @@ def _apply_crds(kube: Kube, crds: Path) -> None:
     kube.run("wait", "--for=condition=Established", "--timeout=60s", "-f", str(crds))
 
 
-def _try_create(kube: Kube, namespace: str, ttl: str) -> tuple[str, str]:
-    """("admitted" | "refused-by-policy" | "refused-other", detail) for one new session."""
-    name = f"probe-{uuid.uuid4().hex[:8]}"
-    proc = kube.apply(manifests.session(name, "pool", ttl=ttl), namespace=namespace, check=False)
-    if proc.returncode == 0:
-        return "admitted", name
-    if POLICY_REFUSAL in proc.stderr:
-        return "refused-by-policy", proc.stderr.strip()
-    return "refused-other", proc.stderr.strip()
-
-
 class AdmissionProber:
     """Creates a policy-breaking session every 0.3 s from another thread, until stopped."""
 
@@ -98,7 +86,7 @@ class AdmissionProber:
 
     def _run(self) -> None:
         while not self._stop.wait(0.3):
-            kind, detail = _try_create(self.kube, self.namespace, "10h")
+            kind, detail = try_create(self.kube, self.namespace, "10h", "pool")
             self.outcomes.setdefault(kind, []).append(detail)
 
     def __enter__(self) -> AdmissionProber:
@@ -121,7 +109,7 @@ def _seed(kube: Kube, namespace: str) -> dict[str, tuple[str, str, str]]:
     kube.apply(policy, manifests.template("pause"), manifests.warm_pool("pool", "pause"), namespace=namespace)
     kube.wait_for(
         "the previous operator enforcing the policy",
-        lambda: _try_create(kube, namespace, "10h")[0] == "refused-by-policy",
+        lambda: try_create(kube, namespace, "10h", "pool")[0] == "refused-by-policy",
         timeout=120,
         interval=0.5,
     )

@@ -106,7 +106,7 @@ def default_identity() -> str:
     return f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:8]}"
 
 
-def _utcnow() -> dt.datetime:
+def utcnow() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
@@ -120,7 +120,7 @@ class LeaderElector:
         timing: rules.Timing | None = None,
         *,
         clock: Callable[[], float] = time.monotonic,
-        wall: Callable[[], dt.datetime] = _utcnow,
+        wall: Callable[[], dt.datetime] = utcnow,
         on_started_leading: Callable[[], Awaitable[None] | None] | None = None,
         on_stopped_leading: Callable[[], None] | None = None,
         annotations: dict[str, str] | None = None,

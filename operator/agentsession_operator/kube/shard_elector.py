@@ -21,14 +21,10 @@ from agentsession_operator.infra import metrics
 from agentsession_operator.infra.logs import logger
 from agentsession_operator.kube import lease as rules
 from agentsession_operator.kube import sharding
-from agentsession_operator.kube.leader import LeaderElector, LeaseAPI
+from agentsession_operator.kube.leader import LeaderElector, LeaseAPI, utcnow
 
 _log = logger()
 LAYOUT_ANNOTATION = "agentsession.dev/shards"  # the shard count a Lease was written under
-
-
-def _utcnow() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
 
 
 class ShardElector:
@@ -42,7 +38,7 @@ class ShardElector:
         timing: rules.Timing | None = None,
         *,
         clock: Callable[[], float] = time.monotonic,
-        wall: Callable[[], dt.datetime] = _utcnow,
+        wall: Callable[[], dt.datetime] = utcnow,
         on_change: Callable[[set[int], set[int]], None] = lambda gained, lost: None,
     ) -> None:
         if not 1 < count <= sharding.MAX_SHARDS:
