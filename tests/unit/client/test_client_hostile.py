@@ -25,7 +25,8 @@ from langchain_k8s_client.errors import (
     ResponseTooSlow,
     SandboxError,
 )
-from langchain_k8s_client.pod_sandbox import PodSandbox, _edit_result
+from langchain_k8s_client.file_results import edit_result
+from langchain_k8s_client.pod_sandbox import PodSandbox
 from langchain_k8s_client.transport import DEFAULT_MAX_RESPONSE_BYTES, ResponseLimits
 from langchain_k8s_client.wire import HttpResponse, RuntimeExec
 
@@ -241,7 +242,7 @@ def test_grep_record_garbage_is_malformed_response(record: str) -> None:
 
 @pytest.mark.parametrize("stdout", ["[1]", "5", '{"error": 1, "count": []}', '{"count": "many"}', '"s"', "null"])
 def test_edit_answer_garbage_is_an_error_result(stdout: str) -> None:
-    result = _edit_result(RuntimeExec(stdout, "", 0), "/f", "old")
+    result = edit_result(RuntimeExec(stdout, "", 0), "/f", "old")
     assert result.error is not None
 
 
@@ -359,7 +360,7 @@ def test_fuzz_markers_and_grep(stdout: str) -> None:
 @given(st.one_of(json_lines, st.text()))
 def test_fuzz_json_line_answers(stdout: str) -> None:
     typed_only(lambda: pyscripts.ls_entries(pyscripts.parse_json_lines(stdout)))
-    typed_only(_edit_result, RuntimeExec(stdout, "", 0), "/f", "old")
+    typed_only(edit_result, RuntimeExec(stdout, "", 0), "/f", "old")
 
 
 def _answers(stdout: str, raw: bytes) -> list[Any]:
