@@ -5,9 +5,11 @@ the keep-alive HTTP/1.1 transport of `http11` (httpx requests and responses, sen
 straight to the transport: the `httpx.Client` layer cost 0.1 to 0.25 ms a call),
 one for the sync API and one per event loop for the async API (its connections
 belong to the loop that opened them). A caller's own `httpx.Client` is used
-instead when given. The retry loop, the driving of an operation and the
-reconnection rule are each one flow (see `flows`): the sync API calls its sides,
-the async API awaits them, so only the sending and the waiting differ.
+instead when given. The reconnection rule is one flow (see `flows`) that runs the
+sans-IO operations inside it directly (`yield from`): the sync driver sends each
+request with `_send`, the async one with `_asend` (one request and its retries;
+`_Attempts` decides when to retry, they only send and wait), so one trampoline
+stands between an operation and the socket.
 
 Rules:
 - Idempotent requests (probe, health, download, listings) are retried on
@@ -225,20 +227,33 @@ class RuntimeTransport:
         self._stale = True
         self._protocol.invalidate()
 
-    # -- one request, with retries: sending and waiting are the only two calls ------
+    # -- one request, with retries (`_Attempts` decides; these two only send and wait) --
 
-    def _send_flow(self, req: HttpRequest) -> Flow[HttpResponse]:
+    def _send(self, req: HttpRequest) -> HttpResponse:
         attempts = _Attempts(self._retry, req)
         while True:
             try:
-                resp = yield Call(self._send_once, self._asend_once, (req,))
+                resp = self._send_once(req)
             except httpx.TransportError as exc:
-                yield Call(time.sleep, asyncio.sleep, (attempts.after_error(exc),))
+                time.sleep(attempts.after_error(exc))
                 continue
             delay = attempts.after_response(resp.status)
             if delay is None:
                 return resp
-            yield Call(time.sleep, asyncio.sleep, (delay,))
+            time.sleep(delay)
+
+    async def _asend(self, req: HttpRequest) -> HttpResponse:
+        attempts = _Attempts(self._retry, req)
+        while True:
+            try:
+                resp = await self._asend_once(req)
+            except httpx.TransportError as exc:
+                await asyncio.sleep(attempts.after_error(exc))
+                continue
+            delay = attempts.after_response(resp.status)
+            if delay is None:
+                return resp
+            await asyncio.sleep(delay)
 
     # Bounded reads (limits.py): a hostile pod can neither fill memory nor trickle forever.
     def _send_once(self, req: HttpRequest) -> HttpResponse:
@@ -264,28 +279,13 @@ class RuntimeTransport:
             sender = self._aclients[loop] = factory()
         return sender
 
-    def _drive_flow(self, op: Op[T]) -> Flow[T]:
-        """Run one sans-IO operation: each request it yields is sent, each answer sent back in."""
-        try:
-            req = next(op)
-            while True:
-                try:
-                    resp = yield from self._send_flow(req)
-                except Exception as exc:  # let the operation clean up, then re-raise
-                    req = op.throw(exc)
-                    continue
-                req = op.send(resp)
-        except StopIteration as stop:
-            return stop.value
-        finally:
-            op.close()
-
-    # -- the reconnection rule, written once (flows.run_sync / flows.run_async drive it) --------
+    # -- the reconnection rule, written once (flows.run_sync / run_async drive it; the runtime's
+    # sans-IO operations are `yield from` here, their requests go to `_send` / `_asend`) ----------
 
     def _run_flow(self, make_op: Callable[[RuntimeProtocol], Op[T]], *, idempotent: bool) -> Flow[T]:
         yield from self._connect_flow()
         try:
-            return (yield from self._drive_flow(make_op(self._protocol)))
+            return (yield from make_op(self._protocol))
         except TransportError as exc:
             if not (self._resolve_endpoint and (idempotent or not exc.maybe_delivered)):
                 self._after_failure()
@@ -295,7 +295,7 @@ class RuntimeTransport:
         self._reresolve((yield self._resolve_call()))
         yield from self._connect_flow()
         try:
-            return (yield from self._drive_flow(make_op(self._protocol)))
+            return (yield from make_op(self._protocol))
         except TransportError:
             self._after_failure()
             raise
@@ -306,12 +306,12 @@ class RuntimeTransport:
         if self._protocol.info is not None:
             return
         try:
-            yield from self._drive_flow(self._protocol.connect())
+            yield from self._protocol.connect()
         except (TransportError, WrongPod):
             if not self._resolve_endpoint:
                 raise
             self._reresolve((yield self._resolve_call()))
-            yield from self._drive_flow(self._protocol.connect())
+            yield from self._protocol.connect()
 
     def _resolve_call(self) -> Call:
         # A sync `resolve_endpoint` (it may read the cluster) runs in a worker thread under the async API.
@@ -324,16 +324,16 @@ class RuntimeTransport:
 
     def run(self, make_op: Callable[[RuntimeProtocol], Op[T]], *, idempotent: bool) -> T:
         """Connect if needed, then run `make_op(protocol)` with the reconnection rule."""
-        return run_sync(self._run_flow(make_op, idempotent=idempotent))
+        return run_sync(self._run_flow(make_op, idempotent=idempotent), self._send)
 
     async def arun(self, make_op: Callable[[RuntimeProtocol], Op[T]], *, idempotent: bool) -> T:
-        return await run_async(self._run_flow(make_op, idempotent=idempotent))
+        return await run_async(self._run_flow(make_op, idempotent=idempotent), self._asend)
 
     def _connect(self) -> None:
-        run_sync(self._connect_flow())
+        run_sync(self._connect_flow(), self._send)
 
     async def _aconnect(self) -> None:
-        await run_async(self._connect_flow())
+        await run_async(self._connect_flow(), self._asend)
 
     def _reresolve(self, endpoint: PodEndpoint) -> None:
         self.set_endpoint(endpoint)
@@ -366,10 +366,10 @@ class RuntimeTransport:
 
     def health(self) -> bool:
         """`GET /` answered 200 (retried like any idempotent request)."""
-        return run_sync(self._drive_flow(self._protocol.health()))
+        return run_sync(self._protocol.health(), self._send)
 
     async def ahealth(self) -> bool:
-        return await run_async(self._drive_flow(self._protocol.health()))
+        return await run_async(self._protocol.health(), self._asend)
 
     def execute(self, command: str, *, timeout: int, max_output: int, cwd: str = "") -> CommandResult:
         return self.run(lambda p: p.execute(command, timeout=timeout, max_output=max_output, cwd=cwd), idempotent=False)
