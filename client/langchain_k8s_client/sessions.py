@@ -9,6 +9,7 @@ comes from the session's status, which the operator publishes.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -16,11 +17,12 @@ from typing import Any
 
 from kubernetes import client, config, watch
 from kubernetes.client.rest import ApiException
+from pydantic import BaseModel
 
 from agentsession_api import names, patterns, phases
 from agentsession_api.activity import format_activity
 from agentsession_api.phases import Phase
-from agentsession_api.types import AgentSessionStatus, Condition
+from agentsession_api.types import AgentSessionSpec, AgentSessionStatus, Condition, EnvVar, ForkFrom, WarmPoolRef
 from langchain_k8s_client.errors import (
     PolicyViolation,
     SessionConflict,
@@ -31,6 +33,49 @@ from langchain_k8s_client.errors import (
 )
 
 GROUP, VERSION, PLURAL = names.GROUP, names.VERSION, names.SESSION_PLURAL
+
+
+def _alias(model: type[BaseModel], field_name: str) -> str:
+    # A KeyError here means the api package renamed or dropped the field: the client must follow.
+    info = model.model_fields[field_name]
+    return info.alias or field_name
+
+
+@dataclass(frozen=True)
+class SpecKeys:
+    """The wire names of the spec fields the client sets, read from `agentsession_api.types`."""
+
+    spec: Mapping[str, str]
+    ref_name: str
+    env_name: str
+    env_value: str
+    fork_name: str
+
+
+_SPEC_FIELDS = (
+    "warm_pool_ref",
+    "ttl",
+    "idle_timeout",
+    "idle_action",
+    "env",
+    "labels",
+    "pod_labels",
+    "pod_annotations",
+    "volume_claim_templates",
+    "fork_from",
+)
+
+
+@functools.cache
+def spec_keys() -> SpecKeys:
+    """The one source of the spec's names: the pydantic types that also generate the CRD."""
+    return SpecKeys(
+        spec={name: _alias(AgentSessionSpec, name) for name in _SPEC_FIELDS},
+        ref_name=_alias(WarmPoolRef, "name"),
+        env_name=_alias(EnvVar, "name"),
+        env_value=_alias(EnvVar, "value"),
+        fork_name=_alias(ForkFrom, "name"),
+    )
 
 
 @dataclass(frozen=True)
@@ -50,25 +95,31 @@ class SessionSpec:
     fork_from: str | None = None  # spec.forkFrom.name: start with copies of that session's volumes
 
     def to_spec(self) -> dict[str, Any]:
+        """spec of the AgentSession, every key spelled by the api package's types (`spec_keys`)."""
+        keys = spec_keys()
         spec: dict[str, Any] = {}
         if self.warm_pool:
-            spec["warmPoolRef"] = {"name": self.warm_pool}
-        for key, value in (("ttl", self.ttl), ("idleTimeout", self.idle_timeout), ("idleAction", self.idle_action)):
+            spec[keys.spec["warm_pool_ref"]] = {keys.ref_name: self.warm_pool}
+        for field_name, value in (
+            ("ttl", self.ttl),
+            ("idle_timeout", self.idle_timeout),
+            ("idle_action", self.idle_action),
+        ):
             if value is not None:
-                spec[key] = value
+                spec[keys.spec[field_name]] = value
         if self.env:
-            spec["env"] = [{"name": k, "value": v} for k, v in self.env.items()]
-        for key, mapping in (
+            spec[keys.spec["env"]] = [{keys.env_name: k, keys.env_value: v} for k, v in self.env.items()]
+        for field_name, mapping in (
             ("labels", self.labels),
-            ("podLabels", self.pod_labels),
-            ("podAnnotations", self.pod_annotations),
+            ("pod_labels", self.pod_labels),
+            ("pod_annotations", self.pod_annotations),
         ):
             if mapping:
-                spec[key] = dict(mapping)
+                spec[keys.spec[field_name]] = dict(mapping)
         if self.volume_claim_templates:
-            spec["volumeClaimTemplates"] = list(self.volume_claim_templates)
+            spec[keys.spec["volume_claim_templates"]] = list(self.volume_claim_templates)
         if self.fork_from:
-            spec["forkFrom"] = {"name": self.fork_from}
+            spec[keys.spec["fork_from"]] = {keys.fork_name: self.fork_from}
         return spec
 
     def conflicts(self, existing: Mapping[str, Any]) -> list[str]:
