@@ -27,7 +27,6 @@ import subprocess
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +42,7 @@ from benchmarks.common import (
     start_operator,
     stop_operator,
 )
+from benchmarks.populate import create_sessions, list_sessions, phase, wait_populated
 from devcluster import errors
 from devcluster.cluster import Cluster, Paths
 
@@ -75,17 +75,9 @@ def api_requests(cluster: Cluster) -> dict[str, float]:
 
 def count_ready(api: client.CustomObjectsApi, namespace: str = NS, waiting: bool = False) -> tuple[int, int]:
     """Sessions, and those populated: Ready (or, `waiting`, with any phase)."""
-    total = ready = 0
-    token = None
-    while True:
-        page = api.list_namespaced_custom_object(GROUP, VERSION, namespace, "agentsessions", limit=500, _continue=token)
-        for item in page["items"]:
-            total += 1
-            phase = (item.get("status") or {}).get("phase")
-            ready += bool(phase) if waiting else phase == "Ready"
-        token = page["metadata"].get("continue")
-        if not token:
-            return total, ready
+    sessions = list_sessions(api, namespace)
+    ready = sum(bool(phase(s)) if waiting else phase(s) == "Ready" for s in sessions)
+    return len(sessions), ready
 
 
 def populate(cluster: Cluster, api: client.CustomObjectsApi, n: int, waiting: bool = False, wait: bool = True) -> None:
@@ -103,33 +95,12 @@ def populate(cluster: Cluster, api: client.CustomObjectsApi, n: int, waiting: bo
     operator = start_operator("--log-level", "WARNING", "--namespace", ns, stdout=log)
     pool_name = MISSING_POOL if waiting else "pool"
     try:
-
-        def create(i: int) -> None:
-            body = manifests.session(f"s{i:05d}", pool_name, idleTimeout="8h")
-            try:
-                api.create_namespaced_custom_object(GROUP, VERSION, ns, "agentsessions", body)
-            except client.ApiException as err:
-                if err.status != 409:
-                    raise
-
-        for first in range(total, n, BATCH):
-            with ThreadPoolExecutor(THREADS) as pool:
-                list(pool.map(create, range(first, min(n, first + BATCH))))
-            print(f"{time.strftime('%H:%M:%S')} created {min(n, first + BATCH)}", flush=True)
-        deadline = time.monotonic() + TIMEOUT
-        while wait:
-            try:
-                ready = count_ready(api, ns, waiting)[1]
-            except client.ApiException as err:  # a busy API server's paged list: 504 "too large resource version"
-                if err.status not in (429, 500, 503, 504):
-                    raise
-                ready = 0
-            if ready >= n:
-                break
-            if time.monotonic() > deadline:
-                raise SystemExit(f"only {ready} of {n} sessions Ready after {TIMEOUT:.0f} s")
-            time.sleep(5)
-        print(f"{time.strftime('%H:%M:%S')} {n} sessions populated", flush=True)
+        keys = [(ns, f"s{i:05d}") for i in range(total, n)]
+        create_sessions(
+            api, keys, lambda name: manifests.session(name, pool_name, idleTimeout="8h"), threads=THREADS, batch=BATCH
+        )
+        if wait:
+            wait_populated(lambda: count_ready(api, ns, waiting)[1], n, TIMEOUT, "populated")
     finally:
         stop_operator(operator)
 

@@ -37,6 +37,7 @@ import yaml
 from benchmarks.bench_restart import settle
 from benchmarks.bench_scale import _idle_deadline, percentile
 from benchmarks.common import load_average, start_operator, stop_operator
+from benchmarks.populate import create_sessions, list_sessions, phase, wait_populated
 from devcluster import errors
 from devcluster.cluster import Cluster, Paths
 
@@ -111,21 +112,7 @@ def namespaces(count: int) -> list[str]:
 
 
 def all_sessions(api: client.CustomObjectsApi) -> list[dict[str, Any]]:
-    found: list[dict[str, Any]] = []
-    token = None
-    while True:
-        for attempt in range(10):  # a busy API server's paged list: 504 "request did not complete"
-            try:
-                page = api.list_cluster_custom_object(GROUP, VERSION, "agentsessions", limit=500, _continue=token)
-                break
-            except client.ApiException as err:
-                if err.status not in (429, 500, 503, 504) or attempt == 9:
-                    raise
-                time.sleep(2)
-        found += [s for s in page["items"] if s["metadata"]["namespace"].startswith(PREFIX)]
-        token = page["metadata"].get("continue")
-        if not token:
-            return found
+    return [s for s in list_sessions(api) if s["metadata"]["namespace"].startswith(PREFIX)]
 
 
 def populate(cluster: Cluster, api: client.CustomObjectsApi, n: int, spaces: list[str]) -> None:
@@ -140,29 +127,8 @@ def populate(cluster: Cluster, api: client.CustomObjectsApi, n: int, spaces: lis
     try:
         wanted = [(spaces[i % len(spaces)], f"s{i:05d}") for i in range(n)]
         todo = [key for key in wanted if key not in existing]
-
-        def create(key: tuple[str, str]) -> None:
-            body = manifests.session(key[1], "pool", idleTimeout="8h")
-            try:
-                api.create_namespaced_custom_object(GROUP, VERSION, key[0], "agentsessions", body)
-            except client.ApiException as err:
-                if err.status != 409:
-                    raise
-
-        for first in range(0, len(todo), 250):
-            with ThreadPoolExecutor(THREADS) as pool:
-                list(pool.map(create, todo[first : first + 250]))
-            print(f"{time.strftime('%H:%M:%S')} created {first + 250}/{len(todo)}", flush=True)
-        deadline = time.monotonic() + 1200
-        while True:
-            sessions = all_sessions(api)
-            ready = sum((s.get("status") or {}).get("phase") == "Ready" for s in sessions)
-            if ready >= n:
-                break
-            if time.monotonic() > deadline:
-                raise SystemExit(f"only {ready} of {n} sessions Ready")
-            time.sleep(5)
-        print(f"{time.strftime('%H:%M:%S')} {n} sessions Ready", flush=True)
+        create_sessions(api, todo, lambda name: manifests.session(name, "pool", idleTimeout="8h"), threads=THREADS)
+        wait_populated(lambda: sum(phase(s) == "Ready" for s in all_sessions(api)), n, 1200)
     finally:
         stop_operator(operator)
 
