@@ -22,6 +22,9 @@ The parsing is sans-IO (`ResponseParser`); the sync and async drivers only move 
 (a router behind TLS) takes the same path over an `ssl` socket, with httpx's default context
 (`httpx.create_ssl_context()`: certifi's CAs, or `SSL_CERT_FILE`/`SSL_CERT_DIR`; ALPN http/1.1), so
 the same bounds hold there (httpx's own transport knew only a per-read timeout).
+
+Over 500 lines on purpose: the sans-IO parser and its two byte-moving drivers (sync, async) are one
+protocol whose bounds must agree line for line; apart, a bound fixed in one driver is missed in the other.
 """
 
 from __future__ import annotations

@@ -30,6 +30,10 @@ the warm pool in ``status.resolved`` stays, because a claim's pool cannot change
 Which labels the label rules read: ``required`` reads the session's ``metadata.labels`` (what selectors
 and ``maxSessionsPerLabel`` see); ``allowedPrefixes`` reads ``spec.labels`` and ``spec.podLabels`` (what
 the operator copies onto the claim and Pod); ``values`` reads all three.
+
+Over 500 lines on purpose: selection, merging, resolution and violations are the four steps of one
+rule set (the merge rules above); each section is pure and tested alone, and splitting them would
+scatter the "most restrictive wins" contract over several files.
 """
 
 from __future__ import annotations

@@ -8,6 +8,9 @@ Phases: Pending (no claim yet) -> Provisioning -> Ready <-> Suspended, and the t
 end: reasons TTLExpired, IdleTimeout) and Failed (something the user must fix). Expired is sticky. Failed
 is sticky when agent-sandbox reported a terminal reason (the claim cannot recover); Failed before any
 claim exists (policy violation, name conflict) is re-evaluated, so fixing the spec or policy recovers it.
+
+Over 500 lines on purpose: the phase machine and the bounds every written status must meet are one
+decision (a status the API server refuses must never be computed), kept beside each other.
 """
 
 from __future__ import annotations
