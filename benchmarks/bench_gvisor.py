@@ -48,9 +48,11 @@ SPLIT = {  # raw POSTs to the runtime: what each layer of execute("true") costs 
 }
 
 
-def raw_post(conn: http.client.HTTPConnection, command: str) -> Callable[[], None]:
-    """One keep-alive POST of `command` to the runtime's /execute (the body encoded once)."""
+def raw_post(ip: str, command: str) -> Callable[[], None]:
+    """One keep-alive POST of `command` to the runtime's /execute (the body encoded once; a connection of
+    its own, opened by the warm-up call)."""
     body = json.dumps({"command": command}).encode()
+    conn = http.client.HTTPConnection(ip, 8888, timeout=60)
 
     def post() -> None:
         conn.request("POST", "/execute", body=body, headers={"Content-Type": "application/json"})
@@ -128,16 +130,16 @@ def main() -> None:
         row('execute("true")', interleaved_ms(each(lambda b: b.execute("true")), n))
         # Where execute's time goes: the same pod POSTed raw (keep-alive), from the runtime's bare process
         # start to the process chain of the watchdog wrapper (`timeout` and the command's `sh`).
-        conns = {k: http.client.HTTPConnection(b.session.pod_ips[0], 8888, timeout=60) for k, b in sessions.items()}
+        ips = {name: b.session.pod_ips[0] for name, b in sessions.items()}
         for label, command in SPLIT.items():
-            row(label, interleaved_ms({name: raw_post(conn, command) for name, conn in conns.items()}, n))
+            row(label, interleaved_ms({name: raw_post(ip, command) for name, ip in ips.items()}, n))
         make = 'mkdir -p /tmp/g && cd /tmp/g && for i in $(seq 1 1000); do echo "line $i needle" > f$i.txt; done'
         for backend in sessions.values():
             assert backend.execute(make, timeout=180).exit_code == 0
             assert len(backend.grep("needle", "/tmp/g").matches or []) == 1000
         row("grep over 1,000 files", interleaved_ms(each(lambda b: b.grep("needle", "/tmp/g")), n))
         raw_grep = "grep -rHnIF --null -m 1000 needle /tmp/g"  # grep alone: no shell, head or watchdog
-        row("  raw POST `grep -r` (one exec)", interleaved_ms({k: raw_post(c, raw_grep) for k, c in conns.items()}, n))
+        row("  raw POST `grep -r` (one exec)", interleaved_ms({k: raw_post(ip, raw_grep) for k, ip in ips.items()}, n))
         blob = os.urandom(10 * MIB)
         row("upload 10 MiB", interleaved_ms(each(lambda b: b.upload_files([("/tmp/blob", blob)])), n))
         for backend in sessions.values():

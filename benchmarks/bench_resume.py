@@ -78,12 +78,18 @@ class Stamps:
         sources: list[tuple[Callable[..., Any], tuple[Any, ...], Callable[[dict[str, Any]], Iterator[str]]]] = [
             (core.list_namespaced_pod, (NS,), _pod_steps),
             (custom.list_namespaced_custom_object, ("agents.x-k8s.io", "v1beta1", NS, "sandboxes"), _sandbox_steps),
-            (custom.list_namespaced_custom_object, ("agentsession.dev", "v1alpha1", NS, "agentsessions"), _session_steps),
+            (
+                custom.list_namespaced_custom_object,
+                ("agentsession.dev", "v1alpha1", NS, "agentsessions"),
+                _session_steps,
+            ),
         ]
         for fn, args, steps in sources:
             threading.Thread(target=self._run, args=(fn, args, steps), daemon=True).start()
 
-    def _run(self, fn: Callable[..., Any], args: tuple[Any, ...], steps: Callable[[dict[str, Any]], Iterator[str]]) -> None:
+    def _run(
+        self, fn: Callable[..., Any], args: tuple[Any, ...], steps: Callable[[dict[str, Any]], Iterator[str]]
+    ) -> None:
         while not self.stopping.is_set():
             w = watch.Watch()
             self.watches.append(w)
@@ -207,7 +213,9 @@ def main() -> None:
                 cold[name].append(_claim_to_ready(f"c{i}-{name}", name, env={"COLD": "1"}))
                 wait_pool_full(custom, NS, name, 1, timeout=180)
                 resume[name].append(_resume_once(cluster, stamps, f"r{i}-{name}", name))
-                print(f"round {i} {name}: " + ", ".join(f"{k} {v:.2f}s" for k, v in resume[name][-1].items()), flush=True)
+                print(
+                    f"round {i} {name}: " + ", ".join(f"{k} {v:.2f}s" for k, v in resume[name][-1].items()), flush=True
+                )
             loads.append(load_average())
     finally:
         stamps.stop()
@@ -215,7 +223,8 @@ def main() -> None:
         cluster.kubectl("delete", "namespace", NS, "--wait=false", check=False)
         if started_cluster:
             cluster.down()
-    print(f"\nResume on the real node, {args.rounds} rounds interleaved, seconds (load {min(loads):.1f} to {max(loads):.1f})")
+    load = f"load {min(loads):.1f} to {max(loads):.1f}"
+    print(f"\nResume on the real node, {args.rounds} rounds interleaved, seconds ({load})")
     print(f"{'pool (runtime, probe period)':<44}" + "".join(f" {f'{k} ({v[1]} s)':>16}" for k, v in variants.items()))
 
     def line(label: str, values: dict[str, list[float]]) -> None:
