@@ -126,6 +126,7 @@ bench: venv ## benchmarks (print tables of medians and ratios; installs benchmar
 	$(PY) -m benchmarks.bench_fairness --rounds 5 --samples 3 --tenant-a-user  # tenant B's create -> Ready while tenant A churns
 	$(PY) -m benchmarks.bench_transport
 	$(PY) -m benchmarks.bench_gvisor --rounds 10  # runc vs gVisor: starts the real node (root)
+	$(PY) -m benchmarks.bench_resume --rounds 10 --periods  # resume after idle suspend, runc and gVisor (real node, root)
 	$(PY) -m benchmarks.bench_scale --points $(SCALE_POINTS) --direct-every 2 --json docs/scale-results.json
 	$(PY) -m benchmarks.bench_scale --points 100,1000 --direct-every 2 --operator-cpu 1  # the operator on a CPU of its own
 	$(PY) -m benchmarks.plot_scale docs/scale-results.json docs/scale.png

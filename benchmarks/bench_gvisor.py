@@ -13,7 +13,9 @@ from __future__ import annotations
 import argparse
 import copy
 import functools
+import http.client
 import io
+import json
 import os
 import statistics
 import time
@@ -38,6 +40,28 @@ NS = "bench-gvisor"
 ROOT = Path(__file__).parents[1]
 RUNTIMES = {"runc": None, "gvisor": configs.GVISOR_RUNTIME_CLASS}
 MIB = 1024 * 1024
+SPLIT = {  # raw POSTs to the runtime: what each layer of execute("true") costs on its own
+    "  raw POST `true` (one exec, no shell)": "true",
+    "  raw POST `sh -c true`": "sh -c true",
+    "  raw POST `sh -c '( true )'` (+ a fork)": "sh -c '( true )'",
+    "  raw POST the watchdog chain": "sh -c 'timeout -s KILL 100 sh -c true & wait $!'",
+}
+
+
+def raw_post(ip: str, command: str) -> Callable[[], None]:
+    """One keep-alive POST of `command` to the runtime's /execute (the body encoded once; a connection of
+    its own, opened by the warm-up call)."""
+    body = json.dumps({"command": command}).encode()
+    conn = http.client.HTTPConnection(ip, 8888, timeout=60)
+
+    def post() -> None:
+        conn.request("POST", "/execute", body=body, headers={"Content-Type": "application/json"})
+        response = conn.getresponse()
+        payload = response.read()
+        if response.status != 200 or json.loads(payload).get("exit_code") != 0:
+            raise RuntimeError(f"{command}: {response.status} {payload[:200]!r}")
+
+    return post
 
 
 def pool_manifests(name: str, runtime_class: str | None, replicas: int) -> list[dict[str, Any]]:
@@ -104,11 +128,18 @@ def main() -> None:
             rows.append((label, ms["runc"], ms["gvisor"]))
 
         row('execute("true")', interleaved_ms(each(lambda b: b.execute("true")), n))
+        # Where execute's time goes: the same pod POSTed raw (keep-alive), from the runtime's bare process
+        # start to the process chain of the watchdog wrapper (`timeout` and the command's `sh`).
+        ips = {name: b.session.pod_ips[0] for name, b in sessions.items()}
+        for label, command in SPLIT.items():
+            row(label, interleaved_ms({name: raw_post(ip, command) for name, ip in ips.items()}, n))
         make = 'mkdir -p /tmp/g && cd /tmp/g && for i in $(seq 1 1000); do echo "line $i needle" > f$i.txt; done'
         for backend in sessions.values():
             assert backend.execute(make, timeout=180).exit_code == 0
             assert len(backend.grep("needle", "/tmp/g").matches or []) == 1000
         row("grep over 1,000 files", interleaved_ms(each(lambda b: b.grep("needle", "/tmp/g")), n))
+        raw_grep = "grep -rHnIF --null -m 1000 needle /tmp/g"  # grep alone: no shell, head or watchdog
+        row("  raw POST `grep -r` (one exec)", interleaved_ms({k: raw_post(ip, raw_grep) for k, ip in ips.items()}, n))
         blob = os.urandom(10 * MIB)
         row("upload 10 MiB", interleaved_ms(each(lambda b: b.upload_files([("/tmp/blob", blob)])), n))
         for backend in sessions.values():

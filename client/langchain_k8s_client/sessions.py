@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -276,22 +276,53 @@ class SessionStore:
 
     def wait_ready(self, namespace: str, name: str, timeout: float) -> SessionView:
         """Watch the session until it is Ready (with a pod IP); typed errors for terminal states."""
+
+        def not_ready(view: SessionView) -> Exception:
+            ready = view.condition(phases.COND_READY)
+            # No phase yet: the operator writes a new session's first status when it is Ready or has
+            # provisioned for a while, or it has not seen the session (not running, or far behind).
+            said = (ready.message if ready else "") or view.phase or "no status from the operator yet"
+            return SessionNotReady(
+                ready.reason if ready else view.phase or Phase.PENDING, f"not Ready after {timeout:.0f} s: {said}"
+            )
+
+        return self._watch_until(namespace, name, timeout, lambda view: view.ready, not_ready)
+
+    def set_suspend(self, namespace: str, name: str, value: bool) -> None:
+        """spec.suspend (a merge patch of that one field)."""
+        self.api.patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name, {"spec": {"suspend": value}})
+
+    def wait_phase(self, namespace: str, name: str, phase: str, timeout: float) -> SessionView:
+        """Watch the session until it reaches `phase` (typed errors when it finishes instead)."""
+        return self._watch_until(
+            namespace,
+            name,
+            timeout,
+            lambda view: view.phase == phase,
+            lambda view: SessionNotReady(view.phase or Phase.PENDING, f"not {phase} after {timeout:.0f} s"),
+        )
+
+    def _watch_until(
+        self,
+        namespace: str,
+        name: str,
+        timeout: float,
+        done: Callable[[SessionView], bool],
+        timed_out: Callable[[SessionView], Exception],
+    ) -> SessionView:
+        """One GET, then a watch of this one session from its resourceVersion until `done` (no polling: the
+        change is seen when the API server sends it); typed errors for terminal states, `timed_out`'s at the
+        deadline."""
         deadline = time.monotonic() + timeout
         body = self.require(namespace, name)
         view = SessionView.of(body)
         while True:
-            if view.ready:
+            if done(view):
                 return view
             raise_for_terminal(view)
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                ready = view.condition(phases.COND_READY)
-                # No phase yet: the operator writes a new session's first status when it is Ready or has
-                # provisioned for a while, or it has not seen the session (not running, or far behind).
-                said = (ready.message if ready else "") or view.phase or "no status from the operator yet"
-                raise SessionNotReady(
-                    ready.reason if ready else view.phase or Phase.PENDING, f"not Ready after {timeout:.0f} s: {said}"
-                )
+                raise timed_out(view)
             w = watch.Watch()
             try:
                 for event in w.stream(
@@ -308,7 +339,7 @@ class SessionStore:
                         raise SessionNotFound("Deleted", f"AgentSession {namespace}/{name} was deleted")
                     body = event["object"]
                     view = SessionView.of(body)
-                    if view.ready or view.finished:
+                    if done(view) or view.finished:
                         break
             except ApiException as exc:
                 if exc.status != 410:
@@ -317,22 +348,6 @@ class SessionStore:
                 view = SessionView.of(body)
             finally:
                 w.stop()
-
-    def set_suspend(self, namespace: str, name: str, value: bool) -> None:
-        """spec.suspend (a merge patch of that one field)."""
-        self.api.patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name, {"spec": {"suspend": value}})
-
-    def wait_phase(self, namespace: str, name: str, phase: str, timeout: float, interval: float = 0.5) -> SessionView:
-        """Poll until the session reaches `phase` (typed errors when it finishes instead)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            view = SessionView.of(self.require(namespace, name))
-            if view.phase == phase:
-                return view
-            raise_for_terminal(view)
-            if time.monotonic() >= deadline:
-                raise SessionNotReady(view.phase or Phase.PENDING, f"not {phase} after {timeout:.0f} s")
-            time.sleep(interval)
 
     def report_activity(self, namespace: str, name: str, busy_seconds: float = 0) -> dict[str, Any] | None:
         """One merge patch of one annotation: `"<now> busy=<seconds>"`. The operator times it itself.
