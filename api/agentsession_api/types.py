@@ -678,7 +678,9 @@ class LabelRules(_Spec):
 
 
 class SessionLimit(_Spec):
-    """At most ``max`` unfinished sessions per value of label ``key``."""
+    """At most ``max`` unfinished sessions per value of label ``key`` (or, with ``countAcrossValues``, carrying
+    the key at all). Tenants choose label values: per value, ``team=a1``, ``team=a2``, ... each get ``max``.
+    A session without the label is never counted (``maxSessionsPerNamespace`` caps those)."""
 
     key: str = Field(
         description="Session label to count by, e.g. team.",
@@ -687,6 +689,14 @@ class SessionLimit(_Spec):
         pattern=patterns.QUALIFIED_NAME,
     )
     max: int = Field(description="Largest number of unfinished sessions per label value.", ge=1, le=100_000)
+    count_across_values: bool = Field(
+        False,
+        description=(
+            "Count every session carrying the key in one group, whatever its value: at most max in all "
+            "(team=a1 and team=a2 share the places). False (the default): max per value, which a tenant "
+            "choosing new values passes."
+        ),
+    )
 
 
 class CleanupRules(_Spec):

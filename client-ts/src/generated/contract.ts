@@ -20,7 +20,7 @@ export const LABEL_SESSION = "agentsession.dev/session";
 export const LABEL_SESSION_UID = "agentsession.dev/session-uid";
 export const LABEL_SANDBOX_CLIENT = "agentsession.dev/sandbox-client";
 export const ANNOTATION_SCHEMA_REVISION = "agentsession.dev/schema-revision";
-export const SCHEMA_REVISION = 2;
+export const SCHEMA_REVISION = 3;
 export const ANNOTATION_ACTIVITY = "agentsession.dev/activity";
 export const ANNOTATION_VOLUME_COPY = "agentsession.dev/volume-copy";
 export const VOLUME_COPY_CLONE = "Clone";
@@ -359,12 +359,14 @@ export interface SelectorRequirement {
   values?: Array<string> | null;
 }
 
-/** At most ``max`` unfinished sessions per value of label ``key``. */
+/** At most ``max`` unfinished sessions per value of label ``key`` (or, with ``countAcrossValues``, carrying the key at all). Tenants choose label values: per value, ``team=a1``, ``team=a2``, ... each get ``max``. A session without the label is never counted (``maxSessionsPerNamespace`` caps those). */
 export interface SessionLimit {
   /** Session label to count by, e.g. team. */
   key: string;
   /** Largest number of unfinished sessions per label value. */
   max: number;
+  /** Count every session carrying the key in one group, whatever its value: at most max in all (team=a1 and team=a2 share the places). False (the default): max per value, which a tenant choosing new values passes. */
+  countAcrossValues?: boolean;
 }
 
 /** Which AgentSessions (by their metadata.labels) a policy applies to; empty selects all in the namespace. */

@@ -49,14 +49,12 @@ def counted_groups(
 ) -> list[tuple[str, str]]:
     """The capped (key, value) label groups :func:`review` counts, so the handler lists only those
     sessions: every capped group of the session on CREATE, the groups it joins on UPDATE."""
-    limits = [
-        (limit.key, value)
-        for limit, value in policy.session_limits_for(session, policy.effective_policy_for(session, policies))
-    ]
+    applied = policy.session_limits_for(session, policy.effective_policy_for(session, policies))
+    limits = [(limit.key, value) for limit, value in applied]
     if operation == "CREATE":
         return limits
     if operation == "UPDATE" and old is not None:
-        entered = quota.joined(session, old, [key for key, _ in limits])
+        entered = quota.joined(session, old, [(limit.key, limit.across) for limit, _ in applied])
         return [group for group in limits if group in entered]
     return []
 

@@ -75,11 +75,12 @@ class Sourced(Generic[T]):
 
 @dataclass(frozen=True)
 class SessionLimit:
-    """At most ``max`` unfinished sessions per value of label ``key``."""
+    """At most ``max`` unfinished sessions per value of label ``key`` (``across``: carrying ``key``, any value)."""
 
     key: str
     max: int
     policy: str
+    across: bool = False
 
 
 @dataclass(frozen=True)
@@ -204,7 +205,7 @@ class _Merger:
             "label_values": [],
             "egress": [],
         }
-        self.limits: dict[str, SessionLimit] = {}
+        self.limits: dict[tuple[str, bool], SessionLimit] = {}
         self.pools: Sourced[frozenset[str]] | None = None
         self.classes: Sourced[frozenset[str]] | None = None
         self.errors: list[str] = []
@@ -296,9 +297,10 @@ class _Merger:
 
         limit = cleanup.get("maxSessionsPerLabel") or {}
         if limit.get("key") and isinstance(limit.get("max"), int):
-            current = self.limits.get(limit["key"])
+            across = limit.get("countAcrossValues") is True
+            current = self.limits.get((limit["key"], across))
             if current is None or limit["max"] < current.max:
-                self.limits[limit["key"]] = SessionLimit(limit["key"], limit["max"], name)
+                self.limits[(limit["key"], across)] = SessionLimit(limit["key"], limit["max"], name, across)
 
     def _quantity(self, name: str, text: Any) -> Sourced[int] | None:
         if text is None:
@@ -811,7 +813,16 @@ def violations(
     ]
 
 
+ANY_VALUE = "*"
+"""The group value of a cap counted across values (``*`` is never a label value, so no group collides)."""
+
+
 def session_limits_for(session: Mapping[str, Any], effective: EffectivePolicy) -> list[tuple[SessionLimit, str]]:
-    """The per-label session caps that apply to this session, each with the session's value of that label."""
+    """The per-label session caps that apply to this session, each with its group value: the session's value
+    of that label, or :data:`ANY_VALUE` for a cap counted across values."""
     labels = (session.get("metadata") or {}).get("labels") or {}
-    return [(limit, labels[limit.key]) for limit in effective.session_limits if limit.key in labels]
+    return [
+        (limit, ANY_VALUE if limit.across else labels[limit.key])
+        for limit in effective.session_limits
+        if limit.key in labels
+    ]

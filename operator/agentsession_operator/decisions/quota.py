@@ -2,7 +2,9 @@
 
 The rule (one home; admission and the reconciler both call it):
 
-* A **group** is the sessions of one namespace carrying ``key=value`` for a capped ``key``.
+* A **group** is the sessions of one namespace carrying ``key=value`` for a capped ``key``; with
+  ``countAcrossValues`` one group per namespace of every session carrying ``key``, whatever the value
+  (a tenant choosing ``team=a1``, ``team=a2``, ... passes a per-value cap, issue 28 item 6).
 * A session **holds a place** in its groups from its creation until it is finished for good: Expired,
   Failed for a reason it cannot recover from (agent-sandbox's terminal claim reasons, the same
   "finished" as ``cleanup.deleteFinishedAfter``), or deleted *and its claim gone*. A deleted session
@@ -83,6 +85,11 @@ def _same(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     return bool(ma.get("name")) and ma.get("name") == mb.get("name") and ma.get("namespace") == mb.get("namespace")
 
 
+def in_group(labels: Mapping[str, Any], key: str, value: str) -> bool:
+    """Whether labels put a session in the group ``key=value`` (:data:`policy.ANY_VALUE`: carrying ``key``)."""
+    return key in labels if value == policy.ANY_VALUE else labels.get(key) == value
+
+
 def members(
     namespace: str | None, key: str, value: str, sessions: Iterable[Mapping[str, Any]]
 ) -> list[Mapping[str, Any]]:
@@ -91,7 +98,7 @@ def members(
         s
         for s in sessions
         if _meta(s).get("namespace", namespace) == namespace
-        and (_meta(s).get("labels") or {}).get(key) == value
+        and in_group(_meta(s).get("labels") or {}, key, value)
         and holds_place(s)
     ]
     return sorted(found, key=rank)
@@ -101,8 +108,11 @@ def sentence(ahead: Sequence[Mapping[str, Any]], limit: policy.SessionLimit, val
     """Why a session is over the cap, naming the sessions holding the places (same namespace)."""
     names = [str(_meta(s).get("name")) for s in ahead[:NAMES_SHOWN]]
     more = f" and {len(ahead) - NAMES_SHOWN} more" if len(ahead) > NAMES_SHOWN else ""
+    carry = (
+        f"the label {limit.key} (any value, countAcrossValues)" if value == policy.ANY_VALUE else f"{limit.key}={value}"
+    )
     return (
-        f"{len(ahead)} unfinished AgentSessions already carry {limit.key}={value} ({', '.join(names)}{more}); "
+        f"{len(ahead)} unfinished AgentSessions already carry {carry} ({', '.join(names)}{more}); "
         f"the policy maximum is {limit.max} (AgentSessionPolicy {limit.policy}); one of them must be deleted "
         "or finish first"
     )
@@ -141,37 +151,42 @@ def over_cap(
     return found
 
 
-def capped_keys(policies: Iterable[Mapping[str, Any]]) -> frozenset[str]:
-    """Every label key some policy caps (``cleanup.maxSessionsPerLabel.key``)."""
+Cap = tuple[str, bool]
+"""A capped label key and whether it is counted across values (``countAcrossValues``)."""
+
+
+def capped_keys(policies: Iterable[Mapping[str, Any]]) -> frozenset[Cap]:
+    """Every label key some policy caps (``cleanup.maxSessionsPerLabel.key``), with how it is counted."""
     keys = set()
     for body in policies:
         limit = ((body.get("spec") or {}).get("cleanup") or {}).get("maxSessionsPerLabel") or {}
         if limit.get("key"):
-            keys.add(str(limit["key"]))
+            keys.add((str(limit["key"]), limit.get("countAcrossValues") is True))
     return frozenset(keys)
 
 
-def groups(session: Mapping[str, Any] | None, keys: Iterable[str]) -> frozenset[tuple[str, str]]:
-    """The (key, value) groups of ``keys`` in which the session holds a place."""
+def groups(session: Mapping[str, Any] | None, caps: Iterable[Cap]) -> frozenset[tuple[str, str]]:
+    """The (key, value) groups of ``caps`` in which the session holds a place (value
+    :data:`policy.ANY_VALUE` for a cap counted across values)."""
     if session is None or not holds_place(session):
         return frozenset()
     labels = _meta(session).get("labels") or {}
-    return frozenset((k, labels[k]) for k in keys if k in labels)
+    return frozenset((k, policy.ANY_VALUE if across else labels[k]) for k, across in caps if k in labels)
 
 
 def joined(
-    session: Mapping[str, Any], old: Mapping[str, Any] | None, keys: Iterable[str]
+    session: Mapping[str, Any], old: Mapping[str, Any] | None, caps: Iterable[Cap]
 ) -> frozenset[tuple[str, str]]:
     """On UPDATE: the capped groups the new object is in and the stored one was not."""
-    keys = list(keys)
-    return groups(session, keys) - groups(old, keys)
+    caps = list(caps)
+    return groups(session, caps) - groups(old, caps)
 
 
 def to_wake(
     before: Mapping[str, Any] | None,
     after: Mapping[str, Any] | None,
     sessions: Iterable[Mapping[str, Any]],
-    keys: Iterable[str],
+    caps: Iterable[Cap],
 ) -> list[tuple[str, str]]:
     """Sessions to judge again when one session's place changed (created, relabelled, finished, deleted).
 
@@ -179,8 +194,8 @@ def to_wake(
     only push out, or make room for, those behind it. A new session ranks last, so a burst of
     creations wakes nobody.
     """
-    keys = list(keys)
-    changed = groups(before, keys) ^ groups(after, keys)
+    caps = list(caps)
+    changed = groups(before, caps) ^ groups(after, caps)
     if not changed:
         return []
     me = after if after is not None else before
@@ -192,7 +207,7 @@ def to_wake(
         if meta.get("namespace") != namespace or _same(s, me) or rank(s) <= rank(me):
             continue
         labels = meta.get("labels") or {}
-        if any(labels.get(k) == v for k, v in changed) and holds_place(s):
+        if any(in_group(labels, k, v) for k, v in changed) and holds_place(s):
             wake.append((str(namespace), str(meta.get("name"))))
     return wake
 

@@ -15,7 +15,7 @@ from typing import Any
 import kopf
 
 from agentsession_api import names
-from agentsession_operator.decisions import admission, fork, quota
+from agentsession_operator.decisions import admission, fork, policy, quota
 from agentsession_operator.decisions.selectors import watched
 from agentsession_operator.handlers.state import of, reconciler_of
 from agentsession_operator.infra import webhook_server
@@ -39,7 +39,8 @@ async def _sessions_for_count(reconciler: Any, groups: list[tuple[str, str]], na
     found: dict[str, dict[str, Any]] = {}
     try:
         for key, value in groups:
-            for other in await reconciler.kube.list_sessions(namespace, selector=f"{key}={value}"):
+            selector = key if value == policy.ANY_VALUE else f"{key}={value}"  # countAcrossValues: carrying key
+            for other in await reconciler.kube.list_sessions(namespace, selector=selector):
                 found[other["metadata"].get("uid") or other["metadata"]["name"]] = other
     except Exception as exc:  # the cache is the fallback: slightly stale beats not checking
         if not reconciler.caches(namespace):

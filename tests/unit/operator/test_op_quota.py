@@ -144,21 +144,21 @@ def test_a_label_added_to_a_running_session_counts(cap: list[Obj]) -> None:
     joined["metadata"]["labels"] = {"team": "a"}
     assert over(b, [joined, a, b], cap) != [] and over(a, [joined, a, b], cap) == []
     # Those behind the join are woken to be judged; nobody is woken for a new (last) session.
-    assert quota.to_wake(old, joined, [joined, a, b], {"team"}) == [("ns", "a"), ("ns", "b")]
+    assert quota.to_wake(old, joined, [joined, a, b], {("team", False)}) == [("ns", "a"), ("ns", "b")]
     newest = one("c", 9)
-    assert quota.to_wake(None, newest, [joined, a, b, newest], {"team"}) == []
+    assert quota.to_wake(None, newest, [joined, a, b, newest], {("team", False)}) == []
 
 
 def test_a_freed_place_wakes_only_those_behind_it_in_its_group() -> None:
     first, second, third = one("s1", 1), one("s2", 2, status=WAITING), one("s3", 3, status=WAITING)
     other = one("t", 4, team="b", status=WAITING)
     sessions = [first, second, third, other]
-    assert quota.to_wake(first, None, sessions, {"team"}) == [("ns", "s2"), ("ns", "s3")]
+    assert quota.to_wake(first, None, sessions, {("team", False)}) == [("ns", "s2"), ("ns", "s3")]
     expired = {**first, "status": {"phase": "Expired"}}
-    assert quota.to_wake(first, expired, sessions, {"team"}) == [("ns", "s2"), ("ns", "s3")]
-    assert quota.to_wake(third, None, sessions, {"team"}) == []  # the last: nobody behind it
+    assert quota.to_wake(first, expired, sessions, {("team", False)}) == [("ns", "s2"), ("ns", "s3")]
+    assert quota.to_wake(third, None, sessions, {("team", False)}) == []  # the last: nobody behind it
     unchanged = {**first, "status": {"phase": "Ready"}}
-    assert quota.to_wake(first, unchanged, sessions, {"team"}) == []  # a status write: no scan, no wake
+    assert quota.to_wake(first, unchanged, sessions, {("team", False)}) == []  # a status write: no scan, no wake
 
 
 def test_admission_counts_waiting_sessions_and_refuses_joining_a_full_group(cap: list[Obj]) -> None:
