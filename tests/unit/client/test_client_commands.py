@@ -175,7 +175,9 @@ def test_timeout_detection(code: int, start: str, end: str, runner: str, timed_o
 def test_a_sigkill_before_the_timeout_names_the_oom_killer() -> None:
     """A command the OOM killer killed: exit 137, no output of its own (the shell says nothing):
     the result says what most likely happened, after whatever the command printed first."""
-    silent = commands.parse_user_command("@LKC 137 100.00 101.50\n", "", 0, timeout=60, max_output=100, runner="timeout")
+    silent = commands.parse_user_command(
+        "@LKC 137 100.00 101.50\n", "", 0, timeout=60, max_output=100, runner="timeout"
+    )
     assert silent.exit_code == 137 and not silent.timed_out
     assert silent.output == commands.SIGKILLED_NOTE
     assert "memory limit" in silent.output and "137" in silent.output
