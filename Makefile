@@ -94,7 +94,9 @@ test: venv client-ts/node_modules/.installed ## every test: unit, then end to en
 	DEVCLUSTER_NODE=kwok $(PY) -m devcluster build
 	DEVCLUSTER_NODE=real $(PY) -m devcluster build
 	DEVCLUSTER_NODE=kwok $(PY) -m pytest tests/integration tests/e2e -q
-	DEVCLUSTER_NODE=real $(PY) -m pytest tests/e2e -q -m "not faults"
+	@# The real node's fault suite takes over 25 minutes (docs/reliability.md): only the test whose fault is
+	@# injected differently there (runc kill of a session's runtime) runs in this stage.
+	DEVCLUSTER_NODE=real $(PY) -m pytest tests/e2e -q -m "not faults or realfaults"
 
 install: venv ## on a running real-node cluster: build the operator's image, push it, kubectl apply -k config/
 	$(PY) -m devcluster install

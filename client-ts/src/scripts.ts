@@ -244,9 +244,18 @@ export function parseUserCommand(stdout: string, stderr: string, exitCode: numbe
     const note = `Error: command timed out after ${o.timeout} seconds and was killed inside the sandbox.`;
     text = text ? `${text}\n${note}` : note;
     code = RUNTIME_TIMEOUT_EXIT;
+  } else if (code === SIGKILLED_EXIT) {
+    text = text ? `${text}\n${SIGKILLED_NOTE}` : SIGKILLED_NOTE;
   }
   return { output: text, exitCode: code, truncated, timedOut };
 }
+
+const SIGKILLED_EXIT = 128 + 9;
+/** Said of a command that died of SIGKILL before its timeout (the Python client's commands.SIGKILLED_NOTE). */
+export const SIGKILLED_NOTE =
+  "Error: the command was killed by SIGKILL (exit code 137) before its timeout: in a sandbox most likely by " +
+  "the kernel's out of memory (OOM) killer, the command having used more memory than the sandbox's memory " +
+  "limit (else by a `kill -9`). Use less memory, or a template with a higher limit.";
 
 function killedAtDeadline(code: number, start: string, end: string, timeout: number): boolean {
   if (code !== RUNTIME_TIMEOUT_EXIT && code !== 128 + 9) return false;

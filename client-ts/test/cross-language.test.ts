@@ -200,3 +200,23 @@ test("path rules are the Python client's: virtual mode, write prefixes, refusals
   });
   assert.deepEqual(ours, theirs);
 });
+
+test("a user command's answer is read alike: a timeout, a SIGKILL before it (the OOM killer), a plain exit", async () => {
+  const answers = [
+    ["@LKC 137 100.00 102.00\n", "timeout", 2],
+    ["@LKC 137 100.00 100.50\n", "timeout", 60],
+    ["@LKC 137 - -\n" + Buffer.from("allocating\n").toString("base64"), "none", 60],
+    ["@LKC 9 - -\n", "timeout", 60],
+  ] as const;
+  const cases = answers.map(([stdout, runner, timeout]) => ({
+    op: "parse_user_command",
+    args: { stdout, stderr: "", exit_code: 0, options: { timeout, max_output: 100, runner } },
+  }));
+  const ours = answers.map(([stdout, runner, timeout]) => {
+    const r = scripts.parseUserCommand(stdout, "", 0, { timeout, maxOutput: 100, runner });
+    return { output: r.output, exitCode: r.exitCode, timedOut: r.timedOut };
+  });
+  assert.deepEqual(ours, await pythonAnswers(cases));
+  assert.equal(ours[1]!.output, scripts.SIGKILLED_NOTE);
+  assert.match(ours[1]!.output, /out of memory \(OOM\) killer/);
+});

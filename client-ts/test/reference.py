@@ -23,6 +23,9 @@ def answer(case: dict) -> object:
     if op == "user_command":
         wrapped = commands.user_command(a.pop("command"), **a)
         return {"inline": wrapped.inline(), "staged": wrapped.staged(), "wrapper": wrapped.wrapper}
+    if op == "parse_user_command":
+        parsed = commands.parse_user_command(a["stdout"], a["stderr"], a["exit_code"], **a["options"])
+        return {"output": parsed.output, "exitCode": parsed.exit_code, "timedOut": parsed.timed_out}
     if op == "upload_finalize":
         return commands.build_upload_finalize([tuple(item) for item in a["items"]])
     if op == "download_prepare":

@@ -456,7 +456,19 @@ def parse_user_command(
         note = f"Error: command timed out after {timeout} seconds and was killed inside the sandbox."
         text = f"{text}\n{note}" if text else note
         code = RUNTIME_TIMEOUT_EXIT
+    elif code == SIGKILLED_EXIT:
+        text = f"{text}\n{SIGKILLED_NOTE}" if text else SIGKILLED_NOTE
     return CommandResult(text, code, truncated, timed_out)
+
+
+SIGKILLED_EXIT: Final = 128 + 9
+SIGKILLED_NOTE: Final = (
+    "Error: the command was killed by SIGKILL (exit code 137) before its timeout: in a sandbox most likely by "
+    "the kernel's out of memory (OOM) killer, the command having used more memory than the sandbox's memory "
+    "limit (else by a `kill -9`). Use less memory, or a template with a higher limit."
+)
+"""Said of a command that died of SIGKILL before its timeout: nothing but the OOM killer (or a `kill -9`)
+sends it, and the shell prints nothing then, so without this the caller sees exit 137 and no output."""
 
 
 def _killed_at_deadline(code: int, start: str, end: str, timeout: int) -> bool:

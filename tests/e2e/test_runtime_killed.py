@@ -28,7 +28,7 @@ from langchain_k8s_client import AgentSessionSandbox, SandboxError
 from langchain_k8s_client.errors import TransportError
 from tests.e2e.conftest import Kube, OperatorProcess
 
-pytestmark = [pytest.mark.e2e, pytest.mark.faults]
+pytestmark = [pytest.mark.e2e, pytest.mark.faults, pytest.mark.realfaults]
 EXAMPLES = Path(__file__).parents[2] / "examples"
 
 

@@ -169,6 +169,23 @@ def test_timeout_detection(code: int, start: str, end: str, runner: str, timed_o
     assert result.timed_out is timed_out
     assert result.exit_code == (124 if timed_out else code)
     assert ("timed out after 2 seconds" in result.output) is timed_out
+    assert ("out of memory (OOM) killer" in result.output) is (code == 137 and not timed_out)
+
+
+def test_a_sigkill_before_the_timeout_names_the_oom_killer() -> None:
+    """A command the OOM killer killed: exit 137, no output of its own (the shell says nothing):
+    the result says what most likely happened, after whatever the command printed first."""
+    silent = commands.parse_user_command(
+        "@LKC 137 100.00 101.50\n", "", 0, timeout=60, max_output=100, runner="timeout"
+    )
+    assert silent.exit_code == 137 and not silent.timed_out
+    assert silent.output == commands.SIGKILLED_NOTE
+    assert "memory limit" in silent.output and "137" in silent.output
+    printed = "@LKC 137 - -\n" + base64.encodebytes(b"allocating\n").decode()
+    direct = commands.parse_user_command(printed, "", 0, timeout=60, max_output=100, runner="none")
+    assert direct.output == "allocating\n\n" + commands.SIGKILLED_NOTE and direct.exit_code == 137
+    plain = commands.parse_user_command("@LKC 9 - -\n", "", 0, timeout=60, max_output=100, runner="timeout")
+    assert plain.output == ""  # exit 9 is a command's own code, not a signal
 
 
 def test_parse_runtime_failures() -> None:
@@ -291,7 +308,7 @@ SHELL_SEMANTICS = [
     ("shift; echo shifted", None, None),  # dash: a special builtin's error ends the shell
     ("exec 2>&1; echo to-stderr >&2", "to-stderr\n", 0),
     ("sh -c 'exit 4'", "", 4),
-    ("kill -9 $$", "", 137),
+    ("kill -9 $$", commands.SIGKILLED_NOTE, 137),
     ("echo before; kill 0; echo after", "before\n", 143),  # the whole process group
     ("f() { return 5; }; f", "", 5),
     ("ls /proc/self/fd", "0\n1\n2\n3\n", 0),  # no wrapper descriptor leaks into commands
