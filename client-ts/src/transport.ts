@@ -185,7 +185,9 @@ export class RuntimeTransport {
     for (let attempt = 1; ; attempt++) {
       try {
         const resp = await this.sendOnce(req);
-        if (!RETRY_STATUS.has(resp.status) || attempt >= attempts) return resp;
+        if (!RETRY_STATUS.has(resp.status)) return resp;
+        // A gateway (the router) answered for the pod: retried when idempotent, else the pod is unreachable.
+        if (attempt >= attempts) throw new TransportError(`${req.method} ${req.path}: gateway answered HTTP ${resp.status}`);
       } catch (err) {
         // A command or write that may have been delivered is never sent again.
         if (!(err instanceof TransportError) || attempt >= attempts) throw err;
