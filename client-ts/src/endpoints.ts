@@ -33,14 +33,15 @@ export function checkConnection(connection: Connection | undefined): void {
   if (url.protocol !== "http:" && url.protocol !== "https:") throw new RangeError(`connection.url must be http or https, got ${url.protocol}`);
 }
 
-/** Where the runtime of the session in `view` (Ready) answers, and whom it must say it is. */
+/** Where the runtime of the session in `view` (Ready) answers, and whom it must say it is: the status's pod
+ * name and IPs, in every mode (through the router too, which picks its target from headers). */
 export function endpointFor(view: SessionView, connection?: Connection): PodEndpoint {
   const port = connection?.serverPort ?? RUNTIME_PORT;
   if (connection === undefined || connection.mode === "podIP") {
     const ip = view.podIPs[0]!;
     const host = ip.includes(":") ? `[${ip}]` : ip;
-    return { baseUrl: `http://${host}:${port}`, expectedHostname: view.podName ?? undefined };
+    return { baseUrl: `http://${host}:${port}`, expectedHostname: view.podName ?? undefined, expectedIPs: [...view.podIPs] };
   }
   const headers = { ...routerHeaders(view, port), ...(connection.extraHeaders ?? {}) };
-  return { baseUrl: connection.url, headers, expectedHostname: view.podName ?? undefined };
+  return { baseUrl: connection.url, headers, expectedHostname: view.podName ?? undefined, expectedIPs: [...view.podIPs] };
 }

@@ -58,12 +58,17 @@ export class ResponseLimitExceeded extends SandboxError {
 export class ResponseTooLarge extends ResponseLimitExceeded {}
 export class ResponseTooSlow extends ResponseLimitExceeded {}
 
-/** The runtime at the endpoint belongs to another pod than the session's status names. */
+/** The runtime at the endpoint belongs to another pod than the session's status names: another name, or none
+ * of the pod's own addresses holds an IP the API gave the session's pod (`expectedIPs`, status.podIPs). */
 export class WrongPod extends SandboxError {
   constructor(
     readonly expected: string,
     readonly actual: string,
+    readonly expectedIPs: readonly string[] = [],
+    readonly actualAddresses: readonly string[] = [],
   ) {
-    super(`endpoint answers as pod '${actual}', expected '${expected}'`);
+    const where = expectedIPs.length ? ` at ${expectedIPs.join(", ")}` : "";
+    const has = expectedIPs.length ? ` with addresses ${actualAddresses.join(", ") || "none"}` : "";
+    super(`endpoint answers as pod '${actual}'${has}, expected the session's pod '${expected}'${where} (from the API)`);
   }
 }

@@ -3,6 +3,7 @@
 // langchain_k8s_client.commands / pyscripts send (tests/unit/client/test_ts_scripts.py compares them).
 import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
+import * as addresses from "./addresses.js";
 import { MalformedResponse } from "./errors.js";
 
 const SCRIPTS_DIR = new URL("../../scripts/", import.meta.url);
@@ -74,6 +75,19 @@ export interface RuntimeInfo {
   gnuGrep: boolean;
   wrappers: Set<string>;
   stagesWrappers: boolean;
+  /** The pod's own addresses, as networks (`10.244.1.17/32`, a shared loopback range `127.0.0.0/8`); empty
+   * when its kernel shows none (the identity check then rests on the pod name). */
+  addresses: string[];
+}
+
+/** `ip` is one of the pod's own addresses. */
+export function holds(info: RuntimeInfo, ip: string): boolean {
+  return addresses.holds(info.addresses, ip);
+}
+
+/** The pod showed addresses of `ip`'s family (gVisor's kernel has no fib_trie: no IPv4 list). */
+export function showsFamilyOf(info: RuntimeInfo, ip: string): boolean {
+  return addresses.showsFamilyOf(info.addresses, ip);
 }
 
 export function stagingDir(info: RuntimeInfo): string {
@@ -110,6 +124,7 @@ export function parseProbe(stdout: string): RuntimeInfo {
     execLimit: fields.get("group") === "1" ? execLimit(fields.get("limit")) : null,
     wrappers: new Set((fields.get("wrappers") ?? "").split(/\s+/).filter(Boolean)),
     stagesWrappers: fields.get("sh") === "dash",
+    addresses: addresses.probeAddresses(fields.get("v4") ?? "", fields.get("v6") ?? ""),
   };
 }
 

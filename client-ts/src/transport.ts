@@ -23,6 +23,9 @@ export interface PodEndpoint {
   headers?: Record<string, string>;
   /** The pod's name: the runtime's hostname is checked against it on every (re)connection. */
   expectedHostname?: string;
+  /** The pod's IPs as the API has them (the session's status.podIPs): the pod reached must hold one of them
+   * (names are unique only within a namespace, IPs in the cluster). */
+  expectedIPs?: readonly string[];
 }
 
 /** Bounds on one answer of the pod: bytes, and in total the request's read timeout plus `slackSeconds`. */
@@ -182,7 +185,9 @@ export class RuntimeTransport {
     for (let attempt = 1; ; attempt++) {
       try {
         const resp = await this.sendOnce(req);
-        if (!RETRY_STATUS.has(resp.status) || attempt >= attempts) return resp;
+        if (!RETRY_STATUS.has(resp.status)) return resp;
+        // A gateway (the router) answered for the pod: retried when idempotent, else the pod is unreachable.
+        if (attempt >= attempts) throw new TransportError(`${req.method} ${req.path}: gateway answered HTTP ${resp.status}`);
       } catch (err) {
         // A command or write that may have been delivered is never sent again.
         if (!(err instanceof TransportError) || attempt >= attempts) throw err;
@@ -260,7 +265,12 @@ export class RuntimeTransport {
     const raw = await this.script(scripts.buildProbe(), true);
     const info = scripts.parseProbe(raw.stdout);
     const expected = this.endpoint.expectedHostname;
-    if (expected && info.hostname !== expected) throw new WrongPod(expected, info.hostname);
+    const ips = this.endpoint.expectedIPs ?? [];
+    if (expected && info.hostname !== expected) throw new WrongPod(expected, info.hostname, ips, info.addresses);
+    // A name is unique only within a namespace: the pod must also hold an IP the API gave the session's pod,
+    // judged in the address families its kernel shows (none shown: judged by its name alone).
+    const judged = ips.filter((ip) => scripts.showsFamilyOf(info, ip));
+    if (judged.length && !judged.some((ip) => scripts.holds(info, ip))) throw new WrongPod(expected ?? "", info.hostname, ips, info.addresses);
     this.info = info;
     this.staged = new Set(info.wrappers);
     return info;

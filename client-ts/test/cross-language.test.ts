@@ -64,6 +64,26 @@ test("probe, upload, download and cleanup scripts are byte-identical", async () 
   assert.deepEqual(ours, (await pythonAnswers(cases)));
 });
 
+test("the pod's addresses in a probe's answer, and which IPs they hold, are the Python client's", async () => {
+  const answers = [
+    "v4= 10.244.1.17/32 10.244.1.17/32 127.0.0.0/8 127.0.0.1/32\nv6= fd000000000000000000000000000017 00000000000000000000000000000001",
+    "v4= 127.0.0.1/8 10.1.2.3/24 garbage 300.1.1.1/32 10.0.0.1/33 1.2.3.4\nv6= fe800000000000000000000100000000 zz 0000000000000000000000000000000 ffff",
+    "v4=\nv6= 00000000000000000000000000000001 fe80000000000000a8bbccfffedd0011",
+    "v4=\nv6=",
+    "",
+  ];
+  const ips = ["10.244.1.17", "10.244.1.18", "127.5.0.7", "fd00::17", "fd00:0:0::17", "::1", "10.1.2.200", "::ffff:127.0.0.1", "not an ip", "", "fe80::a8bb:ccff:fedd:11"];
+  const cases: unknown[] = [];
+  const ours: unknown[] = [];
+  for (const lines of answers) {
+    const stdout = `@LKCP\nbase=/home/user\nhost=pod-a\n${lines}\nwrappers=\n`;
+    cases.push({ op: "probe_identity", args: { stdout, ips } });
+    const info = scripts.parseProbe(stdout);
+    ours.push({ hostname: info.hostname, addresses: info.addresses, judged: ips.map((ip) => [scripts.showsFamilyOf(info, ip), scripts.holds(info, ip)]) });
+  }
+  assert.deepEqual(ours, await pythonAnswers(cases));
+});
+
 test("the python3 programs (ls, edit) are byte-identical, their JSON argument too", async () => {
   const paths = ["/tmp/a", "/tmp/ü ✓/日本", "/it's \"quoted\"\\", "/tab\tnl\n\u007f"];
   const cases: unknown[] = [];

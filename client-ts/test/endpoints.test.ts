@@ -14,7 +14,7 @@ const view: SessionView = {
 };
 
 test("the pod IP mode: the status's first pod IP on the runtime's port, IPv6 in brackets", () => {
-  assert.deepEqual(endpointFor(view), { baseUrl: "http://10.0.3.7:8888", expectedHostname: "pod-a" });
+  assert.deepEqual(endpointFor(view), { baseUrl: "http://10.0.3.7:8888", expectedHostname: "pod-a", expectedIPs: ["10.0.3.7"] });
   assert.equal(endpointFor({ ...view, podIPs: ["fd00::7"] }, { mode: "podIP", serverPort: 9000 }).baseUrl, "http://[fd00::7]:9000");
 });
 
@@ -23,6 +23,7 @@ test("the router mode: the router's URL and the headers it routes by (the Python
   assert.deepEqual(endpoint, {
     baseUrl: "http://router:8080",
     expectedHostname: "pod-a",
+    expectedIPs: ["10.0.3.7"],
     headers: { "X-Sandbox-ID": "sbx-1", "X-Sandbox-Namespace": "team-a", "X-Sandbox-Port": "8888", "X-Sandbox-Pod-IP": "10.0.3.7", Authorization: "Bearer t" },
   });
   assert.equal(endpointFor({ ...view, sandboxName: null }, { mode: "router", url: "http://r" }).headers!["X-Sandbox-ID"], "pod-a");

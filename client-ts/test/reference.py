@@ -20,6 +20,13 @@ def answer(case: dict) -> object:
     op, a = case["op"], case.get("args", {})
     if op == "probe":
         return commands.build_probe()
+    if op == "probe_identity":
+        info = commands.parse_probe(a["stdout"])
+        return {
+            "hostname": info.hostname,
+            "addresses": list(info.addresses),
+            "judged": [[info.shows_family_of(ip), info.holds(ip)] for ip in a["ips"]],
+        }
     if op == "user_command":
         wrapped = commands.user_command(a.pop("command"), **a)
         return {"inline": wrapped.inline(), "staged": wrapped.staged(), "wrapper": wrapped.wrapper}

@@ -10,7 +10,8 @@ import { RuntimeTransport } from "../src/transport.js";
 let server: http.Server;
 let base = "";
 let executes = 0;
-let mode: "ok" | "huge" | "trickle" | "garbage" = "ok";
+let mode: "ok" | "huge" | "trickle" | "garbage" | "gateway" | "gateway-probe" = "ok";
+let probes = 0;
 const probe = "@LKCP\nbase=/home/user\nhost=pod-a\nrunner=timeout\nbase64=1\ngroup=1\nlimit=300\nwrappers=\n";
 
 before(async () => {
@@ -19,10 +20,13 @@ before(async () => {
     req.on("data", (c) => (body += c));
     req.on("end", () => {
       const command = (JSON.parse(body || "{}") as { command?: string }).command ?? "";
+      if (command.includes("@LKCP")) probes += 1;
+      if (mode === "gateway-probe") return res.writeHead(502).end("no upstream");
       if (command.includes("@LKCP")) return res.end(JSON.stringify({ stdout: probe, stderr: "", exit_code: 0 }));
       executes += 1;
       if (mode === "huge") return res.end("x".repeat(4096));
       if (mode === "garbage") return res.end("not json");
+      if (mode === "gateway") return res.writeHead(502).end("upstream reset");
       if (mode === "trickle") {
         res.writeHead(200);
         const timer = setInterval(() => res.write(" "), 100);
@@ -87,5 +91,23 @@ test("a refused connection is a TransportError that provably never reached the p
   await new Promise<void>((r) => closed.close(() => r()));
   const t = new RuntimeTransport({ baseUrl: `http://127.0.0.1:${port}` });
   await assert.rejects(run(t), (err: unknown) => err instanceof TransportError && err.maybeDelivered === false);
+  t.close();
+});
+
+test("a gateway's 502 to a command is a TransportError, and the command is not sent again", async () => {
+  mode = "gateway";
+  const t = new RuntimeTransport({ baseUrl: base });
+  const before = executes;
+  await assert.rejects(run(t), (err: unknown) => err instanceof TransportError && /gateway answered HTTP 502/.test(err.message));
+  assert.equal(executes, before + 1);
+  t.close();
+});
+
+test("a gateway's 502 to the probe is retried, then a TransportError (as the Python client)", async () => {
+  mode = "gateway-probe";
+  const t = new RuntimeTransport({ baseUrl: base });
+  const before = probes;
+  await assert.rejects(run(t), (err: unknown) => err instanceof TransportError && /gateway answered HTTP 502/.test(err.message));
+  assert.equal(probes, before + 4);
   t.close();
 });

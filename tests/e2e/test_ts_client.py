@@ -7,6 +7,7 @@ attach the TypeScript client to sessions the Python client made, and the reverse
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import shutil
@@ -117,6 +118,13 @@ def test_python_session_attached_and_used_by_typescript(ts_package: Path, pool_n
         assert executed["exitCode"] == 0 and "ts ran here" in executed["output"]
         assert wrote["error"] is None
         assert identity["hostname"] == py.session.pod_name
+        # The pod's own addresses hold the status's pod IP (the kwok node's pods share 127.0.0.0/8): the
+        # TypeScript client checked that before the first command, as the Python client does.
+        assert any(
+            ipaddress.ip_address(ip) in ipaddress.ip_network(net)
+            for ip in py.session.pod_ips
+            for net in identity["addresses"]
+        ), (py.session.pod_ips, identity)
         # The TypeScript client reported activity on this session, in the format the operator reads.
         reported_by_ts = activity_of(kube, pool_namespace, "py-made")
         assert reported_by_ts != reported_by_python and parse_activity(reported_by_ts) is not None
