@@ -167,6 +167,7 @@ KUBE_FLOORS: dict[str, int] = {
     "leader": 2,
     "preflight": 2,
     "webhook": 2,
+    "hibernation": 2,
     "acting": 3,
     "forks": 3,
     "orphans": 3,

@@ -42,6 +42,8 @@ class CheckpointResult:
     ok: bool
     size_bytes: int = 0
     error: str = ""
+    not_gvisor: bool = False
+    """The agent found the pod but not under runsc (the template's runtime is not gVisor)."""
 
 
 def checkpoint_name(session_name: str, session_uid: str) -> str:
@@ -64,28 +66,37 @@ def runtime_class_of(template: dict[str, Any] | None) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def before_checkpoint(
-    runtime_class: str | None, agent_reachable: bool, gvisor_classes: frozenset[str] = GVISOR_RUNTIME_CLASSES
-) -> HibernateVerdict:
+def template_verdict(
+    runtime_class: str | None, gvisor_classes: frozenset[str] = GVISOR_RUNTIME_CLASSES
+) -> HibernateVerdict | None:
+    """A template known not to be gVisor: the fallback; None when it may be checkpointed."""
+    if runtime_class in gvisor_classes:
+        return None
+    return HibernateVerdict(
+        False,
+        phases.REASON_NOT_GVISOR,
+        f"suspended as Suspend (workspace kept, processes not): the template's runtimeClassName "
+        f"{runtime_class or '(default)'!s} is not gVisor, whose checkpoints hibernation needs",
+    )
+
+
+def before_checkpoint(agent_reachable: bool) -> HibernateVerdict:
     """Whether to ask the node agent for a checkpoint at all; a False verdict suspends as Suspend."""
-    if runtime_class not in gvisor_classes:
-        return HibernateVerdict(
-            False,
-            phases.REASON_NOT_GVISOR,
-            f"suspended as Suspend (workspace kept, processes not): the template's runtimeClassName "
-            f"{runtime_class or '(default)'!s} is not gVisor, whose checkpoints hibernation needs",
-        )
     if not agent_reachable:
         return HibernateVerdict(
             False,
             phases.REASON_NODE_AGENT_UNAVAILABLE,
-            "suspended as Suspend (workspace kept, processes not): no node agent answers on the sandbox's node",
+            "suspended as Suspend (workspace kept, processes not): no node agent is Ready",
         )
     return HibernateVerdict(True, phases.REASON_CHECKPOINTED, "checkpoint requested")
 
 
 def after_checkpoint(result: CheckpointResult, max_bytes: int = DEFAULT_MAX_CHECKPOINT_BYTES) -> HibernateVerdict:
     """The node agent's answer judged: hibernated, or a plain Suspend saying why (the image then deleted)."""
+    if result.not_gvisor:
+        verdict = template_verdict(None)
+        assert verdict is not None
+        return HibernateVerdict(False, verdict.reason, f"{verdict.message} ({result.error[:200]})")
     if not result.ok:
         return HibernateVerdict(
             False,
@@ -125,9 +136,7 @@ def user_names_restore(pod_annotations: dict[str, str] | None) -> bool:
     return bool(pod_annotations) and names.ANNOTATION_RESTORE_FROM in (pod_annotations or {})
 
 
-def record(
-    verdict: HibernateVerdict, checkpoint: str | None, size_bytes: int | None, now: datetime
-) -> dict[str, Any]:
+def record(verdict: HibernateVerdict, checkpoint: str | None, size_bytes: int | None, now: datetime) -> dict[str, Any]:
     """``status.hibernation`` after a hibernate: the kept checkpoint, or why there is none."""
     kept = verdict.hibernate and checkpoint is not None
     return {

@@ -67,19 +67,23 @@ class NodeAgents:
     async def _post(self, ip: str, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         token = self.token_path.read_text().strip()  # re-read: the kubelet rotates it
         timeout = aiohttp.ClientTimeout(total=self.timeout)
-        async with aiohttp.ClientSession(timeout=timeout) as http:
-            async with http.post(
+        async with (
+            aiohttp.ClientSession(timeout=timeout) as http,
+            http.post(
                 f"http://{ip}:{AGENT_PORT}{path}", json=body, headers={"Authorization": f"Bearer {token}"}
-            ) as answer:
-                data = await answer.json(content_type=None)
-                return answer.status, data if isinstance(data, dict) else {}
+            ) as answer,
+        ):
+            data = await answer.json(content_type=None)
+            return answer.status, data if isinstance(data, dict) else {}
 
     async def checkpoint(self, namespace: str, pod: str, name: str) -> CheckpointResult:
         """The checkpoint of ``namespace/pod`` into image ``name``, from the agent on its node."""
         errors = []
         for ip in await self._agents():
             try:
-                status, body = await self._post(ip, "/v1/checkpoint", {"namespace": namespace, "pod": pod, "name": name})
+                status, body = await self._post(
+                    ip, "/v1/checkpoint", {"namespace": namespace, "pod": pod, "name": name}
+                )
             except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as e:
                 errors.append(f"{ip}: {type(e).__name__} {e}")
                 continue
@@ -87,6 +91,8 @@ class NodeAgents:
                 return CheckpointResult(True, size_bytes=int(body.get("sizeBytes", 0)))
             if status == 404:
                 continue
+            if status == 409:
+                return CheckpointResult(False, error=str(body.get("error", "")), not_gvisor=True)
             return CheckpointResult(False, error=f"node agent {ip} answered {status}: {body.get('error', '')}")
         return CheckpointResult(False, error="; ".join(errors) or f"no node agent has pod {namespace}/{pod}")
 
@@ -97,7 +103,7 @@ class NodeAgents:
             try:
                 status, body = await self._post(ip, "/v1/delete", {"namespace": namespace, "name": name})
             except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as e:
-                logger.warning("node agent unreachable for a delete", agent=ip, error=str(e))
+                logger(agent=ip).warning("node agent unreachable for a delete", error=str(e))
                 continue
             deleted = deleted or (status == 200 and bool(body.get("deleted")))
         return deleted

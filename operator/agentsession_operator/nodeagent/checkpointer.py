@@ -31,6 +31,10 @@ class CheckpointError(RuntimeError):
     pass
 
 
+class NotGVisor(ValueError):
+    """Answered 409: the pod runs on this node, not under gVisor."""
+
+
 class NotOnThisNode(LookupError):
     """Answered 404: the operator asks the next node's agent."""
 
@@ -41,7 +45,9 @@ def checkpoint(node: Node, namespace: str, pod: str, name: str) -> Taken:
         raise images.RequestError("no pod named")
     sandbox = images.sandbox_id(node.task_state, namespace, pod)
     if sandbox is None:
-        raise NotOnThisNode(f"no gVisor sandbox of pod {namespace}/{pod} on this node")
+        raise NotOnThisNode(f"no sandbox of pod {namespace}/{pod} on this node")
+    if not any(node.runsc_root.glob(f"{sandbox}*")):
+        raise NotGVisor(f"pod {namespace}/{pod} does not run under runsc (no runsc state of sandbox {sandbox})")
     partial = images.prepare(node.checkpoint_root, namespace, name)
     started = time.monotonic()
     cmd = [str(node.runsc), f"--root={node.runsc_root}", "checkpoint", f"--image-path={partial}", sandbox]

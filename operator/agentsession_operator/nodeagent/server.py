@@ -56,7 +56,7 @@ class Agent:
 
 def handler_for(agent: Agent) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the base class's name)
+        def log_message(self, format: str, *args: Any) -> None:
             pass
 
         def _answer(self, status: HTTPStatus, body: dict[str, Any]) -> None:
@@ -67,13 +67,13 @@ def handler_for(agent: Agent) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(data)
 
-        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        def do_GET(self) -> None:
             if self.path == "/healthz":
                 self._answer(HTTPStatus.OK, {"ok": True})
             else:
                 self._answer(HTTPStatus.NOT_FOUND, {"error": "no such request"})
 
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             status, why = agent.authorize(self.headers.get("Authorization"))
             if status != HTTPStatus.OK:
                 self._answer(status, {"error": why})
@@ -87,6 +87,8 @@ def handler_for(agent: Agent) -> type[BaseHTTPRequestHandler]:
                 if not isinstance(body, dict):
                     raise ValueError("not an object")
                 answer = agent.handle(self.path, body)
+            except checkpointer.NotGVisor as e:
+                answer = HTTPStatus.CONFLICT, {"error": str(e)}
             except (images.RequestError, ValueError) as e:
                 answer = HTTPStatus.BAD_REQUEST, {"error": str(e)}
             except checkpointer.NotOnThisNode as e:

@@ -16,6 +16,7 @@ from agentsession_api import crdgen, names
 FINGERPRINTS = {
     1: "972267f8da8ede07e26316caf75faa263bdda24e9cfcf7e8d5ef43e2f4709441",
     2: "52635afccd34ef85f8b95337d2e51eabd1f8a33f84dd8dd05eb8c4eaf8758b60",  # Hibernate, maxSessionsPerNamespace
+    3: "f7e62915bfcfcfc64494acda05ef281c5284ae7b0c344ea51b7216ca669673e0",  # status.hibernation (issue 33)
 }
 
 

@@ -9,18 +9,25 @@ from agentsession_operator.decisions import hibernate as h
 
 
 def test_a_gvisor_template_with_an_agent_is_checkpointed() -> None:
-    assert h.before_checkpoint("gvisor", agent_reachable=True).hibernate
+    assert h.template_verdict("gvisor") is None
+    assert h.before_checkpoint(agent_reachable=True).hibernate
 
 
 def test_a_runc_template_suspends_saying_it_is_not_gvisor() -> None:
-    verdict = h.before_checkpoint(None, agent_reachable=True)
-    assert (verdict.hibernate, verdict.reason) == (False, phases.REASON_NOT_GVISOR)
+    verdict = h.template_verdict(None)
+    assert verdict is not None and (verdict.hibernate, verdict.reason) == (False, phases.REASON_NOT_GVISOR)
     assert "(default)" in verdict.message
-    assert h.before_checkpoint("kata", agent_reachable=True).reason == phases.REASON_NOT_GVISOR
+    kata = h.template_verdict("kata")
+    assert kata is not None and kata.reason == phases.REASON_NOT_GVISOR
+
+
+def test_the_agent_finding_a_runc_pod_says_not_gvisor() -> None:
+    verdict = h.after_checkpoint(h.CheckpointResult(False, error="no runsc state", not_gvisor=True))
+    assert (verdict.hibernate, verdict.reason) == (False, phases.REASON_NOT_GVISOR)
 
 
 def test_no_agent_suspends_saying_so() -> None:
-    verdict = h.before_checkpoint("gvisor", agent_reachable=False)
+    verdict = h.before_checkpoint(agent_reachable=False)
     assert (verdict.hibernate, verdict.reason) == (False, phases.REASON_NODE_AGENT_UNAVAILABLE)
 
 
@@ -38,8 +45,12 @@ def test_an_image_over_the_bound_is_too_large_and_one_at_it_is_kept() -> None:
 
 
 def test_every_fallback_reason_is_declared() -> None:
-    for reason in (phases.REASON_NOT_GVISOR, phases.REASON_NODE_AGENT_UNAVAILABLE, phases.REASON_CHECKPOINT_FAILED,
-                   phases.REASON_CHECKPOINT_TOO_LARGE):
+    for reason in (
+        phases.REASON_NOT_GVISOR,
+        phases.REASON_NODE_AGENT_UNAVAILABLE,
+        phases.REASON_CHECKPOINT_FAILED,
+        phases.REASON_CHECKPOINT_TOO_LARGE,
+    ):
         assert reason in phases.HIBERNATE_FALLBACK_REASONS
 
 

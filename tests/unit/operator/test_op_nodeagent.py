@@ -22,10 +22,16 @@ from agentsession_operator.nodeagent import authz, checkpointer, images, server
 OPERATOR = "system:serviceaccount:agentsession-system:agentsession-operator"
 TOKENS = {
     "operator-token": {"authenticated": True, "user": {"username": OPERATOR}, "audiences": [authz.AUDIENCE]},
-    "tenant-token": {"authenticated": True, "user": {"username": "system:serviceaccount:team-a:default"},
-                     "audiences": [authz.AUDIENCE]},
-    "api-audience-operator-token": {"authenticated": True, "user": {"username": OPERATOR},
-                                    "audiences": ["https://kubernetes.default.svc"]},
+    "tenant-token": {
+        "authenticated": True,
+        "user": {"username": "system:serviceaccount:team-a:default"},
+        "audiences": [authz.AUDIENCE],
+    },
+    "api-audience-operator-token": {
+        "authenticated": True,
+        "user": {"username": OPERATOR},
+        "audiences": ["https://kubernetes.default.svc"],
+    },
 }
 
 
@@ -45,10 +51,16 @@ def node(tmp_path: Path) -> checkpointer.Node:
     state = tmp_path / "state"
     bundle = state / "sbx1"
     bundle.mkdir(parents=True)
-    notes = {"io.kubernetes.cri.sandbox-name": "pod-1", "io.kubernetes.cri.sandbox-namespace": "team-a",
-             "io.kubernetes.cri.container-type": "sandbox"}
+    notes = {
+        "io.kubernetes.cri.sandbox-name": "pod-1",
+        "io.kubernetes.cri.sandbox-namespace": "team-a",
+        "io.kubernetes.cri.container-type": "sandbox",
+    }
     (bundle / "config.json").write_text(json.dumps({"annotations": notes}))
-    return checkpointer.Node(runsc, tmp_path / "runsc-root", state, tmp_path / "checkpoints")
+    runsc_root = tmp_path / "runsc-root"
+    runsc_root.mkdir()
+    (runsc_root / "sbx1_sandbox:sbx1.state").write_text("{}")
+    return checkpointer.Node(runsc, runsc_root, state, tmp_path / "checkpoints")
 
 
 @pytest.fixture
@@ -112,7 +124,13 @@ def test_a_name_out_of_its_namespace_is_refused(url: str, node: checkpointer.Nod
 
 def test_a_pod_of_another_namespace_is_not_found(url: str) -> None:
     status, body = post(url, "/v1/checkpoint", {**CHECKPOINT, "namespace": "team-b"}, "operator-token")
-    assert status == 404 and "no gVisor sandbox" in body["error"]
+    assert status == 404 and "no sandbox" in body["error"]
+
+
+def test_a_pod_not_under_runsc_is_a_conflict(url: str, node: checkpointer.Node) -> None:
+    (node.runsc_root / "sbx1_sandbox:sbx1.state").unlink()
+    status, body = post(url, "/v1/checkpoint", CHECKPOINT, "operator-token")
+    assert status == 409 and "runsc" in body["error"]
 
 
 def test_a_failing_runsc_leaves_no_image(url: str, node: checkpointer.Node) -> None:
