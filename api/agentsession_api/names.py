@@ -36,6 +36,9 @@ ANNOTATION_ACTIVITY: Final = f"{GROUP}/activity"
 """Written by the client, read by the operator: see :mod:`agentsession_api.activity`."""
 
 ANNOTATION_VOLUME_COPY: Final = f"{GROUP}/volume-copy"
+ANNOTATION_RESTORE_FROM: Final = f"{GROUP}/restore-from"
+"""On a gVisor pod: the checkpoint (under the node's checkpoint root, in the pod's namespace) its shim restores
+it from (devcluster/gvisor/restoreext); set by the operator on a hibernated session's wake (issue 33)."""
 """On a StorageClass, set by the cluster admin: how its volumes can be copied for a fork. ``Clone``: the
 driver clones a PVC named in dataSource (CSI CLONE_VOLUME). Kubernetes advertises no such capability, so
 a class without this annotation is never assumed to clone."""

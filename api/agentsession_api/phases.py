@@ -68,6 +68,26 @@ HIBERNATE_UNAVAILABLE_MESSAGE: Final = (
     "cannot checkpoint sandboxes yet (no node agent; issue 33)"
 )
 
+# Hibernate (issue 33): why an idle session on idleAction Hibernate suspended without its memory, or that it kept it.
+REASON_CHECKPOINTED: Final = "Checkpointed"
+REASON_NOT_GVISOR: Final = "NotGVisor"
+REASON_NODE_AGENT_UNAVAILABLE: Final = "NodeAgentUnavailable"
+REASON_CHECKPOINT_FAILED: Final = "CheckpointFailed"
+REASON_CHECKPOINT_TOO_LARGE: Final = "CheckpointTooLarge"
+REASON_RESTORE_FAILED: Final = "RestoreFailed"
+REASON_RESTORED: Final = "Restored"
+HIBERNATE_FALLBACK_REASONS: Final = frozenset(
+    {
+        REASON_HIBERNATE_UNAVAILABLE,
+        REASON_NOT_GVISOR,
+        REASON_NODE_AGENT_UNAVAILABLE,
+        REASON_CHECKPOINT_FAILED,
+        REASON_CHECKPOINT_TOO_LARGE,
+        REASON_RESTORE_FAILED,
+    }
+)
+"""Reasons of condition Hibernated False: the session suspended as Suspend (workspace kept, processes not)."""
+
 # Forks (spec.forkFrom): why a fork has no claim yet. Waiting reasons keep it Pending; the others are
 # Failed (not sticky: fixing the source or the storage class lets the next pass go on).
 REASON_SOURCE_NOT_FOUND: Final = "SourceNotFound"

@@ -438,6 +438,19 @@ class LineageEntry(_Status):
     )
 
 
+class HibernationStatus(_Status):
+    """The last idle Hibernate (issue 33): the checkpoint kept on the sandbox's node, or why there is none."""
+
+    hibernated: bool = Field(description="True: a checkpoint is kept and the next use restores from it.")
+    reason: str = Field(description="Checkpointed, or why the session suspended as Suspend.", max_length=1024)
+    message: str = Field("", description="What happened.", max_length=4096)
+    checkpoint: str | None = Field(
+        None, description="The checkpoint's name (under the node's checkpoint root, in this namespace).", max_length=63
+    )
+    size_bytes: int | None = Field(None, alias="sizeBytes", description="The checkpoint's size.", ge=0)
+    taken_at: datetime | None = timestamp_field("takenAt", "When the checkpoint was taken (its age).")
+
+
 class AgentSessionStatus(_Status):
     """Observed state of an AgentSession, written by the operator only."""
 
@@ -491,6 +504,9 @@ class AgentSessionStatus(_Status):
         "idleDeadline", "When spec.idleAction applies unless there is activity first."
     )
     observed_generation: int | None = observed_generation_field("metadata.generation the status reflects.")
+    hibernation: HibernationStatus | None = Field(
+        None, description="idleAction Hibernate: the checkpoint kept for the next use, or why none was."
+    )
     resolved: ResolvedSettings | None = Field(None, description="Settings in force after policy defaults.")
     lineage: list[LineageEntry] | None = Field(
         None,

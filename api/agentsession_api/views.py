@@ -79,6 +79,7 @@ class SessionStatus(TypedDict, total=False):
     lastActivityReport: str | None
     idleDeadline: str | None
     observedGeneration: int | None
+    hibernation: dict[str, Any] | None
     resolved: ResolvedSettings | None
     lineage: list[LineageEntry] | None
     conditions: list[Condition] | None

@@ -65,6 +65,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--log-format", choices=["json", "console"], default=os.environ.get("LOG_FORMAT", "json"))
     parser.add_argument("--log-level", default=os.environ.get("LOG_LEVEL", "INFO"))
     parser.add_argument(
+        "--node-agent",
+        default=os.environ.get("NODE_AGENT") or None,
+        help="NAMESPACE/key=value: the node agent's pods (config/components/nodeagent), which checkpoint a "
+        "gVisor sandbox for idleAction Hibernate; default: none (Hibernate suspends as Suspend)",
+    )
+    parser.add_argument(
+        "--max-checkpoint-size",
+        type=int,
+        default=int(os.environ.get("MAX_CHECKPOINT_BYTES") or 512 * 1024 * 1024),
+        help="bytes: a larger checkpoint is deleted and the session suspends as Suspend (default 512 MiB)",
+    )
+    parser.add_argument(
         "--expiry-warning",
         default=os.environ.get("EXPIRY_WARNING", "10m"),
         help="post an ExpiringSoon Warning Event this long before a session's TTL ends (Go duration; 0: never)",
@@ -339,6 +351,8 @@ def main(argv: list[str] | None = None) -> None:
                     network=network_settings(args),
                     expiry_warning=None if args.expiry_warning == "0" else parse_duration(args.expiry_warning),
                     resync_period=args.resync_period,
+                    node_agent=args.node_agent,
+                    max_checkpoint_bytes=args.max_checkpoint_size,
                 )
             ),
             standalone=True,

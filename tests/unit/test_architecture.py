@@ -32,6 +32,8 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "agentsession_operator.constants": ("agentsession_api",),
     "agentsession_operator.decisions": ("agentsession_api", "agentsession_operator.constants"),
     "agentsession_operator.infra": ("agentsession_api", "agentsession_operator.constants"),
+    # The node agent (a DaemonSet of its own): the contract and the pure decisions it shares with the operator.
+    "agentsession_operator.nodeagent": ("agentsession_api", "agentsession_operator.decisions"),
     "agentsession_operator.kube": (
         "agentsession_api",
         "agentsession_operator.constants",
@@ -158,12 +160,14 @@ KUBE_FLOORS: dict[str, int] = {
     "sharding": 0,
     "cache": 1,
     "client": 1,
+    "node_agent": 1,
     "scheduler": 2,
     "owners": 2,
     "status_writer": 2,
     "leader": 2,
     "preflight": 2,
     "webhook": 2,
+    "hibernation": 2,
     "acting": 3,
     "forks": 3,
     "orphans": 3,

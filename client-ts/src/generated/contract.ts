@@ -23,6 +23,7 @@ export const ANNOTATION_SCHEMA_REVISION = "agentsession.dev/schema-revision";
 export const SCHEMA_REVISION = 3;
 export const ANNOTATION_ACTIVITY = "agentsession.dev/activity";
 export const ANNOTATION_VOLUME_COPY = "agentsession.dev/volume-copy";
+export const ANNOTATION_RESTORE_FROM = "agentsession.dev/restore-from";
 export const VOLUME_COPY_CLONE = "Clone";
 export const RESERVED_LABEL_DOMAINS = ["agentsession.dev", "agents.x-k8s.io"] as const;
 export const RESERVED_LABEL_PREFIXES = ["agentsession.dev/", "agents.x-k8s.io/"] as const;
@@ -58,6 +59,14 @@ export const REASON_SUSPEND_REQUESTED = "SuspendRequested";
 export const REASON_DELETING = "Deleting";
 export const REASON_HIBERNATE_UNAVAILABLE = "HibernateUnavailable";
 export const HIBERNATE_UNAVAILABLE_MESSAGE = "idleAction Hibernate suspends as Suspend (the workspace volume kept, processes not): this operator cannot checkpoint sandboxes yet (no node agent; issue 33)";
+export const REASON_CHECKPOINTED = "Checkpointed";
+export const REASON_NOT_GVISOR = "NotGVisor";
+export const REASON_NODE_AGENT_UNAVAILABLE = "NodeAgentUnavailable";
+export const REASON_CHECKPOINT_FAILED = "CheckpointFailed";
+export const REASON_CHECKPOINT_TOO_LARGE = "CheckpointTooLarge";
+export const REASON_RESTORE_FAILED = "RestoreFailed";
+export const REASON_RESTORED = "Restored";
+export const HIBERNATE_FALLBACK_REASONS = ["CheckpointFailed", "CheckpointTooLarge", "HibernateUnavailable", "NodeAgentUnavailable", "NotGVisor", "RestoreFailed"] as const;
 export const REASON_SOURCE_NOT_FOUND = "SourceNotFound";
 export const REASON_SOURCE_NOT_READY = "SourceNotReady";
 export const REASON_SOURCE_FINISHED = "SourceFinished";
@@ -185,6 +194,8 @@ export interface AgentSessionStatus {
   idleDeadline?: string | null;
   /** metadata.generation the status reflects. */
   observedGeneration?: number | null;
+  /** idleAction Hibernate: the checkpoint kept for the next use, or why none was. */
+  hibernation?: HibernationStatus | null;
   /** Settings in force after policy defaults. */
   resolved?: ResolvedSettings | null;
   /** For a fork: its source, and the source's own lineage (a fork of a fork), recorded by the operator before the fork's claim is created; identical label sets are kept once, with the oldest createdAt. Policies selecting any of these labels judge the fork as if they selected it, so relabelling the fork drops none of them. */
@@ -259,6 +270,22 @@ export interface EnvVar {
 export interface ForkFrom {
   /** Name of the source AgentSession, in this namespace. It must be Ready or Suspended and have volumes; each of its PersistentVolumeClaims is copied by the storage layer (a dataSource clone), never through the sandbox. A running source is copied crash-consistently (as if its Pod had lost power: files closed before the fork are complete, writes in flight may be partial); suspend the source first (the client's fork(suspend_source=True), kubectl agentsession fork --suspend-source) for an exact copy. Immutable. */
   name: string;
+}
+
+/** The last idle Hibernate (issue 33): the checkpoint kept on the sandbox's node, or why there is none. */
+export interface HibernationStatus {
+  /** True: a checkpoint is kept and the next use restores from it. */
+  hibernated: boolean;
+  /** Checkpointed, or why the session suspended as Suspend. */
+  reason: string;
+  /** What happened. */
+  message?: string;
+  /** The checkpoint's name (under the node's checkpoint root, in this namespace). */
+  checkpoint?: string | null;
+  /** The checkpoint's size. */
+  sizeBytes?: number | null;
+  /** When the checkpoint was taken (its age). */
+  takenAt?: string | null;
 }
 
 /** Patterns for annotation keys; '*' matches any run of characters (including '/' and '.'), '?' one. */

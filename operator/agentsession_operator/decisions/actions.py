@@ -15,10 +15,10 @@ from typing import Any
 
 from agentsession_api import phases
 from agentsession_api.durations import format_duration
-from agentsession_api.phases import Phase
+from agentsession_api.phases import IdleAction, Phase
 from agentsession_api.timestamps import format_time, parse_time, utc
 from agentsession_operator import constants
-from agentsession_operator.decisions import desired, lifecycle, network
+from agentsession_operator.decisions import desired, hibernate, lifecycle, network
 from agentsession_operator.decisions.conditions import find_condition, set_condition
 from agentsession_operator.decisions.fork import ForkBlocked
 from agentsession_operator.decisions.ownership import is_owned_by
@@ -59,6 +59,25 @@ class PatchSandbox:
 
 
 @dataclass(frozen=True)
+class HibernateSandbox:
+    """idleAction Hibernate: checkpoint the sandbox's pod (the node agent), record it, then suspend as
+    PatchSandbox would. Without a node agent, or when the checkpoint fails, only the suspend."""
+
+    name: str
+    pod: str
+    checkpoint: str
+    suspend: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class FinishRestore:
+    """The restored pod is Ready: the image is deleted and status.hibernation says it woke."""
+
+    checkpoint: str
+    record: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class PatchStatus:
     """Merge-patch the session's status subresource (None values clear fields)."""
 
@@ -89,7 +108,18 @@ class Warn:
     message: str
 
 
-Action = CreateClaim | PatchClaim | DeleteClaim | PatchSandbox | ApplyNetworkPolicy | PatchStatus | ScheduleCheck | Warn
+Action = (
+    CreateClaim
+    | PatchClaim
+    | DeleteClaim
+    | PatchSandbox
+    | HibernateSandbox
+    | FinishRestore
+    | ApplyNetworkPolicy
+    | PatchStatus
+    | ScheduleCheck
+    | Warn
+)
 
 DEFAULT_EXPIRY_WARNING = timedelta(minutes=10)
 """How long before its expiry a session gets an ExpiringSoon Warning Event (operator flag --expiry-warning)."""
@@ -193,9 +223,40 @@ def _claim_actions(
     if sandbox is not None and bound and sandbox["metadata"].get("name") == bound and is_owned_by(sandbox, claim_uid):
         mode = lifecycle.desired_operating_mode(session, status, resolved, now, desired.sandbox_operating_mode(sandbox))
         mode_patch = desired.sandbox_patch_for_mode(sandbox, mode)
-        if mode_patch is not None:
-            actions.append(PatchSandbox(bound, mode_patch))
+        actions += _mode_actions(session, sandbox, bound, mode, mode_patch, status, resolved, now)
     return actions
+
+
+def _mode_actions(
+    session: Mapping[str, Any],
+    sandbox: Mapping[str, Any],
+    bound: str,
+    mode: str,
+    mode_patch: dict[str, Any] | None,
+    status: Mapping[str, Any],
+    resolved: Resolved,
+    now: datetime,
+) -> list[Action]:
+    """The Sandbox's operating mode, with Hibernate's checkpoint before an idle suspend and its restore
+    annotation on the wake (issue 33)."""
+    before = session.get("status") or {}
+    if mode_patch is None:
+        restoring = hibernate.sandbox_restore_from(sandbox)
+        if restoring and mode == constants.OPERATING_MODE_RUNNING and status.get("phase") == Phase.READY:
+            record = hibernate.restored_record(dict(before.get("hibernation") or {}), now)
+            return [PatchSandbox(bound, hibernate.clear_restore_patch()), FinishRestore(restoring, record)]
+        return []
+    if mode == constants.OPERATING_MODE_SUSPENDED:
+        pod = before.get("podName") or bound
+        if resolved.idle_action == IdleAction.HIBERNATE and not (session.get("spec") or {}).get("suspend"):
+            meta = session.get("metadata") or {}
+            name = hibernate.checkpoint_name(str(meta.get("name", "")), str(meta.get("uid", "")))
+            return [HibernateSandbox(bound, str(pod), name, mode_patch)]
+        return [PatchSandbox(bound, mode_patch)]
+    wake = hibernate.wake_patch(hibernate.kept_checkpoint(before))
+    if wake:
+        mode_patch = {"spec": {**mode_patch["spec"], **wake["spec"]}}
+    return [PatchSandbox(bound, mode_patch)]
 
 
 def _stop_for_policy(claim: Mapping[str, Any], sandbox: Mapping[str, Any] | None) -> list[Action]:

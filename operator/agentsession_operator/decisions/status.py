@@ -351,7 +351,7 @@ def compute_status(
         )
 
     conditions = _conditions(current.get("conditions"), verdict, seen, claim, now, generation, violations)
-    conditions = _hibernate_condition(conditions, resolved, now, generation)
+    conditions = _hibernate_condition(conditions, resolved, now, generation, current.get("hibernation"))
     terminal = verdict.phase in (Phase.EXPIRED, Phase.TERMINATING)
     ready_at = current.get("readyAt") or (format_time(now) if verdict.phase == Phase.READY else None)
     expiry = lifecycle.expires_at(session, resolved)
@@ -424,11 +424,27 @@ def _conditions(
 
 
 def _hibernate_condition(
-    conditions: list[dict[str, Any]], resolved: Resolved, now: datetime, generation: int | None
+    conditions: list[dict[str, Any]],
+    resolved: Resolved,
+    now: datetime,
+    generation: int | None,
+    hibernation: Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
-    """Hibernated, only while idleAction Hibernate is in force: False with why (it falls back to Suspend)."""
+    """Hibernated, only while idleAction Hibernate is in force: from the last hibernation's record
+    (``status.hibernation``, written when the operator checkpointed or fell back), else False with
+    HibernateUnavailable (no node agent configured: it suspends as Suspend)."""
     if resolved.idle_action != IdleAction.HIBERNATE:
         return [c for c in conditions if c.get("type") != phases.COND_HIBERNATED]
+    if hibernation:
+        return set_condition(
+            conditions,
+            phases.COND_HIBERNATED,
+            bool(hibernation.get("hibernated")),
+            str(hibernation.get("reason") or phases.REASON_HIBERNATE_UNAVAILABLE),
+            str(hibernation.get("message") or ""),
+            now,
+            generation,
+        )
     return set_condition(
         conditions,
         phases.COND_HIBERNATED,

@@ -65,7 +65,12 @@ async def startup(
     state = of(memo)
     kube = state.kube = await Kube.connect()
     await _serve_admission(settings, state.webhook, kube)
-    config = Config(network=state.network, expiry_warning=state.expiry_warning)
+    config = Config(
+        network=state.network,
+        expiry_warning=state.expiry_warning,
+        node_agent=state.node_agent,
+        max_checkpoint_bytes=state.max_checkpoint_bytes,
+    )
     elector: LeaderElector | ShardElector | None = None
     shards: ShardElector | None = None
     if state.election is not None and state.election.shards > 1:  # a share of the namespaces (kube/sharding.py)

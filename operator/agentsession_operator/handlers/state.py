@@ -45,6 +45,9 @@ class OperatorState:
     network: NetworkSettings = field(default_factory=NetworkSettings)
     expiry_warning: dt.timedelta | None = DEFAULT_EXPIRY_WARNING
     resync_period: float = RESYNC_PERIOD
+    node_agent: str | None = None
+    """--node-agent: NAMESPACE/selector of the node agent's pods (idleAction Hibernate), None: off."""
+    max_checkpoint_bytes: int = 512 * 1024 * 1024
     # Built by the startup handler, released by the cleanup handler.
     kube: Kube | None = None
     reconciler: Reconciler | None = None

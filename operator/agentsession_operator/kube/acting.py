@@ -13,6 +13,8 @@ from agentsession_operator.decisions.actions import (
     ApplyNetworkPolicy,
     CreateClaim,
     DeleteClaim,
+    FinishRestore,
+    HibernateSandbox,
     PatchClaim,
     PatchSandbox,
 )
@@ -20,12 +22,21 @@ from agentsession_operator.decisions.ownership import is_owned_by
 from agentsession_operator.infra import metrics
 from agentsession_operator.kube.cache import Cache, Key
 from agentsession_operator.kube.client import Kube
+from agentsession_operator.kube.hibernation import Hibernator
 from agentsession_operator.kube.status_writer import EventPoster, SessionGone
 
 
 class Actor:
-    def __init__(self, kube: Kube, cache: Cache, fence: Callable[[], None], event: EventPoster) -> None:
+    def __init__(
+        self,
+        kube: Kube,
+        cache: Cache,
+        fence: Callable[[], None],
+        event: EventPoster,
+        hibernator: Hibernator | None = None,
+    ) -> None:
         self.kube = kube
+        self.hibernator = hibernator or Hibernator(kube, None, event)
         self.cache = cache
         self.fence = fence
         self.event = event
@@ -62,15 +73,30 @@ class Actor:
                 self.event(session, action.reason, f"Deleted SandboxClaim {action.name} ({action.reason})", "Normal")
         elif isinstance(action, ApplyNetworkPolicy):
             await self.apply_network_policy(action, session, log)
+        elif isinstance(action, HibernateSandbox):
+            await self.hibernator.hibernate(action, session, log)
+            await self._patch_sandbox(PatchSandbox(action.name, action.suspend), session, log, deadline_lag)
+        elif isinstance(action, FinishRestore):
+            await self.hibernator.finish_restore(action, session, log)
         elif isinstance(action, PatchSandbox):
-            await self.kube.patch_sandbox(namespace, action.name, action.patch)
-            mode = (action.patch.get("spec") or {}).get("operatingMode", "")
-            log.info("sandbox operating mode set", sandbox=action.name, mode=mode)
-            if deadline_lag is not None and mode == c.OPERATING_MODE_SUSPENDED:
-                metrics.REAP_LAG.observe(max(deadline_lag, 0.0))
-            reason = "Suspended" if mode == c.OPERATING_MODE_SUSPENDED else "Resumed"
-            self.event(session, reason, f"Sandbox {action.name} operatingMode set to {mode}", "Normal")
+            await self._patch_sandbox(action, session, log, deadline_lag)
         return False
+
+    async def _patch_sandbox(
+        self, action: PatchSandbox, session: Mapping[str, Any], log: Any, deadline_lag: float | None
+    ) -> None:
+        namespace = session["metadata"]["namespace"]
+        if "operatingMode" not in (action.patch.get("spec") or {}):
+            await self.kube.patch_sandbox(namespace, action.name, action.patch)
+            log.info("sandbox patched", sandbox=action.name, patch=action.patch)
+            return
+        await self.kube.patch_sandbox(namespace, action.name, action.patch)
+        mode = (action.patch.get("spec") or {}).get("operatingMode", "")
+        log.info("sandbox operating mode set", sandbox=action.name, mode=mode)
+        if deadline_lag is not None and mode == c.OPERATING_MODE_SUSPENDED:
+            metrics.REAP_LAG.observe(max(deadline_lag, 0.0))
+        reason = "Suspended" if mode == c.OPERATING_MODE_SUSPENDED else "Resumed"
+        self.event(session, reason, f"Sandbox {action.name} operatingMode set to {mode}", "Normal")
 
     async def _create_claim(self, action: CreateClaim, session: Mapping[str, Any], log: Any) -> bool:
         namespace, name = session["metadata"]["namespace"], session["metadata"]["name"]

@@ -278,6 +278,11 @@ class Kube:
                 return False
             raise
 
+    async def list_pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
+        """Pods of one namespace by label (only the node agent's, in the operator's own namespace)."""
+        pods = await self.core.list_namespaced_pod(namespace, label_selector=selector)
+        return [dict(self.api_client.sanitize_for_serialization(p)) for p in pods.items]
+
     async def get_sandbox(self, namespace: str, name: str) -> dict[str, Any] | None:
         return await self._get(c.SANDBOX_GROUP, c.SANDBOX_VERSION, c.SANDBOX_PLURAL, namespace, name)
 

@@ -30,6 +30,8 @@ from agentsession_operator.kube.background import Background
 from agentsession_operator.kube.cache import Cache, Key
 from agentsession_operator.kube.client import Kube
 from agentsession_operator.kube.fairness import ACTIVITY_INTERVAL, FairSlots, only_activity_changed
+from agentsession_operator.kube.hibernation import Hibernator
+from agentsession_operator.kube.node_agent import AgentSelector, NodeAgents
 from agentsession_operator.kube.places import Admitted
 from agentsession_operator.kube.policy_status import PolicyStatus
 from agentsession_operator.kube.primed_watch import PrimedVersions
@@ -90,7 +92,9 @@ class Reconciler:
         self.slots = FairSlots()
         self._activity_only: set[Key] = set()
         self._activity_passed: dict[Key, float] = {}
-        self.actor = Actor(kube, self.cache, self._fence, self._event)
+        agents = NodeAgents(kube, AgentSelector.parse(self.config.node_agent)) if self.config.node_agent else None
+        self.hibernator = Hibernator(kube, agents, self._event, self.config.max_checkpoint_bytes)
+        self.actor = Actor(kube, self.cache, self._fence, self._event, self.hibernator)
         self.writer = StatusWriter(kube, self._fence, self._event, self.remember_session, self.session_deleted)
         rooms = Rooms(
             kube, self.cache, self.config, self.scheduler, self, self.actor, self.writer, self._event, self._fence

@@ -47,6 +47,9 @@ class Config:
     network: network.NetworkSettings = field(default_factory=network.NetworkSettings)
     expiry_warning: dt.timedelta | None = DEFAULT_EXPIRY_WARNING
     """How long before its expiry a session gets an ExpiringSoon Warning Event (None: never)."""
+    node_agent: str | None = None
+    """NAMESPACE/selector of the node agent's pods (idleAction Hibernate's checkpoints); None: off."""
+    max_checkpoint_bytes: int = 512 * 1024 * 1024
 
 
 class Sessions(Protocol):

@@ -208,3 +208,58 @@ def test_patch_changes() -> None:
     assert patch_changes({"b": {"c": 2}}, {"b": {"c": 3}})
     assert patch_changes({"l": [1]}, {"l": [1, 2]})
     assert patch_changes({"b": 1}, {"b": {"c": 1}})
+
+
+def test_idle_hibernate_checkpoints_then_wakes_restoring_then_clears(
+    make_session: Make, make_claim: Make, make_sandbox: Make
+) -> None:
+    """idleAction Hibernate (issue 33): the idle suspend is a HibernateSandbox (checkpoint, then the same
+    suspend); the wake of a session with a kept checkpoint carries the restore annotation; once Ready the
+    annotation goes (a restart must not restore again) and the image is deleted (FinishRestore)."""
+    from agentsession_api import names
+    from agentsession_operator.decisions.actions import FinishRestore, HibernateSandbox
+    from agentsession_operator.decisions.hibernate import checkpoint_name
+
+    spec = {"warmPoolRef": {"name": "p"}, "idleTimeout": "15m", "idleAction": "Hibernate"}
+    session = settle(
+        make_session(spec=spec), reconcile_actions(make_session(spec=spec), ready_claim(make_claim), make_sandbox(), T0)
+    )
+    idle = reconcile_actions(session, ready_claim(make_claim), make_sandbox(), T0 + timedelta(minutes=20))
+    (hib,) = [a for a in idle if isinstance(a, HibernateSandbox)]
+    meta = session["metadata"]
+    assert hib == HibernateSandbox(
+        "demo", "demo", checkpoint_name(meta["name"], meta["uid"]), {"spec": {"operatingMode": "Suspended"}}
+    )
+    assert not [a for a in idle if isinstance(a, PatchSandbox)]
+    session = settle(session, idle)
+    session["status"]["hibernation"] = {
+        "hibernated": True,
+        "reason": "Checkpointed",
+        "checkpoint": hib.checkpoint,
+        "sizeBytes": 4_000_000,
+        "takenAt": "2025-01-01T12:20:00Z",
+    }
+    session["status"]["lastActivityTime"] = "2025-01-01T12:30:00Z"
+    suspended_claim = make_claim(sandbox_name="demo", ready=("False", "SandboxSuspended", "suspended"))
+    gone = make_sandbox(mode="Suspended")
+    gone["status"] = {"conditions": [{"type": "Suspended", "status": "True", "reason": "PodTerminated"}]}
+    session["status"]["phase"] = "Suspended"
+    woken = reconcile_actions(session, suspended_claim, gone, T0 + timedelta(minutes=30))
+    restore = {"metadata": {"annotations": {names.ANNOTATION_RESTORE_FROM: hib.checkpoint}}}
+    assert PatchSandbox("demo", {"spec": {"operatingMode": "Running", "podTemplate": restore}}) in woken
+    running = make_sandbox()
+    running["spec"]["podTemplate"] = restore
+    up = reconcile_actions(session, ready_claim(make_claim), running, T0 + timedelta(minutes=31))
+    cleared = {"spec": {"podTemplate": {"metadata": {"annotations": {names.ANNOTATION_RESTORE_FROM: None}}}}}
+    assert PatchSandbox("demo", cleared) in up
+    (finish,) = [a for a in up if isinstance(a, FinishRestore)]
+    assert finish.checkpoint == hib.checkpoint and finish.record["reason"] == "Restored"
+    assert finish.record["hibernated"] is False and "4000000 bytes" in finish.record["message"]
+
+
+def test_spec_suspend_under_hibernate_is_a_plain_suspend(
+    make_session: Make, make_claim: Make, make_sandbox: Make
+) -> None:
+    session = make_session(spec={"warmPoolRef": {"name": "p"}, "idleAction": "Hibernate", "suspend": True})
+    actions = reconcile_actions(session, ready_claim(make_claim), make_sandbox(), T0)
+    assert PatchSandbox("demo", {"spec": {"operatingMode": "Suspended"}}) in actions

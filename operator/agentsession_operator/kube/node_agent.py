@@ -1,0 +1,109 @@
+"""The operator's side of the node agent (issue 33): ask for one pod's checkpoint, delete one image.
+
+The agents are the Ready pods of ``--node-agent=<namespace>/<selector>`` (a DaemonSet); the operator
+reads no tenant pod, so it does not know the sandbox's node: it asks each agent in turn, and the one
+on the pod's node answers (the others 404). Every request carries the operator's projected token,
+bound to the agents' audience (the agent TokenReviews it and admits only the operator).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import aiohttp
+
+from agentsession_operator.decisions.hibernate import CheckpointResult
+from agentsession_operator.infra.logs import logger
+
+AGENT_PORT = 8490
+TOKEN_PATH = Path("/var/run/secrets/agentsession-nodeagent/token")
+
+
+class PodLister(Protocol):
+    async def list_pods(self, namespace: str, selector: str) -> list[dict[str, Any]]: ...
+
+
+@dataclass(frozen=True)
+class AgentSelector:
+    namespace: str
+    selector: str
+
+    @classmethod
+    def parse(cls, value: str) -> AgentSelector:
+        namespace, _, selector = value.partition("/")
+        if not namespace or not selector:
+            raise ValueError(f"--node-agent wants <namespace>/<label selector>, got {value!r}")
+        return cls(namespace, selector)
+
+
+def ready_ips(pods: list[dict[str, Any]]) -> list[str]:
+    """The pod IPs of the agents that are Ready."""
+    ips = []
+    for pod in pods:
+        status = pod.get("status") or {}
+        ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+        if ready and status.get("podIP"):
+            ips.append(status["podIP"])
+    return ips
+
+
+class NodeAgents:
+    def __init__(
+        self, lister: PodLister, where: AgentSelector, token_path: Path = TOKEN_PATH, timeout: float = 180.0
+    ) -> None:
+        self.lister = lister
+        self.where = where
+        self.token_path = token_path
+        self.timeout = timeout
+
+    async def _agents(self) -> list[str]:
+        return ready_ips(await self.lister.list_pods(self.where.namespace, self.where.selector))
+
+    async def reachable(self) -> bool:
+        return bool(await self._agents())
+
+    async def _post(self, ip: str, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        token = self.token_path.read_text().strip()  # re-read: the kubelet rotates it
+        timeout = aiohttp.ClientTimeout(total=self.timeout)
+        async with (
+            aiohttp.ClientSession(timeout=timeout) as http,
+            http.post(
+                f"http://{ip}:{AGENT_PORT}{path}", json=body, headers={"Authorization": f"Bearer {token}"}
+            ) as answer,
+        ):
+            data = await answer.json(content_type=None)
+            return answer.status, data if isinstance(data, dict) else {}
+
+    async def checkpoint(self, namespace: str, pod: str, name: str) -> CheckpointResult:
+        """The checkpoint of ``namespace/pod`` into image ``name``, from the agent on its node."""
+        errors = []
+        for ip in await self._agents():
+            try:
+                status, body = await self._post(
+                    ip, "/v1/checkpoint", {"namespace": namespace, "pod": pod, "name": name}
+                )
+            except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as e:
+                errors.append(f"{ip}: {type(e).__name__} {e}")
+                continue
+            if status == 200:
+                return CheckpointResult(True, size_bytes=int(body.get("sizeBytes", 0)))
+            if status == 404:
+                continue
+            if status == 409:
+                return CheckpointResult(False, error=str(body.get("error", "")), not_gvisor=True)
+            return CheckpointResult(False, error=f"node agent {ip} answered {status}: {body.get('error', '')}")
+        return CheckpointResult(False, error="; ".join(errors) or f"no node agent has pod {namespace}/{pod}")
+
+    async def delete(self, namespace: str, name: str) -> bool:
+        """Delete image ``name`` of ``namespace`` on every agent's node (it is on one); True if one had it."""
+        deleted = False
+        for ip in await self._agents():
+            try:
+                status, body = await self._post(ip, "/v1/delete", {"namespace": namespace, "name": name})
+            except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as e:
+                logger(agent=ip).warning("node agent unreachable for a delete", error=str(e))
+                continue
+            deleted = deleted or (status == 200 and bool(body.get("deleted")))
+        return deleted

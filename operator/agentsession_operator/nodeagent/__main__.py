@@ -1,0 +1,31 @@
+"""``python -m agentsession_operator.nodeagent``: the node agent (the DaemonSet's command)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from agentsession_operator.nodeagent import authz, checkpointer, reviewer, server
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="agentsession-nodeagent")
+    p.add_argument("--listen", default=os.environ.get("POD_IP", "127.0.0.1"), help="the pod's IP (never 0.0.0.0)")
+    p.add_argument("--port", type=int, default=8490)
+    p.add_argument("--runsc", type=Path, required=True)
+    p.add_argument("--runsc-root", type=Path, required=True)
+    p.add_argument("--task-state", type=Path, required=True)
+    p.add_argument("--checkpoint-root", type=Path, required=True)
+    p.add_argument("--allowed-user", required=True, help="system:serviceaccount:<ns>:<operator's ServiceAccount>")
+    p.add_argument("--audience", default=authz.AUDIENCE)
+    args = p.parse_args(argv)
+    node = checkpointer.Node(args.runsc, args.runsc_root, args.task_state, args.checkpoint_root)
+    agent = server.Agent(node, reviewer.Reviewer().review, args.allowed_user, args.audience)
+    httpd = server.serve(agent, args.listen, args.port)
+    print(f"node agent on {args.listen}:{args.port}, for {args.allowed_user}", flush=True)
+    httpd.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,63 @@
+"""``runsc checkpoint`` of one pod's sandbox into its image directory."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from agentsession_operator.nodeagent import images
+
+
+@dataclass(frozen=True)
+class Node:
+    runsc: Path
+    runsc_root: Path
+    """runsc's state root for containerd's k8s.io namespace."""
+    task_state: Path
+    """containerd's task bundles (``.../io.containerd.runtime.v2.task/k8s.io``)."""
+    checkpoint_root: Path
+    timeout: float = 120.0
+
+
+@dataclass(frozen=True)
+class Taken:
+    size_bytes: int
+    seconds: float
+
+
+class CheckpointError(RuntimeError):
+    pass
+
+
+class NotGVisor(ValueError):
+    """Answered 409: the pod runs on this node, not under gVisor."""
+
+
+class NotOnThisNode(LookupError):
+    """Answered 404: the operator asks the next node's agent."""
+
+
+def checkpoint(node: Node, namespace: str, pod: str, name: str) -> Taken:
+    """Checkpoint the pod's whole sandbox (every container) and stop it; the image's size."""
+    if not pod:
+        raise images.RequestError("no pod named")
+    sandbox = images.sandbox_id(node.task_state, namespace, pod)
+    if sandbox is None:
+        raise NotOnThisNode(f"no sandbox of pod {namespace}/{pod} on this node")
+    if not any(node.runsc_root.glob(f"{sandbox}*")):
+        raise NotGVisor(f"pod {namespace}/{pod} does not run under runsc (no runsc state of sandbox {sandbox})")
+    partial = images.prepare(node.checkpoint_root, namespace, name)
+    started = time.monotonic()
+    cmd = [str(node.runsc), f"--root={node.runsc_root}", "checkpoint", f"--image-path={partial}", sandbox]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=node.timeout, check=False)
+    except subprocess.TimeoutExpired as e:
+        images.discard(partial)
+        raise CheckpointError(f"runsc checkpoint timed out after {node.timeout} s") from e
+    if proc.returncode != 0:
+        images.discard(partial)
+        raise CheckpointError(f"runsc checkpoint exited {proc.returncode}: {proc.stderr.strip()[-500:]}")
+    path = images.publish(node.checkpoint_root, namespace, name, partial)
+    return Taken(images.size_of(path), time.monotonic() - started)

@@ -1,0 +1,104 @@
+"""The agent's HTTP interface: two requests, each authenticated (TokenReview) and authorized (one identity).
+
+- ``POST /v1/checkpoint`` ``{"namespace", "pod", "name"}``: checkpoint that pod's sandbox into
+  ``<root>/<namespace>/<name>``; answers ``{"sizeBytes", "seconds"}``, 404 when the pod is not on this node.
+- ``POST /v1/delete`` ``{"namespace", "name"}``: delete that image; answers ``{"deleted": bool}``.
+
+Anything else is 404; a caller that is not the operator 401/403 before the body is read.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from agentsession_operator.nodeagent import authz, checkpointer, images
+
+MAX_BODY = 4096
+Review = Callable[[str, str], dict[str, Any]]
+
+
+class Agent:
+    def __init__(self, node: checkpointer.Node, review: Review, allowed_user: str, audience: str = authz.AUDIENCE):
+        self.node = node
+        self.review = review
+        self.allowed_user = allowed_user
+        self.audience = audience
+        self.lock = threading.Lock()  # one checkpoint at a time on a node: they are memory-heavy
+
+    def authorize(self, header: str | None) -> tuple[HTTPStatus, str]:
+        token = authz.bearer_token(header)
+        if token is None:
+            return HTTPStatus.UNAUTHORIZED, "a bearer token is required"
+        try:
+            answer = self.review(token, self.audience)
+        except Exception as e:  # the API server unreachable: refuse, never act unauthenticated
+            return HTTPStatus.SERVICE_UNAVAILABLE, f"TokenReview failed: {type(e).__name__}"
+        verdict = authz.judge(answer, self.allowed_user, self.audience)
+        if not verdict.allowed:
+            return HTTPStatus.FORBIDDEN, verdict.why
+        return HTTPStatus.OK, verdict.why
+
+    def handle(self, path: str, body: dict[str, Any]) -> tuple[HTTPStatus, dict[str, Any]]:
+        namespace, name = str(body.get("namespace", "")), str(body.get("name", ""))
+        if path == "/v1/checkpoint":
+            with self.lock:
+                taken = checkpointer.checkpoint(self.node, namespace, str(body.get("pod", "")), name)
+            return HTTPStatus.OK, {"sizeBytes": taken.size_bytes, "seconds": round(taken.seconds, 3)}
+        if path == "/v1/delete":
+            return HTTPStatus.OK, {"deleted": images.delete(self.node.checkpoint_root, namespace, name)}
+        return HTTPStatus.NOT_FOUND, {"error": "no such request"}
+
+
+def handler_for(agent: Agent) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def _answer(self, status: HTTPStatus, body: dict[str, Any]) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:
+            if self.path == "/healthz":
+                self._answer(HTTPStatus.OK, {"ok": True})
+            else:
+                self._answer(HTTPStatus.NOT_FOUND, {"error": "no such request"})
+
+        def do_POST(self) -> None:
+            status, why = agent.authorize(self.headers.get("Authorization"))
+            if status != HTTPStatus.OK:
+                self._answer(status, {"error": why})
+                return
+            length = int(self.headers.get("Content-Length") or 0)
+            if length > MAX_BODY:
+                self._answer(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, {"error": "body too large"})
+                return
+            try:
+                body = json.loads(self.rfile.read(length) or b"{}")
+                if not isinstance(body, dict):
+                    raise ValueError("not an object")
+                answer = agent.handle(self.path, body)
+            except checkpointer.NotGVisor as e:
+                answer = HTTPStatus.CONFLICT, {"error": str(e)}
+            except (images.RequestError, ValueError) as e:
+                answer = HTTPStatus.BAD_REQUEST, {"error": str(e)}
+            except checkpointer.NotOnThisNode as e:
+                answer = HTTPStatus.NOT_FOUND, {"error": str(e)}
+            except checkpointer.CheckpointError as e:
+                answer = HTTPStatus.INTERNAL_SERVER_ERROR, {"error": str(e)}
+            self._answer(*answer)
+
+    return Handler
+
+
+def serve(agent: Agent, host: str, port: int) -> ThreadingHTTPServer:
+    return ThreadingHTTPServer((host, port), handler_for(agent))

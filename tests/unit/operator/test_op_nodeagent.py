@@ -1,0 +1,150 @@
+"""The node agent's interface: only the operator's identity, audience-bound, may checkpoint or delete.
+
+The attacks (no token, another ServiceAccount's token, a token for the API server's audience, a name
+climbing out of the namespace's directory) are refused before anything touches the node. runsc here is a
+script standing in for it (the real one runs in tests/e2e/test_hibernate.py).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentsession_operator.nodeagent import authz, checkpointer, images, server
+
+OPERATOR = "system:serviceaccount:agentsession-system:agentsession-operator"
+TOKENS = {
+    "operator-token": {"authenticated": True, "user": {"username": OPERATOR}, "audiences": [authz.AUDIENCE]},
+    "tenant-token": {
+        "authenticated": True,
+        "user": {"username": "system:serviceaccount:team-a:default"},
+        "audiences": [authz.AUDIENCE],
+    },
+    "api-audience-operator-token": {
+        "authenticated": True,
+        "user": {"username": OPERATOR},
+        "audiences": ["https://kubernetes.default.svc"],
+    },
+}
+
+
+def review(token: str, audience: str) -> dict[str, Any]:
+    status = TOKENS.get(token, {"authenticated": False, "error": "invalid bearer token"})
+    return {"status": status}
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> checkpointer.Node:
+    runsc = tmp_path / "runsc"
+    runsc.write_text(
+        "#!/bin/sh\nfor a; do case $a in --image-path=*) d=${a#--image-path=};; esac; done\n"
+        'head -c 1000 /dev/zero > "$d/pages.img"\n'
+    )
+    runsc.chmod(0o755)
+    state = tmp_path / "state"
+    bundle = state / "sbx1"
+    bundle.mkdir(parents=True)
+    notes = {
+        "io.kubernetes.cri.sandbox-name": "pod-1",
+        "io.kubernetes.cri.sandbox-namespace": "team-a",
+        "io.kubernetes.cri.container-type": "sandbox",
+    }
+    (bundle / "config.json").write_text(json.dumps({"annotations": notes}))
+    runsc_root = tmp_path / "runsc-root"
+    runsc_root.mkdir()
+    (runsc_root / "sbx1_sandbox:sbx1.state").write_text("{}")
+    return checkpointer.Node(runsc, runsc_root, state, tmp_path / "checkpoints")
+
+
+@pytest.fixture
+def url(node: checkpointer.Node) -> Iterator[str]:
+    httpd = server.serve(server.Agent(node, review, OPERATOR), "127.0.0.1", 0)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+    thread.join(timeout=5)
+
+
+def post(url: str, path: str, body: dict[str, Any], token: str | None) -> tuple[int, dict[str, Any]]:
+    headers = {"Content-Type": "application/json"}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    request = urllib.request.Request(url + path, data=json.dumps(body).encode(), headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+CHECKPOINT = {"namespace": "team-a", "pod": "pod-1", "name": "s-1"}
+
+
+def test_the_operator_checkpoints_a_pod_and_gets_its_size(url: str, node: checkpointer.Node) -> None:
+    status, body = post(url, "/v1/checkpoint", CHECKPOINT, "operator-token")
+    assert (status, body["sizeBytes"]) == (200, 1000)
+    assert (node.checkpoint_root / "team-a" / "s-1" / "pages.img").is_file()
+    assert node.checkpoint_root.stat().st_mode & 0o777 == 0o700
+    assert post(url, "/v1/delete", {"namespace": "team-a", "name": "s-1"}, "operator-token") == (200, {"deleted": True})
+    assert not (node.checkpoint_root / "team-a" / "s-1").exists()
+
+
+@pytest.mark.parametrize(
+    ("token", "code"),
+    [(None, 401), ("forged", 403), ("tenant-token", 403), ("api-audience-operator-token", 403)],
+)
+def test_anyone_but_the_operator_is_refused_before_acting(
+    url: str, node: checkpointer.Node, token: str | None, code: int
+) -> None:
+    status, _ = post(url, "/v1/checkpoint", CHECKPOINT, token)
+    assert status == code
+    assert not node.checkpoint_root.exists()
+
+
+def test_a_tenant_cannot_delete_an_image(url: str, node: checkpointer.Node) -> None:
+    assert post(url, "/v1/checkpoint", CHECKPOINT, "operator-token")[0] == 200
+    assert post(url, "/v1/delete", {"namespace": "team-a", "name": "s-1"}, "tenant-token")[0] == 403
+    assert (node.checkpoint_root / "team-a" / "s-1").is_dir()
+
+
+@pytest.mark.parametrize("name", ["../team-b/s-1", "a/b", "..", ""])
+def test_a_name_out_of_its_namespace_is_refused(url: str, node: checkpointer.Node, name: str) -> None:
+    status, _ = post(url, "/v1/checkpoint", {**CHECKPOINT, "name": name}, "operator-token")
+    assert status == 400
+
+
+def test_a_pod_of_another_namespace_is_not_found(url: str) -> None:
+    status, body = post(url, "/v1/checkpoint", {**CHECKPOINT, "namespace": "team-b"}, "operator-token")
+    assert status == 404 and "no sandbox" in body["error"]
+
+
+def test_a_pod_not_under_runsc_is_a_conflict(url: str, node: checkpointer.Node) -> None:
+    (node.runsc_root / "sbx1_sandbox:sbx1.state").unlink()
+    status, body = post(url, "/v1/checkpoint", CHECKPOINT, "operator-token")
+    assert status == 409 and "runsc" in body["error"]
+
+
+def test_a_failing_runsc_leaves_no_image(url: str, node: checkpointer.Node) -> None:
+    node.runsc.write_text("#!/bin/sh\necho 'checkpoint failed: boom' >&2\nexit 1\n")
+    status, body = post(url, "/v1/checkpoint", CHECKPOINT, "operator-token")
+    assert status == 500 and "boom" in body["error"]
+    assert list((node.checkpoint_root / "team-a").iterdir()) == []
+
+
+def test_the_review_is_audience_bound() -> None:
+    assert authz.token_review("t")["spec"]["audiences"] == [authz.AUDIENCE]
+    assert authz.bearer_token("Bearer a b") is None and authz.bearer_token("Basic x") is None
+
+
+def test_image_dir_refuses_traversal(tmp_path: Path) -> None:
+    with pytest.raises(images.RequestError):
+        images.image_dir(tmp_path, "..", "x")
