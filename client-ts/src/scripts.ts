@@ -268,9 +268,9 @@ export function parseUserCommand(stdout: string, stderr: string, exitCode: numbe
 const SIGKILLED_EXIT = 128 + 9;
 /** Said of a command that died of SIGKILL before its timeout (the Python client's commands.SIGKILLED_NOTE). */
 export const SIGKILLED_NOTE =
-  "Error: the command was killed by SIGKILL (exit code 137) before its timeout: in a sandbox most likely by " +
-  "the kernel's out of memory (OOM) killer, the command having used more memory than the sandbox's memory " +
-  "limit (else by a `kill -9`). Use less memory, or a template with a higher limit.";
+  "Error: exit code 137 before the timeout: the command was killed by SIGKILL (unless it exited 137 itself), " +
+  "in a sandbox most likely by the kernel's out of memory (OOM) killer, the command having used more memory " +
+  "than the sandbox's memory limit (else by a `kill -9`). Use less memory, or a template with a higher limit.";
 
 function killedAtDeadline(code: number, start: string, end: string, timeout: number): boolean {
   if (code !== RUNTIME_TIMEOUT_EXIT && code !== 128 + 9) return false;

@@ -463,9 +463,9 @@ def parse_user_command(
 
 SIGKILLED_EXIT: Final = 128 + 9
 SIGKILLED_NOTE: Final = (
-    "Error: the command was killed by SIGKILL (exit code 137) before its timeout: in a sandbox most likely by "
-    "the kernel's out of memory (OOM) killer, the command having used more memory than the sandbox's memory "
-    "limit (else by a `kill -9`). Use less memory, or a template with a higher limit."
+    "Error: exit code 137 before the timeout: the command was killed by SIGKILL (unless it exited 137 itself), "
+    "in a sandbox most likely by the kernel's out of memory (OOM) killer, the command having used more memory "
+    "than the sandbox's memory limit (else by a `kill -9`). Use less memory, or a template with a higher limit."
 )
 """Said of a command that died of SIGKILL before its timeout: nothing but the OOM killer (or a `kill -9`)
 sends it, and the shell prints nothing then, so without this the caller sees exit 137 and no output."""

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from langchain_k8s_client import commands
 from langchain_k8s_client.commands import STAGING_DIRNAME, WRAPPER_PREFIX
 from langchain_k8s_client.pod_sandbox import PodSandbox
 from langchain_k8s_client.runtime import CAPTURE_SWEEP_EVERY
@@ -71,7 +72,8 @@ async def test_async_timeout_is_enforced_too(pod_sandbox: PodSandbox) -> None:
 def test_exit_137_before_the_deadline_is_not_a_timeout(pod_sandbox: PodSandbox) -> None:
     result = pod_sandbox.execute("echo x; exit 137", timeout=30)
     assert result.exit_code == 137
-    assert result.output == "x\n"
+    # The output kept, then the note every 137 before the deadline gets (a SIGKILL, most likely the OOM killer).
+    assert result.output == "x\n\n" + commands.SIGKILLED_NOTE
 
 
 def test_non_utf8_output_keeps_the_real_exit_code(pod_sandbox: PodSandbox) -> None:
