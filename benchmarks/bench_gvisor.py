@@ -152,8 +152,8 @@ def main() -> None:
             order = list(RUNTIMES) if i % 2 else list(RUNTIMES)[::-1]
             for name in order:
                 wait_pool_full(custom, NS, name, 1, timeout=180)
-                warm[name].append(_claim_to_ready(f"w{i}-{name}", name))
-                cold[name].append(_claim_to_ready(f"c{i}-{name}", name, env={"COLD": "1"}))
+                warm[name].append(claim_to_ready(f"w{i}-{name}", name))
+                cold[name].append(claim_to_ready(f"c{i}-{name}", name, env={"COLD": "1"}))
         row("claim -> Ready, warm", {k: 1000 * median(v) for k, v in warm.items()})
         row("claim -> Ready, cold", {k: 1000 * median(v) for k, v in cold.items()})
 
@@ -186,10 +186,10 @@ def _in_namespace(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return docs
 
 
-def _claim_to_ready(session: str, pool: str, env: dict[str, str] | None = None) -> float:
+def claim_to_ready(session: str, pool: str, env: dict[str, str] | None = None, namespace: str = NS) -> float:
     """Seconds from the session's creation to Ready (what the client's first call waits for)."""
     started = time.perf_counter()
-    backend = AgentSessionSandbox(session, NS, warm_pool=pool, ttl="10m", env=env)
+    backend = AgentSessionSandbox(session, namespace, warm_pool=pool, ttl="10m", env=env)
     backend.wait_ready()
     elapsed = time.perf_counter() - started
     backend.delete_session()

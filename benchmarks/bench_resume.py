@@ -27,7 +27,7 @@ from typing import Any
 
 os.environ.setdefault("DEVCLUSTER_NODE", "real")
 
-from benchmarks.bench_gvisor import RUNTIMES, pool_manifests
+from benchmarks.bench_gvisor import RUNTIMES, claim_to_ready, pool_manifests
 from benchmarks.common import create_namespace, load_average, start_operator, stop_operator, wait_pool_full
 from devcluster import errors
 from devcluster.cluster import Cluster, Paths
@@ -128,15 +128,6 @@ def _session_steps(session: dict[str, Any]) -> Iterator[str]:
         yield "session Ready"
 
 
-def _claim_to_ready(session: str, pool: str, env: dict[str, str] | None = None) -> float:
-    started = time.perf_counter()
-    backend = AgentSessionSandbox(session, NS, warm_pool=pool, ttl="10m", env=env)
-    backend.wait_ready()
-    elapsed = time.perf_counter() - started
-    backend.delete_session()
-    return elapsed
-
-
 def _wait(what: str, check: Callable[[], bool], timeout: float = 180) -> None:
     deadline = time.monotonic() + timeout
     while not check():
@@ -209,8 +200,8 @@ def main() -> None:
         for i in range(args.rounds):
             for name in list(variants)[:: 1 if i % 2 else -1]:
                 wait_pool_full(custom, NS, name, 1, timeout=180)
-                warm[name].append(_claim_to_ready(f"w{i}-{name}", name))
-                cold[name].append(_claim_to_ready(f"c{i}-{name}", name, env={"COLD": "1"}))
+                warm[name].append(claim_to_ready(f"w{i}-{name}", name, namespace=NS))
+                cold[name].append(claim_to_ready(f"c{i}-{name}", name, env={"COLD": "1"}, namespace=NS))
                 wait_pool_full(custom, NS, name, 1, timeout=180)
                 resume[name].append(_resume_once(cluster, stamps, f"r{i}-{name}", name))
                 print(
