@@ -10,13 +10,12 @@ On wake, ``restore_annotations`` is what the Sandbox's pod template carries so t
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from agentsession_api import names, phases
+from agentsession_api import names, patterns, phases
 from agentsession_api.timestamps import format_time, parse_time
 
 GVISOR_RUNTIME_CLASSES = frozenset({"gvisor"})
@@ -24,8 +23,6 @@ GVISOR_RUNTIME_CLASSES = frozenset({"gvisor"})
 
 DEFAULT_MAX_CHECKPOINT_BYTES = 512 * 1024 * 1024
 """The bound on one checkpoint image when no policy sets one: larger ones are deleted, the session suspends."""
-
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
 @dataclass(frozen=True)
@@ -54,7 +51,7 @@ def checkpoint_name(session_name: str, session_uid: str) -> str:
 
 def is_valid_checkpoint_name(name: str) -> bool:
     """A plain DNS label: no separators, no ``..`` (the node agent and the shim refuse anything else)."""
-    return bool(_DNS_LABEL.match(name))
+    return patterns.is_dns1123_label(name)
 
 
 def runtime_class_of(template: dict[str, Any] | None) -> str | None:

@@ -61,7 +61,7 @@ def test_checkpoint_names_are_dns_labels_unique_per_uid() -> None:
 
 
 def test_names_with_separators_are_refused() -> None:
-    for bad in ("../x", "a/b", "", ".", "A", "a" * 64, "-a"):
+    for bad in ("../x", "a/b", "", ".", "A", "a" * 64, "-a", "a\n"):
         assert not h.is_valid_checkpoint_name(bad)
 
 
