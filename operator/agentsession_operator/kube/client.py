@@ -29,6 +29,7 @@ _LISTED: dict[str, tuple[str, str, str, str | None]] = {  # kind: group, version
     "policies": (names.GROUP, names.VERSION, names.POLICY_PLURAL, None),
     "sessions": (names.GROUP, names.VERSION, names.SESSION_PLURAL, None),
     "pools": (c.EXTENSIONS_GROUP, c.EXTENSIONS_VERSION, c.WARM_POOL_PLURAL, None),
+    "templates": (c.EXTENSIONS_GROUP, c.EXTENSIONS_VERSION, c.TEMPLATE_PLURAL, None),
     "claims": (c.EXTENSIONS_GROUP, c.EXTENSIONS_VERSION, c.CLAIM_PLURAL, _MANAGED),
     "sandboxes": (c.SANDBOX_GROUP, c.SANDBOX_VERSION, c.SANDBOX_PLURAL, None),
     "network_policies": ("networking.k8s.io", "v1", "networkpolicies", _MANAGED),
@@ -183,10 +184,31 @@ class Kube:
         whether the session has a status yet (the JSON patch adds members to it, or adds it whole). None:
         the session is gone, or is another one now.
         """
-        body: Any = {"status": status}
-        content_type = _MERGE["Content-Type"]
-        if uid is not None:
-            body, content_type = status_json_patch(status, uid, has_status), _JSON_PATCH
+        if uid is None:
+            return await self._patch_status(namespace, name, {"status": status}, _MERGE["Content-Type"])
+        return await self._patch_status_of(namespace, name, status, uid, has_status, tries=2)
+
+    async def _patch_status_of(
+        self, namespace: str, name: str, status: dict[str, Any], uid: str, has_status: bool, tries: int
+    ) -> dict[str, Any] | None:
+        """The UID-tested JSON patch, tried twice. The second try is shaped as the server's session is now: a
+        status can appear or go between a refused write and the read after it (another writer, an admin's
+        `kubectl patch --subresource=status`), so the read cannot tell that from the body's own refusal."""
+        try:
+            return await self._patch_status(namespace, name, status_json_patch(status, uid, has_status), _JSON_PATCH)
+        except ApiException as exc:
+            if exc.status != 422:
+                raise
+            # A JSON patch answers 422 for a failed test op, a missing /status and a schema refusal alike.
+            current = await self.get_session(namespace, name)
+            if current is None or (current.get("metadata") or {}).get("uid") != uid:
+                return None  # another session holds the name now
+            if tries == 1:
+                raise  # refused as the server has it now: the body itself
+        has_status = current.get("status") is not None
+        return await self._patch_status_of(namespace, name, status, uid, has_status, tries - 1)
+
+    async def _patch_status(self, namespace: str, name: str, body: Any, content_type: str) -> dict[str, Any] | None:
         try:
             return dict(
                 await self.custom.patch_namespaced_custom_object_status(
@@ -202,14 +224,6 @@ class Kube:
         except ApiException as exc:
             if exc.status == 404:
                 return None
-            if exc.status != 422 or uid is None:
-                raise
-            # A JSON patch answers 422 for a failed test op, a missing /status and a schema refusal alike.
-            current = await self.get_session(namespace, name)
-            if current is None or (current.get("metadata") or {}).get("uid") != uid:
-                return None  # another session holds the name now
-            if has_status and current.get("status") is None:  # the caller's body had a status the server has not
-                return await self.patch_session_status(namespace, name, status, uid, has_status=False)
             raise
 
     async def delete_session(self, namespace: str, name: str, uid: str) -> None:
@@ -318,6 +332,9 @@ class Kube:
 
     async def list_warm_pools(self) -> list[dict[str, Any]]:
         return await self._list(c.EXTENSIONS_GROUP, c.EXTENSIONS_VERSION, c.WARM_POOL_PLURAL, None)
+
+    async def list_templates(self) -> list[dict[str, Any]]:
+        return await self._list(c.EXTENSIONS_GROUP, c.EXTENSIONS_VERSION, c.TEMPLATE_PLURAL, None)
 
     async def get_warm_pool(self, namespace: str, name: str) -> dict[str, Any] | None:
         return await self._get(c.EXTENSIONS_GROUP, c.EXTENSIONS_VERSION, c.WARM_POOL_PLURAL, namespace, name)
