@@ -116,6 +116,7 @@ lint: venv client-ts/node_modules/.installed ## ruff, mypy, shellcheck and tsc (
 # shared 2 cores of docs/performance.md, claims created directly in every other round.
 SCALE_POINTS ?= 100,1000,5000,10000
 SHARD_SESSIONS ?= 10000
+WAITING_POINTS ?= 5000,20000,60000
 
 bench: venv ## benchmarks (print tables of medians and ratios; installs benchmarks/requirements.txt)
 	$(VENV)/bin/pip install -q -r benchmarks/requirements.txt  # langchain-k8s (compared with) and matplotlib
@@ -123,12 +124,16 @@ bench: venv ## benchmarks (print tables of medians and ratios; installs benchmar
 	$(PY) -m benchmarks.bench_client
 	$(PY) -m benchmarks.bench_ts_client  # client-ts against Node's raw POST (builds client-ts)
 	$(PY) -m benchmarks.bench_operator --rounds 25
+	$(PY) -m benchmarks.bench_webhook_connection --rounds 9  # a TLS handshake per admission review (Connection: close)
 	DEVCLUSTER_NODE=real $(PY) -m benchmarks.bench_first_call --rounds 24  # real node only (its NetworkPolicies; root)
 	$(PY) -m benchmarks.bench_restart --sessions 1000 --rounds 3  # a fresh operator taking over 1,000 sessions
+	$(PY) -m benchmarks.bench_waiting --points $(WAITING_POINTS) --rounds 2 --copy-status  # RSS over N waiting sessions (issue 28.2)
 	$(PY) -m benchmarks.bench_fairness --rounds 5 --samples 3 --tenant-a-user  # tenant B's create -> Ready while tenant A churns
 	$(PY) -m benchmarks.bench_transport
 	$(PY) -m benchmarks.bench_gvisor --rounds 10  # runc vs gVisor: starts the real node (root)
+	$(PY) -m benchmarks.bench_wrapper --ref 37dc492 --rounds 20  # the in-pod scripts before issue 29's cuts against now (real node)
 	$(PY) -m benchmarks.bench_resume --rounds 10 --periods  # resume after idle suspend, runc and gVisor (real node, root)
+	$(PY) -m benchmarks.bench_hibernate --rounds 3  # Hibernate vs Suspend under gVisor: sleep, wake, image size (real node, root)
 	$(PY) -m benchmarks.bench_scale --points $(SCALE_POINTS) --direct-every 2 --json docs/scale-results.json
 	$(PY) -m benchmarks.bench_scale --points 100,1000 --direct-every 2 --operator-cpu 1  # the operator on a CPU of its own
 	$(PY) -m benchmarks.plot_scale docs/scale-results.json docs/scale.png
