@@ -1,4 +1,4 @@
-"""`python -m devcluster up|down|status|build`: the local control plane from the command line."""
+"""`python -m devcluster up|down|status|build|nodeagent|...`: the local control plane from the command line."""
 
 from __future__ import annotations
 
@@ -14,7 +14,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="devcluster", description=__doc__)
     parser.add_argument(
         "command",
-        choices=["up", "down", "status", "build", "images", "install", "uninstall", "restart-agent-sandbox", "kubectl"],
+        choices=[
+            "up",
+            "down",
+            "status",
+            "build",
+            "images",
+            "install",
+            "uninstall",
+            "nodeagent",
+            "restart-agent-sandbox",
+            "kubectl",
+        ],
     )
     parser.add_argument("--push", metavar="ADDR", help="images: push them into the registry at ADDR (127.0.0.1:PORT)")
     parser.add_argument("args", nargs=argparse.REMAINDER, help="for kubectl: its arguments")
@@ -27,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
         os.execv(str(build.KUBERNETES.path("kubectl")), ["kubectl", f"--kubeconfig={kubeconfig}", *args.args])
     try:
         # Every host prerequisite first: a missing package stops here, not after a long build.
-        if args.command in ("up", "build", "install"):
+        if args.command in ("up", "build", "install", "nodeagent"):
             prereqs.ensure(prereqs.for_node(node_kind()))
         elif args.command == "images":
             prereqs.ensure([prereqs.IMAGES])
@@ -61,6 +72,10 @@ def main(argv: list[str] | None = None) -> int:
 
             action = install.install if args.command == "install" else install.uninstall
             action(cluster)
+        elif args.command == "nodeagent":  # issue 33: the gVisor checkpoint agent (Hibernate)
+            from devcluster import nodeagent
+
+            nodeagent.install(cluster)
         elif args.command == "restart-agent-sandbox":
             cluster.start_agent_sandbox_controller()
         else:

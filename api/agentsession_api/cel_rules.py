@@ -94,6 +94,22 @@ def unrestricted_annotation_keys(path: str) -> Rule:
     }
 
 
+RESTORE_ANNOTATION_TEXT = (
+    "is set only by the operator, on a hibernated session's wake: a session may not name a checkpoint "
+    "image to restore its sandbox from (issue 33)"
+)
+
+
+def operator_only_annotation_keys(path: str) -> Rule:
+    """The restore annotation: a pod naming it starts from a checkpoint image of its namespace (another
+    session's memory, secrets included)."""
+    return {
+        "rule": f"!('{names.ANNOTATION_RESTORE_FROM}' in self)",
+        "message": f"{path} key {names.ANNOTATION_RESTORE_FROM} {RESTORE_ANNOTATION_TEXT}",
+        "reason": FIELD_VALUE_FORBIDDEN,
+    }
+
+
 def immutable(field: str, hint: str) -> Rule:
     """A transition rule on the parent object, so adding or removing the field counts as a change too."""
     return {

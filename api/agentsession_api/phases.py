@@ -75,6 +75,8 @@ REASON_NODE_AGENT_UNAVAILABLE: Final = "NodeAgentUnavailable"
 REASON_CHECKPOINT_FAILED: Final = "CheckpointFailed"
 REASON_CHECKPOINT_TOO_LARGE: Final = "CheckpointTooLarge"
 REASON_RESTORE_FAILED: Final = "RestoreFailed"
+REASON_HIBERNATE_FORBIDDEN: Final = "HibernateForbidden"
+"""An AgentSessionPolicy has spec.limits.allowHibernate false: the session suspends as Suspend."""
 REASON_RESTORED: Final = "Restored"
 HIBERNATE_FALLBACK_REASONS: Final = frozenset(
     {
@@ -84,6 +86,7 @@ HIBERNATE_FALLBACK_REASONS: Final = frozenset(
         REASON_CHECKPOINT_FAILED,
         REASON_CHECKPOINT_TOO_LARGE,
         REASON_RESTORE_FAILED,
+        REASON_HIBERNATE_FORBIDDEN,
     }
 )
 """Reasons of condition Hibernated False: the session suspended as Suspend (workspace kept, processes not)."""

@@ -372,6 +372,7 @@ class AgentSessionSpec(_Spec):
         "spec.podAnnotations",
         "Annotations for the sandbox Pod (not in the kubernetes.io, k8s.io or agents.x-k8s.io domains).",
         cel_rules.unrestricted_annotation_keys("spec.podAnnotations"),
+        cel_rules.operator_only_annotation_keys("spec.podAnnotations"),
     )
     suspend: bool = Field(False, description="True stops the sandbox Pod and keeps its volumes; false runs it again.")
     fork_from: ForkFrom | None = Field(
@@ -669,6 +670,18 @@ class PolicyLimits(_Spec):
         description="false refuses sessions with spec.forkFrom (a fork copies another session's volumes), and forks "
         "of the sessions this policy selects, whatever labels the fork carries. "
         "Allowed when unset; when several policies apply, any false refuses.",
+    )
+    allow_hibernate: bool | None = Field(
+        None,
+        alias="allowHibernate",
+        description="false refuses sessions with spec.idleAction Hibernate (a checkpoint of the sandbox's memory, "
+        "kept on its node until the wake); a session that has it anyway (a policy default, or one stored before "
+        "the policy) suspends as Suspend, condition Hibernated False with reason HibernateForbidden. "
+        "Allowed when unset; when several policies apply, any false forbids.",
+    )
+    max_checkpoint_size: QuantityText | None = quantity_field(
+        "Largest Hibernate checkpoint image kept (a larger one is deleted and the session suspends as Suspend, "
+        "reason CheckpointTooLarge); the smallest of the policies and the operator's --max-checkpoint-size wins"
     )
 
 

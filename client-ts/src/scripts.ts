@@ -157,6 +157,23 @@ export function runsInPlace(command: string): boolean {
   return words.length > 0 && !words[0]!.includes("=") && !NOT_IN_PLACE.has(words[0]!);
 }
 
+// commands._TIMEOUT_WORDS: `timeout` runs a plain-words command's program itself (no builtin of dash,
+// bash or BusyBox ash first; `command -v` finds it, else the command gets its `sh`).
+// prettier-ignore
+const SHELL_BUILTINS = new Set(
+  ("alias bg bind bltin break builtin caller cd chdir command compgen complete compopt continue declare " +
+    "dirs disown echo enable eval exec exit export false fc fg getopts hash help history jobs kill let local " +
+    "logout mapfile popd printf pushd pwd read readarray readonly return set shift shopt source suspend test " +
+    "times trap true type typeset ulimit umask unalias unset wait [ [[ ]] :").split(" "),
+);
+const IN_BACKGROUND = " >&3 2>&1 </dev/null 3>&- &";
+const TIMEOUT_SH = 'timeout -s KILL "$1" sh -c "$4"' + IN_BACKGROUND;
+const TIMEOUT_WORDS = 'if command -v "${4%% *}" >/dev/null 2>&1; then timeout -s KILL "$1" $4' + IN_BACKGROUND + " else " + TIMEOUT_SH + " fi";
+
+export function runsWithoutShell(command: string): boolean {
+  return runsInPlace(command) && !SHELL_BUILTINS.has(command.split(/\s+/).filter(Boolean)[0]!);
+}
+
 export function needsOwnShell(command: string): boolean {
   return OWN_SHELL_WORDS.some((word) => command.includes(word));
 }
@@ -188,8 +205,9 @@ function wrapperScript(how: string, base64: boolean): { script: string; wrapper:
   if (found === undefined) {
     const t = wrapperTemplates();
     let script: string;
-    if (how === "timeout" || how === "python3") {
-      const watchdog = how === "timeout" ? 'timeout -s KILL "$1" sh -c "$4"' : "python3 -S -c '" + t.pyTimeout + "' \"$1\" \"$4\"";
+    if (how === "timeout" || how === "timeout-words" || how === "python3") {
+      const watchdog =
+        how === "timeout" ? TIMEOUT_SH : how === "timeout-words" ? TIMEOUT_WORDS : "python3 -S -c '" + t.pyTimeout + "' \"$1\" \"$4\"" + IN_BACKGROUND;
       script = t.watchdog.replaceAll("RUNNER", watchdog);
     } else script = t.direct.replaceAll("RUNNER", how);
     script = script.replaceAll("ENCODER", base64 ? "LC_ALL=C base64" : PY_BASE64);
@@ -203,7 +221,17 @@ export function userCommand(
   command: string,
   o: { timeout: number; maxOutput: number; stagingDir: string; cwd: string; runner: Runner; hasBase64?: boolean; capture?: string; seq?: number; sweep?: number },
 ): UserCommand {
-  const { script, wrapper } = wrapperScript(o.runner === "none" ? (runsInPlace(command) ? IN_PLACE : needsOwnShell(command) ? OWN_SHELL : SUBSHELL) : o.runner, o.hasBase64 !== false);
+  const how =
+    o.runner === "none"
+      ? runsInPlace(command)
+        ? IN_PLACE
+        : needsOwnShell(command)
+          ? OWN_SHELL
+          : SUBSHELL
+      : o.runner === "timeout" && runsWithoutShell(command)
+        ? "timeout-words"
+        : o.runner;
+  const { script, wrapper } = wrapperScript(how, o.hasBase64 !== false);
   const sweep = o.sweep ? String(o.sweep) : "";
   const args = [String(o.timeout), String(o.maxOutput + 1), o.stagingDir, command, o.cwd, o.capture ?? "o", String(o.seq ?? 1), sweep];
   return {
@@ -405,7 +433,8 @@ export function buildGnuGrep(alternatives: readonly string[], root: string, o: {
   grepScript ??= loadScript("grep.sh");
   const args = o.excludeDirs.map((name) => `--exclude-dir=${name}`);
   for (const pattern of alternatives) args.push("-e", pattern);
-  return shCommand(grepScript, String(o.cap), o.budget === null ? "" : String(o.budget), ...args, "--", root);
+  const script = ["sh", "-c", grepScript, "lkc", String(o.cap), ...args, "--", root];
+  return runtimeCommand(o.budget === null ? script : ["timeout", "-s", "KILL", String(o.budget), ...script]);
 }
 
 const GREP_RECORD = /^(\/[^\0\n]*)\0([0-9]{1,18}):([^\n]*)\n/gm;

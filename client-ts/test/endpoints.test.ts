@@ -1,12 +1,11 @@
 // Connection modes: the pod IP (IPv6 bracketed) and the sandbox router, whose X-Sandbox-* headers must ride on
 // every request, the probe included (a local server stands in for the router: logic only).
 import assert from "node:assert/strict";
-import http from "node:http";
-import type { AddressInfo } from "node:net";
 import { test } from "node:test";
 import { checkConnection, endpointFor } from "../src/endpoints.js";
 import type { SessionView } from "../src/sessions.js";
 import { RuntimeTransport } from "../src/transport.js";
+import { answer, HI, isProbe, probeStdout, startRuntime } from "../testing/fake-runtime.js";
 
 const view: SessionView = {
   name: "s1", namespace: "team-a", uid: "u", phase: "Ready", podName: "pod-a", podIPs: ["10.0.3.7"], sandboxName: "sbx-1",
@@ -37,25 +36,17 @@ test("a bad connection is refused with what to fix", () => {
 
 test("through a router every request carries the routing headers, the probe and the command", async () => {
   const seen: Array<string | undefined> = [];
-  const server = http.createServer((req, res) => {
+  const runtime = await startRuntime((command, res, req) => {
     seen.push(req.headers["x-sandbox-id"] as string | undefined);
-    let body = "";
-    req.on("data", (c) => (body += c));
-    req.on("end", () => {
-      const command = (JSON.parse(body) as { command: string }).command;
-      const stdout = command.includes("@LKCP") ? "@LKCP\nbase=/home/user\nhost=pod-a\nrunner=timeout\nbase64=1\n" : "@LKC 0 1.00 1.01\naGk=\n";
-      res.end(JSON.stringify({ stdout, stderr: "", exit_code: 0 }));
-    });
+    answer(res, isProbe(command) ? probeStdout("pod-a") : HI);
   });
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
   try {
-    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-    const t = new RuntimeTransport(endpointFor(view, { mode: "router", url }));
+    const t = new RuntimeTransport(endpointFor(view, { mode: "router", url: runtime.base }));
     const result = await t.execute("echo hi", { timeout: 5, maxOutput: 100, cwd: "" });
     assert.equal(result.output, "hi");
     assert.deepEqual(seen, ["sbx-1", "sbx-1"]);
     t.close();
   } finally {
-    server.close();
+    runtime.close();
   }
 });

@@ -9,41 +9,29 @@
 // families the pod shows (gVisor's kernel shows no IPv4 list: there the name alone decides, as in Python).
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import http from "node:http";
-import type { AddressInfo } from "node:net";
 import { after, before, test } from "node:test";
 import { endpointFor } from "../src/endpoints.js";
 import { WrongPod } from "../src/errors.js";
 import * as scripts from "../src/scripts.js";
 import type { SessionView } from "../src/sessions.js";
 import { RuntimeTransport } from "../src/transport.js";
+import { answer, type FakeRuntime, HI, isProbe, probeStdout, startRuntime } from "../testing/fake-runtime.js";
 
 const SESSION_POD = "s-7f3k2";
 const SESSION_IP = "10.244.1.17";
 
-let server: http.Server;
-let base = "";
+let runtime: FakeRuntime;
 let answering = { host: SESSION_POD, addresses: "" };
 let commands = 0;
 
 before(async () => {
-  server = http.createServer((req, res) => {
-    let body = "";
-    req.on("data", (c) => (body += c));
-    req.on("end", () => {
-      const command = (JSON.parse(body || "{}") as { command?: string }).command ?? "";
-      if (command.includes("@LKCP")) {
-        const stdout = `@LKCP\nbase=/home/user\nhost=${answering.host}\nrunner=timeout\nbase64=1\ngroup=1\nlimit=300\n${answering.addresses}\nwrappers=\n`;
-        return res.end(JSON.stringify({ stdout, stderr: "", exit_code: 0 }));
-      }
-      commands += 1;
-      res.end(JSON.stringify({ stdout: "@LKC 0 1.00 1.01\naGk=\n", stderr: "", exit_code: 0 }));
-    });
+  runtime = await startRuntime((command, res) => {
+    if (isProbe(command)) return answer(res, probeStdout(answering.host, answering.addresses));
+    commands += 1;
+    answer(res, HI);
   });
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 });
-after(() => server.close());
+after(() => runtime.close());
 
 function view(podIPs: string[]): SessionView {
   return {
@@ -55,7 +43,7 @@ function view(podIPs: string[]): SessionView {
 /** The endpoint the client derives from the session's status, sent to the local stand-in pod. */
 function transportFor(podIPs: string[], mode: "podIP" | "router" = "podIP"): RuntimeTransport {
   const endpoint = endpointFor(view(podIPs), mode === "router" ? { mode, url: "http://router.invalid:8080" } : undefined);
-  return new RuntimeTransport({ ...endpoint, baseUrl: base });
+  return new RuntimeTransport({ ...endpoint, baseUrl: runtime.base });
 }
 
 const run = (t: RuntimeTransport) => t.execute("cat ~/.secrets", { timeout: 5, maxOutput: 100, cwd: "" });

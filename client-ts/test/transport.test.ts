@@ -6,40 +6,35 @@ import type { AddressInfo } from "node:net";
 import { after, before, test } from "node:test";
 import { MalformedResponse, ResponseTooLarge, ResponseTooSlow, TransportError, WrongPod } from "../src/errors.js";
 import { RuntimeTransport } from "../src/transport.js";
+import { answer, HI, isProbe, probeStdout, startRuntime } from "../testing/fake-runtime.js";
 
-let server: http.Server;
 let base = "";
 let executes = 0;
 let mode: "ok" | "huge" | "trickle" | "garbage" | "gateway" | "gateway-probe" = "ok";
 let probes = 0;
-const probe = "@LKCP\nbase=/home/user\nhost=pod-a\nrunner=timeout\nbase64=1\ngroup=1\nlimit=300\nwrappers=\n";
+let close = () => {};
 
 before(async () => {
-  server = http.createServer((req, res) => {
-    let body = "";
-    req.on("data", (c) => (body += c));
-    req.on("end", () => {
-      const command = (JSON.parse(body || "{}") as { command?: string }).command ?? "";
-      if (command.includes("@LKCP")) probes += 1;
-      if (mode === "gateway-probe") return res.writeHead(502).end("no upstream");
-      if (command.includes("@LKCP")) return res.end(JSON.stringify({ stdout: probe, stderr: "", exit_code: 0 }));
-      executes += 1;
-      if (mode === "huge") return res.end("x".repeat(4096));
-      if (mode === "garbage") return res.end("not json");
-      if (mode === "gateway") return res.writeHead(502).end("upstream reset");
-      if (mode === "trickle") {
-        res.writeHead(200);
-        const timer = setInterval(() => res.write(" "), 100);
-        res.on("close", () => clearInterval(timer));
-        return;
-      }
-      res.end(JSON.stringify({ stdout: "@LKC 0 1.00 1.01\naGk=\n", stderr: "", exit_code: 0 }));
-    });
+  const runtime = await startRuntime((command, res) => {
+    if (isProbe(command)) probes += 1;
+    if (mode === "gateway-probe") return res.writeHead(502).end("no upstream");
+    if (isProbe(command)) return answer(res, probeStdout("pod-a"));
+    executes += 1;
+    if (mode === "huge") return res.end("x".repeat(4096));
+    if (mode === "garbage") return res.end("not json");
+    if (mode === "gateway") return res.writeHead(502).end("upstream reset");
+    if (mode === "trickle") {
+      res.writeHead(200);
+      const timer = setInterval(() => res.write(" "), 100);
+      res.on("close", () => clearInterval(timer));
+      return;
+    }
+    answer(res, HI);
   });
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  base = runtime.base;
+  close = runtime.close;
 });
-after(() => server.close());
+after(() => close());
 
 const run = (t: RuntimeTransport) => t.execute("echo hi", { timeout: 5, maxOutput: 1000, cwd: "" });
 

@@ -205,13 +205,33 @@ def _exec_limit(raw: str | None) -> float | None:
 # --------------------------------------------------------------------- user commands
 
 # Fallback when the image has no usable `timeout`: a new session killed as a group.
-# Fallback when the image has no usable `timeout`: a new session killed as a group.
 _PY_TIMEOUT: Final = load_pyscript("timeout.py").rstrip("\n")
 
+# scripts/watchdog.sh's RUNNER: the watchdog in the background, the capture on fd 3, nothing else open.
+_IN_BACKGROUND: Final = " >&3 2>&1 </dev/null 3>&- &"
+_TIMEOUT_SH: Final = 'timeout -s KILL "$1" sh -c "$4"' + _IN_BACKGROUND
 _WATCHDOGS: Final[dict[str, str]] = {
-    "timeout": 'timeout -s KILL "$1" sh -c "$4"',
-    "python3": "python3 -S -c '" + _PY_TIMEOUT + '\' "$1" "$4"',
+    "timeout": _TIMEOUT_SH,
+    "python3": "python3 -S -c '" + _PY_TIMEOUT + '\' "$1" "$4"' + _IN_BACKGROUND,
 }
+# A plain-words command (`runs_in_place`) whose first word is no builtin of dash, bash or BusyBox ash:
+# `timeout` runs the program itself, the words split and globbed by the wrapper as the command's own
+# `sh` would do them (one exec fewer); a first word that names no program gets the `sh`, which says so.
+# shellcheck's SC2086 does not apply: the splitting is the point.
+_TIMEOUT_WORDS: Final = (
+    'if command -v "${4%% *}" >/dev/null 2>&1; then timeout -s KILL "$1" $4'
+    + _IN_BACKGROUND
+    + " else "
+    + _TIMEOUT_SH
+    + " fi"
+)
+_SHELL_BUILTIN_WORDS: Final = (
+    "alias bg bind bltin break builtin caller cd chdir command compgen complete compopt continue declare "
+    "dirs disown echo enable eval exec exit export false fc fg getopts hash help history jobs kill let local "
+    "logout mapfile popd printf pushd pwd read readarray readonly return set shift shopt source suspend test "
+    "times trap true type typeset ulimit umask unalias unset wait [ [[ ]] :"
+)
+_SHELL_BUILTINS: Final = frozenset(_SHELL_BUILTIN_WORDS.split())
 
 # Images without coreutils/BusyBox `base64` encode with python3 instead.
 _PY_BASE64: Final = (
@@ -311,6 +331,11 @@ def runs_in_place(command: str) -> bool:
     return bool(words) and "=" not in words[0] and words[0] not in _NOT_IN_PLACE
 
 
+def runs_without_shell(command: str) -> bool:
+    """Whether `timeout` may run `command`'s program itself (see `_TIMEOUT_WORDS`)."""
+    return runs_in_place(command) and command.split()[0] not in _SHELL_BUILTINS
+
+
 @dataclass(frozen=True)
 class UserCommand:
     """A wrapped user command: the wrapper script and its positional arguments ($1...)."""
@@ -381,7 +406,8 @@ def user_command(
         run = _IN_PLACE if runs_in_place(command) else _OWN_SHELL if needs_own_shell(command) else _SUBSHELL
         script = _DIRECT_TEMPLATE.replace("RUNNER", run)
     else:
-        script = _WATCHDOG_TEMPLATE.replace("RUNNER", _WATCHDOGS[runner])
+        watchdog = _TIMEOUT_WORDS if runner == "timeout" and runs_without_shell(command) else _WATCHDOGS[runner]
+        script = _WATCHDOG_TEMPLATE.replace("RUNNER", watchdog)
     script = script.replace("ENCODER", encoder)
     sweep_arg = str(sweep) if sweep else ""
     args = (str(timeout), str(max_output + 1), staging_dir, command, cwd, capture, str(seq), sweep_arg)
@@ -633,16 +659,17 @@ def gnu_grep_fits(root: str, exclude_dirs: Sequence[str], glob: str | None, conf
 def build_gnu_grep(
     alternatives: Sequence[str], root: str, *, exclude_dirs: Sequence[str], cap: int, budget: float | None
 ) -> str:
-    """scripts/grep.sh: fixed-string alternatives under `root`, at most `cap` records."""
+    """scripts/grep.sh: fixed-string alternatives under `root`, at most `cap` records, under
+    `timeout -s KILL <budget>` (it kills the script's whole process group) unless `budget` is None."""
     args = [f"--exclude-dir={name}" for name in exclude_dirs]
     for pattern in alternatives:
         args += ["-e", pattern]
-    budget_arg = "" if budget is None else f"{budget:g}"
-    return sh_command(_GREP_SCRIPT, str(cap), budget_arg, *args, "--", root)
+    script = ["sh", "-c", _GREP_SCRIPT, "lkc", str(cap), *args, "--", root]
+    return runtime_command(script if budget is None else ["timeout", "-s", "KILL", f"{budget:g}", *script])
 
 
 GREP_KILLED: Final = frozenset({-9, 128 + 9})
-"""The runtime's exit code for scripts/grep.sh killed by its watchdog at the time budget."""
+"""The runtime's exit code for scripts/grep.sh killed by `timeout` at the time budget (its whole group)."""
 
 
 class GrepRecord(NamedTuple):

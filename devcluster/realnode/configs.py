@@ -223,6 +223,9 @@ def kubelet_config(dirs: NodeDirs, ca: Path, serving: tuple[Path, Path]) -> str:
         "clusterDNS": [network.DNS_SERVICE_IP],
         "clusterDomain": CLUSTER_DOMAIN,
         "resolvConf": str(dirs.resolv_conf),
+        # Its own pod log directory: every real-node cluster on this machine shares /var/log/pods otherwise,
+        # and each kubelet's GC deletes the other clusters' pods' logs (kubectl logs then empty, or late).
+        "podLogsDir": str(dirs.root / "pod-logs"),
         "serializeImagePulls": False,
         "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%"},
         "imageGCHighThresholdPercent": 100,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+from pathlib import Path
 
 import kopf
 import structlog
@@ -28,6 +29,7 @@ from agentsession_operator.kube import preflight, sharding
 from agentsession_operator.kube.client import Kube
 from agentsession_operator.kube.leader import default_identity
 from agentsession_operator.kube.lease import Timing
+from agentsession_operator.kube.node_agent import TOKEN_PATH
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -69,6 +71,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=os.environ.get("NODE_AGENT") or None,
         help="NAMESPACE/key=value: the node agent's pods (config/components/nodeagent), which checkpoint a "
         "gVisor sandbox for idleAction Hibernate; default: none (Hibernate suspends as Suspend)",
+    )
+    parser.add_argument(
+        "--node-agent-token",
+        default=os.environ.get("NODE_AGENT_TOKEN") or str(TOKEN_PATH),
+        help="the operator's token for the node agent, bound to its audience (default: the projected token "
+        "config/components/nodeagent mounts; an operator outside the cluster names a file)",
     )
     parser.add_argument(
         "--max-checkpoint-size",
@@ -352,6 +360,7 @@ def main(argv: list[str] | None = None) -> None:
                     expiry_warning=None if args.expiry_warning == "0" else parse_duration(args.expiry_warning),
                     resync_period=args.resync_period,
                     node_agent=args.node_agent,
+                    node_agent_token=Path(args.node_agent_token),
                     max_checkpoint_bytes=args.max_checkpoint_size,
                 )
             ),

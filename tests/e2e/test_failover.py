@@ -28,7 +28,10 @@ pytestmark = [pytest.mark.e2e, pytest.mark.faults]
 
 LEASE = ("agentsession-operator", "agentsession-system")
 KILLS = 5
-TTL_SECONDS = 12
+TTL_SECONDS = 30
+"""Past the worst takeover plus the first claim after it (12.6 s and 13.1 s at load 15): with 12, a session
+created just before a kill whose leader had not claimed it yet expired before the standby took over, rightly
+with no claim, and the check that every session had one failed (k4-s3, twice in a month)."""
 TAKEOVER_TARGET = 15.0
 
 
@@ -162,7 +165,7 @@ def test_leader_sigkilled_standby_takes_over(
                 (s.get("status") or {}).get("phase") == "Expired" for s in sessions
             )
 
-        kube.wait_for("every session Expired", all_expired, timeout=30 + 90, interval=0.5)
+        kube.wait_for("every session Expired", all_expired, timeout=TTL_SECONDS + 90, interval=0.5)
         kube.wait_for("every claim deleted", lambda: not kube.list("sandboxclaim", namespace), timeout=60)
     finally:
         monitor.stop_event.set()

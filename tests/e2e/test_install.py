@@ -158,6 +158,12 @@ def test_config_objects(rendered: list[dict[str, Any]]) -> None:
                 for kind in ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
                 for what in ("sandbox", "webhook", "network-policy")
             ),
+            # Who may name a checkpoint image (issue 33): config/admission/restore_annotation.yaml.
+            *(
+                (kind, f"agentsession-restore-annotation-{what}", OPERATOR_NS)
+                for kind in ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
+                for what in ("templates", "claims", "sandboxes", "pods")
+            ),
             ("PodDisruptionBudget", "agentsession-operator", OPERATOR_NS),
             ("Service", "agentsession-operator", OPERATOR_NS),
             ("Deployment", "agentsession-operator", OPERATOR_NS),

@@ -60,6 +60,7 @@ def test_the_operator_may_change_only_a_sandboxs_operating_mode(
     _refused(proc, "may not change a Sandbox's labels")
     kept = kube.get("sandbox", sandbox, namespace) or {}
     assert not kept["spec"]["podTemplate"]["spec"].get("hostNetwork")
+    _the_wake_annotation_only(kube, operator, namespace, sandbox)
 
     kube.run("patch", "agentsession", "pinned", "-n", namespace, "--type=merge", "-p", '{"spec":{"suspend":true}}')
     kube.wait_for(
@@ -68,6 +69,37 @@ def test_the_operator_may_change_only_a_sandboxs_operating_mode(
         timeout=60,
     )
     assert (kube.get("sandbox", sandbox, namespace) or {})["spec"].get("operatingMode") == "Suspended"
+
+
+def _patch_template(kube: Kube, operator: OperatorProcess, namespace: str, sandbox: str, meta: dict[str, Any]) -> Any:
+    patch = json.dumps({"spec": {"podTemplate": {"metadata": meta}}})
+    return _as_operator(
+        kube, operator, "patch", "sandbox", sandbox, "-n", namespace, "--type=merge", "-p", patch, "-o", "json"
+    )
+
+
+def _the_wake_annotation_only(kube: Kube, operator: OperatorProcess, namespace: str, sandbox: str) -> None:
+    """Issue 33: the wake of a hibernated session sets the pod template's restore-from annotation and later
+    removes it (decisions/hibernate.wake_patch, clear_restore_patch): admitted. Any other annotation, a label,
+    or another annotation changed beside it: refused."""
+    restore = "agentsession.dev/restore-from"
+    proc = _patch_template(kube, operator, namespace, sandbox, {"annotations": {restore: "pinned-0123abcd"}})
+    assert proc.returncode == 0, proc.stderr
+    # Admitted and written (agent-sandbox's claim controller then sets the template's metadata back to the
+    # SandboxTemplate's and the claim's: what the wake's pod got is its own).
+    assert json.loads(proc.stdout)["spec"]["podTemplate"]["metadata"]["annotations"][restore] == "pinned-0123abcd"
+    for meta in (
+        {"annotations": {"example.com/other": "x"}},
+        {"annotations": {restore: "pinned-fedc", "example.com/other": "x"}},
+        {"labels": {"example.com/open": "yes"}},
+    ):
+        _refused(_patch_template(kube, operator, namespace, sandbox, meta), "may change only spec.operatingMode")
+    proc = _patch_template(kube, operator, namespace, sandbox, {"annotations": {restore: None}})
+    assert proc.returncode == 0, proc.stderr
+    after = (kube.get("sandbox", sandbox, namespace) or {})["spec"]["podTemplate"]
+    assert restore not in ((after.get("metadata") or {}).get("annotations") or {})
+    assert "example.com/other" not in ((after.get("metadata") or {}).get("annotations") or {})
+    assert not ((after.get("metadata") or {}).get("labels") or {}).get("example.com/open")
 
 
 def test_the_operator_may_not_widen_its_webhook(kube: Kube, operator: OperatorProcess) -> None:
@@ -149,5 +181,9 @@ def test_the_sandbox_pin_names_every_field_of_the_installed_sandbox_spec(kube: K
     pinned = set(re.findall(r"object\.spec\.\?(\w+)", policy["spec"]["validations"][0]["expression"]))
     crd = kube.get("crd", "sandboxes.agents.x-k8s.io") or {}
     for version in crd["spec"]["versions"]:
-        fields = set(version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"])
-        assert pinned == fields - {"operatingMode"}, version["name"]
+        spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+        assert pinned == set(spec) - {"operatingMode"}, version["name"]
+        # The pod template is pinned by its spec, its metadata's labels and annotations: nothing else there.
+        template = spec["podTemplate"]["properties"]
+        assert set(template) == {"metadata", "spec"}, version["name"]
+        assert set(template["metadata"]["properties"]) == {"labels", "annotations"}, version["name"]

@@ -151,6 +151,10 @@ def _upgrade_keeps_everything(kube: Kube, namespace: str, upgrade: Callable[[], 
     with AdmissionProber(kube, namespace) as prober:
         upgrade()
         took = time.monotonic() - started
+        # The previous release's webhook server closes the API server's pooled connections when its pods
+        # exit; a create written on one that instant fails with EOF (this release answers `Connection:
+        # close`, see infra/webhook_server.py). The prober counts those; the create below waits them out.
+        kube.wait_for("the previous release's pods gone", lambda: not _terminating_operator_pods(kube), timeout=90)
         # The new operator reconciles: a session created now gets Ready.
         kube.apply(manifests.session("after-upgrade", "pool", ttl="30m"), namespace=namespace)
         kube.wait_for(
@@ -173,6 +177,12 @@ def _delete_sessions(kube: Kube, namespace: str) -> None:
     """While an operator still runs: their finalizers need it, and uninstalling waits on them."""
     kube.run("delete", "agentsession", "--all", "-n", namespace, "--wait=false")
     kube.wait_for("the sessions gone", lambda: not kube.list("agentsession", namespace), timeout=300, interval=2)
+
+
+def _terminating_operator_pods(kube: Kube) -> int:
+    """How many of the operator's pods are still terminating."""
+    pods = kube.list("pod", NS, "app.kubernetes.io/name=agentsession-operator")
+    return sum(1 for p in pods if p["metadata"].get("deletionTimestamp"))
 
 
 def _operator_image(kube: Kube) -> set[str]:

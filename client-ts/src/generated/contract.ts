@@ -20,7 +20,7 @@ export const LABEL_SESSION = "agentsession.dev/session";
 export const LABEL_SESSION_UID = "agentsession.dev/session-uid";
 export const LABEL_SANDBOX_CLIENT = "agentsession.dev/sandbox-client";
 export const ANNOTATION_SCHEMA_REVISION = "agentsession.dev/schema-revision";
-export const SCHEMA_REVISION = 3;
+export const SCHEMA_REVISION = 4;
 export const ANNOTATION_ACTIVITY = "agentsession.dev/activity";
 export const ANNOTATION_VOLUME_COPY = "agentsession.dev/volume-copy";
 export const ANNOTATION_RESTORE_FROM = "agentsession.dev/restore-from";
@@ -65,8 +65,9 @@ export const REASON_NODE_AGENT_UNAVAILABLE = "NodeAgentUnavailable";
 export const REASON_CHECKPOINT_FAILED = "CheckpointFailed";
 export const REASON_CHECKPOINT_TOO_LARGE = "CheckpointTooLarge";
 export const REASON_RESTORE_FAILED = "RestoreFailed";
+export const REASON_HIBERNATE_FORBIDDEN = "HibernateForbidden";
 export const REASON_RESTORED = "Restored";
-export const HIBERNATE_FALLBACK_REASONS = ["CheckpointFailed", "CheckpointTooLarge", "HibernateUnavailable", "NodeAgentUnavailable", "NotGVisor", "RestoreFailed"] as const;
+export const HIBERNATE_FALLBACK_REASONS = ["CheckpointFailed", "CheckpointTooLarge", "HibernateForbidden", "HibernateUnavailable", "NodeAgentUnavailable", "NotGVisor", "RestoreFailed"] as const;
 export const REASON_SOURCE_NOT_FOUND = "SourceNotFound";
 export const REASON_SOURCE_NOT_READY = "SourceNotReady";
 export const REASON_SOURCE_FINISHED = "SourceFinished";
@@ -354,6 +355,10 @@ export interface PolicyLimits {
   volumeAnnotations?: KeyRules | null;
   /** false refuses sessions with spec.forkFrom (a fork copies another session's volumes), and forks of the sessions this policy selects, whatever labels the fork carries. Allowed when unset; when several policies apply, any false refuses. */
   allowForks?: boolean | null;
+  /** false refuses sessions with spec.idleAction Hibernate (a checkpoint of the sandbox's memory, kept on its node until the wake); a session that has it anyway (a policy default, or one stored before the policy) suspends as Suspend, condition Hibernated False with reason HibernateForbidden. Allowed when unset; when several policies apply, any false forbids. */
+  allowHibernate?: boolean | null;
+  /** Largest Hibernate checkpoint image kept (a larger one is deleted and the session suspends as Suspend, reason CheckpointTooLarge); the smallest of the policies and the operator's --max-checkpoint-size wins: a size such as 10Gi, 500Mi, 1G or a plain number of bytes (suffixes Ki Mi Gi Ti Pi Ei k M G T P E). */
+  maxCheckpointSize?: string | null;
 }
 
 /** The settings in force after AgentSessionPolicy defaults and limits. */

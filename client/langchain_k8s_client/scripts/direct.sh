@@ -6,6 +6,6 @@
 # get the default actions back), so a command that signals its whole process group is reported.
 trap : HUP INT QUIT TERM USR1 USR2 ALRM
 . ./capture.sh
-RUNNER >&3 2>&1 </dev/null 3>&- 4<&-
+RUNNER >&3 2>&1 </dev/null 3>&-
 echo "@LKC $? - -"
 . ./encode.sh

@@ -11,15 +11,28 @@
 // checkpoints stored for its own namespace, never a path (another tenant's image holds its memory).
 // The root is the environment variable RootEnv of the shim (inherited from containerd); unset, the
 // extension is off and every pod starts as usual.
+//
+// A restore that cannot work never keeps the pod from starting (its workspace must stay usable): an
+// image that is missing or fails its integrity check (the manifest of sha256 sums the node agent writes
+// into it, ManifestName) is never handed to runsc; the sandbox and its containers start fresh, and the
+// failure is recorded in <root>/<namespace>/.<name>.restore-failed (FailedSuffix), which the node agent
+// reports to the operator. A restore runsc itself refuses after the check (its sandbox is then unusable:
+// runsc leaves it in state restoreFailed) is recorded the same way and fails this start; the kubelet's
+// next sandbox for the pod finds the record and starts fresh.
 package restoreext
 
 import (
+	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"sync"
 
 	task "github.com/containerd/containerd/api/runtime/task/v2"
@@ -33,10 +46,22 @@ const (
 	RestoreAnnotation = "agentsession.dev/restore-from"
 	// RootEnv is the directory holding checkpoints, one directory per namespace.
 	RootEnv = "AGENTSESSION_CHECKPOINT_ROOT"
+	// ManifestName is the file in an image listing "<sha256 hex>  <file>" for every other file of it.
+	ManifestName = "agentsession.sha256"
+	// FailedSuffix: <root>/<namespace>/.<name><FailedSuffix> holds why a restore from <name> failed.
+	FailedSuffix = ".restore-failed"
+
 	namespaceAnnotation = "io.kubernetes.cri.sandbox-namespace"
+	sandboxIDAnnotation = "io.kubernetes.cri.sandbox-id"
+	typeAnnotation      = "io.kubernetes.cri.container-type"
+	maxRecord           = 2048
+	maxManifest         = 64 << 10
 )
 
-var validName = regexp.MustCompile(`^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$`)
+var (
+	validName = regexp.MustCompile(`^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$`)
+	sumLine   = regexp.MustCompile(`^([0-9a-f]{64})  ([A-Za-z0-9._-]+)$`)
+)
 
 func init() {
 	extension.NewExtension = newExtension
@@ -46,10 +71,17 @@ func init() {
 type restorer struct {
 	extension.TaskServiceExt
 	mu     sync.Mutex
-	images map[string]string // container id -> image directory
+	images map[string]image // container id -> its image
+	fresh  map[string]bool  // sandbox ids whose restore was given up: their containers start fresh
 }
 
-var shared *restorer
+type image struct {
+	root, namespace, name string
+}
+
+func (i image) dir() string { return filepath.Join(i.root, i.namespace, i.name) }
+
+var shared = &restorer{images: map[string]image{}, fresh: map[string]bool{}}
 
 func newExtension(ctx context.Context, next extension.TaskServiceExt, req *task.CreateTaskRequest) (extension.TaskServiceExt, error) {
 	root := os.Getenv(RootEnv)
@@ -64,33 +96,151 @@ func newExtension(ctx context.Context, next extension.TaskServiceExt, req *task.
 	if !ok {
 		return nil, nil
 	}
-	image, err := imagePath(root, annotations[namespaceAnnotation], name)
-	if err != nil {
-		return nil, err
+	sandbox := annotations[sandboxIDAnnotation]
+	if annotations[typeAnnotation] == "sandbox" {
+		sandbox = req.ID
 	}
-	if shared == nil {
-		shared = &restorer{TaskServiceExt: next, images: map[string]string{}}
+	img := image{root, annotations[namespaceAnnotation], name}
+	if err := checkNames(img); err != nil {
+		// Nowhere safe to record it (the names are the record's path): the pod starts fresh, logged.
+		log.G(ctx).Warnf("agentsession restore: container %s starts fresh: %v", req.ID, err)
+		return nil, nil
 	}
 	shared.mu.Lock()
-	shared.images[req.ID] = image
-	shared.mu.Unlock()
-	log.G(ctx).Infof("agentsession restore: container %s restores from %s", req.ID, image)
+	defer shared.mu.Unlock()
+	if shared.fresh[sandbox] {
+		return nil, nil
+	}
+	if why, failed := readRecord(img); failed {
+		log.G(ctx).Warnf("agentsession restore: container %s starts fresh: the restore from %s failed: %s", req.ID, img.dir(), why)
+		shared.fresh[sandbox] = true
+		return nil, nil
+	}
+	if annotations[typeAnnotation] == "sandbox" {
+		if err := verify(img.dir()); err != nil {
+			err = fmt.Errorf("%s: checkpoint %q of namespace %q not restored, the pod started fresh: %w", RestoreAnnotation, name, img.namespace, err)
+			log.G(ctx).Warnf("agentsession restore: container %s starts fresh: %v", req.ID, err)
+			writeRecord(ctx, img, err)
+			shared.fresh[sandbox] = true
+			return nil, nil
+		}
+	}
+	shared.TaskServiceExt = next
+	shared.images[req.ID] = img
+	log.G(ctx).Infof("agentsession restore: container %s restores from %s", req.ID, img.dir())
 	return shared, nil
 }
 
-// imagePath is <root>/<namespace>/<name>, refused unless both are plain names and the image exists.
-func imagePath(root, namespace, name string) (string, error) {
-	if !validName.MatchString(namespace) {
-		return "", fmt.Errorf("%s: the pod's namespace %q is not a plain name", RestoreAnnotation, namespace)
+// checkNames refuses anything but plain names: the image is <root>/<namespace>/<name>, never a path.
+func checkNames(img image) error {
+	if !validName.MatchString(img.namespace) {
+		return fmt.Errorf("%s: the pod's namespace %q is not a plain name", RestoreAnnotation, img.namespace)
 	}
-	if !validName.MatchString(name) {
-		return "", fmt.Errorf("%s: %q is not a checkpoint name (lowercase letters, digits, '.', '-')", RestoreAnnotation, name)
+	if !validName.MatchString(img.name) {
+		return fmt.Errorf("%s: %q is not a checkpoint name (lowercase letters, digits, '.', '-')", RestoreAnnotation, img.name)
 	}
-	image := filepath.Join(root, namespace, name)
-	if _, err := os.Stat(filepath.Join(image, "checkpoint.img")); err != nil {
-		return "", fmt.Errorf("%s: no checkpoint %q in namespace %q: %w", RestoreAnnotation, name, namespace, err)
+	return nil
+}
+
+// verify checks the image against its manifest: every file listed, present, with its sha256, and no
+// other file; checkpoint.img among them. Cheap next to a restore (one read of the image).
+func verify(dir string) error {
+	if _, err := os.Stat(filepath.Join(dir, "checkpoint.img")); err != nil {
+		return fmt.Errorf("no checkpoint image: %w", err)
 	}
-	return image, nil
+	sums, err := readManifest(filepath.Join(dir, ManifestName))
+	if err != nil {
+		return err
+	}
+	if _, ok := sums["checkpoint.img"]; !ok {
+		return fmt.Errorf("the manifest does not list checkpoint.img")
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, entry := range entries {
+		if entry.Name() == ManifestName {
+			continue
+		}
+		if _, ok := sums[entry.Name()]; !ok || !entry.Type().IsRegular() {
+			return fmt.Errorf("%s is not in the manifest (or not a regular file)", entry.Name())
+		}
+	}
+	for file, want := range sums {
+		got, err := sha256File(filepath.Join(dir, file))
+		if err != nil {
+			return err
+		}
+		if got != want {
+			return fmt.Errorf("%s is corrupt: sha256 %s, the manifest says %s", file, got, want)
+		}
+	}
+	return nil
+}
+
+func readManifest(path string) (map[string]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("no integrity manifest: %w", err)
+	}
+	defer f.Close()
+	sums := map[string]string{}
+	lines := bufio.NewScanner(io.LimitReader(f, maxManifest))
+	for lines.Scan() {
+		m := sumLine.FindStringSubmatch(lines.Text())
+		if m == nil || m[2] == ManifestName {
+			return nil, fmt.Errorf("the manifest has a malformed line: %.80q", lines.Text())
+		}
+		sums[m[2]] = m[1]
+	}
+	if err := lines.Err(); err != nil {
+		return nil, fmt.Errorf("reading the manifest: %w", err)
+	}
+	return sums, nil
+}
+
+func sha256File(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+func recordPath(img image) string {
+	return filepath.Join(img.root, img.namespace, "."+img.name+FailedSuffix)
+}
+
+// readRecord: whether a restore from img already failed (a record there), and why.
+func readRecord(img image) (string, bool) {
+	f, err := os.Open(recordPath(img))
+	if err != nil {
+		return "", false
+	}
+	defer f.Close()
+	data, _ := io.ReadAll(io.LimitReader(f, maxRecord))
+	return string(data), true
+}
+
+// writeRecord leaves why the restore failed for the node agent to report (bounded, root only).
+func writeRecord(ctx context.Context, img image, cause error) {
+	message := strings.ToValidUTF8(cause.Error(), "?")
+	if len(message) > maxRecord {
+		message = strings.ToValidUTF8(message[:maxRecord], "")
+	}
+	err := os.MkdirAll(filepath.Join(img.root, img.namespace), 0o700)
+	if err == nil {
+		err = os.WriteFile(recordPath(img), []byte(message), 0o600)
+	}
+	if err != nil {
+		log.G(ctx).Errorf("agentsession restore: recording the failed restore from %s: %v", img.dir(), err)
+	}
 }
 
 func readAnnotations(bundle string) (map[string]string, error) {
@@ -107,17 +257,23 @@ func readAnnotations(bundle string) (map[string]string, error) {
 	return spec.Annotations, nil
 }
 
-// Start restores a recorded container (its init process only) instead of starting it.
+// Start restores a recorded container (its init process only) instead of starting it. A restore runsc
+// fails is recorded (the pod's next sandbox starts fresh) and fails this start: runsc leaves the sandbox
+// in state restoreFailed, where no fresh start of it is possible.
 func (r *restorer) Start(ctx context.Context, req *task.StartRequest) (*task.StartResponse, error) {
 	r.mu.Lock()
-	image, ok := r.images[req.ID]
+	img, ok := r.images[req.ID]
 	r.mu.Unlock()
 	if !ok || req.ExecID != "" {
 		return r.TaskServiceExt.Start(ctx, req)
 	}
-	log.G(ctx).Infof("agentsession restore: restoring container %s from %s", req.ID, image)
-	return r.TaskServiceExt.Restore(ctx, &extension.RestoreRequest{
+	log.G(ctx).Infof("agentsession restore: restoring container %s from %s", req.ID, img.dir())
+	resp, err := r.TaskServiceExt.Restore(ctx, &extension.RestoreRequest{
 		Start: req,
-		Conf:  extension.RestoreConfig{ImagePath: image},
+		Conf:  extension.RestoreConfig{ImagePath: img.dir()},
 	})
+	if err != nil {
+		writeRecord(ctx, img, fmt.Errorf("%s: runsc could not restore checkpoint %q (the pod's next start is fresh): %w", RestoreAnnotation, img.name, err))
+	}
+	return resp, err
 }

@@ -15,10 +15,10 @@ from typing import Any
 
 from agentsession_api import phases
 from agentsession_api.durations import format_duration
-from agentsession_api.phases import IdleAction, Phase
+from agentsession_api.phases import Phase
 from agentsession_api.timestamps import format_time, parse_time, utc
 from agentsession_operator import constants
-from agentsession_operator.decisions import desired, hibernate, lifecycle, network
+from agentsession_operator.decisions import desired, hibernate, lifecycle, network, template_policy
 from agentsession_operator.decisions.conditions import find_condition, set_condition
 from agentsession_operator.decisions.fork import ForkBlocked
 from agentsession_operator.decisions.ownership import is_owned_by
@@ -67,6 +67,8 @@ class HibernateSandbox:
     pod: str
     checkpoint: str
     suspend: dict[str, Any]
+    max_bytes: int | None = None
+    """The policies' limits.maxCheckpointSize (None: the operator's --max-checkpoint-size alone)."""
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,14 @@ class FinishRestore:
 
     checkpoint: str
     record: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ForgetCheckpoint:
+    """A session that ended (expired, or deleted while a finalizer keeps it) still has a checkpoint image:
+    deleted now (it holds the sandbox's memory), in the background, bounded (decisions/hibernate.py)."""
+
+    checkpoint: str
 
 
 @dataclass(frozen=True)
@@ -115,6 +125,7 @@ Action = (
     | PatchSandbox
     | HibernateSandbox
     | FinishRestore
+    | ForgetCheckpoint
     | ApplyNetworkPolicy
     | PatchStatus
     | ScheduleCheck
@@ -223,12 +234,13 @@ def _claim_actions(
     if sandbox is not None and bound and sandbox["metadata"].get("name") == bound and is_owned_by(sandbox, claim_uid):
         mode = lifecycle.desired_operating_mode(session, status, resolved, now, desired.sandbox_operating_mode(sandbox))
         mode_patch = desired.sandbox_patch_for_mode(sandbox, mode)
-        actions += _mode_actions(session, sandbox, bound, mode, mode_patch, status, resolved, now)
+        actions += _mode_actions(session, claim, sandbox, bound, mode, mode_patch, status, resolved, now)
     return actions
 
 
 def _mode_actions(
     session: Mapping[str, Any],
+    claim: Mapping[str, Any],
     sandbox: Mapping[str, Any],
     bound: str,
     mode: str,
@@ -240,23 +252,37 @@ def _mode_actions(
     """The Sandbox's operating mode, with Hibernate's checkpoint before an idle suspend and its restore
     annotation on the wake (issue 33)."""
     before = session.get("status") or {}
+    kept = hibernate.kept_checkpoint(before)
+    claim_name = claim["metadata"]["name"]
     if mode_patch is None:
-        restoring = hibernate.sandbox_restore_from(sandbox)
-        if restoring and mode == constants.OPERATING_MODE_RUNNING and status.get("phase") == Phase.READY:
-            record = hibernate.restored_record(dict(before.get("hibernation") or {}), now)
-            return [PatchSandbox(bound, hibernate.clear_restore_patch()), FinishRestore(restoring, record)]
-        return []
+        # Woken: the session Ready again. The annotation goes from the claim, then the Sandbox (a restart
+        # must start fresh), also when a pass recorded the wake but failed to clear one of them; the wake is
+        # recorded once, while the status still keeps the checkpoint (a second record would hide a
+        # RestoreFailed the first one wrote).
+        if mode != constants.OPERATING_MODE_RUNNING or status.get("phase") != Phase.READY:
+            return []
+        actions: list[Action] = []
+        if hibernate.claim_restore_from(claim):
+            actions.append(PatchClaim(claim_name, hibernate.clear_restore_claim_patch()))
+        if hibernate.sandbox_restore_from(sandbox):
+            actions.append(PatchSandbox(bound, hibernate.clear_restore_patch()))
+        if kept:
+            actions.append(FinishRestore(kept, hibernate.restored_record(dict(before.get("hibernation") or {}), now)))
+        return actions
     if mode == constants.OPERATING_MODE_SUSPENDED:
         pod = before.get("podName") or bound
-        if resolved.idle_action == IdleAction.HIBERNATE and not (session.get("spec") or {}).get("suspend"):
+        # A checkpoint already kept (the pass after the hibernate saw its status, not yet the Sandbox's
+        # suspend): suspend only, never checkpoint a sandbox that is gone and overwrite the record.
+        if kept is None and hibernate.hibernates(resolved, bool((session.get("spec") or {}).get("suspend"))):
             meta = session.get("metadata") or {}
             name = hibernate.checkpoint_name(str(meta.get("name", "")), str(meta.get("uid", "")))
-            return [HibernateSandbox(bound, str(pod), name, mode_patch)]
+            return [HibernateSandbox(bound, str(pod), name, mode_patch, resolved.max_checkpoint_bytes)]
         return [PatchSandbox(bound, mode_patch)]
-    wake = hibernate.wake_patch(hibernate.kept_checkpoint(before))
-    if wake:
-        mode_patch = {"spec": {**mode_patch["spec"], **wake["spec"]}}
-    return [PatchSandbox(bound, mode_patch)]
+    wake = hibernate.wake_patch(kept)
+    if not wake:
+        return [PatchSandbox(bound, mode_patch)]
+    mode_patch = {"spec": {**mode_patch["spec"], **wake["spec"]}}
+    return [PatchClaim(claim_name, hibernate.wake_claim_patch(kept)), PatchSandbox(bound, mode_patch)]
 
 
 def _stop_for_policy(claim: Mapping[str, Any], sandbox: Mapping[str, Any] | None) -> list[Action]:
@@ -316,6 +342,12 @@ def _isolation(
                 "the sandbox's pod template sets hostNetwork: it shares the node's network and no "
                 f"NetworkPolicy applies to it (NetworkPolicy {wanted['metadata']['name']} is in place for "
                 "when the template stops)",
+            )
+        elif (opened := template_policy.wider(isolation.template)) is not None:
+            verdict = (
+                False,
+                "TemplatePolicyWider",
+                f"{opened} (NetworkPolicy {wanted['metadata']['name']} is in place)",
             )
     status["conditions"] = set_condition(
         conditions, phases.COND_NETWORK_ISOLATED, *verdict, now, meta.get("generation")
@@ -460,6 +492,10 @@ def reconcile_actions(
                 actions.append(CreateClaim(manifest))
         elif owned is not None and not lifecycle.is_deleting(owned):
             actions += _claim_actions(session, owned, sandbox, status, now, resolved)
+    if phase in (Phase.EXPIRED, Phase.TERMINATING):
+        ended_with = hibernate.checkpoint_to_forget(session)
+        if ended_with is not None:
+            actions.append(ForgetCheckpoint(ended_with))
     if isolation is not None:
         actions += _isolation(session, owned, status, now, effective, isolation, sandbox)
     before = session.get("status") or {}

@@ -83,14 +83,14 @@ def review(
         return []
     policies = list(policies)
     effective = policy.effective_policy_for(session, policies)
-    found = policy.violations(session, effective, label_domains)
+    found = policy.violations(session, effective, label_domains) + policy.hibernate_refusals(session, effective)
     if operation == "CREATE":
         found += quota.over_cap(session, effective, sessions_in_namespace, newcomer=True)
         return found + quota.over_namespace_cap(session, policies, places, newcomer=True)
     if old is None:
         return found
     found = departures(session, old, policies) + found
-    before = set(policy.violations(old, policy.effective_policy_for(old, policies), label_domains))
+    before = set(_refusals(old, policies, label_domains))
     found = [sentence for sentence in found if sentence not in before]
     # A label that puts a running session into a full group would stop a session (or this one): refused.
     entered = counted_groups(session, policies, operation, old)
@@ -142,9 +142,15 @@ def standing_violations(
     if _deleting(session):
         return []
     policies = list(policies)
-    before = set(policy.violations(old, policy.effective_policy_for(old, policies), label_domains))
-    now = policy.violations(session, policy.effective_policy_for(session, policies), label_domains)
+    before = set(_refusals(old, policies, label_domains))
+    now = _refusals(session, policies, label_domains)
     return [sentence for sentence in now if sentence in before]
+
+
+def _refusals(session: Mapping[str, Any], policies: list[Mapping[str, Any]], label_domains: Sequence[str]) -> list[str]:
+    """What :func:`review` refuses a session for, quotas and departures aside."""
+    effective = policy.effective_policy_for(session, policies)
+    return policy.violations(session, effective, label_domains) + policy.hibernate_refusals(session, effective)
 
 
 FORK_REFUSAL_PREFIX = "AgentSession fork refused: "

@@ -30,6 +30,7 @@ from agentsession_operator.decisions.actions import (
 )
 from agentsession_operator.decisions.ownership import is_owned_by
 from agentsession_operator.decisions.resolved import Resolved
+from agentsession_operator.decisions.template_policy import TemplatePolicy
 
 FORK_RETRY = timedelta(seconds=2)  # a fork waiting on its source's PVCs looks again (no watch on PVCs)
 FORK_RECHECK = timedelta(seconds=30)  # a fork that cannot be made is checked again (a StorageClass annotated later)
@@ -71,6 +72,8 @@ class Observed:
     """A fork with its claim but no recorded lineage: its source, if cached."""
     network_policy: Mapping[str, Any] | None = None
     network_settings: network.NetworkSettings = field(default_factory=network.NetworkSettings)
+    template_policy: TemplatePolicy | None = None
+    """The managed NetworkPolicy of the template behind the claim's warm pool, if it has one."""
     expiry_lead: timedelta | None = DEFAULT_EXPIRY_WARNING
     progress_written: datetime | None = None
 
@@ -199,7 +202,7 @@ def decide(seen: Observed) -> Decision:
         resolved=resolved,
         violations=found,
         fork=blocked,
-        isolation=network.Isolation(seen.network_settings, seen.network_policy),
+        isolation=network.Isolation(seen.network_settings, seen.network_policy, seen.template_policy),
         expiry_lead=seen.expiry_lead,
         progress_written=seen.progress_written,
     )
@@ -243,7 +246,7 @@ def after_create(decision: Decision, created: Mapping[str, Any]) -> Decision:
         effective=decision.effective,
         resolved=decision.resolved,
         violations=running,
-        isolation=network.Isolation(seen.network_settings, seen.network_policy),
+        isolation=network.Isolation(seen.network_settings, seen.network_policy, seen.template_policy),
         expiry_lead=seen.expiry_lead,
     )
     planned = next((a.patch for a in follow if isinstance(a, PatchStatus)), None)

@@ -10,13 +10,14 @@ On wake, ``restore_annotations`` is what the Sandbox's pod template carries so t
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 from agentsession_api import names, patterns, phases
 from agentsession_api.timestamps import format_time, parse_time
+from agentsession_operator.decisions.resolved import Resolved
 
 GVISOR_RUNTIME_CLASSES = frozenset({"gvisor"})
 """RuntimeClasses whose handler is runsc (checkpointable by the node agent)."""
@@ -41,6 +42,29 @@ class CheckpointResult:
     error: str = ""
     not_gvisor: bool = False
     """The agent found the pod but not under runsc (the template's runtime is not gVisor)."""
+
+
+def hibernates(resolved: Resolved, suspend_requested: bool) -> bool:
+    """Whether an idle suspend is a Hibernate: idleAction Hibernate in force, no policy forbidding it
+    (limits.allowHibernate false: a plain Suspend, condition Hibernated False HibernateForbidden), and not
+    spec.suspend (the tenant asked for a plain suspend)."""
+    return (
+        resolved.idle_action == phases.IdleAction.HIBERNATE
+        and not resolved.hibernate_forbidden_by
+        and not suspend_requested
+    )
+
+
+def forbidden_message(forbidden_by: str) -> str:
+    return (
+        f"suspends as Suspend (workspace kept, processes not): {forbidden_by} forbids Hibernate "
+        "(spec.limits.allowHibernate: false)"
+    )
+
+
+def max_bytes_for(operator_bound: int, policy_bound: int | None) -> int:
+    """The bound on this session's image: the operator's, lowered by its policies' maxCheckpointSize."""
+    return operator_bound if policy_bound is None else min(operator_bound, policy_bound)
 
 
 def checkpoint_name(session_name: str, session_uid: str) -> str:
@@ -163,6 +187,24 @@ def restored_record(hibernation: dict[str, Any], now: datetime) -> dict[str, Any
     }
 
 
+MAX_RESTORE_ERROR_CHARS = 500
+
+
+def restore_failed_record(checkpoint: str, failure: str) -> dict[str, Any]:
+    """``status.hibernation`` once a woken pod is Ready that the shim started fresh (its restore failed:
+    the image missing, corrupt, or refused by runsc): the workspace is kept, the processes are not."""
+    error = " ".join(failure.split())[:MAX_RESTORE_ERROR_CHARS] or "(no detail)"
+    return {
+        "hibernated": False,
+        "reason": phases.REASON_RESTORE_FAILED,
+        "message": f"woke without its processes (started fresh, workspace kept): the restore from checkpoint "
+        f"{checkpoint} failed: {error}; the image is deleted",
+        "checkpoint": None,
+        "sizeBytes": None,
+        "takenAt": None,
+    }
+
+
 def kept_checkpoint(status: Mapping[str, Any] | None) -> str | None:
     """The checkpoint a hibernated session wakes from, None when it has none."""
     hibernation = (status or {}).get("hibernation") or {}
@@ -179,6 +221,29 @@ def sandbox_restore_from(sandbox: Mapping[str, Any] | None) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def claim_restore_from(claim: Mapping[str, Any] | None) -> str | None:
+    """The restore annotation in the claim's additionalPodMetadata, if any."""
+    metadata = ((claim or {}).get("spec") or {}).get("additionalPodMetadata") or {}
+    value = (metadata.get("annotations") or {}).get(names.ANNOTATION_RESTORE_FROM)
+    return value if isinstance(value, str) else None
+
+
+# The wake names the checkpoint in two places. On the Sandbox's pod template, which its pod is created from;
+# and on the claim's additionalPodMetadata, because agent-sandbox's claim controller sets the Sandbox's pod
+# metadata back to the template's plus the claim's on every pass: named on the Sandbox alone, the annotation
+# is gone again as soon as the claim controller sees the Sandbox change, and the pod, when the Sandbox
+# controller creates it later, starts fresh. The claim is patched first, so no pass of the claim controller
+# after the Sandbox's resume can drop it.
+
+
+def wake_claim_patch(checkpoint: str | None) -> dict[str, Any]:
+    """The claim's patch on a wake, before the Sandbox's: the claim controller keeps the annotation there."""
+    annotations = restore_annotations(checkpoint)
+    if not annotations:
+        return {}
+    return {"spec": {"additionalPodMetadata": {"annotations": annotations}}}
+
+
 def wake_patch(checkpoint: str | None) -> dict[str, Any]:
     """Merged into a resume's Sandbox patch: the new pod restores from the checkpoint."""
     annotations = restore_annotations(checkpoint)
@@ -187,6 +252,101 @@ def wake_patch(checkpoint: str | None) -> dict[str, Any]:
     return {"spec": {"podTemplate": {"metadata": {"annotations": annotations}}}}
 
 
+def clear_restore_claim_patch() -> dict[str, Any]:
+    """Once the restored pod is Ready, first: the claim controller then drops it from the Sandbox too."""
+    return {"spec": {"additionalPodMetadata": {"annotations": {names.ANNOTATION_RESTORE_FROM: None}}}}
+
+
 def clear_restore_patch() -> dict[str, Any]:
     """Once the restored pod is Ready: a restart of it must start fresh, not restore the image again."""
     return {"spec": {"podTemplate": {"metadata": {"annotations": {names.ANNOTATION_RESTORE_FROM: None}}}}}
+
+
+# ---- a deleted (or expired) session's image: deleted with it ------------------------------------------
+#
+# Bounded, never a finalizer: the operator has no write on AgentSessions but their status (a finalizer of
+# its own would need `patch` on agentsessions, which would let it rewrite any tenant's spec), and deleting a
+# session never waits for the operator (handlers/events.py). So the operator tries when it sees the
+# session go (its DELETED event, a relist that lacks it, or a pass over a deleted or expired session), a few
+# times over FORGET_DELAYS, and then gives up with a Warning Event CheckpointNotDeleted naming the image:
+# an unreachable node agent never keeps a deletion (or the operator's pass) waiting. What that leaves behind
+# (the agents down for every try, or the session deleted while the operator was down) the sweep collects:
+# at every take-over and resync the operator lists each node's images and deletes those no live session
+# owns (images_to_sweep), judged on a live listing of the namespace's sessions, never on the cache.
+
+FORGET_DELAYS: tuple[float, ...] = (2.0, 10.0, 30.0)
+"""Seconds before each retry of a delete the node agents did not all answer: 4 tries within ~45 s."""
+
+REASON_CHECKPOINT_DELETED: Final = "CheckpointDeleted"
+EVENT_CHECKPOINT_NOT_DELETED: Final = "CheckpointNotDeleted"
+
+
+@dataclass(frozen=True)
+class DeleteOutcome:
+    """The node agents' answers to one delete: whether one deleted the image, and how many did not answer."""
+
+    deleted: bool
+    asked: int
+    unreachable: int
+    restore_failed: str | None = None
+    """Why the shim's restore from the image failed (the pod then started fresh), None when it did not."""
+
+
+def owned_checkpoints(sessions: Iterable[Mapping[str, Any]]) -> set[str]:
+    """The image names the listed sessions may still wake from: every session's but an ended one's (expired,
+    failed, or being deleted): a session mid-checkpoint owns its image before its status says so."""
+    owned = set()
+    for session in sessions:
+        meta = session.get("metadata") or {}
+        phase = (session.get("status") or {}).get("phase")
+        if meta.get("deletionTimestamp") or phase in phases.TERMINAL_PHASES:
+            continue
+        owned.add(checkpoint_name(str(meta.get("name", "")), str(meta.get("uid", ""))))
+    return owned
+
+
+def images_to_sweep(
+    images: Iterable[tuple[str, str]], live: Mapping[str, Iterable[Mapping[str, Any]]]
+) -> list[tuple[str, str]]:
+    """The (namespace, name) images no live session owns. ``live``: each namespace's sessions as the API
+    listed them just now; an image of a namespace not in it (not this replica's, or its listing failed) stays."""
+    owned = {namespace: owned_checkpoints(sessions) for namespace, sessions in live.items()}
+    return [(ns, name) for ns, name in images if ns in owned and name not in owned[ns]]
+
+
+def checkpoint_to_forget(session: Mapping[str, Any]) -> str | None:
+    """The image a deleted or expired session leaves behind (its kept checkpoint), None when there is none."""
+    return kept_checkpoint(session.get("status"))
+
+
+def forget_step(outcome: DeleteOutcome, attempt: int, delays: tuple[float, ...] = FORGET_DELAYS) -> float | None:
+    """After try ``attempt`` (0-based): None when done (deleted, or every agent answered without it: nothing
+    left), or seconds to wait before the next try (:func:`gave_up` then says whether the image may remain)."""
+    if outcome.deleted or (outcome.asked > 0 and outcome.unreachable == 0):
+        return None
+    return delays[attempt] if attempt < len(delays) else None
+
+
+def gave_up(outcome: DeleteOutcome) -> bool:
+    """True when the last try still left an agent unanswered (or none was Ready): the image may remain."""
+    return not outcome.deleted and (outcome.asked == 0 or outcome.unreachable > 0)
+
+
+def not_deleted_message(namespace: str, checkpoint: str, outcome: DeleteOutcome, tries: int) -> str:
+    why = "no node agent was Ready" if outcome.asked == 0 else f"{outcome.unreachable} node agent(s) did not answer"
+    return (
+        f"the checkpoint image {namespace}/{checkpoint} (the sandbox's memory) may remain on its node: {why} "
+        f"after {tries} tries; delete <checkpoint root>/{namespace}/{checkpoint} on the node by hand"
+    )
+
+
+def forgotten_record(checkpoint: str) -> dict[str, Any]:
+    """``status.hibernation`` of an expired session once its image is deleted (it will not wake)."""
+    return {
+        "hibernated": False,
+        "reason": REASON_CHECKPOINT_DELETED,
+        "message": f"the session ended: its checkpoint {checkpoint} is deleted",
+        "checkpoint": None,
+        "sizeBytes": None,
+        "takenAt": None,
+    }

@@ -41,6 +41,7 @@ from agentsession_operator import constants
 from agentsession_operator.decisions.desired import identifying_labels
 from agentsession_operator.decisions.ownership import is_owned_by, session_owner_reference
 from agentsession_operator.decisions.policy import Sourced
+from agentsession_operator.decisions.template_policy import TemplatePolicy
 
 API_VERSION: Final = "networking.k8s.io/v1"
 KIND: Final = "NetworkPolicy"
@@ -259,6 +260,8 @@ class Isolation:
     settings: NetworkSettings = field(default_factory=NetworkSettings)
     current: Mapping[str, Any] | None = None
     """The NetworkPolicy named :func:`policy_name` in the session's namespace, if any."""
+    template: TemplatePolicy | None = None
+    """The managed NetworkPolicy of the template behind the session's claim (decisions/template_policy.py)."""
 
 
 def host_network(sandbox: Mapping[str, Any] | None) -> bool:

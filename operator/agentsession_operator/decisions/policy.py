@@ -5,7 +5,9 @@ Merge rules (:func:`merge_policies`), "most restrictive wins":
 * Policies are taken in alphabetical order of name; that order breaks every tie.
 * Defaults (``warmPoolRef``, ``ttl``, ``idleTimeout``, ``idleAction``): the first policy that sets one wins.
   Default ``labels``/``podLabels`` merge key by key, the first policy setting a key wins.
-* ``maxTtl``, ``maxIdleTimeout``, ``maxStorage``, ``cleanup.deleteFinishedAfter``: the smallest wins.
+* ``maxTtl``, ``maxIdleTimeout``, ``maxStorage``, ``maxCheckpointSize``, ``cleanup.deleteFinishedAfter``: the
+  smallest wins.
+* ``allowForks``, ``allowHibernate``: any false forbids (the first such policy by name is the one named).
 * ``allowedWarmPools``, ``allowedStorageClasses``: the intersection of every list given.
 * ``podAnnotations``/``volumeAnnotations`` (key globs): like ``env``, every deny applies and each allow list
   is its own constraint. Built in, whatever the policies: :data:`names.DENIED_ENV_DEFAULTS` and the
@@ -47,12 +49,12 @@ from typing import Any, Generic, TypeVar
 
 import re2  # google-re2: linear time, so a policy cannot stall the loop
 
-from agentsession_api import names, patterns, phases
+from agentsession_api import cel_rules, names, patterns, phases
 from agentsession_api.durations import format_duration, parse_duration
 from agentsession_api.phases import IdleAction
 from agentsession_api.quantities import format_quantity, parse_quantity
 from agentsession_api.timestamps import format_time, parse_time
-from agentsession_operator.decisions import conditions, lineage
+from agentsession_operator.decisions import conditions, hibernate, lineage
 from agentsession_operator.decisions.resolved import Resolved
 from agentsession_operator.decisions.selectors import selector_matches
 
@@ -108,6 +110,10 @@ class EffectivePolicy:
     allowed_storage_classes: Sourced[frozenset[str]] | None = None
     forks_denied: Sourced[bool] | None = None
     """limits.allowForks false in some applicable policy (the first by name)."""
+    hibernate_denied: Sourced[bool] | None = None
+    """limits.allowHibernate false in some applicable policy (the first by name)."""
+    max_checkpoint: Sourced[int] | None = None
+    """The smallest limits.maxCheckpointSize, in bytes."""
     required_labels: tuple[Sourced[str], ...] = ()
     allowed_prefixes: tuple[Sourced[tuple[str, ...]], ...] = ()
     label_values: tuple[Sourced[tuple[str, str]], ...] = ()
@@ -254,6 +260,7 @@ class _Merger:
             "max_idle_timeout", self.duration(name, "spec.limits.maxIdleTimeout", limits.get("maxIdleTimeout"))
         )
         self.smallest("max_storage", self._quantity(name, limits.get("maxStorage")))
+        self.smallest("max_checkpoint", self._quantity(name, limits.get("maxCheckpointSize"), "maxCheckpointSize"))
         self.smallest(
             "delete_finished_after",
             self.duration(name, "spec.cleanup.deleteFinishedAfter", cleanup.get("deleteFinishedAfter")),
@@ -275,6 +282,8 @@ class _Merger:
             )
         if limits.get("allowForks") is False:
             self.first("forks_denied", Sourced(True, name))
+        if limits.get("allowHibernate") is False:
+            self.first("hibernate_denied", Sourced(True, name))
         for field_name, attr in (("podAnnotations", "pod_annotation"), ("volumeAnnotations", "volume_annotation")):
             rules = limits.get(field_name) or {}
             if rules.get("allow") is not None:
@@ -302,13 +311,13 @@ class _Merger:
             if current is None or limit["max"] < current.max:
                 self.limits[(limit["key"], across)] = SessionLimit(limit["key"], limit["max"], name, across)
 
-    def _quantity(self, name: str, text: Any) -> Sourced[int] | None:
+    def _quantity(self, name: str, text: Any, field_name: str = "maxStorage") -> Sourced[int] | None:
         if text is None:
             return None
         try:
             return Sourced(parse_quantity(text), name, text)
         except ValueError as err:
-            self.errors.append(f"AgentSessionPolicy {name}: spec.limits.maxStorage: {err}")
+            self.errors.append(f"AgentSessionPolicy {name}: spec.limits.{field_name}: {err}")
             return None
 
     def result(self, names: tuple[str, ...]) -> EffectivePolicy:
@@ -512,6 +521,8 @@ def resolve(
         idle_action=action,
         labels={**{k: s.value for k, s in effective.default_labels.items()}, **(spec.get("labels") or {})},
         pod_labels={**{k: s.value for k, s in effective.default_pod_labels.items()}, **(spec.get("podLabels") or {})},
+        hibernate_forbidden_by=effective.hibernate_denied.origin()[1:-1] if effective.hibernate_denied else None,
+        max_checkpoint_bytes=effective.max_checkpoint.value if effective.max_checkpoint else None,
     )
 
 
@@ -567,6 +578,9 @@ def _pod_annotation_violations(spec: Mapping[str, Any]) -> list[str]:
                 f'spec.podAnnotations key "{key}" is in a domain agent-sandbox refuses '
                 f"({', '.join(names.RESTRICTED_ANNOTATION_DOMAINS)} and their subdomains)"
             )
+    if hibernate.user_names_restore(spec.get("podAnnotations")):
+        # The CRD's CEL refuses it too; this covers a session stored before that rule (issue 33).
+        found.append(f"spec.podAnnotations key {names.ANNOTATION_RESTORE_FROM} {cel_rules.RESTORE_ANNOTATION_TEXT}")
     return found
 
 
@@ -722,6 +736,18 @@ def _annotation_and_volume_violations(spec: Mapping[str, Any], effective: Effect
                 f"{classes.origin()}"
             )
     return found
+
+
+def hibernate_refusals(session: Mapping[str, Any], effective: EffectivePolicy) -> list[str]:
+    """limits.allowHibernate false: a session asking for idleAction Hibernate itself is refused at admission.
+    Not a violation at reconcile: a session that has it anyway suspends as Suspend (decisions/hibernate.py)."""
+    denied = effective.hibernate_denied
+    if denied is None or _spec(session).get("idleAction") != IdleAction.HIBERNATE:
+        return []
+    return [
+        f"spec.idleAction: Hibernate is not allowed (spec.limits.allowHibernate: false) {denied.origin()}; use "
+        "Suspend (the workspace volume is kept, the processes are not), or ask for the policy to allow Hibernate"
+    ]
 
 
 def _fork_violations(spec: Mapping[str, Any], effective: EffectivePolicy, running: bool) -> list[str]:

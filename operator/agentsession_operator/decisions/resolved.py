@@ -26,6 +26,10 @@ class Resolved:
     pending_max_ttl: timedelta | None = None
     """A lowered maxTtl in its grace period (policy.max_ttl_in_force); ``ttl`` ends by ``pending_max_ttl_at``."""
     pending_max_ttl_at: datetime | None = None
+    hibernate_forbidden_by: str | None = None
+    """The policies (``AgentSessionPolicy a``) whose limits.allowHibernate false forbids Hibernate, if any."""
+    max_checkpoint_bytes: int | None = None
+    """The smallest limits.maxCheckpointSize of the applicable policies (the operator's own bound still applies)."""
 
     def to_status(self) -> dict[str, Any]:
         """``status.resolved`` (unset values are None so a merge patch clears them)."""

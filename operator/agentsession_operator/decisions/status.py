@@ -26,7 +26,7 @@ from agentsession_api.durations import format_duration
 from agentsession_api.phases import IdleAction, Phase
 from agentsession_api.timestamps import format_time, parse_time, utc
 from agentsession_operator import constants
-from agentsession_operator.decisions import lifecycle
+from agentsession_operator.decisions import hibernate, lifecycle
 from agentsession_operator.decisions.conditions import find_condition, is_true, set_condition
 from agentsession_operator.decisions.desired import sandbox_operating_mode
 from agentsession_operator.decisions.fork import ForkBlocked
@@ -435,6 +435,16 @@ def _hibernate_condition(
     HibernateUnavailable (no node agent configured: it suspends as Suspend)."""
     if resolved.idle_action != IdleAction.HIBERNATE:
         return [c for c in conditions if c.get("type") != phases.COND_HIBERNATED]
+    if resolved.hibernate_forbidden_by and not (hibernation or {}).get("hibernated"):
+        return set_condition(
+            conditions,
+            phases.COND_HIBERNATED,
+            False,
+            phases.REASON_HIBERNATE_FORBIDDEN,
+            hibernate.forbidden_message(resolved.hibernate_forbidden_by),
+            now,
+            generation,
+        )
     if hibernation:
         return set_condition(
             conditions,

@@ -123,12 +123,32 @@ async def warm_pool_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **
         reconciler.relisted("pools")  # kopf listed: drop what the listing lacks
     key = _key(body)
     known = key in reconciler.cache.pools
+    template = reconciler.cache.pool_templates.get(key)
     if type == "DELETED":
-        reconciler.cache.pools.pop(key, None)
+        reconciler.cache.forget_pool(key)
     else:
         reconciler.cache.remember_pool(key, body)
     if known != (key in reconciler.cache.pools):
         reconciler.trigger_namespace(key[0], cause="warm pool appeared or went")
+    elif template != reconciler.cache.pool_templates.get(key):
+        reconciler.trigger_namespace(key[0], cause="warm pool's template changed")
+
+
+@kopf.on.event(c.EXTENSIONS_GROUP, c.EXTENSIONS_VERSION, c.TEMPLATE_PLURAL)
+async def template_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    """A SandboxTemplate's network settings changed: its namespace's sessions judge NetworkIsolated again."""
+    reconciler = reconciler_of(memo)
+    if type is None:
+        reconciler.relisted("templates")  # kopf listed: drop what the listing lacks
+    key = _key(body)
+    before = reconciler.cache.templates.get(key)
+    if type == "DELETED":
+        reconciler.cache.templates.pop(key, None)
+    else:
+        reconciler.cache.remember_template(key, body)
+    after = reconciler.cache.templates.get(key)
+    if (before or {}).get("spec") != (after or {}).get("spec"):
+        reconciler.trigger_namespace(key[0], cause=f"template {key[1]} network settings changed")
 
 
 @kopf.on.event(names.GROUP, names.VERSION, names.POLICY_PLURAL)

@@ -69,6 +69,7 @@ async def startup(
         network=state.network,
         expiry_warning=state.expiry_warning,
         node_agent=state.node_agent,
+        node_agent_token=state.node_agent_token,
         max_checkpoint_bytes=state.max_checkpoint_bytes,
     )
     elector: LeaderElector | ShardElector | None = None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import kopf
 
@@ -19,6 +20,7 @@ from agentsession_operator.infra.webhook_server import WebhookConfig
 from agentsession_operator.kube.client import Kube
 from agentsession_operator.kube.leader import KubeLeaseAPI, LeaderElector
 from agentsession_operator.kube.lease import Timing
+from agentsession_operator.kube.node_agent import TOKEN_PATH
 from agentsession_operator.kube.reconciler import Reconciler
 from agentsession_operator.kube.resync import RESYNC_PERIOD
 from agentsession_operator.kube.shard_elector import ShardElector
@@ -47,6 +49,7 @@ class OperatorState:
     resync_period: float = RESYNC_PERIOD
     node_agent: str | None = None
     """--node-agent: NAMESPACE/selector of the node agent's pods (idleAction Hibernate), None: off."""
+    node_agent_token: Path = TOKEN_PATH
     max_checkpoint_bytes: int = 512 * 1024 * 1024
     # Built by the startup handler, released by the cleanup handler.
     kube: Kube | None = None

@@ -23,6 +23,9 @@ TIME_TO_READY = Histogram(
 )
 CLAIMS_CREATED = Counter("agentsession_claims_created_total", "SandboxClaims created by the operator")
 CLAIMS_DELETED = Counter("agentsession_claims_deleted_total", "SandboxClaims deleted by the operator", ["reason"])
+CHECKPOINTS_SWEPT = Counter(
+    "agentsession_checkpoints_swept_total", "Checkpoint images of gone sessions deleted by the operator's sweep"
+)
 REAP_LAG = Histogram(
     "agentsession_reap_lag_seconds",
     "From an idle or TTL deadline to the action taken",

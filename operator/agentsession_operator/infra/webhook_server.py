@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import aiohttp.web
 import kopf
 
 from agentsession_api import names
@@ -150,6 +151,25 @@ class PublishingWebhookServer(kopf.WebhookServer):
             if self.publish is not None:
                 await self.publish(config)
             yield config
+
+    @staticmethod
+    async def _serve(fn: kopf.WebhookFn, request: aiohttp.web.Request) -> aiohttp.web.Response:
+        """kopf's answer, on a connection closed after it (``Connection: close``).
+
+        The API server pools keep-alive connections per Service, across replicas. A replica that stops
+        (a rollout, a certificate renewal restarting the listener) closes the ones it holds; one the API
+        server is writing a request to at that moment fails with EOF, and Go does not resend a POST, so
+        the user's create is refused (CI saw it right after a rollout). A fresh TLS connection per review
+        costs ~3.4 ms here (benchmarks/bench_webhook_connection.py: 3.9 vs 0.5 ms), beside an API write's
+        tens of ms.
+        """
+        try:
+            response = await kopf.WebhookServer._serve(fn, request)
+        except aiohttp.web.HTTPException as refusal:
+            refusal.headers[aiohttp.hdrs.CONNECTION] = "close"
+            raise
+        response.force_close()
+        return response
 
 
 def configuration_patch(

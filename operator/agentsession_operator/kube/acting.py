@@ -14,6 +14,7 @@ from agentsession_operator.decisions.actions import (
     CreateClaim,
     DeleteClaim,
     FinishRestore,
+    ForgetCheckpoint,
     HibernateSandbox,
     PatchClaim,
     PatchSandbox,
@@ -78,6 +79,8 @@ class Actor:
             await self._patch_sandbox(PatchSandbox(action.name, action.suspend), session, log, deadline_lag)
         elif isinstance(action, FinishRestore):
             await self.hibernator.finish_restore(action, session, log)
+        elif isinstance(action, ForgetCheckpoint):
+            self.hibernator.forget_soon(session, still_there=True)
         elif isinstance(action, PatchSandbox):
             await self._patch_sandbox(action, session, log, deadline_lag)
         return False

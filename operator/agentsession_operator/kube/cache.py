@@ -8,6 +8,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentsession_api import names
+from agentsession_operator.decisions import template_policy
 from agentsession_operator.decisions.network import host_network
 from agentsession_operator.kube.places import Places
 
@@ -38,7 +40,9 @@ def same_version(known: Mapping[str, Any] | None, body: Mapping[str, Any]) -> bo
     return bool(version) and version == (body.get("metadata") or {}).get("resourceVersion")
 
 
-INTERN_MAX = 64  # strings up to this long are shared between cached objects (keys, reasons, phases)
+INTERN_MAX = 128
+"""Strings up to this long are shared between cached objects: keys, reasons, phases, and the conditions' messages
+(the same for every session waiting on one missing pool in a namespace, often longer than 64)."""
 
 
 def _compact(value: Any) -> Any:
@@ -67,6 +71,45 @@ def slim(body: Mapping[str, Any], drop_spec: tuple[str, ...] = ()) -> dict[str, 
         out["spec"] = {k: v for k, v in body["spec"].items() if k not in drop_spec}
     compact: dict[str, Any] = _compact(out)
     return compact
+
+
+SESSION_METADATA = frozenset(
+    {
+        "name",
+        "namespace",
+        "uid",
+        "resourceVersion",
+        "generation",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "labels",
+        "annotations",
+        "ownerReferences",
+        "finalizers",
+    }
+)
+"""The session metadata a cached copy keeps: what any reader of the cache reads (names and keys, the UID
+of every write, versions, ranks, deletion, labels for policies and quotas). managedFields, generateName,
+selfLink and the like are dropped."""
+SESSION_TOP = frozenset({"apiVersion", "kind", "metadata", "spec", "status"})
+"""The top-level keys kept: spec and status whole (every decision and the status writer read them)."""
+SESSION_ANNOTATION_PREFIX = f"{names.GROUP}/"
+"""The only annotations kept: ours (the activity report). A kubectl last-applied-configuration (a copy of
+the whole spec), kopf's or a tenant's own annotations are read by no decision."""
+
+
+def session_projection(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The cached copy of a session: the fields above and nothing else, strings shared (_compact). Both
+    sides of every comparison of cached bodies (kube/fairness, decisions/quota.to_wake) are projections."""
+    meta = {k: v for k, v in (body.get("metadata") or {}).items() if k in SESSION_METADATA}
+    annotations = meta.pop("annotations", None) or {}
+    ours = {k: v for k, v in annotations.items() if k.startswith(SESSION_ANNOTATION_PREFIX)}
+    if ours:
+        meta["annotations"] = ours
+    out = {k: v for k, v in body.items() if k in SESSION_TOP}
+    out["metadata"] = meta
+    projected: dict[str, Any] = _compact(out)
+    return projected
 
 
 class ByNamespace(dict[Key, dict[str, Any]]):
@@ -134,6 +177,9 @@ class Cache:
     claims: dict[Key, dict[str, Any]] = field(default_factory=dict)
     sandboxes: dict[Key, dict[str, Any]] = field(default_factory=dict)
     pools: dict[Key, int] = field(default_factory=dict)  # warm pools seen, with their resourceVersion
+    pool_templates: dict[Key, str] = field(default_factory=dict)  # each warm pool's SandboxTemplate name
+    templates: dict[Key, dict[str, Any]] = field(default_factory=dict)
+    """SandboxTemplates, slim: metadata and the spec fields decisions/template_policy.py reads (few objects)."""
     policies: dict[str, dict[str, dict[str, Any]]] = field(default_factory=lambda: defaultdict(dict))
     sessions: ByNamespace = field(default_factory=ByNamespace)
     """The latest body seen per session, indexed by namespace."""
@@ -168,7 +214,7 @@ class Cache:
             return
         if _newer_or_same(self.sessions.get(key), body):
             return
-        self.sessions[key] = slim(body)
+        self.sessions[key] = session_projection(body)
         self.places.update(key, self.sessions[key])
         if ((body.get("spec") or {}).get("forkFrom") or {}).get("name"):
             self.forks.add(key)
@@ -202,6 +248,27 @@ class Cache:
 
     def remember_pool(self, key: Key, body: Mapping[str, Any]) -> None:
         self.pools[key] = _resource_version(body)
+        template = ((body.get("spec") or {}).get("sandboxTemplateRef") or {}).get("name")
+        if isinstance(template, str) and template:
+            self.pool_templates[key] = template
+        else:
+            self.pool_templates.pop(key, None)
+
+    def forget_pool(self, key: Key) -> None:
+        self.pools.pop(key, None)
+        self.pool_templates.pop(key, None)
+
+    def remember_template(self, key: Key, body: Mapping[str, Any]) -> None:
+        spec = body.get("spec") or {}
+        self.templates[key] = {
+            "metadata": {k: (body.get("metadata") or {}).get(k) for k in ("name", "namespace", "resourceVersion")},
+            "spec": {k: spec[k] for k in template_policy.KEPT_SPEC if k in spec},
+        }
+
+    def template_policy_of_pool(self, key: Key) -> template_policy.TemplatePolicy | None:
+        """The managed NetworkPolicy of the template behind a warm pool (None: no template known)."""
+        template = self.pool_templates.get(key)
+        return template_policy.of_template(self.templates.get((key[0], template))) if template else None
 
     def sessions_in(self, namespace: str) -> list[Key]:
         return list(self.sessions.in_namespace(namespace))

@@ -7,17 +7,22 @@ whatever it recorded, so the workspace volume is always kept.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import asyncio
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any
 
 from agentsession_api.timestamps import utc
 from agentsession_operator.decisions import hibernate
 from agentsession_operator.decisions.actions import FinishRestore, HibernateSandbox
+from agentsession_operator.infra import metrics
+from agentsession_operator.infra.logs import logger
 from agentsession_operator.kube import clock
 from agentsession_operator.kube.node_agent import NodeAgents
 
 EventPoster = Callable[[Mapping[str, Any], str, str, str], None]
 """status_writer's Event poster (object, reason, message, type), passed in (a room below it)."""
+Spawner = Callable[[Coroutine[Any, Any, None]], Any]
+"""Runs a coroutine in the background (kube/background.py), the deleted sessions' image deletes."""
 
 
 class Hibernator:
@@ -27,11 +32,17 @@ class Hibernator:
         agents: NodeAgents | None,
         event: EventPoster,
         max_bytes: int = hibernate.DEFAULT_MAX_CHECKPOINT_BYTES,
+        spawn: Spawner | None = None,
+        sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
     ) -> None:
         self.kube = kube
         self.agents = agents
         self.event = event
         self.max_bytes = max_bytes
+        self.spawn = spawn
+        self.sleep = sleep
+        self.forgetting: set[str] = set()
+        """UIDs of sessions whose image delete is under way or done (one per session and process)."""
 
     async def _record(self, session: Mapping[str, Any], record: dict[str, Any]) -> None:
         meta = session["metadata"]
@@ -53,7 +64,7 @@ class Hibernator:
         size: int | None = None
         if verdict.hibernate:
             result = await self.agents.checkpoint(namespace, action.pod, action.checkpoint)
-            verdict = hibernate.after_checkpoint(result, self.max_bytes)
+            verdict = hibernate.after_checkpoint(result, hibernate.max_bytes_for(self.max_bytes, action.max_bytes))
             size = result.size_bytes
             if not verdict.hibernate and result.ok:
                 await self.agents.delete(namespace, action.checkpoint)  # too large: not kept
@@ -65,15 +76,94 @@ class Hibernator:
             self.event(session, "HibernateFallback", verdict.message, "Warning")
 
     async def finish_restore(self, action: FinishRestore, session: Mapping[str, Any], log: Any) -> None:
+        """The woken pod is Ready: the image deleted; Restored, or RestoreFailed when the shim started the
+        pod fresh (the node agent answers its record with the delete)."""
         namespace = session["metadata"]["namespace"]
+        failure = None
         if self.agents is not None:
-            await self.agents.delete(namespace, action.checkpoint)
-        await self._record(session, action.record)
-        log.info("woke from checkpoint", checkpoint=action.checkpoint)
-        self.event(session, "Woke", action.record.get("message", ""), "Normal")
+            failure = (await self.agents.delete_outcome(namespace, action.checkpoint)).restore_failed
+        record = action.record if failure is None else hibernate.restore_failed_record(action.checkpoint, failure)
+        await self._record(session, record)
+        if failure is None:
+            log.info("woke from checkpoint", checkpoint=action.checkpoint)
+            self.event(session, "Woke", record.get("message", ""), "Normal")
+        else:
+            log.warning("restore failed, started fresh", checkpoint=action.checkpoint, error=failure[:300])
+            self.event(session, "RestoreFailed", record["message"], "Warning")
 
     async def forget(self, namespace: str, session_name: str, session_uid: str) -> bool:
         """A deleted session's image, deleted (it holds the sandbox's memory)."""
         if self.agents is None:
             return False
         return await self.agents.delete(namespace, hibernate.checkpoint_name(session_name, session_uid))
+
+    def forget_soon(self, session: Mapping[str, Any], still_there: bool = False) -> bool:
+        """The image of a session deleted (or, ``still_there``, expired or being deleted), deleted in the
+        background, once per session: True when a delete was started now."""
+        checkpoint = hibernate.checkpoint_to_forget(session)
+        uid = str((session.get("metadata") or {}).get("uid") or "")
+        if checkpoint is None or self.agents is None or not uid or uid in self.forgetting:
+            return False
+        self.forgetting.add(uid)
+        work = self._forget(session, checkpoint, still_there)
+        if self.spawn is None:
+            work.close()
+            return False
+        self.spawn(work)
+        return True
+
+    async def _forget(self, session: Mapping[str, Any], checkpoint: str, still_there: bool) -> None:
+        await self.forget_checkpoint(session, checkpoint, still_there)
+
+    async def forget_checkpoint(self, session: Mapping[str, Any], checkpoint: str, still_there: bool) -> bool:
+        """Delete the image, tried a bounded number of times (decisions/hibernate.py: FORGET_DELAYS); a
+        Warning Event CheckpointNotDeleted when an agent never answered. True when nothing is left."""
+        assert self.agents is not None
+        namespace = str(session["metadata"]["namespace"])
+        log = logger(namespace=namespace, session=session["metadata"].get("name"))
+        attempt = 0
+        while True:
+            outcome = await self.agents.delete_outcome(namespace, checkpoint)
+            wait = hibernate.forget_step(outcome, attempt)
+            if wait is None:
+                break
+            attempt += 1
+            await self.sleep(wait)
+        if hibernate.gave_up(outcome):
+            message = hibernate.not_deleted_message(namespace, checkpoint, outcome, attempt + 1)
+            log.warning("checkpoint not deleted", checkpoint=checkpoint, tries=attempt + 1)
+            self.event(session, hibernate.EVENT_CHECKPOINT_NOT_DELETED, message, "Warning")
+            return False
+        if not still_there:
+            # Gone for good: its UID never comes back. An expired one's stays (its DELETED event may follow).
+            self.forgetting.discard(str(session["metadata"].get("uid") or ""))
+        log.info("checkpoint of a deleted session deleted", checkpoint=checkpoint, found=outcome.deleted)
+        if still_there:
+            try:  # gone meanwhile: the patch finds no session (None), nothing to say
+                await self._record(session, hibernate.forgotten_record(checkpoint))
+            except Exception as exc:  # the image is gone; a later pass sees the status as it is
+                log.warning("status.hibernation not updated after the delete", error=str(exc)[:300])
+        return True
+
+    async def sweep(self, leads: Callable[[str], bool]) -> list[tuple[str, str]]:
+        """Delete the images no live session owns, in the namespaces this replica leads (``leads``): those of
+        sessions deleted while the operator was down, or whose deletes the agents never answered. Judged on
+        a live listing of each namespace's sessions (decisions/hibernate.py: images_to_sweep); the deleted."""
+        if self.agents is None:
+            return []
+        listed = await self.agents.images()
+        live: dict[str, list[dict[str, Any]]] = {}
+        for namespace in sorted({ns for ns, _ in listed if leads(ns)}):
+            try:
+                live[namespace] = await self.kube.list_sessions(namespace)
+            except Exception as exc:  # not judged: the next sweep tries again
+                logger(namespace=namespace).warning("checkpoint sweep: sessions not listed", error=str(exc)[:300])
+        swept = []
+        for namespace, name in hibernate.images_to_sweep(listed, live):
+            if not leads(namespace):  # lost the lead meanwhile: the new leader sweeps
+                continue
+            if await self.agents.delete(namespace, name):
+                swept.append((namespace, name))
+                metrics.CHECKPOINTS_SWEPT.inc()
+                logger(namespace=namespace).info("checkpoint of a gone session deleted", checkpoint=name)
+        return swept

@@ -1,4 +1,5 @@
-"""The operator's side of the node agent (issue 33): ask for one pod's checkpoint, delete one image.
+"""The operator's side of the node agent (issue 33): ask for one pod's checkpoint, delete one image, list
+the images of every node (the sweep of images whose session is gone).
 
 The agents are the Ready pods of ``--node-agent=<namespace>/<selector>`` (a DaemonSet); the operator
 reads no tenant pod, so it does not know the sandbox's node: it asks each agent in turn, and the one
@@ -14,11 +15,13 @@ from typing import Any, Protocol
 
 import aiohttp
 
-from agentsession_operator.decisions.hibernate import CheckpointResult
+from agentsession_operator.decisions.hibernate import CheckpointResult, DeleteOutcome
 from agentsession_operator.infra.logs import logger
 
 AGENT_PORT = 8490
 TOKEN_PATH = Path("/var/run/secrets/agentsession-nodeagent/token")
+UNREACHABLE = (aiohttp.ClientError, TimeoutError, OSError, ValueError)
+"""What a request to an agent raises when it got no answer (refused, timed out, not JSON)."""
 
 
 class PodLister(Protocol):
@@ -84,7 +87,7 @@ class NodeAgents:
                 status, body = await self._post(
                     ip, "/v1/checkpoint", {"namespace": namespace, "pod": pod, "name": name}
                 )
-            except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as e:
+            except UNREACHABLE as e:
                 errors.append(f"{ip}: {type(e).__name__} {e}")
                 continue
             if status == 200:
@@ -96,14 +99,48 @@ class NodeAgents:
             return CheckpointResult(False, error=f"node agent {ip} answered {status}: {body.get('error', '')}")
         return CheckpointResult(False, error="; ".join(errors) or f"no node agent has pod {namespace}/{pod}")
 
-    async def delete(self, namespace: str, name: str) -> bool:
-        """Delete image ``name`` of ``namespace`` on every agent's node (it is on one); True if one had it."""
-        deleted = False
+    async def images(self) -> list[tuple[str, str]]:
+        """Every Ready agent's images, (namespace, name); an agent that does not answer adds none."""
+        found: set[tuple[str, str]] = set()
         for ip in await self._agents():
             try:
-                status, body = await self._post(ip, "/v1/delete", {"namespace": namespace, "name": name})
-            except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as e:
-                logger(agent=ip).warning("node agent unreachable for a delete", error=str(e))
+                status, body = await self._post(ip, "/v1/list", {})
+            except UNREACHABLE as e:
+                logger(agent=ip).warning("node agent unreachable for a listing", error=str(e))
                 continue
-            deleted = deleted or (status == 200 and bool(body.get("deleted")))
-        return deleted
+            if status != 200:
+                continue
+            for item in body.get("images") or []:
+                if (
+                    isinstance(item, dict)
+                    and isinstance(item.get("namespace"), str)
+                    and isinstance(item.get("name"), str)
+                ):
+                    found.add((item["namespace"], item["name"]))
+        return sorted(found)
+
+    async def delete(self, namespace: str, name: str) -> bool:
+        """Delete image ``name`` of ``namespace`` on every agent's node (it is on one); True if one had it."""
+        return (await self.delete_outcome(namespace, name)).deleted
+
+    async def delete_outcome(self, namespace: str, name: str) -> DeleteOutcome:
+        """Delete image ``name`` of ``namespace`` on every Ready agent: whether one had it, how many answered,
+        and the shim's record of a restore from it that failed, if a node had one."""
+        deleted, failure = False, None
+        agents = await self._agents()
+        unreachable = 0
+        for ip in agents:
+            try:
+                status, body = await self._post(ip, "/v1/delete", {"namespace": namespace, "name": name})
+            except UNREACHABLE as e:
+                logger(agent=ip).warning("node agent unreachable for a delete", error=str(e))
+                unreachable += 1
+                continue
+            if status != 200:
+                unreachable += 1  # it did not say the image is gone
+                continue
+            deleted = deleted or bool(body.get("deleted"))
+            record = body.get("restoreFailed")
+            if isinstance(record, str) and failure is None:
+                failure = record
+        return DeleteOutcome(deleted, len(agents), unreachable, failure)

@@ -92,8 +92,11 @@ class Reconciler:
         self.slots = FairSlots()
         self._activity_only: set[Key] = set()
         self._activity_passed: dict[Key, float] = {}
-        agents = NodeAgents(kube, AgentSelector.parse(self.config.node_agent)) if self.config.node_agent else None
-        self.hibernator = Hibernator(kube, agents, self._event, self.config.max_checkpoint_bytes)
+        where = AgentSelector.parse(self.config.node_agent) if self.config.node_agent else None
+        agents = NodeAgents(kube, where, self.config.node_agent_token) if where else None
+        self.hibernator = Hibernator(
+            kube, agents, self._event, self.config.max_checkpoint_bytes, spawn=self.background.spawn
+        )
         self.actor = Actor(kube, self.cache, self._fence, self._event, self.hibernator)
         self.writer = StatusWriter(kube, self._fence, self._event, self.remember_session, self.session_deleted)
         rooms = Rooms(
@@ -141,6 +144,14 @@ class Reconciler:
         # In the background: the elector awaits this and renews the Lease only after it returns; orphan
         # checks against a slow API server outlasted the renew deadline, and every pass above was refused.
         self.background.spawn(orphans.collect_orphans(self.kube, self.cache, self._leads_claim))
+        self.background.spawn(self.sweep_checkpoints())
+
+    async def sweep_checkpoints(self) -> None:
+        """The images of sessions gone while nobody watched (kube/hibernation.py: sweep), never failing."""
+        try:
+            await self.hibernator.sweep(lambda ns: watched(ns, self.namespaces) and self.leads(ns))
+        except Exception as exc:  # the next take-over or resync sweeps again
+            logger().warning("checkpoint sweep failed", error=str(exc)[:300])
 
     def _leads_claim(self, claim: Mapping[str, Any]) -> bool:
         return self.leads(str(claim["metadata"]["namespace"]))
@@ -190,6 +201,7 @@ class Reconciler:
         for kind in ("sessions", "claims", "sandboxes"):  # deletions the listing raced with the watch
             self.resyncs.relisted(kind)
         self.background.spawn(orphans.collect_orphans(self.kube, self.cache, self._leads_claim))
+        self.background.spawn(self.sweep_checkpoints())
         logger().info("shards taken over", shards=sorted(shards), namespaces=len(namespaces))
 
     def _in_shards(self, shards: set[int], namespace: str) -> bool:
@@ -211,7 +223,7 @@ class Reconciler:
         return await self.resyncs.resync(kind)
 
     async def resync_forever(self, period: float = relists.RESYNC_PERIOD) -> None:
-        await self.resyncs.forever(period)
+        await self.resyncs.forever(period, after=self.sweep_checkpoints)
 
     def unchanged(self, kind: str, key: Key, body: Mapping[str, Any]) -> bool:
         return relists.unchanged(self.cache, kind, key, body)
@@ -315,9 +327,12 @@ class Reconciler:
 
     def session_deleted(self, key: Key, uid: str | None) -> None:
         """The session (this UID) is deleted: forget it, and never act on a body of it again."""
-        cached_uid = (self.cache.sessions.get(key) or {}).get("metadata", {}).get("uid")
+        cached = self.cache.sessions.get(key)
+        cached_uid = (cached or {}).get("metadata", {}).get("uid")
         self.cache.session_deleted(uid)
         if not uid or not cached_uid or cached_uid == uid:  # not a newer session of the same name
+            if cached is not None and self.leads(key[0]):
+                self.hibernator.forget_soon(cached)  # its checkpoint image, if it hibernated
             self.forget(key)
 
     def forget(self, key: Key) -> None:
@@ -356,11 +371,17 @@ class Reconciler:
             _, was_fresh = self._dirty.get(key, (cause, False))
             self._dirty[key] = (cause, was_fresh or fresh or deadline_lag is not None)
             return
-        async with lock:
-            await self._fair_pass(key, cause, deadline_lag, fresh)
-            while key in self._dirty:
-                cause, fresh = self._dirty.pop(key)
-                await self._fair_pass(key, cause, None, fresh)
+        try:
+            async with lock:
+                await self._fair_pass(key, cause, deadline_lag, fresh)
+                while key in self._dirty:
+                    cause, fresh = self._dirty.pop(key)
+                    await self._fair_pass(key, cause, None, fresh)
+        finally:
+            # No pass ever waits on the lock (one arriving meanwhile marks the session dirty above): a
+            # session at rest keeps none (a lock per cached session, 60,000 waiting ones, issue 28 item 2).
+            if self._locks.get(key) is lock and not lock.locked():
+                del self._locks[key]
 
     def _paced(self, key: Key) -> bool:
         """A pass for an activity report alone, less than ACTIVITY_INTERVAL after the last: deferred to the

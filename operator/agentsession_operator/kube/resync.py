@@ -22,7 +22,7 @@ from agentsession_operator.kube.primed_watch import PrimedVersions
 
 RESYNC_DEBOUNCE = 2.0  # seconds after a listing's last event before listing again (the burst is over)
 RESYNC_PERIOD = 300.0  # a relist that found nothing delivers no event at all: list anyway, this often
-RESYNC_KINDS = ("policies", "pools", "sessions", "claims", "sandboxes")
+RESYNC_KINDS = ("policies", "pools", "templates", "sessions", "claims", "sandboxes")
 PRIMED_KINDS = ("claims", "sandboxes", "network_policies", "sessions")
 KIND_RESOURCES = {kind: LISTED_RESOURCES[kind] for kind in PRIMED_KINDS}  # (group, version, plural)
 PRIME_PATIENCE = 60.0
@@ -63,6 +63,8 @@ async def prime(
             cache.policies[meta["namespace"]][meta["name"]] = dict(body)
     for body in await _patiently(kube.list_warm_pools):
         cache.remember_pool((body["metadata"]["namespace"], body["metadata"]["name"]), body)
+    for body in await _patiently(kube.list_templates):
+        cache.remember_template((body["metadata"]["namespace"], body["metadata"]["name"]), body)
     counts = await prime_children(
         kube, cache, sessions, lambda namespace: watched(namespace, namespaces), kinds, versions
     )
@@ -179,9 +181,12 @@ class Resync:
         except Exception as exc:  # the periodic resync tries again
             logger().warning("cache resync failed", kind=kind, error=str(exc)[:300])
 
-    async def forever(self, period: float = RESYNC_PERIOD) -> None:
+    async def forever(
+        self, period: float = RESYNC_PERIOD, after: Callable[[], Awaitable[None]] | None = None
+    ) -> None:
         """Every `period`: a relist that found nothing of a kind (every policy deleted while the watch was
-        down) delivers no event at all, so nothing else would notice."""
+        down) delivers no event at all, so nothing else would notice. `after`: more upkeep of that period
+        (the checkpoint sweep), awaited after the listings."""
         while True:
             await asyncio.sleep(period)
             for kind in RESYNC_KINDS:
@@ -189,6 +194,8 @@ class Resync:
                     await self.resync(kind)
                 except Exception as exc:
                     logger().warning("cache resync failed", kind=kind, error=str(exc)[:300])
+            if after is not None:
+                await after()
 
     async def resync(self, kind: str) -> list[Key]:
         """List `kind` and drop the cached objects deleted unseen; what depended on them is judged again."""
@@ -199,6 +206,7 @@ class Resync:
         tables: dict[str, Mapping[Key, Any]] = {
             "policies": policies,
             "pools": cache.pools,
+            "templates": cache.templates,
             "sessions": cache.sessions,
             "claims": cache.claims,
             "sandboxes": cache.sandboxes,
@@ -217,8 +225,11 @@ class Resync:
             cache.policies[key[0]].pop(key[1], None)
             self.sessions.trigger_namespace(key[0], cause=f"policy {key[1]} gone")
         elif kind == "pools":
-            cache.pools.pop(key, None)
+            cache.forget_pool(key)
             self.sessions.trigger_namespace(key[0], cause=f"warm pool {key[1]} gone")
+        elif kind == "templates":
+            cache.templates.pop(key, None)
+            self.sessions.trigger_namespace(key[0], cause=f"template {key[1]} gone")
         elif kind == "sessions":
             self.sessions.session_deleted(key, (cache.sessions.get(key) or {}).get("metadata", {}).get("uid"))
         elif kind == "claims":

@@ -7,6 +7,7 @@ import datetime as dt
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, Protocol
 
 from kubernetes_asyncio.client.rest import ApiException
@@ -28,6 +29,7 @@ from agentsession_operator.kube.acting import Actor
 from agentsession_operator.kube.cache import Cache, Key
 from agentsession_operator.kube.client import Kube
 from agentsession_operator.kube.forks import fork_inputs
+from agentsession_operator.kube.node_agent import TOKEN_PATH
 from agentsession_operator.kube.scheduler import DeadlineScheduler
 from agentsession_operator.kube.status_writer import EventPoster, StatusWriter
 
@@ -49,6 +51,8 @@ class Config:
     """How long before its expiry a session gets an ExpiringSoon Warning Event (None: never)."""
     node_agent: str | None = None
     """NAMESPACE/selector of the node agent's pods (idleAction Hibernate's checkpoints); None: off."""
+    node_agent_token: Path = TOKEN_PATH
+    """The operator's token for the node agents (audience-bound)."""
     max_checkpoint_bytes: int = 512 * 1024 * 1024
 
 
@@ -131,6 +135,7 @@ class SessionPass:
             fork_source=dict(cached_source) if cached_source is not None else None,
             network_policy=r.cache.network_policies.get((namespace, network.policy_name(claim_name))),
             network_settings=r.config.network,
+            template_policy=r.cache.template_policy_of_pool((namespace, _pool_of(claim))) if claim else None,
             expiry_lead=r.config.expiry_warning,
             progress_written=self.progress_written.get(key),
         )
@@ -273,3 +278,8 @@ class SessionPass:
     def forget(self, key: Key) -> None:
         self.progress_written.pop(key, None)
         self.fork_waits.pop(key, None)
+
+
+def _pool_of(claim: Mapping[str, Any]) -> str:
+    """The warm pool a claim draws from (agent-sandbox v1.0 claims name a pool, not a template)."""
+    return str(((claim.get("spec") or {}).get("warmPoolRef") or {}).get("name") or "")

@@ -59,5 +59,6 @@ def checkpoint(node: Node, namespace: str, pod: str, name: str) -> Taken:
     if proc.returncode != 0:
         images.discard(partial)
         raise CheckpointError(f"runsc checkpoint exited {proc.returncode}: {proc.stderr.strip()[-500:]}")
+    images.write_manifest(partial)  # the shim restores only an image that still matches it
     path = images.publish(node.checkpoint_root, namespace, name, partial)
     return Taken(images.size_of(path), time.monotonic() - started)

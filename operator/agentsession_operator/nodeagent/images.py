@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
 from pathlib import Path
 
 from agentsession_operator.decisions.hibernate import is_valid_checkpoint_name
+
+MANIFEST = "agentsession.sha256"
+"""The file in an image listing ``<sha256 hex>  <file>`` for every other file: the shim's restore
+extension (devcluster/gvisor/restoreext, ManifestName) restores only an image that matches it."""
+FAILED_SUFFIX = ".restore-failed"
+"""``<root>/<namespace>/.<name>.restore-failed``: the extension's record of a restore that failed (the pod
+started fresh), read back by :func:`delete` (restoreext's FailedSuffix)."""
+MAX_FAILURE_BYTES = 2048
 
 
 class RequestError(ValueError):
@@ -38,11 +47,32 @@ def prepare(root: Path, namespace: str, name: str) -> Path:
     return partial
 
 
+def write_manifest(image: Path) -> None:
+    """The sha256 of every file of a complete image, in it (before :func:`publish`)."""
+    lines = []
+    for path in sorted(image.iterdir()):
+        if path.name == MANIFEST or not path.is_file():
+            continue
+        digest = hashlib.sha256()
+        with path.open("rb") as f:
+            while chunk := f.read(1 << 20):
+                digest.update(chunk)
+        lines.append(f"{digest.hexdigest()}  {path.name}\n")
+    (image / MANIFEST).write_text("".join(lines))
+
+
+def failure_record(root: Path, namespace: str, name: str) -> Path:
+    final = image_dir(root, namespace, name)
+    return final.parent / f".{name}{FAILED_SUFFIX}"
+
+
 def publish(root: Path, namespace: str, name: str, partial: Path) -> Path:
-    """Move a complete image into place (replacing an older one of the same name)."""
+    """Move a complete image into place (replacing an older one of the same name, and the record of a
+    failed restore from it: the new image has not failed)."""
     final = image_dir(root, namespace, name)
     if final.exists():
         shutil.rmtree(final)
+    failure_record(root, namespace, name).unlink(missing_ok=True)
     partial.rename(final)
     return final
 
@@ -55,13 +85,40 @@ def size_of(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
 
-def delete(root: Path, namespace: str, name: str) -> bool:
-    """Delete one image; False when there was none."""
+def delete(root: Path, namespace: str, name: str) -> tuple[bool, str | None]:
+    """Delete one image and the record of a failed restore from it: (whether there was an image, the
+    record's text or None). The record is bounded (MAX_FAILURE_BYTES, invalid UTF-8 replaced)."""
     path = image_dir(root, namespace, name)
+    record = failure_record(root, namespace, name)
+    failure: str | None = None
+    try:
+        with record.open("rb") as f:
+            failure = f.read(MAX_FAILURE_BYTES).decode(errors="replace")
+        record.unlink()
+    except FileNotFoundError:
+        pass
     if not path.exists():
-        return False
+        return False, failure
     shutil.rmtree(path)
-    return True
+    return True, failure
+
+
+MAX_LISTED = 10_000
+"""At most this many images in one listing (the operator's sweep deletes some and asks again later)."""
+
+
+def listing(root: Path, limit: int = MAX_LISTED) -> list[tuple[str, str]]:
+    """The complete images on this node, (namespace, name): never a ``.partial`` being written, nor a
+    failed restore's record (dot names are not DNS labels)."""
+    found: list[tuple[str, str]] = []
+    if not root.is_dir():
+        return found
+    for namespace in sorted(p for p in root.iterdir() if p.is_dir() and is_valid_checkpoint_name(p.name)):
+        for image in sorted(p for p in namespace.iterdir() if p.is_dir() and is_valid_checkpoint_name(p.name)):
+            if len(found) >= limit:
+                return found
+            found.append((namespace.name, image.name))
+    return found
 
 
 def sandbox_id(task_state: Path, namespace: str, pod: str) -> str | None:

@@ -1,8 +1,12 @@
-"""The agent's HTTP interface: two requests, each authenticated (TokenReview) and authorized (one identity).
+"""The agent's HTTP interface: three requests, each authenticated (TokenReview) and authorized (one identity).
 
 - ``POST /v1/checkpoint`` ``{"namespace", "pod", "name"}``: checkpoint that pod's sandbox into
   ``<root>/<namespace>/<name>``; answers ``{"sizeBytes", "seconds"}``, 404 when the pod is not on this node.
-- ``POST /v1/delete`` ``{"namespace", "name"}``: delete that image; answers ``{"deleted": bool}``.
+- ``POST /v1/delete`` ``{"namespace", "name"}``: delete that image; answers ``{"deleted": bool,
+  "restoreFailed": str | null}``, the latter the shim's record of a restore from it that failed (the pod
+  then started fresh), deleted with it.
+- ``POST /v1/list`` ``{}``: the images on this node, ``{"images": [{"namespace", "name"}]}`` (at most
+  images.MAX_LISTED): the operator's sweep deletes those whose session is gone.
 
 Anything else is 404; a caller that is not the operator 401/403 before the body is read.
 """
@@ -50,7 +54,11 @@ class Agent:
                 taken = checkpointer.checkpoint(self.node, namespace, str(body.get("pod", "")), name)
             return HTTPStatus.OK, {"sizeBytes": taken.size_bytes, "seconds": round(taken.seconds, 3)}
         if path == "/v1/delete":
-            return HTTPStatus.OK, {"deleted": images.delete(self.node.checkpoint_root, namespace, name)}
+            deleted, failure = images.delete(self.node.checkpoint_root, namespace, name)
+            return HTTPStatus.OK, {"deleted": deleted, "restoreFailed": failure}
+        if path == "/v1/list":
+            listed = images.listing(self.node.checkpoint_root)
+            return HTTPStatus.OK, {"images": [{"namespace": ns, "name": n} for ns, n in listed]}
         return HTTPStatus.NOT_FOUND, {"error": "no such request"}
 
 

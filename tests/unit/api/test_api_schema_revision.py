@@ -17,6 +17,7 @@ FINGERPRINTS = {
     1: "972267f8da8ede07e26316caf75faa263bdda24e9cfcf7e8d5ef43e2f4709441",
     2: "52635afccd34ef85f8b95337d2e51eabd1f8a33f84dd8dd05eb8c4eaf8758b60",  # Hibernate, maxSessionsPerNamespace
     3: "bc290712e5148a65cc381b5cb06f84a6e79df99f5e1f45fceb481bc266ed28fb",  # countAcrossValues, hibernation
+    4: "a925c8458715cfc9a3d3da447df4d5d57893549a88bade2ed68f2d8538d9c1be",  # allowHibernate, maxCheckpointSize
 }
 
 

@@ -30,7 +30,9 @@ def probe_stdout(hostname: str = "pod-0", base: str = "/app", runner: str = "tim
 def every_wrapper() -> list[str]:
     """The names of every staged command wrapper: the fake pod has them all (no staging requests)."""
     names = []
-    for runner, command in [("timeout", "x"), ("python3", "x"), ("none", "x"), ("none", "a; b"), ("none", "$$")]:
+    runners = [("timeout", "x"), ("timeout", "echo x"), ("python3", "x")]
+    runners += [("none", "x"), ("none", "a; b"), ("none", "$$")]
+    for runner, command in runners:
         for has_base64 in (True, False):
             options = {"timeout": 1, "max_output": 1, "staging_dir": "/s", "cwd": "", "has_base64": has_base64}
             names.append(commands.user_command(command, runner=runner, **options).wrapper)  # type: ignore[arg-type]

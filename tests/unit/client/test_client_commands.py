@@ -529,7 +529,8 @@ def _exec_log(tmp_path: Path, tools: tuple[str, ...]) -> tuple[Path, dict[str, s
         ("none", "true", []),  # the common case: no watchdog, no output, no process at all
         ("none", "echo hi", ["base64", "head"]),
         ("none", "echo $$", ["base64", "head", "sh"]),  # its own shell
-        ("timeout", "true", ["sh", "timeout"]),
+        ("timeout", "true", ["sh", "timeout"]),  # a builtin: its own `sh` under `timeout`
+        ("timeout", "head -c 0 /dev/null", ["head", "timeout"]),  # a program: `timeout` runs it, no `sh`
     ],
 )
 def test_wrapper_spawns_few_processes(tmp_path: Path, runner: str, command: str, spawned: list[str]) -> None:
@@ -540,6 +541,38 @@ def test_wrapper_spawns_few_processes(tmp_path: Path, runner: str, command: str,
     started = log.read_text().split()
     assert started[0] == "sh"  # the wrapper itself, started by the runtime
     assert sorted(started[1:]) == spawned
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+@pytest.mark.parametrize("command", ["sleep 20", "echo a; sleep 20"])
+def test_wrapper_timeout_kills_a_program_or_its_shell(tmp_path: Path, shell: str, command: str) -> None:
+    # `sleep 20` is run by `timeout` itself (plain words, a program); the other by its own `sh`.
+    started = time.monotonic()
+    result = execute_locally(command, tmp_path, shell, timeout=1)
+    assert time.monotonic() - started < 5 and result.timed_out and result.exit_code == 124
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_a_program_run_without_its_shell_answers_as_sh_c(
+    tmp_path: Path, shell: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "a b").mkdir()
+    for name in ("x1", "x2", "y"):
+        (tmp_path / "a b" / name).write_text(name)
+    for command in ["ls x*", "ls a*", "cat nosuch", "nosuchprog x", "./nosuch", "ls  -a   ."]:
+        assert commands.runs_in_place(command)
+        result = execute_locally(command, tmp_path / "a b", shell, runner="timeout")
+        with monkeypatch.context() as patched:  # the same call through its own `sh`
+            patched.setattr(commands, "runs_without_shell", lambda _command: False)
+            assert result == execute_locally(command, tmp_path / "a b", shell, runner="timeout"), command
+
+
+@pytest.mark.parametrize("runner", RUNNERS)
+def test_a_capture_unlinked_while_the_command_runs_keeps_its_output(tmp_path: Path, runner: str) -> None:
+    # A sweep removes the files of calls long before; a call still running then reads its own back
+    # through /dev/fd/3 (`wrap` numbers the call 1: its capture is `o.1`).
+    result = execute_locally(f"echo a; rm {tmp_path}/stage/o.1; echo b", tmp_path, runner=runner)
+    assert (result.output, result.exit_code) == ("a\nb\n", 0)
 
 
 @pytest.mark.parametrize("shell", SHELLS)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import tarfile
 from pathlib import Path
 
+import pytest
+
 from devcluster import images, versions
 
 
@@ -73,3 +75,35 @@ def test_write_tar_is_reproducible(tmp_path: Path) -> None:
     with tarfile.open(tmp_path / "a.tar") as tar:
         assert tar.getmember("tmp").mode == 0o1777
         assert tar.getmember("tmp").isdir()
+
+
+def _editing_builder(edits: list[str]):  # type: ignore[no-untyped-def]
+    """A builder whose run edits the image's sources (as a user saving a file mid-build) while edits last."""
+
+    def build(image: images.Image, work: Path, log: Path) -> None:
+        if edits:
+            edits.pop(0)
+
+    return build
+
+
+def test_sources_edited_during_a_build_are_built_again(monkeypatch, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """`make demo` while saving a file: the first build's key moved, and the push then found no archive
+    (FileNotFoundError on push.log). The image is built again until it matches the sources, or a clear error."""
+    monkeypatch.setenv("DEVCLUSTER_CACHE", str(tmp_path))
+    monkeypatch.setattr(images.prereqs, "ensure", lambda *a, **k: None)
+    monkeypatch.setattr(images, "_buildah", lambda args, log: Path(args[-1].split(":", 1)[1]).write_bytes(b"oci"))
+    edits = ["saved once"]
+    image = images.Image(
+        "t", ("x/t:1",), lambda: {"sources": str(len(edits))}, _editing_builder(edits), keep_in_storage=True
+    )
+    assert images.build_image(image) is not None
+    assert image.is_built() and image.archive().read_bytes() == b"oci"
+
+    always = ["edit"] * 10
+    restless = images.Image(
+        "r", ("x/r:1",), lambda: {"sources": str(len(always))}, _editing_builder(always), keep_in_storage=True
+    )
+    with pytest.raises(images.ImageError, match="kept changing during 3 builds"):
+        images.build_image(restless)
+    assert len(always) == 10 - images.BUILD_TRIES

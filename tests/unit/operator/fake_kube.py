@@ -18,6 +18,7 @@ class FakeKube:
         self.claims: dict[Key, dict[str, Any]] = {}
         self.sandboxes: dict[Key, dict[str, Any]] = {}
         self.pools: set[Key] = set()
+        self.templates: dict[Key, dict[str, Any]] = {}
         self.policies: list[dict[str, Any]] = []
         self.network_policies: dict[Key, dict[str, Any]] = {}
         self.writes: list[tuple[str, Any]] = []
@@ -30,6 +31,9 @@ class FakeKube:
 
     async def list_warm_pools(self) -> list[dict[str, Any]]:
         return [{"metadata": {"namespace": ns, "name": name}} for ns, name in self.pools]
+
+    async def list_templates(self) -> list[dict[str, Any]]:
+        return [copy.deepcopy(t) for t in self.templates.values()]
 
     async def list_page(self, kind: str, token: str | None = None) -> tuple[list[dict[str, Any]], str, str | None]:
         """Everything in one page (the pages themselves: test_op_relist)."""

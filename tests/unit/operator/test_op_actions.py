@@ -239,6 +239,10 @@ def test_idle_hibernate_checkpoints_then_wakes_restoring_then_clears(
         "sizeBytes": 4_000_000,
         "takenAt": "2025-01-01T12:20:00Z",
     }
+    # The next pass sees the record before the Sandbox's suspend (a stale cache): suspend, no new checkpoint.
+    again = reconcile_actions(session, ready_claim(make_claim), make_sandbox(), T0 + timedelta(minutes=20))
+    assert not [a for a in again if isinstance(a, HibernateSandbox)]
+    assert PatchSandbox("demo", {"spec": {"operatingMode": "Suspended"}}) in again
     session["status"]["lastActivityTime"] = "2025-01-01T12:30:00Z"
     suspended_claim = make_claim(sandbox_name="demo", ready=("False", "SandboxSuspended", "suspended"))
     gone = make_sandbox(mode="Suspended")
@@ -246,15 +250,33 @@ def test_idle_hibernate_checkpoints_then_wakes_restoring_then_clears(
     session["status"]["phase"] = "Suspended"
     woken = reconcile_actions(session, suspended_claim, gone, T0 + timedelta(minutes=30))
     restore = {"metadata": {"annotations": {names.ANNOTATION_RESTORE_FROM: hib.checkpoint}}}
-    assert PatchSandbox("demo", {"spec": {"operatingMode": "Running", "podTemplate": restore}}) in woken
+    claim_name = suspended_claim["metadata"]["name"]
+    # The claim first: agent-sandbox's claim controller keeps the Sandbox's pod metadata equal to the
+    # template's plus the claim's, so the annotation named on the Sandbox alone would be dropped again.
+    on_claim = {"spec": {"additionalPodMetadata": {"annotations": {names.ANNOTATION_RESTORE_FROM: hib.checkpoint}}}}
+    resume = PatchSandbox("demo", {"spec": {"operatingMode": "Running", "podTemplate": restore}})
+    assert PatchClaim(claim_name, on_claim) in woken and resume in woken
+    assert woken.index(PatchClaim(claim_name, on_claim)) < woken.index(resume)
     running = make_sandbox()
     running["spec"]["podTemplate"] = restore
-    up = reconcile_actions(session, ready_claim(make_claim), running, T0 + timedelta(minutes=31))
+    carrying = ready_claim(make_claim)
+    carrying["spec"]["additionalPodMetadata"] = {"annotations": {names.ANNOTATION_RESTORE_FROM: hib.checkpoint}}
+    up = reconcile_actions(session, carrying, running, T0 + timedelta(minutes=31))
     cleared = {"spec": {"podTemplate": {"metadata": {"annotations": {names.ANNOTATION_RESTORE_FROM: None}}}}}
-    assert PatchSandbox("demo", cleared) in up
+    off_claim = {"spec": {"additionalPodMetadata": {"annotations": {names.ANNOTATION_RESTORE_FROM: None}}}}
+    assert up.index(PatchClaim(claim_name, off_claim)) < up.index(PatchSandbox("demo", cleared))
     (finish,) = [a for a in up if isinstance(a, FinishRestore)]
     assert finish.checkpoint == hib.checkpoint and finish.record["reason"] == "Restored"
     assert finish.record["hibernated"] is False and "4000000 bytes" in finish.record["message"]
+    # The claim controller has already dropped it from the Sandbox (the claim cleared): still finished.
+    reverted = reconcile_actions(session, ready_claim(make_claim), make_sandbox(), T0 + timedelta(minutes=31))
+    assert [a for a in reverted if isinstance(a, FinishRestore)] == [finish]
+    assert PatchSandbox("demo", cleared) not in reverted and PatchClaim(claim_name, off_claim) not in reverted
+    # A pass that recorded the wake but failed to clear the claim: the claim's goes, the record stands.
+    session["status"]["hibernation"] = {**finish.record, "reason": "RestoreFailed"}
+    left = reconcile_actions(session, carrying, make_sandbox(), T0 + timedelta(minutes=32))
+    assert PatchClaim(claim_name, off_claim) in left
+    assert not [a for a in left if isinstance(a, FinishRestore)]  # the RestoreFailed record stands
 
 
 def test_spec_suspend_under_hibernate_is_a_plain_suspend(
@@ -263,3 +285,31 @@ def test_spec_suspend_under_hibernate_is_a_plain_suspend(
     session = make_session(spec={"warmPoolRef": {"name": "p"}, "idleAction": "Hibernate", "suspend": True})
     actions = reconcile_actions(session, ready_claim(make_claim), make_sandbox(), T0)
     assert PatchSandbox("demo", {"spec": {"operatingMode": "Suspended"}}) in actions
+
+
+def test_an_ended_session_with_a_kept_checkpoint_forgets_it(
+    make_session: Make, make_claim: Make, make_sandbox: Make
+) -> None:
+    """Issue 33: a session deleted (a finalizer keeps it) or expired while hibernated has its image deleted."""
+    from agentsession_operator.decisions.actions import ForgetCheckpoint
+
+    spec = {"warmPoolRef": {"name": "p"}, "idleAction": "Hibernate"}
+    hibernation = {"hibernated": True, "reason": "Checkpointed", "checkpoint": "demo-0123456789"}
+    deleting = make_session(spec=spec)
+    deleting["metadata"]["deletionTimestamp"] = "2025-01-01T12:00:00Z"
+    deleting["status"] = {"phase": "Suspended", "hibernation": hibernation}
+    actions = reconcile_actions(deleting, ready_claim(make_claim), make_sandbox(), T0)
+    assert ForgetCheckpoint("demo-0123456789") in actions
+    expired = make_session(spec={**spec, "ttl": "1m"})
+    expired["status"] = {"phase": "Suspended", "hibernation": hibernation}
+    actions = reconcile_actions(expired, ready_claim(make_claim), make_sandbox(), T0 + timedelta(hours=1))
+    assert ForgetCheckpoint("demo-0123456789") in actions
+    # Not while it lives, nor once the image is gone.
+    alive = make_session(spec=spec)
+    alive["status"] = {"phase": "Suspended", "hibernation": hibernation}
+    assert not [
+        a for a in reconcile_actions(alive, ready_claim(make_claim), None, T0) if isinstance(a, ForgetCheckpoint)
+    ]
+    deleting["status"]["hibernation"] = {"hibernated": False, "reason": "CheckpointDeleted"}
+    actions = reconcile_actions(deleting, ready_claim(make_claim), make_sandbox(), T0)
+    assert not [a for a in actions if isinstance(a, ForgetCheckpoint)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from collections.abc import AsyncGenerator, Callable
 from typing import Any, cast
@@ -318,6 +319,48 @@ async def test_service_server_announces_a_service_client_config(tmp_path: Any) -
     assert client_config["service"] == {"namespace": "agentsession-system", "name": "op", "port": 443}
     assert "url" not in client_config
     assert base64.b64decode(client_config["caBundle"]).startswith(b"-----BEGIN CERTIFICATE-----")
+
+
+async def test_every_review_closes_its_connection(tmp_path: Any) -> None:
+    """The API server must not keep a connection a stopping replica may close under its next POST (EOF,
+    which Go does not resend: CI's upgrade test had a create refused that way). An answer and a refusal
+    (kopf's 400 for a body that is not JSON) both say ``Connection: close``, and the server hangs up."""
+    import base64
+    import http.client
+    import socket
+    import ssl
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = webhook.build_server(webhook.WebhookConfig(port=port, bind="127.0.0.1"))
+
+    async def allow(request: Any, **_: Any) -> Any:
+        return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": {"allowed": True}}
+
+    def post(body: bytes) -> tuple[int, str | None, bytes]:
+        context = ssl.create_default_context(cadata=base64.b64decode(client_config["caBundle"]).decode())
+        context.check_hostname = False
+        connection = http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=10)
+        try:
+            connection.request("POST", "/policy", body=body, headers={"Content-Type": "application/json"})
+            response = connection.getresponse()
+            answer = (response.status, response.getheader("Connection"), response.read())
+            assert connection.sock is None or connection.sock.recv(1) == b"", "the server kept the connection"
+            return answer
+        finally:
+            connection.close()
+
+    stream = cast(AsyncGenerator[Any, None], server(allow))
+    try:
+        client_config = await anext(stream)
+        review = b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": "u"}}'
+        ok = await asyncio.to_thread(post, review)
+        refused = await asyncio.to_thread(post, b"not json")
+    finally:
+        await stream.aclose()
+    assert ok[:2] == (200, "close") and b'"allowed": true' in ok[2]
+    assert refused[:2] == (400, "close")
 
 
 class FakeKube:

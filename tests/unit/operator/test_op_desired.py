@@ -155,3 +155,14 @@ def test_resume_waits_until_the_suspension_has_settled(make_sandbox: Callable[..
     unknown["metadata"]["generation"] = 3
     unknown["status"]["conditions"][0]["observedGeneration"] = 3
     assert sandbox_patch_for_mode(unknown, "Running") == running  # acted on, nothing terminating: go
+
+
+def test_the_claim_never_carries_the_restore_annotation(make_session: Any) -> None:
+    """Issue 33 backstop: whatever the spec says, only a hibernated session's wake names a checkpoint."""
+    from agentsession_api import names
+    from agentsession_operator.decisions.desired import desired_claim
+    from agentsession_operator.decisions.resolved import Resolved
+
+    session = make_session(spec={"podAnnotations": {names.ANNOTATION_RESTORE_FROM: "victim", "example.com/a": "b"}})
+    claim = desired_claim(session, Resolved(warm_pool="p"), None)
+    assert claim["spec"]["additionalPodMetadata"]["annotations"] == {"example.com/a": "b"}

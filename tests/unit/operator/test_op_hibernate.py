@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
 
 from agentsession_api import names, phases
 from agentsession_operator.decisions import hibernate as h
+from agentsession_operator.decisions.actions import FinishRestore
+from agentsession_operator.kube.hibernation import Hibernator
 
 
 def test_a_gvisor_template_with_an_agent_is_checkpointed() -> None:
@@ -88,3 +94,90 @@ def test_checkpoint_age() -> None:
     now = datetime(2026, 1, 1, tzinfo=UTC)
     assert h.checkpoint_age_seconds(now - timedelta(seconds=90), now) == 90
     assert h.checkpoint_age_seconds(None, now) is None
+
+
+def test_forgetting_an_image_stops_once_deleted_or_every_agent_answered() -> None:
+    assert h.forget_step(h.DeleteOutcome(deleted=True, asked=2, unreachable=1), 0) is None
+    assert h.forget_step(h.DeleteOutcome(deleted=False, asked=2, unreachable=0), 0) is None  # nobody had it
+    assert not h.gave_up(h.DeleteOutcome(deleted=False, asked=2, unreachable=0))
+
+
+def test_forgetting_an_image_retries_a_bounded_number_of_times_then_gives_up() -> None:
+    down = h.DeleteOutcome(deleted=False, asked=1, unreachable=1)
+    none_ready = h.DeleteOutcome(deleted=False, asked=0, unreachable=0)
+    waits = [h.forget_step(down, attempt) for attempt in range(len(h.FORGET_DELAYS) + 1)]
+    assert waits == [*h.FORGET_DELAYS, None] and sum(h.FORGET_DELAYS) <= 60
+    assert h.forget_step(none_ready, 0) == h.FORGET_DELAYS[0]
+    assert h.gave_up(down) and h.gave_up(none_ready)
+    message = h.not_deleted_message("ns", "s-0123456789", none_ready, 4)
+    assert "ns/s-0123456789" in message and "no node agent was Ready" in message and "4 tries" in message
+
+
+def test_the_image_to_forget_is_the_kept_checkpoint_only() -> None:
+    kept = {"status": {"hibernation": {"hibernated": True, "checkpoint": "s-0123456789"}}}
+    assert h.checkpoint_to_forget(kept) == "s-0123456789"
+    assert h.checkpoint_to_forget({"status": {"hibernation": {"hibernated": False, "checkpoint": None}}}) is None
+    assert h.checkpoint_to_forget({}) is None
+    record = h.forgotten_record("s-0123456789")
+    assert record["hibernated"] is False and record["reason"] == h.REASON_CHECKPOINT_DELETED
+
+
+def test_a_restore_that_failed_is_recorded_as_restore_failed_bounded() -> None:
+    record = h.restore_failed_record("s-1", "pages.img is corrupt:\n sha256 ab" + "x" * 5000)
+    assert (record["hibernated"], record["reason"], record["checkpoint"]) == (False, phases.REASON_RESTORE_FAILED, None)
+    assert (
+        "started fresh, workspace kept" in record["message"] and "pages.img is corrupt: sha256 ab" in record["message"]
+    )
+    assert len(record["message"]) < 700
+    assert phases.REASON_RESTORE_FAILED in phases.HIBERNATE_FALLBACK_REASONS
+
+
+class _Agents:
+    def __init__(self, failure: str | None) -> None:
+        self.failure = failure
+        self.deleted: list[tuple[str, str]] = []
+
+    async def delete_outcome(self, namespace: str, name: str) -> h.DeleteOutcome:
+        self.deleted.append((namespace, name))
+        return h.DeleteOutcome(True, 1, 0, self.failure)
+
+
+class _Kube:
+    def __init__(self) -> None:
+        self.patches: list[dict[str, Any]] = []
+
+    async def patch_session_status(self, namespace: str, name: str, patch: dict[str, Any], **_: Any) -> None:
+        self.patches.append(patch)
+
+
+class _Log:
+    def info(self, *_: Any, **__: Any) -> None: ...
+
+    def warning(self, *_: Any, **__: Any) -> None: ...
+
+
+SESSION = {"metadata": {"namespace": "team-a", "name": "s", "uid": "u"}, "status": {"phase": "Ready"}}
+
+
+@pytest.mark.parametrize(
+    ("failure", "reason", "event"),
+    [
+        (None, phases.REASON_RESTORED, ("Woke", "Normal")),
+        ("no checkpoint image", "RestoreFailed", ("RestoreFailed", "Warning")),
+    ],
+)
+def test_finish_restore_reports_what_the_node_agent_answered(
+    failure: str | None, reason: str, event: tuple[str, str]
+) -> None:
+    """The woken pod is Ready: the node agent's delete says whether the shim restored it or started it fresh."""
+    kube, agents, events = _Kube(), _Agents(failure), []
+    hibernator = Hibernator(kube, agents, lambda obj, r, m, t: events.append((r, m, t)))  # type: ignore[arg-type]
+    restored = h.restored_record({"checkpoint": "s-1", "sizeBytes": 10}, datetime(2026, 1, 1, tzinfo=UTC))
+    asyncio.run(hibernator.finish_restore(FinishRestore("s-1", restored), SESSION, _Log()))
+    assert agents.deleted == [("team-a", "s-1")]
+    (patch,) = kube.patches
+    assert patch["hibernation"]["reason"] == reason and patch["hibernation"]["hibernated"] is False
+    ((name, message, kind),) = events
+    assert (name, kind) == event
+    if failure:
+        assert failure in message and failure in patch["hibernation"]["message"]

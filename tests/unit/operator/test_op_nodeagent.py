@@ -7,6 +7,7 @@ script standing in for it (the real one runs in tests/e2e/test_hibernate.py).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 import urllib.error
@@ -91,11 +92,48 @@ CHECKPOINT = {"namespace": "team-a", "pod": "pod-1", "name": "s-1"}
 
 def test_the_operator_checkpoints_a_pod_and_gets_its_size(url: str, node: checkpointer.Node) -> None:
     status, body = post(url, "/v1/checkpoint", CHECKPOINT, "operator-token")
-    assert (status, body["sizeBytes"]) == (200, 1000)
+    manifest = node.checkpoint_root / "team-a" / "s-1" / images.MANIFEST
+    assert (status, body["sizeBytes"]) == (200, 1000 + manifest.stat().st_size)
     assert (node.checkpoint_root / "team-a" / "s-1" / "pages.img").is_file()
     assert node.checkpoint_root.stat().st_mode & 0o777 == 0o700
-    assert post(url, "/v1/delete", {"namespace": "team-a", "name": "s-1"}, "operator-token") == (200, {"deleted": True})
+    deleted = post(url, "/v1/delete", {"namespace": "team-a", "name": "s-1"}, "operator-token")
+    assert deleted == (200, {"deleted": True, "restoreFailed": None})
     assert not (node.checkpoint_root / "team-a" / "s-1").exists()
+
+
+def test_an_image_carries_the_manifest_the_shim_checks(url: str, node: checkpointer.Node) -> None:
+    """restoreext restores only an image matching its sha256 manifest (a corrupt image starts fresh)."""
+    assert post(url, "/v1/checkpoint", CHECKPOINT, "operator-token")[0] == 200
+    image = node.checkpoint_root / "team-a" / "s-1"
+    digest = hashlib.sha256(b"\0" * 1000).hexdigest()
+    assert (image / images.MANIFEST).read_text() == f"{digest}  pages.img\n"
+
+
+def test_the_delete_answers_the_shims_record_of_a_failed_restore(url: str, node: checkpointer.Node) -> None:
+    """The operator's finish of a wake learns that the pod started fresh (RestoreFailed), bounded."""
+    assert post(url, "/v1/checkpoint", CHECKPOINT, "operator-token")[0] == 200
+    record = images.failure_record(node.checkpoint_root, "team-a", "s-1")
+    record.write_bytes(b"pages.img is corrupt \xff" + b"x" * 10_000)
+    status, body = post(url, "/v1/delete", {"namespace": "team-a", "name": "s-1"}, "operator-token")
+    assert status == 200 and body["deleted"] is True
+    assert body["restoreFailed"].startswith("pages.img is corrupt \ufffd")
+    assert len(body["restoreFailed"].encode()) <= images.MAX_FAILURE_BYTES + 2
+    assert not record.exists()
+    # An image that was missing at the restore: no image to delete, the record still answered.
+    record.write_text("no checkpoint image")
+    assert post(url, "/v1/delete", {"namespace": "team-a", "name": "s-1"}, "operator-token")[1] == {
+        "deleted": False,
+        "restoreFailed": "no checkpoint image",
+    }
+
+
+def test_a_new_checkpoint_clears_an_old_failed_restores_record(url: str, node: checkpointer.Node) -> None:
+    """The record is of one image: the next checkpoint of the same name must restore, not start fresh."""
+    record = images.failure_record(node.checkpoint_root, "team-a", "s-1")
+    record.parent.mkdir(parents=True)
+    record.write_text("an older image was corrupt")
+    assert post(url, "/v1/checkpoint", CHECKPOINT, "operator-token")[0] == 200
+    assert not record.exists()
 
 
 @pytest.mark.parametrize(
@@ -148,3 +186,22 @@ def test_the_review_is_audience_bound() -> None:
 def test_image_dir_refuses_traversal(tmp_path: Path) -> None:
     with pytest.raises(images.RequestError):
         images.image_dir(tmp_path, "..", "x")
+
+
+def test_the_operator_lists_the_complete_images_only(url: str, node: checkpointer.Node) -> None:
+    """The sweep's listing: complete images, never one being written (``.partial``) or a failure record."""
+    assert post(url, "/v1/checkpoint", CHECKPOINT, "operator-token")[0] == 200
+    (node.checkpoint_root / "team-a" / "s-2.partial").mkdir()
+    images.failure_record(node.checkpoint_root, "team-a", "s-1").write_text("corrupt")
+    (node.checkpoint_root / "team-b" / "s-9").mkdir(parents=True)
+    status, body = post(url, "/v1/list", {}, "operator-token")
+    assert status == 200
+    assert body == {"images": [{"namespace": "team-a", "name": "s-1"}, {"namespace": "team-b", "name": "s-9"}]}
+    assert images.listing(node.checkpoint_root, limit=1) == [("team-a", "s-1")]
+    assert images.listing(node.checkpoint_root / "absent") == []
+
+
+def test_a_tenant_cannot_list_the_images(url: str, node: checkpointer.Node) -> None:
+    """Image names carry session names of every tenant on the node."""
+    assert post(url, "/v1/list", {}, "tenant-token")[0] == 403
+    assert post(url, "/v1/list", {}, None)[0] == 401

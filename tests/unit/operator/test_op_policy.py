@@ -365,3 +365,12 @@ def test_session_limits(make_session: Make, make_policy: Make) -> None:
     ((limit, value),) = session_limits_for(make_session(labels={"team": "a"}), effective)
     assert limit == SessionLimit("team", 2, "cap") and value == "a"
     assert session_limits_for(make_session(labels={}), effective) == []
+
+
+def test_the_restore_annotation_is_a_violation_whatever_the_policy(make_session: Make) -> None:
+    """Issue 33: the webhook refuses it and the reconcile stops such a session (one stored before the CRD's
+    CEL rule, or while neither ran), with the same sentence as the API server's."""
+    from agentsession_api import cel_rules, names
+
+    found = violations(make_session(spec={"podAnnotations": {names.ANNOTATION_RESTORE_FROM: "victim-0123456789"}}))
+    assert found == [f"spec.podAnnotations key {names.ANNOTATION_RESTORE_FROM} {cel_rules.RESTORE_ANNOTATION_TEXT}"]

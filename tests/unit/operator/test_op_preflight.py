@@ -62,11 +62,12 @@ def test_agent_sandbox_passes_when_every_crd_serves_its_version() -> None:
 
 
 def test_agent_sandbox_missing_and_old_crds_are_each_named() -> None:
-    claims, pools, sandboxes = preflight.REQUIRED
-    served: dict[str, list[str] | None] = {claims: None, pools: [], sandboxes: ["v1alpha0"]}
+    claims, pools, templates, sandboxes = preflight.REQUIRED
+    served: dict[str, list[str] | None] = {claims: None, pools: [], templates: None, sandboxes: ["v1alpha0"]}
     assert preflight.problems(served) == [
         f"CRD {claims} is not installed",
         f"CRD {pools} serves no version, not {preflight.REQUIRED[pools]}",
+        f"CRD {templates} is not installed",
         f"CRD {sandboxes} serves v1alpha0, not {preflight.REQUIRED[sandboxes]}",
     ]
 

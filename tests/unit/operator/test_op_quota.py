@@ -332,6 +332,9 @@ async def test_after_a_restart_a_waiting_session_is_judged_with_every_older_one_
     async def list_warm_pools() -> list[Obj]:
         return [{"metadata": {"name": "python-pool", "namespace": "ns"}}]
 
+    async def list_templates() -> list[Obj]:
+        return []
+
     async def list_page(kind: str, token: str | None = None) -> tuple[list[Obj], str, str | None]:
         listed = {"sessions": [copy.deepcopy(waiting), copy.deepcopy(running)]}
         return listed.get(kind, []), "1", None
@@ -343,6 +346,7 @@ async def test_after_a_restart_a_waiting_session_is_judged_with_every_older_one_
     for name, fn in (
         ("list_policies", list_policies),
         ("list_warm_pools", list_warm_pools),
+        ("list_templates", list_templates),
         ("list_page", list_page),
         ("create_claim", create_claim),
     ):

@@ -161,11 +161,15 @@ async def test_no_session_is_acted_on_before_policies_are_loaded() -> None:
     async def list_warm_pools() -> list[Obj]:
         return [{"metadata": {"name": "python-pool", "namespace": "tenant-a"}}]
 
+    async def list_templates() -> list[Obj]:
+        return []
+
     async def list_page(kind: str, token: str | None = None) -> tuple[list[Obj], str, str | None]:
         return [], "1", None
 
     fake.list_policies = list_policies  # type: ignore[attr-defined]
     fake.list_warm_pools = list_warm_pools  # type: ignore[attr-defined]
+    fake.list_templates = list_templates  # type: ignore[attr-defined]
     fake.list_page = list_page  # type: ignore[attr-defined]
     rec = Reconciler(fake)  # type: ignore[arg-type]
     await reconcile(fake, rec)  # the session's watch event arrives first

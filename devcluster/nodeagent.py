@@ -1,0 +1,142 @@
+"""The node agent (issue 33, idleAction Hibernate) on devcluster's real node: config/components/nodeagent with
+this checkout's node paths, and the token a host-process operator calls it with.
+
+`python -m devcluster nodeagent` (on a running real-node cluster) builds the operator's image (the agent runs
+`python -m agentsession_operator.nodeagent` from it), pushes it into the cluster's registry and applies the
+component's ServiceAccount, RBAC, DaemonSet and NetworkPolicy with:
+
+- the hostPaths of this node: the runsc binary of the build cache, runsc's state root for containerd's
+  `k8s.io` namespace (its state files and each sandbox's control socket, a unix socket *file* there: runsc
+  never uses abstract sockets, so no hostNetwork is needed), containerd's task bundles (the agent finds a
+  pod's sandbox id in their config.json) and `.cluster/node/checkpoints/` (the shim's restore extension
+  reads the images there);
+- its own namespace, agentsession-nodeagent (Pod Security privileged: the agent is; the operator's namespace
+  is restricted);
+- the NetworkPolicy's peer: the operator here runs on the host (tests, `make operator`), whose packets reach
+  the node's pods from the host's end of the node's veth, so that address, not the operator's pods, is
+  admitted (as install.narrow_webhook_ingress does for the API server).
+
+The operator then takes `operator_args(token)`: `--node-agent=...` and the audience-bound token of its
+ServiceAccount written to a file (`kubectl create token --audience agentsession-nodeagent`), which in a
+cluster the component's projected volume mounts.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import IO, Any
+
+import yaml
+
+from devcluster import build
+from devcluster.cluster import REPO_ROOT, Cluster, ClusterError
+from devcluster.realnode import configs, network
+
+COMPONENT = REPO_ROOT / "config" / "components" / "nodeagent"
+NAMESPACE = "agentsession-nodeagent"
+"""The agent's own namespace (Pod Security privileged); the operator's is restricted."""
+OPERATOR_NAMESPACE = "agentsession-system"
+NAME = "agentsession-nodeagent"
+SELECTOR = f"{NAMESPACE}/app.kubernetes.io/name={NAME}"
+AUDIENCE = "agentsession-nodeagent"
+OPERATOR_ACCOUNT = "agentsession-operator"
+CONTAINERD_NAMESPACE = "k8s.io"
+# The component's files the cluster gets (operator_token.yaml patches the operator's Deployment: not here).
+RESOURCES = ("namespace.yaml", "service_account.yaml", "rbac.yaml", "daemonset.yaml", "network_policy.yaml")
+
+
+def host_paths(dirs: configs.NodeDirs, runsc: Path) -> dict[str, str]:
+    """The DaemonSet's volumes by name: this node's paths."""
+    return {
+        "runsc": str(runsc),
+        "runsc-root": str(dirs.runsc_root / CONTAINERD_NAMESPACE),
+        "task-state": str(dirs.containerd / "state" / "io.containerd.runtime.v2.task" / CONTAINERD_NAMESPACE),
+        "checkpoints": str(dirs.checkpoints),
+    }
+
+
+def manifests(
+    dirs: configs.NodeDirs, runsc: Path, operator_source: str = f"{network.HOST_IP}/32"
+) -> list[dict[str, Any]]:
+    """The component's objects for this node (pure: reads only the component's files)."""
+    docs = [d for f in RESOURCES for d in yaml.safe_load_all((COMPONENT / f).read_text()) if d]
+    paths = host_paths(dirs, runsc)
+    for doc in docs:
+        if doc["kind"] == "DaemonSet":
+            volumes = doc["spec"]["template"]["spec"]["volumes"]
+            for volume in volumes:
+                volume["hostPath"]["path"] = paths[volume["name"]]
+            assert {v["name"] for v in volumes} == set(paths), "the component's volumes changed: update host_paths"
+        elif doc["kind"] == "NetworkPolicy":
+            ingress = doc["spec"]["ingress"]
+            assert len(ingress) == 1, "the component's NetworkPolicy changed: update manifests"
+            ingress[0]["from"] = [{"ipBlock": {"cidr": operator_source}}]
+    return docs
+
+
+def _list(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "List", "items": docs}
+
+
+def has_gvisor() -> bool:
+    return build.GVISOR.path("runsc").exists()
+
+
+def _require(cluster: Cluster) -> None:
+    if not cluster.is_running() or cluster.node != "real":
+        raise ClusterError("the node agent needs a running real-node cluster: `make cluster-up NODE=real`")
+    if not has_gvisor():
+        raise ClusterError(f"no runsc at {build.GVISOR.path('runsc')}: the node has no gVisor to checkpoint")
+
+
+def install(cluster: Cluster, out: IO[str] = sys.stderr, timeout: str = "180s") -> None:
+    """The agent Ready on the node, from the operator's image as built from this checkout."""
+    from devcluster import images  # buildah: only here
+
+    _require(cluster)
+    images.build_image(images.OPERATOR, out)
+    images.push(images.OPERATOR, cluster.registry_address, images.OPERATOR.dir() / "push.log")
+    dirs = configs.NodeDirs(cluster.paths.root / "node")
+    docs = manifests(dirs, build.GVISOR.path("runsc"))
+    cluster.kubectl(
+        "apply",
+        "--server-side",
+        "--force-conflicts",
+        "-f",
+        "-",
+        input=json.dumps({"kind": "List", "apiVersion": "v1", "items": docs}),
+    )
+    # The tag stays while the image changes: restart to run the one just pushed.
+    cluster.kubectl("-n", NAMESPACE, "rollout", "restart", f"daemonset/{NAME}")
+    cluster.kubectl("-n", NAMESPACE, "rollout", "status", f"daemonset/{NAME}", f"--timeout={timeout}")
+    print(f"[devcluster] node agent running ({SELECTOR})", file=out, flush=True)
+
+
+def uninstall(cluster: Cluster) -> None:
+    dirs = configs.NodeDirs(cluster.paths.root / "node")
+    docs = manifests(dirs, build.GVISOR.path("runsc"))
+    cluster.kubectl(
+        "delete", "--ignore-not-found", "--wait=true", "--timeout=120s", "-f", "-", input=json.dumps(_list(docs))
+    )
+
+
+def write_operator_token(cluster: Cluster, path: Path, duration: str = "2h") -> Path:
+    """The operator's ServiceAccount token for the agents' audience, in a root-only file."""
+    proc = cluster.kubectl(
+        "-n",
+        OPERATOR_NAMESPACE,
+        "create",
+        "token",
+        OPERATOR_ACCOUNT,
+        f"--audience={AUDIENCE}",
+        f"--duration={duration}",
+    )
+    path.touch(mode=0o600)
+    path.write_text(proc.stdout.strip())
+    return path
+
+
+def operator_args(token: Path) -> list[str]:
+    return [f"--node-agent={SELECTOR}", f"--node-agent-token={token}"]

@@ -1,0 +1,393 @@
+"""idleAction Hibernate end to end on the real node (issue 33): the node agent's checkpoint, the wake's restore.
+
+The operator (a host process, as in the other tests) runs with `--node-agent` against devcluster's agent
+DaemonSet (devcluster/nodeagent.py: config/components/nodeagent with this node's paths). A gVisor session
+with `idleAction: Hibernate` runs a python process holding a value only in its memory (it made it up
+itself, and answers it on a local socket) and a background `sleep 100000`; it goes idle, the agent
+checkpoints its sandbox, the pod goes away; the client's next call (langchain_k8s_client, as users call)
+wakes it, the shim restores the new pod from the image, and the same process answers the same value.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentsession_api import phases
+from agentsession_operator.decisions.hibernate import checkpoint_name
+from devcluster import nodeagent
+from devcluster.cluster import Cluster
+from devcluster.realnode.configs import RESTORE_ANNOTATION, NodeDirs
+from langchain_k8s_client import AgentSessionSandbox
+from tests.e2e import manifests
+from tests.e2e.conftest import Kube, OperatorProcess
+
+pytestmark = [pytest.mark.e2e, pytest.mark.realnode]
+
+IDLE = "6s"
+WORKSPACE = [
+    {
+        "metadata": {"name": "workspace"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+    }
+]
+# A value made up by the process itself (never on disk, never in its argv), answered on 127.0.0.1:7777 with
+# its pid; a background sleep; a file in the root filesystem and one in the workspace volume.
+HOLDER = r"""
+import os, secrets, socket
+value = secrets.token_hex(8)
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", 7777)); s.listen(4)
+while True:
+    c, _ = s.accept(); c.sendall(f"{value} {os.getpid()}\n".encode()); c.close()
+"""
+ASK = (
+    "python3 -c \"import socket; s=socket.create_connection(('127.0.0.1', 7777), 5); "
+    'print(s.recv(100).decode().strip())"'
+)
+
+
+def _pool(kube: Kube, namespace: str, name: str, runtime: str | None) -> None:
+    kube.apply(
+        manifests.template(
+            name,
+            manifests.PYTHON_RUNTIME_IMAGE,
+            vct_policy="Allowed",
+            volume_mounts=[{"name": "workspace", "mountPath": "/workspace"}],
+            volumes=[{"name": "workspace", "emptyDir": {}}],
+            runtime_class=runtime,
+        ),
+        manifests.warm_pool(name, name, 0),
+        namespace=namespace,
+    )
+
+
+@pytest.fixture(scope="module")
+def hibernating_operator(
+    cluster: Cluster, kube: Kube, operator: OperatorProcess, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[OperatorProcess]:
+    """The shared operator restarted with the node agent (and the agent installed); as before afterwards."""
+    nodeagent.install(cluster)
+    token = nodeagent.write_operator_token(cluster, tmp_path_factory.mktemp("nodeagent") / "token")
+    extra = nodeagent.operator_args(token)
+    operator.stop()
+    operator.extra_args += extra
+    operator.start()
+    try:
+        yield operator
+    finally:
+        operator.stop()
+        operator.extra_args = [a for a in operator.extra_args if a not in extra]
+        operator.start()
+        # Leave the cluster as found: test_install_image's uninstall checks no agentsession RBAC is left.
+        nodeagent.uninstall(cluster)
+
+
+def _status(kube: Kube, name: str, namespace: str) -> dict[str, Any]:
+    return dict((kube.get("agentsession", name, namespace) or {}).get("status") or {})
+
+
+def _events(kube: Kube, name: str, namespace: str) -> set[str]:
+    selector = f"involvedObject.kind=AgentSession,involvedObject.name={name}"
+    events = json.loads(kube.run("get", "events", "-n", namespace, "--field-selector", selector, "-o", "json").stdout)
+    return {e["reason"] for e in events["items"]}
+
+
+def _run(backend: AgentSessionSandbox, command: str, timeout: int | None = None) -> str:
+    """A command through the client. Before the idle wait, a short `timeout`: the client reports the session
+    busy for a command's whole timeout (default minutes), which would put the idle deadline off as long."""
+    result = backend.execute(command, timeout=timeout)
+    assert result.exit_code == 0, result
+    return str(result.output).strip()
+
+
+def test_a_hibernated_session_wakes_with_its_processes(
+    cluster: Cluster, kube: Kube, namespace: str, hibernating_operator: OperatorProcess
+) -> None:
+    _pool(kube, namespace, "gv", manifests.GVISOR)
+    backend = AgentSessionSandbox(
+        "sleeper",
+        namespace,
+        warm_pool="gv",
+        ttl="20m",
+        idle_timeout=IDLE,
+        idle_action="Hibernate",
+        volume_claim_templates=WORKSPACE,
+    )
+    view = backend.wait_ready()
+    pod = view.pod_name or ""
+    started = _run(
+        backend,
+        f"cat > /tmp/holder.py <<'EOF'\n{HOLDER}\nEOF\n"
+        "nohup python3 /tmp/holder.py >/dev/null 2>&1 & "
+        "nohup sleep 100000 >/dev/null 2>&1 & echo $! > /tmp/sleep.pid; "
+        "echo rootfs-kept > /tmp/marker; echo workspace-kept > /workspace/note.txt; "
+        f"for i in $(seq 50); do {ASK} 2>/dev/null && break; sleep 0.1; done",
+        timeout=10,
+    )
+    value, holder_pid = started.split()
+    sleep_pid = _run(backend, "cat /tmp/sleep.pid", timeout=5)
+    assert _run(backend, f"kill -0 {sleep_pid} && echo alive", timeout=5) == "alive"
+
+    hibernated = kube.wait_for(
+        "the session hibernated, its pod gone",
+        lambda: (
+            (s := _status(kube, "sleeper", namespace)).get("phase") == phases.Phase.SUSPENDED
+            and (s.get("hibernation") or {}).get("hibernated")
+            and kube.get("pod", pod, namespace) is None
+            and s
+        ),
+        timeout=90,
+    )
+    record = hibernated["hibernation"]
+    assert record["reason"] == phases.REASON_CHECKPOINTED, record
+    assert record["sizeBytes"] > 0 and record["takenAt"], record
+    image = NodeDirs(cluster.paths.root / "node").checkpoints / namespace / record["checkpoint"]
+    assert image.is_dir() and any(image.iterdir()), f"no image at {image}"
+    assert kube.is_true({"status": hibernated}, phases.COND_HIBERNATED), hibernated["conditions"]
+
+    # The client's next call wakes it, exactly as it resumes a suspended session.
+    woke = _run(backend, f"{ASK}; kill -0 $(cat /tmp/sleep.pid) && echo alive; cat /tmp/marker /workspace/note.txt")
+    assert woke.splitlines() == [f"{value} {holder_pid}", "alive", "rootfs-kept", "workspace-kept"], woke
+    restored = kube.wait_for(
+        "status.hibernation Restored",
+        lambda: (
+            (s := _status(kube, "sleeper", namespace)).get("hibernation", {}).get("reason") == phases.REASON_RESTORED
+            and s
+        ),
+        timeout=60,
+    )
+    assert restored["hibernation"]["hibernated"] is False, restored["hibernation"]
+    assert {"Hibernated", "Woke"} <= _events(kube, "sleeper", namespace)
+    kube.wait_for("the image deleted on the node", lambda: not image.exists(), timeout=30)
+    sandbox = kube.get("sandbox", restored["sandboxName"], namespace) or {}
+    notes = ((sandbox["spec"]["podTemplate"].get("metadata") or {}).get("annotations")) or {}
+    assert RESTORE_ANNOTATION not in notes, "a restart of the restored pod must start fresh"
+    claim = kube.get("sandboxclaim", restored["claimName"], namespace) or {}
+    extra = ((claim["spec"].get("additionalPodMetadata") or {}).get("annotations")) or {}
+    assert RESTORE_ANNOTATION not in extra, "the claim controller would put it back on the Sandbox"
+    backend.delete_session()
+
+
+def test_a_runc_session_with_idle_action_hibernate_suspends(
+    kube: Kube, namespace: str, hibernating_operator: OperatorProcess
+) -> None:
+    _pool(kube, namespace, "rc", None)
+    backend = AgentSessionSandbox(
+        "plain",
+        namespace,
+        warm_pool="rc",
+        ttl="20m",
+        idle_timeout="4s",
+        idle_action="Hibernate",
+        volume_claim_templates=WORKSPACE,
+    )
+    pod = backend.wait_ready().pod_name or ""
+    suspended = kube.wait_for(
+        "suspended as Suspend",
+        lambda: (
+            (s := _status(kube, "plain", namespace)).get("phase") == phases.Phase.SUSPENDED
+            and s.get("hibernation")
+            and kube.get("pod", pod, namespace) is None
+            and s
+        ),
+        timeout=90,
+    )
+    assert suspended["hibernation"]["hibernated"] is False
+    assert suspended["hibernation"]["reason"] == phases.REASON_NOT_GVISOR, suspended["hibernation"]
+    condition = kube.condition({"status": suspended}, phases.COND_HIBERNATED) or {}
+    assert (condition.get("status"), condition.get("reason")) == ("False", phases.REASON_NOT_GVISOR), condition
+    assert "HibernateFallback" in _events(kube, "plain", namespace)
+    backend.delete_session()
+
+
+def _hibernated(kube: Kube, cluster: Cluster, namespace: str, name: str, pod: str) -> Path:
+    """Wait for the session's hibernate (its pod gone); the image's directory on the node."""
+    status = kube.wait_for(
+        f"{name} hibernated, its pod gone",
+        lambda: (
+            (s := _status(kube, name, namespace)).get("phase") == phases.Phase.SUSPENDED
+            and (s.get("hibernation") or {}).get("hibernated")
+            and kube.get("pod", pod, namespace) is None
+            and s
+        ),
+        timeout=90,
+    )
+    image = NodeDirs(cluster.paths.root / "node").checkpoints / namespace / status["hibernation"]["checkpoint"]
+    assert image.is_dir() and any(image.iterdir()), f"no image at {image}"
+    return image
+
+
+@pytest.mark.faults
+@pytest.mark.realfaults
+def test_a_corrupt_image_wakes_fresh_with_a_clear_condition_and_the_workspace(
+    cluster: Cluster, kube: Kube, namespace: str, hibernating_operator: OperatorProcess
+) -> None:
+    """A garbled image through the whole flow: the wake starts the pod fresh (no memory, the workspace kept),
+    status.hibernation and condition Hibernated say RestoreFailed and why, a Warning Event RestoreFailed."""
+    _pool(kube, namespace, "gv", manifests.GVISOR)
+    backend = AgentSessionSandbox(
+        "garbled",
+        namespace,
+        warm_pool="gv",
+        ttl="20m",
+        idle_timeout=IDLE,
+        idle_action="Hibernate",
+        volume_claim_templates=WORKSPACE,
+    )
+    pod = backend.wait_ready().pod_name or ""
+    _run(backend, "echo workspace-kept > /workspace/note.txt; echo in-memory-only > /tmp/marker", timeout=5)
+    image = _hibernated(kube, cluster, namespace, "garbled", pod)
+    pages = image / "pages.img"
+    with pages.open("r+b") as f:
+        f.seek(pages.stat().st_size // 2)
+        data = f.read(4096)
+        f.seek(pages.stat().st_size // 2)
+        f.write(bytes(b ^ 0xFF for b in data))
+
+    woke = _run(backend, "cat /workspace/note.txt; cat /tmp/marker 2>/dev/null || echo rootfs-fresh")
+    assert woke.splitlines() == ["workspace-kept", "rootfs-fresh"], woke
+
+    def restore_failed() -> dict[str, Any] | None:
+        status = _status(kube, "garbled", namespace)
+        condition = kube.condition({"status": status}, phases.COND_HIBERNATED) or {}
+        reasons = ((status.get("hibernation") or {}).get("reason"), condition.get("reason"))
+        return condition if reasons == (phases.REASON_RESTORE_FAILED,) * 2 else None
+
+    condition = kube.wait_for("status.hibernation and condition Hibernated RestoreFailed", restore_failed, 60)
+    assert condition["status"] == "False", condition
+    assert "pages.img" in condition.get("message", ""), condition
+    assert "RestoreFailed" in _events(kube, "garbled", namespace)
+    kube.wait_for("the image deleted on the node", lambda: not image.exists(), timeout=30)
+    backend.delete_session()
+
+
+@pytest.mark.faults
+@pytest.mark.realfaults
+def test_a_session_deleted_while_hibernated_takes_its_image_with_it(
+    cluster: Cluster, kube: Kube, namespace: str, hibernating_operator: OperatorProcess
+) -> None:
+    """The image holds the sandbox's memory (secrets included): deleting the session deletes it on the node."""
+    _pool(kube, namespace, "gv", manifests.GVISOR)
+    backend = AgentSessionSandbox(
+        "gone",
+        namespace,
+        warm_pool="gv",
+        ttl="20m",
+        idle_timeout=IDLE,
+        idle_action="Hibernate",
+        volume_claim_templates=WORKSPACE,
+    )
+    pod = backend.wait_ready().pod_name or ""
+    image = _hibernated(kube, cluster, namespace, "gone", pod)
+    kube.run("delete", "agentsession", "gone", "-n", namespace, "--wait=false")
+    kube.wait_for("the image deleted with its session", lambda: not image.exists(), timeout=60)
+
+
+@pytest.mark.faults
+@pytest.mark.realfaults
+def test_an_image_left_while_the_operator_was_down_is_swept_when_it_starts(
+    cluster: Cluster, kube: Kube, namespace: str, hibernating_operator: OperatorProcess
+) -> None:
+    """A session deleted while no operator runs: nothing sees it go, so its image (the sandbox's memory)
+    stayed on the node. The next operator's take-over lists every node's images and deletes it."""
+    _pool(kube, namespace, "gv", manifests.GVISOR)
+    backend = AgentSessionSandbox(
+        "unseen", namespace, warm_pool="gv", ttl="20m", idle_timeout=IDLE, idle_action="Hibernate"
+    )
+    pod = backend.wait_ready().pod_name or ""
+    image = _hibernated(kube, cluster, namespace, "unseen", pod)
+    hibernating_operator.stop()
+    try:
+        kube.run("delete", "agentsession", "unseen", "-n", namespace, "--timeout=60s")
+        assert image.is_dir(), "nothing runs that could have deleted it"
+    finally:
+        hibernating_operator.start()
+    kube.wait_for("the image swept by the new operator", lambda: not image.exists(), timeout=90)
+
+
+def _agent_checkpoints(cluster: Cluster) -> list[int]:
+    """Host pids of `runsc ... checkpoint` run by the node agent (its runsc root is the pod's /host/runsc-root)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"checkpoint" in argv and b"--root=/host/runsc-root" in argv:
+            found.append(int(proc.name))
+    return found
+
+
+def _agent_pids(kube: Kube) -> list[int]:
+    """Host pids of the node agent's python (its container's processes, found by the agent's argv)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"agentsession_operator.nodeagent" in argv and b"--checkpoint-root=/host/checkpoints" in argv:
+            found.append(int(proc.name))
+    return found
+
+
+@pytest.mark.faults
+@pytest.mark.realfaults
+def test_the_node_agent_killed_mid_checkpoint_leaves_a_suspended_session(
+    cluster: Cluster, kube: Kube, namespace: str, hibernating_operator: OperatorProcess
+) -> None:
+    """SIGKILL of the agent (and its runsc) while it checkpoints a sandbox holding 300 MB: the operator's
+    request fails, the session suspends as Suspend (CheckpointFailed), no image is left to restore from,
+    and the next use gets a fresh pod with the workspace intact."""
+    _pool(kube, namespace, "gv", manifests.GVISOR)
+    backend = AgentSessionSandbox(
+        "killed",
+        namespace,
+        warm_pool="gv",
+        ttl="20m",
+        idle_timeout=IDLE,
+        idle_action="Hibernate",
+        volume_claim_templates=WORKSPACE,
+    )
+    pod = backend.wait_ready().pod_name or ""
+    _run(
+        backend,
+        "echo workspace-kept > /workspace/note.txt; "
+        "nohup python3 -c 'import os, time; data = os.urandom(300 << 20); time.sleep(10**6)' >/dev/null 2>&1 & "
+        "sleep 3",
+        timeout=10,
+    )
+    pids = kube.wait_for("the agent's runsc checkpoint running", lambda: _agent_checkpoints(cluster), 90, 0.02)
+    for pid in [*_agent_pids(kube), *pids]:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    suspended = kube.wait_for(
+        "suspended as Suspend",
+        lambda: (
+            (s := _status(kube, "killed", namespace)).get("phase") == phases.Phase.SUSPENDED
+            and s.get("hibernation")
+            and kube.get("pod", pod, namespace) is None
+            and s
+        ),
+        timeout=120,
+    )
+    record = suspended["hibernation"]
+    assert record["hibernated"] is False and record["reason"] == phases.REASON_CHECKPOINT_FAILED, record
+    uid = (kube.get("agentsession", "killed", namespace) or {})["metadata"]["uid"]
+    image = NodeDirs(cluster.paths.root / "node").checkpoints / namespace / checkpoint_name("killed", uid)
+    assert not image.exists(), f"an image a pod could restore from: {image}"
+    assert _run(backend, "cat /workspace/note.txt") == "workspace-kept"
+    kube.run("rollout", "status", "-n", nodeagent.NAMESPACE, f"daemonset/{nodeagent.NAME}", "--timeout=120s")
+    backend.delete_session()
