@@ -8,9 +8,11 @@ create -> Ready (this process's clock, a watch on the session) on a cold pool of
 - burst: tenant A creates 1,000 sessions at once (8 threads); they wait on a pool that does not exist, so
   they cost the operator passes and status writes but agent-sandbox and the node nothing: what B meets is
   the operator's own queueing.
-Prints the medians, each condition's ratio to quiet (target <= 1.10) and how many of A's writes the
-operator saw. `--checkout DIR` runs another checkout's operator (e.g. the code before a change), so
-before and after are measured alike.
+Between two conditions the bench waits until the machine is idle again (under 25 % busy for 3 s): what
+one condition queued at the API server is not measured in the next. Prints the medians, each condition's
+ratio to quiet (target <= 1.10) and how many of A's writes the operator saw, then B's time split by step
+and by who holds it (benchmarks.timeline: the operator, agent-sandbox, the node). `--checkout DIR` runs
+another checkout's operator (e.g. the code before a change), so before and after are measured alike.
 
 Run: `.venv/bin/python -m benchmarks.bench_fairness [--rounds 5 --samples 3]` (uses the running local
 control plane or starts one; DEVCLUSTER_NODE=kwok is enough).
@@ -32,7 +34,15 @@ import yaml
 
 from agentsession_api import names
 from agentsession_api.activity import format_activity
-from benchmarks.common import checkout_pythonpath, create_namespace, load_average, start_operator, stop_operator
+from benchmarks.common import (
+    checkout_pythonpath,
+    create_namespace,
+    load_average,
+    start_operator,
+    stop_operator,
+    wait_machine_idle,
+)
+from benchmarks.timeline import Timeline, print_split
 from devcluster import errors
 from devcluster.cluster import Cluster, Paths
 
@@ -49,11 +59,15 @@ BURST = 1000  # tenant A's creates in one burst
 CONDITIONS = ("quiet", "activity", "burst")
 
 
+SPLITS: dict[str, dict[str, float]] = {}  # B's samples' steps (benchmarks.timeline), by session name
 TIMEOUT = 120.0  # seconds a sample of B waits; one that times out counts as this (a lower bound)
 
 
-def session_to_ready(api: client.CustomObjectsApi, name: str, timeout: float = TIMEOUT) -> float:
-    """Seconds from B's create to its Ready (TIMEOUT if not Ready by then: counted, and said in the table)."""
+def session_to_ready(
+    api: client.CustomObjectsApi, name: str, timeout: float = TIMEOUT, timeline: Timeline | None = None
+) -> float:
+    """Seconds from B's create to its Ready (TIMEOUT if not Ready by then: counted, and said in the table).
+    With a `timeline`, its split by step goes to `timeline.splits[name]`."""
     started = time.monotonic()
     api.create_namespaced_custom_object(GROUP, VERSION, NS_B, PLURAL, manifests.session(name, "pool"))
     w = watch.Watch()
@@ -68,7 +82,12 @@ def session_to_ready(api: client.CustomObjectsApi, name: str, timeout: float = T
     ):
         if (event["object"].get("status") or {}).get("phase") == "Ready":
             w.stop()
-            return time.monotonic() - started
+            ready = time.monotonic()
+            if timeline is not None:
+                split = timeline.split(name, started, ready)
+                if split is not None:
+                    SPLITS[name] = split
+            return ready - started
     return timeout
 
 
@@ -199,6 +218,9 @@ def main() -> None:
             api.create_namespaced_custom_object(GROUP, VERSION, NS_A, PLURAL, manifests.session(name, "nopool"))
         time.sleep(3)  # the operator's initial listing
         session_to_ready(api, "warmup")
+        delete_all(api, NS_B)
+        wait_machine_idle()
+        timeline = Timeline(api, client.CoreV1Api(client.ApiClient(configuration)), NS_B)
         results: dict[str, list[float]] = {c: [] for c in CONDITIONS}
         writes = 0
         for r in range(args.rounds):
@@ -216,7 +238,7 @@ def main() -> None:
                     join = burst(api_a, r, underway)
                     underway.wait(60)
                 for s in range(args.samples):
-                    results[condition].append(session_to_ready(api, f"{condition}-{r}-{s}"))
+                    results[condition].append(session_to_ready(api, f"{condition}-{r}-{s}", timeline=timeline))
                     print(f"round {r} {condition}: {results[condition][-1]:.3f} s", flush=True)
                 stop.set()
                 for flood in floods:
@@ -224,10 +246,14 @@ def main() -> None:
                     writes += flood.writes
                 if join is not None:
                     join()  # A's 1,000 stay (waiting on no pool, they cost nothing more) until the end
-                # Settled before the next condition: a session of B Ready again (not counted).
-                session_to_ready(api, f"settle-{condition}-{r}", timeout=600)
+                # Settled before the next condition: A's backlog done (the machine idle again: a B session
+                # Ready alone came while the API server still served A's queued writes), B's sessions gone.
                 delete_all(api, NS_B)
+                settled = wait_machine_idle()
+                print(f"round {r} {condition}: settled in {settled:.0f} s", flush=True)
+        timeline.stop()
         print_table(results, args, writes)
+        print_split({c: [v for k, v in SPLITS.items() if k.startswith(f"{c}-")] for c in CONDITIONS})
     finally:
         stop_operator(operator)
         for ns in spaces:

@@ -129,6 +129,34 @@ def load_average() -> float:
     return float(Path("/proc/loadavg").read_text().split()[0])
 
 
+def machine_busy(window: float = 1.0) -> float:
+    """Fraction of all CPUs busy over `window` seconds (/proc/stat: everything but idle and iowait)."""
+
+    def sample() -> tuple[int, int]:
+        fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        idle = fields[3] + fields[4]
+        return sum(fields) - idle, sum(fields)
+
+    busy0, total0 = sample()
+    time.sleep(window)
+    busy1, total1 = sample()
+    return (busy1 - busy0) / max(1, total1 - total0)
+
+
+def wait_machine_idle(threshold: float = 0.25, quiet_seconds: int = 3, timeout: float = 300.0) -> float:
+    """Wait (bounded) until the machine is below `threshold` busy for `quiet_seconds` seconds in a row:
+    the backlog a condition left (the API server's, etcd's, the operator's) is done before the next one.
+    Returns the seconds waited; past `timeout` it says so and returns (the next cell then reads high)."""
+    started = time.monotonic()
+    quiet = 0
+    while quiet < quiet_seconds:
+        if time.monotonic() - started > timeout:
+            print(f"  (machine still busy after {timeout:.0f} s: going on)", flush=True)
+            break
+        quiet = quiet + 1 if machine_busy() < threshold else 0
+    return time.monotonic() - started
+
+
 def interleaved_ms(calls: dict[str, Callable[[], object]], rounds: int) -> dict[str, float]:
     """Median milliseconds of each call: one of each per round, the order reversed every other round, so
     the machine's drifts hit every call alike."""
