@@ -7,7 +7,7 @@ export KUBECONFIG ?= $(CURDIR)/.cluster/kubeconfig
 NODE ?= $(or $(DEVCLUSTER_NODE),kwok)
 export DEVCLUSTER_NODE := $(NODE)
 
-.PHONY: help venv cluster-up cluster-down cluster-status crds operator test test-unit test-ts test-e2e test-faults test-hostile install uninstall lint bench demo dev
+.PHONY: help venv cluster-up cluster-down cluster-status crds operator test test-full test-unit test-ts test-e2e test-faults test-hostile install uninstall lint bench demo dev
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -86,17 +86,29 @@ test-hostile: venv ## only the hostile-input e2e tests (malformed manifests, hos
 	$(PY) -m devcluster build
 	$(PY) -m pytest -m hostile tests/e2e -q
 
-test: venv client-ts/node_modules/.installed ## every test: unit, then end to end on the kwok node, then on the real node (builds what is missing first)
+# make test: what proves the product works, within CI's 40 minutes. Control-plane tests (the API server,
+# the webhook, the operator: the same processes on both nodes) run once, on the kwok node; tests whose
+# outcome depends on the node (marked `node` or `realnode`: pods, runtime, network) run where it matters.
+# The long ones (marked `slow`: the upgrade, the slow faults, the full gVisor limits) only in make test-full.
+# Each stage's counts and time: .cluster/stages.tsv (python -m tests.stage --summary).
+STAGE := $(PY) -m tests.stage
+KWOK_TESTS ?= not realnode and not slow
+REAL_TESTS ?= (realnode or node) and (not faults or realfaults) and not slow
+
+test: venv client-ts/node_modules/.installed ## every test that proves the product: unit, then end to end on the kwok node, then the node-dependent ones on the real node
+	@$(if $(STAGES_KEEP),,$(STAGE) --reset)
 	$(PY) -m devcluster.prereqs ops shells  # lua5.1 and promtool (the operations kit), busybox and dash
-	$(PY) -m pytest tests/unit -q
-	cd client-ts && PYTHON=$(CURDIR)/$(PY) npm test
+	$(STAGE) unit -- $(PY) -m pytest tests/unit -q
+	$(STAGE) client-ts -- sh -c 'cd client-ts && PYTHON=$(CURDIR)/$(PY) npm test'
 	$(PY) -m devcluster.prereqs kwok real-node images  # every host package before any long build
-	DEVCLUSTER_NODE=kwok $(PY) -m devcluster build
-	DEVCLUSTER_NODE=real $(PY) -m devcluster build
-	DEVCLUSTER_NODE=kwok $(PY) -m pytest tests/integration tests/e2e -q
-	@# The real node's fault suite takes over 25 minutes (docs/reliability.md): only the test whose fault is
-	@# injected differently there (runc kill of a session's runtime) runs in this stage.
-	DEVCLUSTER_NODE=real $(PY) -m pytest tests/e2e -q -m "not faults or realfaults"
+	$(STAGE) build-kwok -- env DEVCLUSTER_NODE=kwok $(PY) -m devcluster build
+	$(STAGE) build-real -- env DEVCLUSTER_NODE=real $(PY) -m devcluster build
+	$(STAGE) e2e-kwok -- env DEVCLUSTER_NODE=kwok $(PY) -m pytest tests/integration tests/e2e -q -m "$(KWOK_TESTS)"
+	$(STAGE) e2e-real -- env DEVCLUSTER_NODE=real $(PY) -m pytest tests/e2e -q -m "$(REAL_TESTS)"
+	@$(STAGE) --summary
+
+test-full: ## make test plus the long tests (marked slow: upgrade, slow faults, full gVisor limits); run it before resolving an issue that touches them
+	$(MAKE) test KWOK_TESTS="not realnode" REAL_TESTS="(realnode or node) and (not faults or realfaults)"
 
 install: venv ## on a running real-node cluster: build the operator's image, push it, kubectl apply -k config/
 	$(PY) -m devcluster install

@@ -21,7 +21,7 @@ from langchain_k8s_client.testing import tool_call as call
 from tests.conformance import Deepagents07SandboxTests
 from tests.e2e.conftest import Kube, OperatorProcess
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.node]  # the runtime in a real pod: both nodes
 EXAMPLES = Path(__file__).parents[2] / "examples"
 
 

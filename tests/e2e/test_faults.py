@@ -83,6 +83,7 @@ def creating_in_background(kube: Kube, namespace: str, names: list[str]) -> thre
     return thread
 
 
+@pytest.mark.slow  # restarts of 31 to 84 s: make test-full
 @pytest.mark.parametrize("component", ["kube-apiserver", "etcd"])
 def test_control_plane_restarted_mid_run(
     kube: Kube, cluster: Cluster, namespace: str, operator: OperatorProcess, component: str
@@ -103,6 +104,7 @@ def test_control_plane_restarted_mid_run(
     assert operator.proc is not None and operator.proc.poll() is None, "the operator exited"
 
 
+@pytest.mark.slow  # a fixed 60 s outage: make test-full
 def test_agent_sandbox_controller_down_for_60s(
     kube: Kube, cluster: Cluster, namespace: str, operator: OperatorProcess
 ) -> None:

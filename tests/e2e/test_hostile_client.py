@@ -17,7 +17,7 @@ from deepagents.backends.protocol import ReadResult
 from langchain_k8s_client import AgentSessionSandbox, ResponseLimits, ResponseTooLarge
 from tests.e2e.conftest import Kube, OperatorProcess
 
-pytestmark = [pytest.mark.e2e, pytest.mark.hostile]
+pytestmark = [pytest.mark.e2e, pytest.mark.hostile, pytest.mark.node]  # hostile commands in a real pod: both nodes
 EXAMPLES = Path(__file__).parents[2] / "examples"
 SESSION = "hostile-client"
 VROOT = "/tmp/vroot"
@@ -276,7 +276,8 @@ def test_fork_bomb_under_the_pids_limit(sandbox: AgentSessionSandbox) -> None:
 def fork_bomb_is_contained(sandbox: AgentSessionSandbox) -> None:
     """A fork bomb is killed at its timeout and the sandbox answers again within a minute (test_gvisor.py too)."""
     result = sandbox.execute("f() { f | f & }; f; sleep 100", timeout=5)
-    assert result.exit_code in (124, 137) or result.exit_code is None, result
+    # Killed at its timeout, said as every timed-out command is (exit 124, a note): never a missing code.
+    assert result.exit_code == 124, result
     deadline = time.monotonic() + 60
     while True:
         try:

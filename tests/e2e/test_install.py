@@ -269,6 +269,7 @@ def test_sample_session_complies_with_the_sample_policy() -> None:
         assert any(name in reason for reason in refused), (name, refused)
 
 
+@pytest.mark.node  # the hardened pod started by a real kubelet
 def test_hardened_template_pod_is_admitted_and_ready(kube: Kube, restricted_namespace: str) -> None:
     """The template's pod spec, as a real Pod in a namespace enforcing restricted: admitted, Ready,
     and the runtime works with its read-only root (commands and files live in /workspace)."""
@@ -294,6 +295,7 @@ def test_hardened_template_pod_is_admitted_and_ready(kube: Kube, restricted_name
     assert proc.returncode != 0 and "violates PodSecurity" in proc.stderr, proc.stderr
 
 
+@pytest.mark.node
 def test_hardened_template_warm_pool_gets_ready_sandboxes(kube: Kube, restricted_namespace: str) -> None:
     """agent-sandbox accepts the template, its pods pass restricted, and it manages our NetworkPolicy."""
     ns = restricted_namespace

@@ -28,7 +28,7 @@ from langchain_k8s_client.manager import MANAGER_LABEL, MANAGER_VALUE, session_n
 from tests.e2e.conftest import Kube, OperatorProcess
 from tests.opskit.langgraph_dev import FLAGS, OFFLINE, SECRETS
 
-pytestmark = [pytest.mark.e2e]
+pytestmark = [pytest.mark.e2e, pytest.mark.node]  # a deep agent in a real pod: both nodes
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "examples" / "langgraph" / "langgraph.json"

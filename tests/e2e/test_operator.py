@@ -29,6 +29,7 @@ def session_in_phase(kube: Kube, name: str, namespace: str, phase: str, timeout:
     )
 
 
+@pytest.mark.node  # env, volumes and pod labels in a real pod
 def test_examples_reach_ready_with_env_pvc_and_pod_labels(
     kube: Kube, namespace: str, operator: OperatorProcess
 ) -> None:

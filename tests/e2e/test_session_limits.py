@@ -43,7 +43,15 @@ def hardened_template(runtime: str | None) -> dict[str, Any]:
     return template
 
 
-@pytest.fixture(scope="module", params=manifests.RUNTIMES)
+# gVisor's limits end the whole sandbox and wait out a read timeout and a container restart (minutes):
+# make test-full runs them; make test the runc ones.
+RUNTIMES = [
+    manifests.RUNTIMES[0],
+    pytest.param(manifests.GVISOR, id="gvisor", marks=[pytest.mark.realnode, pytest.mark.slow]),
+]
+
+
+@pytest.fixture(scope="module", params=RUNTIMES)
 def limited(request: pytest.FixtureRequest, kube: Kube, operator: OperatorProcess) -> Iterator[AgentSessionSandbox]:
     """One session per runtime on the sample template and pool, in a namespace enforcing Pod Security
     restricted (as the sample asks)."""

@@ -26,7 +26,7 @@ from langchain_k8s_client.manager import session_name
 from tests.e2e import manifests
 from tests.e2e.conftest import Kube, OperatorProcess
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.node]  # the runtime in a real pod: both nodes
 REPO = Path(__file__).parents[2]
 CLIENT_TS = REPO / "client-ts"
 EXAMPLES = REPO / "examples"

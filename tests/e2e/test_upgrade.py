@@ -26,7 +26,7 @@ from tests.e2e import manifests
 from tests.e2e.conftest import Kube, OperatorProcess
 from tests.e2e.test_install_image import try_create
 
-pytestmark = [pytest.mark.e2e, pytest.mark.realnode]
+pytestmark = [pytest.mark.e2e, pytest.mark.realnode, pytest.mark.slow]  # 8 to 10 min: make test-full
 
 # The release before this round (a569144, the parent of the first commit of issue 27).
 PREVIOUS = "a569144"

@@ -37,5 +37,13 @@ def test_memory_limit_from_cgroup_v2_and_v1(tmp_path: Path) -> None:
     assert math.isnan(metrics.memory_limit((tmp_path / "absent",)))
 
 
-def test_the_memory_limit_gauge_is_exported() -> None:
-    _value("agentsession_memory_limit_bytes")  # NaN or a number: present either way
+def test_the_memory_limit_gauge_reads_this_process_cgroup_at_every_scrape() -> None:
+    """The exported value is this machine's own limit, read where the shipped code reads it (NaN: none)."""
+    limit = metrics.memory_limit()
+    exported = _value("agentsession_memory_limit_bytes")
+    assert (math.isnan(exported) and math.isnan(limit)) or exported == limit, (exported, limit)
+    try:
+        metrics.MEMORY_LIMIT.set_function(lambda: metrics.memory_limit((Path("/nonexistent/memory.max"),)))
+        assert math.isnan(_value("agentsession_memory_limit_bytes"))
+    finally:
+        metrics.MEMORY_LIMIT.set_function(metrics.memory_limit)  # as shipped
