@@ -210,3 +210,43 @@ def test_a_tenant_account_named_like_the_controllers_cannot_restore(
         assert said in error, f"{user} {args[0]}: {error or 'admitted'}"
     operator = "system:serviceaccount:agentsession-system:agentsession-operator"
     assert run(operator, "patch", "sandboxclaim", "claimed", "--type=merge", "-p", on_claim) == ""
+
+
+def test_a_tenant_cannot_annotate_a_running_pod_to_restore_another_sessions_memory(kube: Kube, namespace: str) -> None:
+    """Attack (issue 49 item 1): a tenant with `create, patch` on pods creates a plain pod (admitted: it names
+    no checkpoint), then annotates it with the victim's checkpoint name (readable in the victim's
+    status.hibernation). The kubelet builds a pod's next sandbox from its current annotations, so when the
+    tenant's sandbox dies the shim would restore the victim's processes, env and tokens into it. Before: the
+    pins covered Pod CREATE only and the annotate was admitted. Now any add or change of the key on a pod's
+    UPDATE is refused, by anyone; an update that leaves the pod's annotations alone, or another key, passes."""
+    kube.run("apply", "-f", str(RESTORE_PINS))
+    tenant = f"system:serviceaccount:{namespace}:tenant"
+    kube.run("create", "serviceaccount", "tenant", "-n", namespace)
+    kube.run("create", "role", "pods", "-n", namespace, "--verb=create,update,patch,get", "--resource=pods")
+    kube.run("create", "rolebinding", "pods", "-n", namespace, "--role=pods", f"--serviceaccount={namespace}:tenant")
+    spec = manifests.template("thief")["spec"]["podTemplate"]["spec"]
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "thief"}, "spec": spec}
+    kube.run("create", "-n", namespace, f"--as={tenant}", "-f", "-", input=json.dumps(pod))
+    probe = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "probe", "annotations": {}}, "spec": spec}
+    probe["metadata"]["annotations"] = {names.ANNOTATION_RESTORE_FROM: "victim-0123456789"}  # type: ignore[index]
+
+    def refused_create() -> str:
+        args = ["create", "-n", namespace, f"--as={tenant}", "--dry-run=server", "-f", "-"]
+        proc = kube.run(*args, input=json.dumps(probe), check=False)
+        return proc.stderr if proc.returncode else ""
+
+    kube.wait_for("the restore pins to be enforced", refused_create, timeout=30, interval=0.5)
+
+    def annotate(*args: str) -> str:
+        proc = kube.run("annotate", "pod", "thief", "-n", namespace, f"--as={tenant}", *args, check=False)
+        return proc.stderr if proc.returncode else ""
+
+    added = annotate(f"{names.ANNOTATION_RESTORE_FROM}=victim-0123456789")
+    assert "is never added to or changed on an existing pod" in added, f"admitted: {added!r}"
+    pod_now = kube.get("pod", "thief", namespace) or {}
+    assert names.ANNOTATION_RESTORE_FROM not in (pod_now["metadata"].get("annotations") or {}), pod_now["metadata"]
+    as_admin = kube.run(
+        "annotate", "pod", "thief", "-n", namespace, f"{names.ANNOTATION_RESTORE_FROM}=victim-0123456789", check=False
+    )
+    assert as_admin.returncode != 0, "an admin's annotate was admitted: the pin holds for everyone on UPDATE"
+    assert annotate("example.com/note=fine") == ""  # any other key passes
