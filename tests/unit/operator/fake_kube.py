@@ -1,13 +1,76 @@
 """An in-memory API server for the operator's shell (kube/): the methods of kube.client.Kube a pass
-calls, over dicts, recording every read and write."""
+calls, over dicts, recording every read and write.
+
+Writes land as the API server lands them, not looser: a status write is the real client's patch (the
+UID-tested JSON patch, or an RFC 7386 merge patch without a UID), validated against the CRD's status type
+(a wrong type is refused with 422) and pruned of fields the schema does not know; claim and Sandbox patches
+are merge patches applied to the stored object (404 when it is absent); a delete honours its UID
+precondition and finalizers (deletionTimestamp, not removal); every write bumps the resourceVersion.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import copy
+import datetime
 from typing import Any
 
+import pydantic
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from agentsession_api import types
+from agentsession_operator.kube.client import status_json_patch
+
 Key = tuple[str, str]
+_STATUS_FIELDS = {f.alias or n for n, f in types.AgentSessionStatus.model_fields.items()}
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386: objects merge member by member, null deletes, anything else replaces."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    merged = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = merge_patch(merged.get(key), value)
+    return merged
+
+
+def json_patch(document: dict[str, Any], ops: list[dict[str, Any]]) -> dict[str, Any]:
+    """The RFC 6902 subset the operator sends (test, add), one-level paths under /metadata and /status; a
+    failed test or a missing parent is the API server's 422."""
+    doc = copy.deepcopy(document)
+    for op in ops:
+        parts = [p.replace("~1", "/").replace("~0", "~") for p in op["path"].split("/")[1:]]
+        parent = doc
+        for part in parts[:-1]:
+            if not isinstance(parent, dict) or part not in parent:
+                raise ApiException(status=422, reason=f"{op['path']}: no such parent")
+            parent = parent[part]
+        if op["op"] == "test":
+            if parent.get(parts[-1]) != op["value"]:
+                raise ApiException(status=422, reason=f"test {op['path']} failed")
+        elif op["op"] == "add":
+            parent[parts[-1]] = copy.deepcopy(op["value"])
+        else:
+            raise AssertionError(f"the fake does not know op {op['op']}")
+    return doc
+
+
+def prune_nulls(value: Any) -> Any:
+    """What a structural schema does with null in a non-nullable field (all of ours): drops it, at any depth."""
+    if isinstance(value, dict):
+        return {k: prune_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [prune_nulls(v) for v in value]
+    return value
+
+
+def _bump(body: dict[str, Any]) -> None:
+    meta = body["metadata"]
+    meta["resourceVersion"] = str(int(meta.get("resourceVersion", "1")) + 1)
 
 
 class FakeKube:
@@ -65,14 +128,33 @@ class FakeKube:
         body = self.sessions.get((namespace, name))
         if body is None or (uid is not None and body["metadata"].get("uid") != uid):
             return None  # gone, or another session under the name (the API server's test op fails)
-        merged = {**(body.get("status") or {}), **status}
-        body["status"] = {k: v for k, v in merged.items() if v is not None}
-        meta = body["metadata"]
-        meta["resourceVersion"] = str(int(meta.get("resourceVersion", "1")) + 1)
+        if uid is None:
+            written = merge_patch(body, {"status": status})
+        else:
+            try:
+                written = json_patch(body, status_json_patch(status, uid, has_status))
+            except ApiException:  # the real client reads the session and tries again, shaped as it is now
+                written = json_patch(body, status_json_patch(status, uid, body.get("status") is not None))
+        new_status = {k: v for k, v in prune_nulls(written.get("status") or {}).items() if k in _STATUS_FIELDS}
+        try:
+            types.AgentSessionStatus.model_validate(new_status)
+        except pydantic.ValidationError as exc:
+            raise ApiException(status=422, reason=f"status refused by the CRD's schema: {exc}") from exc
+        body["status"] = new_status
+        _bump(body)
         return copy.deepcopy(body)
 
     async def delete_session(self, namespace: str, name: str, uid: str) -> None:
         self.writes.append(("delete-session", name))
+        body = self.sessions.get((namespace, name))
+        if body is None or body["metadata"].get("uid") != uid:
+            return  # 404 or the precondition's 409: the real client ignores both
+        if body["metadata"].get("finalizers"):
+            now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            body["metadata"].setdefault("deletionTimestamp", now)
+            _bump(body)
+        else:
+            del self.sessions[(namespace, name)]
 
     async def get_claim(self, namespace: str, name: str) -> dict[str, Any] | None:
         self.reads.append(("get-claim", name))
@@ -88,6 +170,7 @@ class FakeKube:
 
     async def patch_claim(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
         self.writes.append(("patch-claim", name))
+        self.claims[(namespace, name)] = self._merged(self.claims.get((namespace, name)), patch)
 
     async def delete_claim(self, namespace: str, name: str, uid: str | None = None) -> bool:
         self.writes.append(("delete-claim", name))
@@ -98,6 +181,15 @@ class FakeKube:
 
     async def patch_sandbox(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
         self.writes.append(("patch-sandbox", name))
+        self.sandboxes[(namespace, name)] = self._merged(self.sandboxes.get((namespace, name)), patch)
+
+    @staticmethod
+    def _merged(body: dict[str, Any] | None, patch: dict[str, Any]) -> dict[str, Any]:
+        if body is None:
+            raise ApiException(status=404, reason="Not Found")
+        merged = merge_patch(body, patch)
+        _bump(merged)
+        return dict(merged)
 
     async def get_warm_pool(self, namespace: str, name: str) -> dict[str, Any] | None:
         return {"metadata": {"name": name}} if (namespace, name) in self.pools else None

@@ -45,11 +45,13 @@ async def test_no_claim_for_a_session_deleted_meanwhile(make_session: Any) -> No
 async def test_delete_and_suspend_post_their_events(make_session: Any, make_claim: Any) -> None:
     kube = FakeKube()
     kube.claims[("ns", "demo")] = make_claim()
+    kube.sandboxes[("ns", "demo")] = {"metadata": {"namespace": "ns", "name": "demo"}, "spec": {"replicas": 1}}
     actor, events = _actor(kube)
     await actor.act(DeleteClaim("demo", "TTLExpired"), make_session(), make_claim(), logger(), 1.0)
     patch = {"spec": {"operatingMode": "Suspended"}}
     await actor.act(PatchSandbox("demo", patch), make_session(), make_claim(), logger(), None)
     assert events == ["TTLExpired", "Suspended"]
+    assert kube.sandboxes[("ns", "demo")]["spec"] == {"replicas": 1, "operatingMode": "Suspended"}
 
 
 async def test_a_network_policy_of_someone_else_is_never_overwritten(make_session: Any) -> None:

@@ -11,6 +11,9 @@ from kubernetes_asyncio.client.rest import ApiException
 from agentsession_operator.infra.logs import logger
 from agentsession_operator.kube.status_writer import SessionGone, StatusWriter
 
+# A condition as the CRD requires it (lastTransitionTime is required: the API server refuses one without).
+READY = {"type": "Ready", "status": "True", "reason": "SandboxReady", "lastTransitionTime": "2026-12-06T00:00:00Z"}
+
 
 def _writer(kube: FakeKube) -> tuple[StatusWriter, list[Any], list[Any], list[Any]]:
     events: list[Any] = []
@@ -31,7 +34,7 @@ async def test_a_phase_change_is_written_remembered_and_told(make_session: Any) 
     session = make_session()
     key = store(kube, session)
     writer, events, remembered, _ = _writer(kube)
-    patch = {"phase": "Ready", "conditions": [{"type": "Ready", "status": "True", "reason": "SandboxReady"}]}
+    patch = {"phase": "Ready", "conditions": [READY]}
     await writer.write(key, session, patch, logger())
     assert kube.sessions[key]["status"]["phase"] == "Ready" and remembered == [key]
     assert events == [("SandboxReady", "Normal")] and writer.phases[key] == "Ready"
