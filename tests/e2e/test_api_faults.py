@@ -130,7 +130,16 @@ def test_api_faults_sessions_converge(
     proxy.set_faults(FAULTS[fault])
     try:
         apply_retrying(kube, namespace, [manifests.session(n, "pool", ttl="2h") for n in names])
-        time.sleep(2)
+        # The update below lands on sessions the operator has already judged (each has a phase).
+        kube.wait_for(
+            "a status on every session",
+            lambda: (
+                len([s for s in kube.list("agentsession", namespace) if (s.get("status") or {}).get("phase")])
+                == len(names)
+            ),
+            timeout=120,
+            interval=0.5,
+        )
         apply_retrying(kube, namespace, [manifests.session(n, "pool", ttl="3h") for n in names[:3]])
         kube.run("delete", "agentsession", "-n", namespace, "--wait=false", *names[-3:])
         live = set(names[:-3])

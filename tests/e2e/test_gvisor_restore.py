@@ -152,8 +152,13 @@ def test_a_new_pod_comes_up_restored_from_the_checkpoint(
         "print(s.getsockname()[0])",
     )  # fmt: skip
     assert addr.stdout.strip() == pod["status"]["podIP"]
-    time.sleep(1)  # still running, not a replay of the image's state
-    assert int(_logs(kube, "after", namespace)[-1].split()[1]) > last + 1
+    # Still running, not a replay of the image's state: its counter goes on past the checkpoint's.
+    kube.wait_for(
+        "the restored counter to go on",
+        lambda: int(_logs(kube, "after", namespace)[-1].split()[1]) > last + 1,
+        timeout=30,
+        interval=0.5,
+    )
 
 
 def _checkpoints(cluster: Cluster) -> Path:

@@ -171,8 +171,13 @@ def test_orphan_claims(kube: Kube, namespace: str, operator: OperatorProcess) ->
         "agentsession.dev/session-uid": owner["metadata"]["uid"],
     }
     kube.apply(orphan, adopted, namespace=namespace)
-    kube.wait_for("orphan removed", lambda: kube.get("sandboxclaim", "orphan", namespace) is None, timeout=30)
-    time.sleep(3)
+    # A second orphan applied after both: once it is gone the operator has seen has-owner's event (one
+    # watch stream per kind delivers in order) and judged it, so its presence then is the verdict.
+    later = manifests.claim("orphan-later", "pool")
+    later["metadata"]["labels"] = {**orphan["metadata"]["labels"]}
+    kube.apply(later, namespace=namespace)
+    for name in ("orphan", "orphan-later"):
+        kube.wait_for(f"{name} removed", lambda n=name: kube.get("sandboxclaim", n, namespace) is None, timeout=30)
     assert kube.get("sandboxclaim", "has-owner", namespace) is not None
 
 

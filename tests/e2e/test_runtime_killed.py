@@ -70,7 +70,22 @@ def test_runtime_killed_under_a_ready_session(
 
         worker = threading.Thread(target=long_command)
         worker.start()
-        time.sleep(2)
+        # Killed only once the command runs in the pod (its `sleep 30` seen in the pod's /proc).
+        running = (
+            "import os\n"
+            "def cmd(p):\n"
+            "    try:\n"
+            "        return open(f'/proc/{p}/cmdline', 'rb').read()\n"
+            "    except OSError:\n"
+            "        return b''\n"
+            "print(sum(cmd(p) == b'sleep\\x0030\\x00' for p in os.listdir('/proc') if p.isdigit()))\n"
+        )
+        kube.wait_for(
+            "the long command running in the pod",
+            lambda: kube.run("exec", pod_name, "-n", namespace, "--", "python3", "-c", running).stdout.strip() != "0",
+            timeout=30,
+            interval=0.2,
+        )
         how = kill_runtime(kube, cluster, namespace, pod_name)
         killed = time.monotonic()
         worker.join(timeout=60)
