@@ -425,19 +425,26 @@ async def test_handler_counts_sessions_live_and_falls_back_to_the_cache(
     await admission_handler.validate_session(body=third, memo=memo, warnings=[], operation="CREATE")
 
 
-async def test_handler_admits_on_internal_errors_and_warns_on_standing_violations(
+async def test_handler_refuses_on_internal_errors_and_warns_on_standing_violations(
     make_session: Make, policies: list[dict[str, Any]]
 ) -> None:
+    """Attack (issue 49 item 6): a write that breaks a policy, made while the check itself breaks (here the
+    label allowlist cannot be read), was admitted with a warning, and some rules have no reconcile backstop.
+    Now the webhook fails closed: refused, saying the check failed and that a retry is the way on."""
+
     class Broken(FakeReconciler):
         async def label_domains(self) -> list[str]:
             raise RuntimeError("boom")
 
     warnings: list[str] = []
     bad = as_body(make_session(spec={"warmPoolRef": {"name": "big"}}, labels={}))
-    await admission_handler.validate_session(
-        body=bad, memo=memo_for(Broken(policies, FakeKube([]))), warnings=warnings, operation="CREATE"
-    )
-    assert warnings and "not checked at admission (boom)" in warnings[0]
+    with pytest.raises(kopf.AdmissionError) as refused:
+        await admission_handler.validate_session(
+            body=bad, memo=memo_for(Broken(policies, FakeKube([]))), warnings=warnings, operation="CREATE"
+        )
+    assert refused.value.code == 500, refused.value.code
+    assert "AgentSessionPolicy could not be checked (RuntimeError: boom)" in str(refused.value), str(refused.value)
+    assert "try again" in str(refused.value)
 
     stored = good(make_session, ttl="2h")
     touched = copy.deepcopy(stored)
