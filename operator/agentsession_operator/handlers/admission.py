@@ -3,8 +3,8 @@
 It gathers what the reconciler already keeps (its cache of policies, agent-sandbox's label allowlist)
 and decides with decisions/admission.py, which reuses decisions/policy.py: one source of truth for
 every rule. The shipped configuration fails closed (config/webhook/: failurePolicy Fail) when no
-operator answers; an unexpected error here still admits the request (with a warning), since the
-reconciler re-checks each session at every pass.
+operator answers, and so does this handler when the check itself fails: the request is refused (500),
+saying so, and the writer tries again; the reconciler re-checks each session at every pass besides.
 """
 
 from __future__ import annotations
@@ -122,10 +122,13 @@ async def validate_session(
         if previous is not None and not violations:
             standing = admission.standing_violations(session, policies, domains, previous)
             warnings.extend(f"AgentSessionPolicy (not enforced on this update): {v}" for v in standing)
-    except Exception as exc:  # never refuse because we broke: the reconciler re-checks every pass
-        _log.exception("admission check failed; admitting", namespace=namespace, session=meta.get("name"))
-        warnings.append(f"AgentSessionPolicy not checked at admission ({exc}); the operator checks it later")
-        return
+    except Exception as exc:  # fail closed: a rule unchecked here may have no backstop at reconcile
+        _log.exception("admission check failed; refusing", namespace=namespace, session=meta.get("name"))
+        raise kopf.AdmissionError(
+            f"AgentSessionPolicy could not be checked ({type(exc).__name__}: {str(exc)[:300]}): the write is "
+            "refused, not admitted unchecked; try again (the agentsession operator's log has the cause)",
+            code=500,
+        ) from exc
     if fork_problems:
         _log.info("admission refused a fork", namespace=namespace, session=meta.get("name"), problems=fork_problems)
         raise kopf.AdmissionError(admission.fork_refusal_message(fork_problems), code=422)

@@ -388,6 +388,9 @@ class FakeReconciler:
     async def label_domains(self) -> list[str]:
         return DOMAINS
 
+    def caches(self, namespace: str) -> bool:  # Reconciler.caches: one replica, every namespace its own
+        return True
+
 
 def as_body(obj: dict[str, Any]) -> Any:
     return kopf.Body(cast(kopf.RawBody, obj))
