@@ -103,3 +103,45 @@ def test_an_activity_only_change_is_still_told_apart_on_projections(make_session
     relabelled = copy.deepcopy(after)
     relabelled["metadata"]["labels"] = {"team": "b"}
     assert not only_activity_changed(session_projection(before), session_projection(relabelled))
+
+
+def maximal(make_session: Make) -> dict[str, Any]:
+    """A session as large as the CRD lets a tenant make it where no decision reads the bytes: 64 env values of
+    16 KiB, 32 pod annotations of 4 KiB, 8 volume templates with 32 annotations of 4 KiB each, 200 foreign
+    finalizers of 300 characters, and an activity annotation padded to 64 KiB."""
+    from agentsession_api import types as t
+
+    spec: dict[str, Any] = {
+        "warmPoolRef": {"name": POOL},
+        "env": [{"name": f"V{i}", "value": "x" * t.MAX_ENV_VALUE} for i in range(t.MAX_ENV)],
+        "podAnnotations": {f"example.com/a{i}": "y" * t.MAX_ANNOTATION_VALUE for i in range(t.MAX_MAP_ENTRIES)},
+        "volumeClaimTemplates": [
+            {
+                "metadata": {
+                    "name": f"v{v}",
+                    "annotations": {
+                        f"example.com/a{i}": "z" * t.MAX_ANNOTATION_VALUE for i in range(t.MAX_MAP_ENTRIES)
+                    },
+                },
+                "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+            }
+            for v in range(t.MAX_VOLUME_CLAIM_TEMPLATES)
+        ],
+    }
+    session = make_session(spec=spec, deleting=True)
+    session["metadata"]["finalizers"] = [f"example.com/{i:03d}-{'f' * 280}" for i in range(200)]
+    session["metadata"]["annotations"] = {names.ANNOTATION_ACTIVITY: "2025-01-01T11:59:00Z" + " " * 65536}
+    return session
+
+
+def test_a_cached_session_costs_the_same_whatever_the_tenant_writes(make_session: Make) -> None:
+    """Attack (issue 49 item 2): a tenant fills every free-form field a session has (about 3 MiB here) and
+    creates hundreds: the cache kept spec and finalizers whole, so each cost the operator megabytes and a
+    few hundred of them took a 768 Mi operator down for every tenant. Now the cached copy keeps only what
+    decisions read (env names, annotation keys, volume sizes and classes, whether a foreign finalizer holds
+    it) and a bounded activity annotation: a maximal session costs at most 8 KiB more than a minimal one."""
+    import json
+
+    small = len(json.dumps(session_projection(noisy(make_session()))))
+    large = len(json.dumps(session_projection(noisy(maximal(make_session)))))
+    assert large - small <= 8 * 1024, f"a maximal session caches {large - small} bytes more than a minimal one"
