@@ -8,7 +8,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentsession_api import names
+from agentsession_api import activity, names
 from agentsession_operator.decisions import template_policy
 from agentsession_operator.decisions.network import host_network
 from agentsession_operator.kube.places import Places
@@ -85,12 +85,12 @@ SESSION_METADATA = frozenset(
         "labels",
         "annotations",
         "ownerReferences",
-        "finalizers",
     }
 )
 """The session metadata a cached copy keeps: what any reader of the cache reads (names and keys, the UID
 of every write, versions, ranks, deletion, labels for policies and quotas). managedFields, generateName,
-selfLink and the like are dropped."""
+selfLink, finalizers (any number a tenant adds; deletion is read from deletionTimestamp) and the like are
+dropped."""
 SESSION_TOP = frozenset({"apiVersion", "kind", "metadata", "spec", "status"})
 """The top-level keys kept: spec and status whole (every decision and the status writer read them)."""
 SESSION_ANNOTATION_PREFIX = f"{names.GROUP}/"
@@ -100,16 +100,58 @@ the whole spec), kopf's or a tenant's own annotations are read by no decision.""
 
 def session_projection(body: Mapping[str, Any]) -> dict[str, Any]:
     """The cached copy of a session: the fields above and nothing else, strings shared (_compact). Both
-    sides of every comparison of cached bodies (kube/fairness, decisions/quota.to_wake) are projections."""
+    sides of every comparison of cached bodies (kube/fairness, decisions/quota.to_wake) are projections.
+
+    Its cost does not grow with what a tenant writes where no decision reads the bytes (issue 49 item 2):
+    env values and annotation values (pod and volume templates') are emptied, keeping names and keys for
+    the policies; an over-long activity report is kept as what it parses to. The claim, which carries
+    them, is built from the session read live (kube/session_pass)."""
     meta = {k: v for k, v in (body.get("metadata") or {}).items() if k in SESSION_METADATA}
     annotations = meta.pop("annotations", None) or {}
-    ours = {k: v for k, v in annotations.items() if k.startswith(SESSION_ANNOTATION_PREFIX)}
+    ours = {k: _bounded_report(k, v) for k, v in annotations.items() if k.startswith(SESSION_ANNOTATION_PREFIX)}
     if ours:
         meta["annotations"] = ours
     out = {k: v for k, v in body.items() if k in SESSION_TOP}
     out["metadata"] = meta
+    if isinstance(out.get("spec"), Mapping):
+        out["spec"] = _spec_without_free_values(out["spec"])
     projected: dict[str, Any] = _compact(out)
     return projected
+
+
+def _keys_only(values: Any) -> Any:
+    return {k: "" for k in values} if isinstance(values, Mapping) else values
+
+
+def _spec_without_free_values(spec: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(spec)
+    if isinstance(spec.get("env"), list):
+        out["env"] = [
+            {k: v for k, v in e.items() if k != "value"} if isinstance(e, Mapping) else e for e in spec["env"]
+        ]
+    if "podAnnotations" in spec:
+        out["podAnnotations"] = _keys_only(spec["podAnnotations"])
+    if isinstance(spec.get("volumeClaimTemplates"), list):
+        templates = []
+        for template in spec["volumeClaimTemplates"]:
+            if isinstance(template, Mapping) and isinstance(template.get("metadata"), Mapping):
+                tmeta = dict(template["metadata"])
+                for field in ("annotations", "labels"):
+                    if field in tmeta:
+                        tmeta[field] = _keys_only(tmeta[field])
+                template = {**template, "metadata": tmeta}
+            templates.append(template)
+        out["volumeClaimTemplates"] = templates
+    return out
+
+
+def _bounded_report(key: str, value: Any) -> Any:
+    """The activity annotation within activity.MAX_LENGTH: a report padded with blanks (the format allows
+    them) parses the same stripped; anything longer parses to nothing, as its digest does."""
+    if key != names.ANNOTATION_ACTIVITY or not isinstance(value, str) or len(value) <= activity.MAX_LENGTH:
+        return value
+    stripped = value.strip()
+    return stripped if len(stripped) <= activity.MAX_LENGTH else activity.report_key(value)
 
 
 class ByNamespace(dict[Key, dict[str, Any]]):

@@ -97,7 +97,20 @@ class SessionPass:
         ):
             del self.fork_waits[key]  # no longer waiting: a later wait starts at decide's delay again
         if decision.missing_pool and await self.r.kube.get_warm_pool(key[0], decision.missing_pool) is not None:
-            decision = decide.decide(replace(seen, pools={*seen.pools, decision.missing_pool}))
+            seen = replace(seen, pools={*seen.pools, decision.missing_pool})
+            decision = decide.decide(seen)
+        if not fresh and any(isinstance(a, CreateClaim) for a in decision.actions):
+            # The cache keeps no env values nor annotation values (kube/cache.session_projection): the claim
+            # is built from the session as the API server has it, read once per claim created.
+            if self.r.cache.is_deleted(seen.session):
+                return  # its DELETED event came while this pass awaited the API
+            live = await self.r.kube.get_session(*key)
+            if live is None:
+                self.r.sessions.forget(key)  # gone before any claim: none is created for it
+                return
+            if live["metadata"].get("uid") != seen.session["metadata"].get("uid"):
+                return  # another session under the name now: its own event brings its pass
+            decision = decide.decide(replace(seen, session=live))
         await self.carry_out(key, decision, logger(namespace=key[0], session=key[1], cause=cause), deadline_lag)
 
     # ---- observe -----------------------------------------------------------------------------

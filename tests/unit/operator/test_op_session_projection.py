@@ -138,10 +138,11 @@ def test_a_cached_session_costs_the_same_whatever_the_tenant_writes(make_session
     """Attack (issue 49 item 2): a tenant fills every free-form field a session has (about 3 MiB here) and
     creates hundreds: the cache kept spec and finalizers whole, so each cost the operator megabytes and a
     few hundred of them took a 768 Mi operator down for every tenant. Now the cached copy keeps only what
-    decisions read (env names, annotation keys, volume sizes and classes, whether a foreign finalizer holds
-    it) and a bounded activity annotation: a maximal session costs at most 8 KiB more than a minimal one."""
+    decisions read (env names and annotation keys, bounded by the CRD; volume sizes and classes; no
+    finalizers) and a bounded activity annotation: a session maximal in every value costs at most 12 KiB
+    more than a minimal one (its 64 env names and 288 annotation keys)."""
     import json
 
     small = len(json.dumps(session_projection(noisy(make_session()))))
     large = len(json.dumps(session_projection(noisy(maximal(make_session)))))
-    assert large - small <= 8 * 1024, f"a maximal session caches {large - small} bytes more than a minimal one"
+    assert large - small <= 12 * 1024, f"a maximal session caches {large - small} bytes more than a minimal one"

@@ -225,23 +225,19 @@ async def test_a_status_write_answered_404_ends_the_session_for_good(
     kube: FakeKube, reconciler: Reconciler, make_session: Make
 ) -> None:
     """The window left: the session's own event, handled after the session was deleted (kopf hands an
-    object's events over one at a time, so its DELETED waits behind it). The claim is created (only a
-    GET could tell) and the status write answers 404; from then on the session is known gone, so the
-    claim's DELETED event (the garbage collector) does not create it again, as it did before."""
+    object's events over one at a time, so its DELETED waits behind it). The claim is built from the
+    session read live (the cache keeps no env values), and that GET tells: no claim is created, the
+    session is forgotten, and its late DELETED event changes nothing. Before, the claim was created and
+    only the status write's 404 told."""
     kube.pools.add(("ns", "python-pool"))
     body = make_session()
     body["metadata"]["resourceVersion"] = "1"  # in no API: deleted before its ADDED event is handled
     await _session_event(reconciler, "ADDED", body)
-    assert kube.writes.count(("create-claim", "demo")) == 1 and ("status", "demo") in kube.writes
-    claim = kube.claims.pop(("ns", "demo"))  # the garbage collector
-    import kopf
-
-    from agentsession_operator.handlers import events
-
-    memo = kopf.Memo(state=OperatorState(reconciler=reconciler))
-    await events.claim_event(type="DELETED", body=kopf.Body(claim), memo=memo)
+    assert ("get-session", "demo") in kube.reads
+    assert not any(w[0] in ("create-claim", "status") for w in kube.writes), kube.writes
+    assert ("ns", "demo") not in reconciler.cache.sessions
     await _session_event(reconciler, "DELETED", body)
-    assert kube.writes.count(("create-claim", "demo")) == 1
+    assert not any(w[0] == "create-claim" for w in kube.writes)
     assert ("ns", "demo") not in reconciler.cache.sessions
 
 
@@ -575,8 +571,9 @@ async def test_an_expired_session_without_its_claim_is_passed_without_a_request(
 async def test_a_pass_resolves_the_settings_in_force_once(
     kube: FakeKube, reconciler: Reconciler, make_session: Make, make_policy: Make, resolves: list[int]
 ) -> None:
-    """The creating pass (the claim, then the round after its create) and a later pass each resolve once:
-    the shell decides nothing itself (decisions/decide.py). They resolved 5 and 3 times before."""
+    """The creating pass decides on the cached copy, then once more on the session read live (the claim
+    carries env and annotation values the cache does not keep), and a later pass resolves once: the shell
+    decides nothing itself (decisions/decide.py). They resolved 5 and 3 times before."""
     count = resolves
     kube.pools.add(("ns", "python-pool"))
     kube.policies.append(make_policy("p", {"limits": {"maxTtl": "4h"}}))
@@ -584,9 +581,9 @@ async def test_a_pass_resolves_the_settings_in_force_once(
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")  # the reconciler reads the real clock
     key = _store(kube, make_session(spec={"warmPoolRef": {"name": "python-pool"}, "ttl": "2h"}, created=now))
     await reconciler.reconcile(key, cause="test")
-    assert ("create-claim", "demo") in kube.writes and count == [1]
+    assert ("create-claim", "demo") in kube.writes and count == [2]
     await reconciler.reconcile(key, cause="again")
-    assert count == [2]
+    assert count == [3]
 
 
 def test_the_uid_fenced_status_patch_tests_the_uid_then_sets_each_member_whole() -> None:
@@ -601,3 +598,23 @@ def test_the_uid_fenced_status_patch_tests_the_uid_then_sets_each_member_whole()
     ]
     first = status_json_patch({"phase": "Pending", "podIPs": None}, "u-1", has_status=False)
     assert first[1:] == [{"op": "add", "path": "/status", "value": {"phase": "Pending"}}]
+
+
+async def test_the_claim_carries_the_values_the_cache_does_not_keep(
+    kube: FakeKube, reconciler: Reconciler, make_session: Make
+) -> None:
+    """The cached copy has no env values nor annotation values (issue 49 item 2): the creating pass reads
+    the session live and the claim gets them whole."""
+    kube.pools.add(("ns", "python-pool"))
+    spec = {
+        "warmPoolRef": {"name": "python-pool"},
+        "env": [{"name": "TOKEN", "value": "s3cret"}],
+        "podAnnotations": {"example.com/team": "a"},
+    }
+    body = make_session(spec=spec)
+    key = store(kube, body)
+    await _session_event(reconciler, "ADDED", copy.deepcopy(body))
+    assert reconciler.cache.sessions[key]["spec"]["env"] == [{"name": "TOKEN"}]
+    claim = kube.claims[("ns", "demo")]
+    assert claim["spec"]["env"] == [{"name": "TOKEN", "value": "s3cret"}]
+    assert claim["spec"]["additionalPodMetadata"]["annotations"] == {"example.com/team": "a"}
