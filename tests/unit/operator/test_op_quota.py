@@ -371,3 +371,18 @@ def test_the_namespace_scan_is_read_only_under_a_cap(cap: list[Obj]) -> None:
     assert quota.over_cap(one("a", 1), effective_policy_for(one("a", 1), []), scan()) == []
     with pytest.raises(AssertionError, match="scanned"):
         over(one("a", 1), scan(), cap)  # type: ignore[arg-type]
+
+
+def test_a_namespace_without_any_policy_is_capped_by_the_operators_default(make_session: Any) -> None:
+    """Attack (issue 49 item 2): a tenant in a namespace no AgentSessionPolicy caps creates sessions without
+    end (each costs the operator and the API server, and waiting ones cost no pod quota). Before: every
+    create admitted, the cap being opt-in. Now every namespace has the operator's default cap (1,000:
+    --max-sessions-per-namespace, the chart's maxSessionsPerNamespace; a policy's
+    cleanup.maxSessionsPerNamespace sets the namespace's own): the 1,001st is refused, saying so."""
+    from agentsession_operator.decisions import admission as admission_rules
+
+    places = sorted((f"2025-01-01T00:{i // 60:02d}:{i % 60:02d}Z", f"s-{i:04d}") for i in range(1000))
+    newcomer = make_session("s-new")
+    refused = admission_rules.review(newcomer, [], ["sandbox.users.io"], [], "CREATE", places=places)
+    assert any("the operator's default is 1000 per namespace" in r for r in refused), refused
+    assert admission_rules.review(newcomer, [], ["sandbox.users.io"], [], "CREATE", places=places[:999]) == []
