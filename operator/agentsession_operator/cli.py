@@ -20,7 +20,7 @@ import structlog
 from kubernetes_asyncio import config as kube_config
 
 from agentsession_api.durations import parse_duration
-from agentsession_operator.decisions import network
+from agentsession_operator.decisions import network, quota
 from agentsession_operator.handlers import admission
 from agentsession_operator.handlers.state import Election, OperatorState
 from agentsession_operator.infra import logs, metrics
@@ -30,6 +30,13 @@ from agentsession_operator.kube.client import Kube
 from agentsession_operator.kube.leader import default_identity
 from agentsession_operator.kube.lease import Timing
 from agentsession_operator.kube.node_agent import TOKEN_PATH
+
+
+def _non_negative(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -83,6 +90,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=int,
         default=int(os.environ.get("MAX_CHECKPOINT_BYTES") or 512 * 1024 * 1024),
         help="bytes: a larger checkpoint is deleted and the session suspends as Suspend (default 512 MiB)",
+    )
+    parser.add_argument(
+        "--max-sessions-per-namespace",
+        type=_non_negative,
+        default=int(os.environ.get("MAX_SESSIONS_PER_NAMESPACE") or quota.DEFAULT_MAX_SESSIONS_PER_NAMESPACE),
+        help="unfinished AgentSessions a namespace may hold when no AgentSessionPolicy sets "
+        "cleanup.maxSessionsPerNamespace there (default %(default)s; 0: no cap): one tenant cannot grow the "
+        "operator for everyone",
     )
     parser.add_argument(
         "--expiry-warning",
@@ -362,6 +377,7 @@ def main(argv: list[str] | None = None) -> None:
                     node_agent=args.node_agent,
                     node_agent_token=Path(args.node_agent_token),
                     max_checkpoint_bytes=args.max_checkpoint_size,
+                    max_sessions_per_namespace=args.max_sessions_per_namespace,
                 )
             ),
             standalone=True,

@@ -71,13 +71,15 @@ def review(
     operation: str,
     old: Mapping[str, Any] | None = None,
     places: Sequence[quota.Rank] = (),
+    namespace_default: int = quota.DEFAULT_MAX_SESSIONS_PER_NAMESPACE,
 ) -> list[str]:
     """Every reason to refuse this CREATE or UPDATE of ``session`` (empty: admit it).
 
     ``policies`` may hold policies of any namespace (only the session's namespace and matching
     selectors apply); ``label_domains`` is agent-sandbox's pod label allowlist; ``sessions_in_namespace``
     holds the sessions of the groups :func:`counted_groups` names; ``old`` is the stored object on UPDATE;
-    ``places`` the ranks of the places held in the namespace (maxSessionsPerNamespace), sorted.
+    ``places`` the ranks of the places held in the namespace (maxSessionsPerNamespace), sorted;
+    ``namespace_default`` the operator's cap of a namespace no policy caps (0: none).
     """
     if operation not in ("CREATE", "UPDATE") or _deleting(session):
         return []
@@ -86,7 +88,7 @@ def review(
     found = policy.violations(session, effective, label_domains) + policy.hibernate_refusals(session, effective)
     if operation == "CREATE":
         found += quota.over_cap(session, effective, sessions_in_namespace, newcomer=True)
-        return found + quota.over_namespace_cap(session, policies, places, newcomer=True)
+        return found + quota.over_namespace_cap(session, policies, places, newcomer=True, default=namespace_default)
     if old is None:
         return found
     found = departures(session, old, policies) + found

@@ -76,6 +76,8 @@ class Observed:
     """The managed NetworkPolicy of the template behind the claim's warm pool, if it has one."""
     expiry_lead: timedelta | None = DEFAULT_EXPIRY_WARNING
     progress_written: datetime | None = None
+    namespace_cap: int = quota.DEFAULT_MAX_SESSIONS_PER_NAMESPACE
+    """The operator's cap of a namespace no policy caps (0: none; --max-sessions-per-namespace)."""
 
 
 @dataclass(frozen=True)
@@ -191,7 +193,7 @@ def decide(seen: Observed) -> Decision:
     # breaks a policy is stopped. maxSessionsPerLabel likewise, ranked by creation order (decisions.quota).
     found = policy.violations(view, effective, seen.label_domains, running=seen.claim is not None, resolved=resolved)
     found += quota.over_cap(view, effective, seen.peers)
-    found += quota.over_namespace_cap(view, seen.policies, seen.places)
+    found += quota.over_namespace_cap(view, seen.policies, seen.places, default=seen.namespace_cap)
     actions = reconcile_actions(
         view,
         seen.claim,

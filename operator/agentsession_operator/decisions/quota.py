@@ -216,18 +216,28 @@ def to_wake(
 Rank = tuple[str, str]
 
 
+DEFAULT_MAX_SESSIONS_PER_NAMESPACE = 1000
+"""The cap of a namespace no AgentSessionPolicy caps (issue 49 item 2: an uncapped namespace let one tenant
+grow the operator for everyone). The operator's --max-sessions-per-namespace (chart: maxSessionsPerNamespace)
+sets another, 0 none; a policy's cleanup.maxSessionsPerNamespace sets the namespace's own, higher or lower."""
+
+
 @dataclass(frozen=True)
 class NamespaceLimit:
-    """At most ``max`` unfinished sessions in ``namespace`` (AgentSessionPolicy ``policy`` sets it)."""
+    """At most ``max`` unfinished sessions in ``namespace`` (AgentSessionPolicy ``policy`` sets it; empty:
+    the operator's default)."""
 
     namespace: str
     max: int
     policy: str
 
 
-def namespace_limit(namespace: str | None, policies: Iterable[Mapping[str, Any]]) -> NamespaceLimit | None:
+def namespace_limit(
+    namespace: str | None, policies: Iterable[Mapping[str, Any]], default: int = DEFAULT_MAX_SESSIONS_PER_NAMESPACE
+) -> NamespaceLimit | None:
     """The smallest ``cleanup.maxSessionsPerNamespace`` among the policies of ``namespace`` (selectors are
-    not read: the cap holds for every session there); a tie goes to the first policy by name."""
+    not read: the cap holds for every session there), a tie going to the first policy by name; without
+    any, the operator's ``default`` (0: none)."""
     best: NamespaceLimit | None = None
     for body in sorted(policies, key=lambda b: str(_meta(b).get("name") or "")):
         meta = _meta(body)
@@ -236,6 +246,8 @@ def namespace_limit(namespace: str | None, policies: Iterable[Mapping[str, Any]]
         value = ((body.get("spec") or {}).get("cleanup") or {}).get("maxSessionsPerNamespace")
         if isinstance(value, int) and not isinstance(value, bool) and (best is None or value < best.max):
             best = NamespaceLimit(str(namespace), value, str(meta.get("name") or ""))
+    if best is None and default > 0:
+        return NamespaceLimit(str(namespace), default, "")
     return best
 
 
@@ -244,10 +256,19 @@ def namespace_sentence(ahead: int, names: Sequence[str], limit: NamespaceLimit) 
     shown = ", ".join(names[:NAMES_SHOWN])
     more = f" and {ahead - len(names[:NAMES_SHOWN])} more" if ahead > len(names[:NAMES_SHOWN]) else ""
     listed = f" ({shown}{more})" if shown else ""
+    if limit.policy:
+        source = (
+            f"the policy maximum is {limit.max} per namespace (AgentSessionPolicy {limit.policy}, "
+            "cleanup.maxSessionsPerNamespace)"
+        )
+    else:
+        source = (
+            f"the operator's default is {limit.max} per namespace (--max-sessions-per-namespace; an "
+            "AgentSessionPolicy's cleanup.maxSessionsPerNamespace sets this namespace's own)"
+        )
     return (
-        f"{ahead} unfinished AgentSessions already hold a place in namespace {limit.namespace}{listed}; the "
-        f"policy maximum is {limit.max} per namespace (AgentSessionPolicy {limit.policy}, "
-        "cleanup.maxSessionsPerNamespace); one of them must be deleted or finish first"
+        f"{ahead} unfinished AgentSessions already hold a place in namespace {limit.namespace}{listed}; "
+        f"{source}; one of them must be deleted or finish first"
     )
 
 
@@ -257,6 +278,7 @@ def over_namespace_cap(
     places: Sequence[Rank],
     *,
     newcomer: bool = False,
+    default: int = DEFAULT_MAX_SESSIONS_PER_NAMESPACE,
 ) -> list[str]:
     """The sentence when ``session`` is over its namespace's cap (empty otherwise).
 
@@ -264,7 +286,7 @@ def over_namespace_cap(
     the session's own rank may be among them. At a pass the places ranked before the session count;
     at admission (``newcomer``) every other place does (the newcomer ranks last)."""
     meta = _meta(session)
-    limit = namespace_limit(meta.get("namespace"), policies)
+    limit = namespace_limit(meta.get("namespace"), policies, default)
     if limit is None or not holds_place(session):
         return []
     mine = rank(session)
@@ -280,12 +302,16 @@ def over_namespace_cap(
 
 
 def namespace_to_wake(
-    freed: Rank, places: Sequence[Rank], policies: Iterable[Mapping[str, Any]], namespace: str
+    freed: Rank,
+    places: Sequence[Rank],
+    policies: Iterable[Mapping[str, Any]],
+    namespace: str,
+    default: int = DEFAULT_MAX_SESSIONS_PER_NAMESPACE,
 ) -> list[str]:
     """A place ranked ``freed`` went (``places``: those left, sorted): the session that moved under the
     cap, if any, is judged again now (it may create its claim, or be resumed). Only the one at the cap's
     edge moved; every later one is still over."""
-    limit = namespace_limit(namespace, policies)
+    limit = namespace_limit(namespace, policies, default)
     if limit is None or bisect.bisect_left(places, freed) >= limit.max:
         return []
     return [name for _, name in places[limit.max - 1 : limit.max]]

@@ -116,9 +116,12 @@ async def validate_session(
         groups = admission.counted_groups(session, policies, operation, previous)
         if groups:
             others = await _sessions_for_count(reconciler, groups, namespace)
-        capped = operation == "CREATE" and quota.namespace_limit(namespace, policies) is not None
+        cap = state.max_sessions_per_namespace
+        capped = operation == "CREATE" and quota.namespace_limit(namespace, policies, cap) is not None
         places = _places(reconciler, namespace) if capped else []
-        violations = admission.review(session, policies, domains, others, operation, old=previous, places=places)
+        violations = admission.review(
+            session, policies, domains, others, operation, old=previous, places=places, namespace_default=cap
+        )
         if previous is not None and not violations:
             standing = admission.standing_violations(session, policies, domains, previous)
             warnings.extend(f"AgentSessionPolicy (not enforced on this update): {v}" for v in standing)

@@ -71,6 +71,7 @@ async def startup(
         node_agent=state.node_agent,
         node_agent_token=state.node_agent_token,
         max_checkpoint_bytes=state.max_checkpoint_bytes,
+        max_sessions_per_namespace=state.max_sessions_per_namespace,
     )
     elector: LeaderElector | ShardElector | None = None
     shards: ShardElector | None = None

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import kopf
 
+from agentsession_operator.decisions import quota
 from agentsession_operator.decisions.actions import DEFAULT_EXPIRY_WARNING
 from agentsession_operator.decisions.network import NetworkSettings
 from agentsession_operator.infra.webhook_server import WebhookConfig
@@ -51,6 +52,8 @@ class OperatorState:
     """--node-agent: NAMESPACE/selector of the node agent's pods (idleAction Hibernate), None: off."""
     node_agent_token: Path = TOKEN_PATH
     max_checkpoint_bytes: int = 512 * 1024 * 1024
+    max_sessions_per_namespace: int = quota.DEFAULT_MAX_SESSIONS_PER_NAMESPACE
+    """--max-sessions-per-namespace: the cap of a namespace no AgentSessionPolicy caps (0: none)."""
     # Built by the startup handler, released by the cleanup handler.
     kube: Kube | None = None
     reconciler: Reconciler | None = None

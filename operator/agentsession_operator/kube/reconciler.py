@@ -305,12 +305,13 @@ class Reconciler:
         Policies' matchedSessions: refreshed soon when its labels changed. Both cost nothing in a namespace
         without policies, and neither scans the namespace unless a label or a place changed."""
         policies = self.cache.policies.get(namespace) or {}
-        if not policies:
-            return
+        cap = self.config.max_sessions_per_namespace  # every namespace is capped, with a policy or not
         if before is not None and quota.holds_place(before) and (after is None or not quota.holds_place(after)):
             places = self.cache.places.in_namespace(namespace)
-            for name in quota.namespace_to_wake(quota.rank(before), places, policies.values(), namespace):
+            for name in quota.namespace_to_wake(quota.rank(before), places, policies.values(), namespace, cap):
                 self.pass_soon((namespace, name), "a place under maxSessionsPerNamespace freed")
+        if not policies:
+            return
         keys = quota.capped_keys(policies.values())
         if keys:
             now = clock.now()

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 from kubernetes_asyncio.client.rest import ApiException
 
 from agentsession_api.phases import Phase
-from agentsession_operator.decisions import decide, fork, naming, network, refusals
+from agentsession_operator.decisions import decide, fork, naming, network, quota, refusals
 from agentsession_operator.decisions.actions import (
     DEFAULT_EXPIRY_WARNING,
     PROGRESS_CHECK,
@@ -54,6 +54,8 @@ class Config:
     node_agent_token: Path = TOKEN_PATH
     """The operator's token for the node agents (audience-bound)."""
     max_checkpoint_bytes: int = 512 * 1024 * 1024
+    max_sessions_per_namespace: int = quota.DEFAULT_MAX_SESSIONS_PER_NAMESPACE
+    """The cap of a namespace no AgentSessionPolicy caps (0: none)."""
 
 
 class Sessions(Protocol):
@@ -150,6 +152,7 @@ class SessionPass:
             network_settings=r.config.network,
             template_policy=r.cache.template_policy_of_pool((namespace, _pool_of(claim))) if claim else None,
             expiry_lead=r.config.expiry_warning,
+            namespace_cap=r.config.max_sessions_per_namespace,
             progress_written=self.progress_written.get(key),
         )
 

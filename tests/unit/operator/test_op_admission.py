@@ -16,6 +16,7 @@ from agentsession_operator.decisions.selectors import namespace_matches
 from agentsession_operator.handlers import admission as admission_handler
 from agentsession_operator.handlers.state import OperatorState
 from agentsession_operator.infra import webhook_server as webhook
+from agentsession_operator.kube.places import Admitted
 
 Make = Callable[..., dict[str, Any]]
 DOMAINS = ["sandbox.users.io"]
@@ -384,6 +385,7 @@ class FakeReconciler:
         for p in policies:
             self.cache.policies[p["metadata"]["namespace"]][p["metadata"]["name"]] = p
         self.kube = kube
+        self.admitted = Admitted()  # every namespace is capped (the operator's default): admission reads places
 
     async def label_domains(self) -> list[str]:
         return DOMAINS

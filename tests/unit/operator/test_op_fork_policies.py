@@ -24,6 +24,7 @@ from agentsession_operator.decisions.policy import effective_policy_for, resolve
 from agentsession_operator.handlers import admission as admission_handler
 from agentsession_operator.handlers.state import OperatorState
 from agentsession_operator.kube.cache import Cache
+from agentsession_operator.kube.places import Admitted
 from agentsession_operator.kube.reconciler import Reconciler
 
 Obj = dict[str, Any]
@@ -284,6 +285,7 @@ class WebhookReconciler:
         for p in policies:
             self.cache.policies[p["metadata"]["namespace"]][p["metadata"]["name"]] = p
         self.kube = SessionsKube(sessions)
+        self.admitted = Admitted()  # every namespace is capped (the operator's default): admission reads places
 
     async def label_domains(self) -> list[str]:
         return ["sandbox.users.io"]

@@ -56,8 +56,11 @@ def test_the_smallest_cap_of_the_namespace_wins_and_other_namespaces_do_not_coun
     other = make_policy("elsewhere", {"cleanup": {"maxSessionsPerNamespace": 1}})
     other["metadata"]["namespace"] = "other"
     assert quota.namespace_limit("ns", policies) == quota.NamespaceLimit("ns", 1, "strict")
-    assert quota.namespace_limit("ns", [other]) is None
-    assert quota.namespace_limit("ns", [make_policy("none", {})]) is None
+    assert quota.namespace_limit("ns", [other], default=0) is None
+    assert quota.namespace_limit("ns", [make_policy("none", {})], default=0) is None
+    # Without a policy's cap, the operator's default holds (--max-sessions-per-namespace).
+    default = quota.NamespaceLimit("ns", quota.DEFAULT_MAX_SESSIONS_PER_NAMESPACE, "")
+    assert quota.namespace_limit("ns", [other]) == default
 
 
 def test_admission_counts_every_other_place_and_names_them(make_policy: Callable[..., Obj]) -> None:

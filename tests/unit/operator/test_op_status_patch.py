@@ -92,4 +92,3 @@ async def test_a_body_the_schema_refuses_is_raised_after_the_second_try() -> Non
         await _kube(custom).patch_session_status("ns", "again", {"phase": "refused-by-schema"}, "u-2")
     assert custom.patches == 2
     assert custom.session["status"] == {"phase": "Pending"}
-
