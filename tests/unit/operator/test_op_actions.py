@@ -313,3 +313,32 @@ def test_an_ended_session_with_a_kept_checkpoint_forgets_it(
     deleting["status"]["hibernation"] = {"hibernated": False, "reason": "CheckpointDeleted"}
     actions = reconcile_actions(deleting, ready_claim(make_claim), make_sandbox(), T0)
     assert not [a for a in actions if isinstance(a, ForgetCheckpoint)]
+
+
+def test_a_forged_checkpoint_in_the_status_restores_nothing(
+    make_session: Make, make_claim: Make, make_sandbox: Make
+) -> None:
+    """Attack (issue 49 item 1, in depth): status.hibernation.checkpoint names another session's image (a
+    valid name, readable in that session's status; written by whoever may patch the status subresource).
+    Before: the wake named it on the claim and the Sandbox, restoring the other session's memory. Now the
+    wake recomputes the name from the session's own name and UID and restores only that one: a forged name
+    wakes the session fresh (a plain resume), and the image is not this session's to delete."""
+    from agentsession_api import names
+    from agentsession_operator.decisions.hibernate import checkpoint_name, checkpoint_to_forget
+
+    spec = {"warmPoolRef": {"name": "p"}, "idleTimeout": "15m", "idleAction": "Hibernate"}
+    session = make_session(spec=spec)
+    victim = checkpoint_name("victim", "0f1e2d3c-0000-4000-8000-000000000000")
+    session["status"] = {
+        "phase": "Suspended",
+        "lastActivityTime": "2025-01-01T12:30:00Z",
+        "hibernation": {"hibernated": True, "reason": "Checkpointed", "checkpoint": victim, "sizeBytes": 1},
+    }
+    suspended_claim = make_claim(sandbox_name="demo", ready=("False", "SandboxSuspended", "suspended"))
+    gone = make_sandbox(mode="Suspended")
+    gone["status"] = {"conditions": [{"type": "Suspended", "status": "True", "reason": "PodTerminated"}]}
+    woken = reconcile_actions(session, suspended_claim, gone, T0 + timedelta(minutes=30))
+    assert victim not in repr(woken), woken
+    assert PatchSandbox("demo", {"spec": {"operatingMode": "Running"}}) in woken
+    assert not [a for a in woken if isinstance(a, PatchClaim) and names.ANNOTATION_RESTORE_FROM in repr(a)]
+    assert checkpoint_to_forget(session) is None
