@@ -252,7 +252,7 @@ def _mode_actions(
     """The Sandbox's operating mode, with Hibernate's checkpoint before an idle suspend and its restore
     annotation on the wake (issue 33)."""
     before = session.get("status") or {}
-    kept = hibernate.kept_checkpoint(before)
+    kept = hibernate.kept_checkpoint(session)
     claim_name = claim["metadata"]["name"]
     if mode_patch is None:
         # Woken: the session Ready again. The annotation goes from the claim, then the Sandbox (a restart

@@ -205,12 +205,16 @@ def restore_failed_record(checkpoint: str, failure: str) -> dict[str, Any]:
     }
 
 
-def kept_checkpoint(status: Mapping[str, Any] | None) -> str | None:
-    """The checkpoint a hibernated session wakes from, None when it has none."""
-    hibernation = (status or {}).get("hibernation") or {}
+def kept_checkpoint(session: Mapping[str, Any]) -> str | None:
+    """The checkpoint a hibernated session wakes from, None when it has none. Only the session's own image
+    (its name recomputed from the session's name and UID): a status naming any other (forged, or another
+    session's) restores nothing and is not this session's to delete (issue 49 item 1)."""
+    hibernation = (session.get("status") or {}).get("hibernation") or {}
     name = hibernation.get("checkpoint")
-    if hibernation.get("hibernated") and isinstance(name, str) and is_valid_checkpoint_name(name):
-        return name
+    meta = session.get("metadata") or {}
+    own = checkpoint_name(str(meta.get("name", "")), str(meta.get("uid", "")))
+    if hibernation.get("hibernated") and name == own and is_valid_checkpoint_name(own):
+        return own
     return None
 
 
@@ -316,7 +320,7 @@ def images_to_sweep(
 
 def checkpoint_to_forget(session: Mapping[str, Any]) -> str | None:
     """The image a deleted or expired session leaves behind (its kept checkpoint), None when there is none."""
-    return kept_checkpoint(session.get("status"))
+    return kept_checkpoint(session)
 
 
 def forget_step(outcome: DeleteOutcome, attempt: int, delays: tuple[float, ...] = FORGET_DELAYS) -> float | None:

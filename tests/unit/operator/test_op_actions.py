@@ -292,18 +292,20 @@ def test_an_ended_session_with_a_kept_checkpoint_forgets_it(
 ) -> None:
     """Issue 33: a session deleted (a finalizer keeps it) or expired while hibernated has its image deleted."""
     from agentsession_operator.decisions.actions import ForgetCheckpoint
+    from agentsession_operator.decisions.hibernate import checkpoint_name
 
     spec = {"warmPoolRef": {"name": "p"}, "idleAction": "Hibernate"}
-    hibernation = {"hibernated": True, "reason": "Checkpointed", "checkpoint": "demo-0123456789"}
     deleting = make_session(spec=spec)
+    own = checkpoint_name(deleting["metadata"]["name"], deleting["metadata"]["uid"])
+    hibernation = {"hibernated": True, "reason": "Checkpointed", "checkpoint": own}
     deleting["metadata"]["deletionTimestamp"] = "2025-01-01T12:00:00Z"
     deleting["status"] = {"phase": "Suspended", "hibernation": hibernation}
     actions = reconcile_actions(deleting, ready_claim(make_claim), make_sandbox(), T0)
-    assert ForgetCheckpoint("demo-0123456789") in actions
+    assert ForgetCheckpoint(own) in actions
     expired = make_session(spec={**spec, "ttl": "1m"})
     expired["status"] = {"phase": "Suspended", "hibernation": hibernation}
     actions = reconcile_actions(expired, ready_claim(make_claim), make_sandbox(), T0 + timedelta(hours=1))
-    assert ForgetCheckpoint("demo-0123456789") in actions
+    assert ForgetCheckpoint(own) in actions
     # Not while it lives, nor once the image is gone.
     alive = make_session(spec=spec)
     alive["status"] = {"phase": "Suspended", "hibernation": hibernation}

@@ -114,8 +114,12 @@ def test_forgetting_an_image_retries_a_bounded_number_of_times_then_gives_up() -
 
 
 def test_the_image_to_forget_is_the_kept_checkpoint_only() -> None:
-    kept = {"status": {"hibernation": {"hibernated": True, "checkpoint": "s-0123456789"}}}
-    assert h.checkpoint_to_forget(kept) == "s-0123456789"
+    own = h.checkpoint_name("s", "u-1")
+    meta = {"name": "s", "uid": "u-1"}
+    kept = {"metadata": meta, "status": {"hibernation": {"hibernated": True, "checkpoint": own}}}
+    assert h.checkpoint_to_forget(kept) == own
+    other = {"metadata": meta, "status": {"hibernation": {"hibernated": True, "checkpoint": "s-0123456789"}}}
+    assert h.checkpoint_to_forget(other) is None  # not its own name: not its image to delete
     assert h.checkpoint_to_forget({"status": {"hibernation": {"hibernated": False, "checkpoint": None}}}) is None
     assert h.checkpoint_to_forget({}) is None
     record = h.forgotten_record("s-0123456789")

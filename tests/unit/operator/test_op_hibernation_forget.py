@@ -9,9 +9,10 @@ from agentsession_api import phases
 from agentsession_operator.decisions import hibernate as h
 from agentsession_operator.kube.hibernation import Hibernator
 
+OWN = h.checkpoint_name("s", "u-1")  # a session's image is named after its name and UID
 SESSION = {
     "metadata": {"namespace": "ns", "name": "s", "uid": "u-1"},
-    "status": {"hibernation": {"hibernated": True, "checkpoint": "s-0123456789"}},
+    "status": {"hibernation": {"hibernated": True, "checkpoint": OWN}},
 }
 
 
@@ -61,14 +62,14 @@ def hibernator(agents: Agents, kube: Kube | None = None) -> tuple[Hibernator, li
 async def test_the_agent_answering_deletes_the_image_once() -> None:
     agents = Agents(h.DeleteOutcome(deleted=True, asked=1, unreachable=0))
     hib, events, slept = hibernator(agents)
-    assert await hib.forget_checkpoint(SESSION, "s-0123456789", still_there=False)
-    assert agents.asked == [("ns", "s-0123456789")] and events == [] and slept == []
+    assert await hib.forget_checkpoint(SESSION, OWN, still_there=False)
+    assert agents.asked == [("ns", OWN)] and events == [] and slept == []
 
 
 async def test_agents_down_give_up_after_the_bounded_tries_with_a_warning() -> None:
     agents = Agents(h.DeleteOutcome(deleted=False, asked=0, unreachable=0))
     hib, events, slept = hibernator(agents)
-    assert not await hib.forget_checkpoint(SESSION, "s-0123456789", still_there=False)
+    assert not await hib.forget_checkpoint(SESSION, OWN, still_there=False)
     assert len(agents.asked) == len(h.FORGET_DELAYS) + 1 and slept == list(h.FORGET_DELAYS)
     assert events == [(h.EVENT_CHECKPOINT_NOT_DELETED, "Warning")]
 
@@ -77,9 +78,9 @@ async def test_an_agent_back_after_a_retry_deletes_it() -> None:
     agents = Agents(h.DeleteOutcome(False, 1, 1), h.DeleteOutcome(True, 1, 0))
     kube = Kube()
     hib, events, slept = hibernator(agents, kube)
-    assert await hib.forget_checkpoint(SESSION, "s-0123456789", still_there=True)
+    assert await hib.forget_checkpoint(SESSION, OWN, still_there=True)
     assert slept == [h.FORGET_DELAYS[0]] and events == []
-    assert kube.patches == [{"hibernation": h.forgotten_record("s-0123456789")}]  # an expired one: status says so
+    assert kube.patches == [{"hibernation": h.forgotten_record(OWN)}]  # an expired one: status says so
 
 
 async def test_forget_soon_runs_once_per_session_and_only_with_a_kept_checkpoint() -> None:
@@ -89,7 +90,7 @@ async def test_forget_soon_runs_once_per_session_and_only_with_a_kept_checkpoint
     assert not hib.forget_soon(SESSION, still_there=True)  # under way already
     assert not hib.forget_soon({"metadata": {"namespace": "ns", "name": "t", "uid": "u-2"}, "status": {}})
     await asyncio.sleep(0)
-    assert agents.asked == [("ns", "s-0123456789")]
+    assert agents.asked == [("ns", OWN)]
 
 
 async def test_without_node_agents_nothing_is_tried() -> None:
@@ -108,7 +109,7 @@ async def test_the_reconciler_deletes_a_hibernated_sessions_image_when_it_is_del
     try:
         rec.session_deleted(("ns", "s"), "u-1")
         await asyncio.gather(*rec._background)
-        assert agents.asked == [("ns", "s-0123456789")]
+        assert agents.asked == [("ns", OWN)]
         assert ("ns", "s") not in rec.cache.sessions
     finally:
         await rec.scheduler.stop()
@@ -128,9 +129,9 @@ async def test_an_image_over_the_policys_bound_is_deleted_and_the_session_falls_
     kube = Kube()
     hib, events, _ = hibernator(agents, kube)
     log = type("Log", (), {"info": lambda *a, **k: None})()
-    await hib.hibernate(HibernateSandbox("sb", "pod", "s-0123456789", {}, max_bytes=1024), SESSION, log)
+    await hib.hibernate(HibernateSandbox("sb", "pod", OWN, {}, max_bytes=1024), SESSION, log)
     assert kube.patches[0]["hibernation"]["reason"] == phases.REASON_CHECKPOINT_TOO_LARGE
-    assert agents.asked == [("ns", "s-0123456789")] and events == [("HibernateFallback", "Warning")]
+    assert agents.asked == [("ns", OWN)] and events == [("HibernateFallback", "Warning")]
 
 
 def _session(name: str, uid: str, **extra: Any) -> dict[str, Any]:
