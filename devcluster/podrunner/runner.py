@@ -52,6 +52,7 @@ class PodWorker:
     thread: threading.Thread | None = None
     ready: bool | None = None
     restarts: int = 0
+    unhealthy_told: float = 0.0  # monotonic time of the last Unhealthy Event (at most one a probe period)
 
     @property
     def name(self) -> str:
@@ -372,11 +373,34 @@ class PodWorker:
                     self._patch_status(True, {"running": {"startedAt": started}})
             else:
                 failures += 1
+                self._tell_unhealthy(spec.period)
                 if self.ready is True and failures >= spec.failure_threshold:
                     self._patch_status(False, {"running": {"startedAt": started}}, "readiness probe failed")
             interval = spec.period if self.ready else min(spec.period, 0.1)
             if self.stop_event.wait(interval):
                 return
+
+    def _tell_unhealthy(self, period: float) -> None:
+        """A failed readiness probe as a kubelet tells it: a Warning Event `Unhealthy` on the pod (at most one a
+        probe period; a kubelet's recorder aggregates them instead). What a test waits on to know probes ran."""
+        now = time.monotonic()
+        if now - self.unhealthy_told < period:
+            return
+        self.unhealthy_told = now
+        meta = self.pod["metadata"]
+        body = {
+            "metadata": {"generateName": f"{self.name}.", "namespace": self.namespace},
+            "involvedObject": {"kind": "Pod", "namespace": self.namespace, "name": self.name, "uid": meta["uid"]},
+            "reason": "Unhealthy",
+            "message": "Readiness probe failed",
+            "type": "Warning",
+            "source": {"component": "kubelet", "host": self.pod["spec"].get("nodeName", "")},
+            "firstTimestamp": _now(),
+            "lastTimestamp": _now(),
+            "count": 1,
+        }
+        with contextlib.suppress(ApiException, urllib3.exceptions.HTTPError):
+            self.api.create_namespaced_event(self.namespace, body)
 
     def stop(self) -> None:
         """Stop the whole process group and wait until it is gone."""

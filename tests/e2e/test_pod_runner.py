@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from typing import Any
 
 import httpx
@@ -154,7 +153,14 @@ def test_readiness_follows_the_probe_and_the_process(kube: Kube, namespace: str,
     )
     ip = pod["status"]["podIP"]
     kube.wait_for("runtime answering", lambda: _answers(ip))
-    time.sleep(3)  # more than one probe period with the runtime up, yet the probe fails
+
+    def unhealthy() -> int:
+        events = kube.list("events", namespace)
+        return len([e for e in events if e.get("reason") == "Unhealthy" and e["involvedObject"]["name"] == "never"])
+
+    # Probes ran and failed with the runtime up (a kubelet's Unhealthy Events, two probe periods apart).
+    seen = unhealthy()
+    kube.wait_for("two more failed readiness probes", lambda: unhealthy() >= seen + 2, timeout=30)
     assert not kube.is_true(kube.get("pod", "never", namespace), "Ready")
 
     _runtime_pool(kube, namespace)
