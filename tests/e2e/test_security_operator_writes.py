@@ -187,3 +187,43 @@ def test_the_sandbox_pin_names_every_field_of_the_installed_sandbox_spec(kube: K
         template = spec["podTemplate"]["properties"]
         assert set(template) == {"metadata", "spec"}, version["name"]
         assert set(template["metadata"]["properties"]) == {"labels", "annotations"}, version["name"]
+
+
+def test_the_operator_may_not_open_a_claims_pod_to_everyone(
+    kube: Kube, namespace: str, operator: OperatorProcess
+) -> None:
+    """Attack (issue 51 item 3): with the operator's token, a NetworkPolicy owned by a session and selecting
+    one claim's pods (what the pin checked) but with the rules widened: `ingress: [{}]` (every source, every
+    port), a peer selecting every pod of every namespace, an ipBlock of the whole internet, egress `to`
+    anything. Before: admitted. Now the rules must have the builder's shape (decisions/network.py): one
+    ingress rule without ports from this namespace's labelled clients, a router namespace's pods, or client
+    CIDRs narrower than /8; egress to ipBlocks and the cluster DNS only."""
+    status = _ready_session(kube, namespace, "rulepinned")
+    session = kube.get("agentsession", "rulepinned", namespace) or {}
+    owner = {"apiVersion": session["apiVersion"], "kind": "AgentSession", "name": "rulepinned"}
+    owner["uid"] = session["metadata"]["uid"]
+    claim_uid = (kube.get("sandboxclaim", status["claimName"], namespace) or {})["metadata"]["uid"]
+    selector = {"matchLabels": {"agents.x-k8s.io/claim-uid": claim_uid}}
+
+    def policy(name: str, spec: dict[str, Any]) -> str:
+        meta = {"name": name, "namespace": namespace, "ownerReferences": [owner]}
+        body = {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": meta}
+        body["spec"] = {"podSelector": selector, "policyTypes": ["Ingress", "Egress"], **spec}
+        return json.dumps(body)
+
+    clients = {"podSelector": {"matchLabels": {"agentsession.dev/sandbox-client": "true"}}}
+    for name, spec in (
+        ("open-ingress", {"ingress": [{}]}),
+        ("any-pod-anywhere", {"ingress": [{"from": [{"namespaceSelector": {}, "podSelector": {}}]}]}),
+        ("whole-internet", {"ingress": [{"from": [clients, {"ipBlock": {"cidr": "0.0.0.0/0"}}]}]}),
+        ("open-egress", {"ingress": [{"from": [clients]}], "egress": [{}]}),
+        ("egress-any-pod", {"ingress": [{"from": [clients]}], "egress": [{"to": [{"podSelector": {}}]}]}),
+    ):
+        proc = _as_operator(kube, operator, "create", "-f", "-", input=policy(name, spec))
+        _refused(proc, "rules have the shape the operator builds")
+    shaped = {
+        "ingress": [{"from": [clients, {"ipBlock": {"cidr": "198.19.255.2/32"}}]}],
+        "egress": [{"to": [{"ipBlock": {"cidr": "203.0.113.0/24"}}], "ports": [{"protocol": "TCP", "port": 443}]}],
+    }
+    proc = _as_operator(kube, operator, "create", "--dry-run=server", "-f", "-", input=policy("shaped", shaped))
+    assert proc.returncode == 0, proc.stderr
