@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import warnings
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -197,8 +198,16 @@ class AgentSessionSandbox(PodSandbox):
         return self._store.delete(self.namespace, self.id, self.uid)
 
     def delete(self, file_path: str | None = None) -> Any:
-        """`delete()` deletes the AgentSession; `delete(path)` deletes a file in the sandbox (deepagents)."""
+        """`delete(path)` deletes a file in the sandbox (deepagents). `delete()` without a path still deletes
+        the AgentSession, with a DeprecationWarning: one missing argument must not end a session. Use
+        `delete_session()`; the overload goes in the next minor release."""
         if file_path is None:
+            warnings.warn(
+                "AgentSessionSandbox.delete() without a path deletes the whole AgentSession and is deprecated: "
+                "call delete_session() (delete(path) deletes a file)",
+                DeprecationWarning,
+                stacklevel=2,
+            )
             return self.delete_session()
         return super().delete(file_path)
 
