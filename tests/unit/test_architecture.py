@@ -156,6 +156,7 @@ KUBE_FLOORS: dict[str, int] = {
     "transport": 0,
     "lease": 0,
     "places": 0,
+    "takeover": 0,
     "primed_watch": 0,
     "sharding": 0,
     "cache": 1,

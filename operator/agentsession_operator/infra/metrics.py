@@ -7,7 +7,7 @@ import math
 from collections.abc import Callable
 from pathlib import Path
 
-from prometheus_client import Counter, Gauge, Histogram, start_http_server
+from prometheus_client import REGISTRY, Counter, Gauge, Histogram, start_http_server
 
 SESSIONS_BY_PHASE = Gauge("agentsession_sessions", "AgentSessions by namespace and phase", ["namespace", "phase"])
 RECONCILE_SECONDS = Histogram(
@@ -47,6 +47,11 @@ SHARD_LEADER = Gauge(
     "agentsession_shard_leader", "1 while this replica holds the shard's Lease (--shards above 1), else 0", ["shard"]
 )
 SHARDS_HELD = Gauge("agentsession_shards_held", "Shards whose Lease this replica holds (--shards above 1)")
+FIRST_PASS_DONE = Gauge(
+    "agentsession_first_pass_done_timestamp_seconds",
+    "When the last take-over's first pass over every session it gained ended (unix time; 0: not yet); "
+    "minus process_start_time_seconds, a start's or failover's whole cost",
+)
 MEMORY_LIMIT = Gauge(
     "agentsession_memory_limit_bytes",
     "The operator container's memory limit (its cgroup's; NaN when unlimited), to compare with "
@@ -92,3 +97,8 @@ def report_shards(count: int, held: Callable[[int], bool]) -> None:
 
 def serve(port: int, addr: str = "127.0.0.1") -> None:
     start_http_server(port, addr=addr)
+
+
+def process_start_time() -> float | None:
+    """This process's start (unix time), as prometheus_client's process collector exports it (None: not Linux)."""
+    return REGISTRY.get_sample_value("process_start_time_seconds")

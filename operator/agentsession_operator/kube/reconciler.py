@@ -38,6 +38,7 @@ from agentsession_operator.kube.primed_watch import PrimedVersions
 from agentsession_operator.kube.scheduler import DeadlineScheduler
 from agentsession_operator.kube.session_pass import Config, Rooms, SessionPass
 from agentsession_operator.kube.status_writer import SessionGone, StatusWriter
+from agentsession_operator.kube.takeover import TakeOver
 
 __all__ = ["Config", "NotLeader", "Reconciler", "SessionGone"]
 
@@ -105,6 +106,7 @@ class Reconciler:
         self.session_pass = SessionPass(rooms)
         self.primed_versions = PrimedVersions()  # kopf's first listings watch from prime's (kube/primed_watch.py)
         self.admitted = Admitted()  # creates the webhook let through, until the cache has them
+        self.takeover = TakeOver()  # when the first pass over every session a take-over gained is done
         self.resyncs = relists.Resync(kube, self.cache, self, self.background)
         self.policy_status = PolicyStatus(kube, self.cache, self.background, self.leads)
 
@@ -139,7 +141,9 @@ class Reconciler:
 
     async def take_over(self) -> None:
         """Just became leader: reconcile every known session and look for orphans the standby ignored."""
-        for key in list(self.cache.sessions):
+        keys = list(self.cache.sessions)
+        self.takeover.begin(key for key in keys if self.leads(key[0]))
+        for key in keys:
             self.pass_soon(key, "leader took over")
         # In the background: the elector awaits this and renews the Lease only after it returns; orphan
         # checks against a slow API server outlasted the renew deadline, and every pass above was refused.
@@ -193,6 +197,7 @@ class Reconciler:
         shards = {shard for shard in shards if self.shards.held(shard)}
         self.ready_shards |= shards
         namespaces = [ns for ns in self.cache.sessions.namespaces() if self._shard_of(ns) in shards]
+        self.takeover.begin(key for namespace in namespaces for key in self.cache.sessions_in(namespace))
         for namespace in namespaces:
             for key in self.cache.sessions_in(namespace):
                 self.pass_soon(key, "shard taken over")
@@ -214,7 +219,9 @@ class Reconciler:
         """The start-up listing; sharded, of policies and warm pools only (a shard lists its own when taken)."""
         self.namespaces = namespaces
         kinds = () if self.shards is not None else relists.PRIMED_KINDS
-        await relists.prime(self.kube, self.cache, self, namespaces, self.primed_versions, kinds)
+        timings: dict[str, float] = {}
+        await relists.prime(self.kube, self.cache, self, namespaces, self.primed_versions, kinds, timings)
+        self.takeover.listed(timings)
 
     def relisted(self, kind: str) -> None:
         self.resyncs.relisted(kind)
@@ -352,6 +359,7 @@ class Reconciler:
         self._activity_passed.pop(key, None)
         self.session_pass.forget(key)
         self.writer.forget(key)
+        self.takeover.passed(key)  # gone: a take-over waits no longer for its pass
         return body
 
     # ---- the pass: one at a time per session, retried with backoff --------------------------------
@@ -429,3 +437,4 @@ class Reconciler:
         finally:
             _acting_in.reset(acting)
             metrics.RECONCILE_SECONDS.observe(time.monotonic() - started)
+            self.takeover.passed(key)

@@ -46,6 +46,7 @@ async def prime(
     namespaces: tuple[str, ...] = (),
     versions: PrimedVersions | None = None,
     kinds: tuple[str, ...] = PRIMED_KINDS,
+    timings: dict[str, float] | None = None,
 ) -> None:
     """List every policy, warm pool, session, claim, Sandbox and NetworkPolicy once, in pages, before any
     session is acted on (see Cache.loaded).
@@ -56,17 +57,23 @@ async def prime(
     run side by side, judged many sessions before their claim, Sandbox or NetworkPolicy arrived: a GET of
     each, a NetworkPolicy create answered 409, a GET of the session for each claim listed first. A failed
     list fails the start (and kopf retries it) rather than act without policies. `versions` gets each
-    listing's resourceVersion: kopf's own first listing of these kinds watches from it (kube/primed_watch.py)."""
+    listing's resourceVersion: kopf's own first listing of these kinds watches from it (kube/primed_watch.py).
+    `timings` gets each kind's listing time in seconds (kube/takeover.py tells them)."""
+    spent = timings if timings is not None else {}
+    started = time.monotonic()
     for body in await _patiently(kube.list_policies, None):
         meta = body["metadata"]
         if watched(meta.get("namespace"), namespaces):
             cache.policies[meta["namespace"]][meta["name"]] = dict(body)
+    spent["policies"], started = time.monotonic() - started, time.monotonic()
     for body in await _patiently(kube.list_warm_pools):
         cache.remember_pool((body["metadata"]["namespace"], body["metadata"]["name"]), body)
+    spent["warm_pools"], started = time.monotonic() - started, time.monotonic()
     for body in await _patiently(kube.list_templates):
         cache.remember_template((body["metadata"]["namespace"], body["metadata"]["name"]), body)
+    spent["templates"] = time.monotonic() - started
     counts = await prime_children(
-        kube, cache, sessions, lambda namespace: watched(namespace, namespaces), kinds, versions
+        kube, cache, sessions, lambda namespace: watched(namespace, namespaces), kinds, versions, spent
     )
     cache.loaded = True
     logger().info("cache loaded", policies=sum(map(len, cache.policies.values())), pools=len(cache.pools), **counts)
@@ -79,12 +86,14 @@ async def prime_children(
     keep: Callable[[str], bool],
     kinds: tuple[str, ...] = PRIMED_KINDS,
     versions: PrimedVersions | None = None,
+    timings: dict[str, float] | None = None,
 ) -> dict[str, int]:
     """List sessions and their children in pages, caching those of the namespaces `keep` accepts (every
     watched one at start; a shard's when it is taken over). The counts cached, by kind."""
     counts: dict[str, int] = {}
     for kind in kinds:  # claims before Sandboxes: a Sandbox is cached by its claim's session
         counts[kind] = 0
+        started = time.monotonic()
         async for items, version in _pages(kube, kind):
             if versions is not None:
                 versions.primed(KIND_RESOURCES[kind], version)
@@ -92,6 +101,8 @@ async def prime_children(
                 meta = body["metadata"]
                 if meta.get("namespace") and keep(meta["namespace"]):
                     counts[kind] += _prime_one(cache, sessions, kind, (meta["namespace"], meta["name"]), body)
+        if timings is not None:
+            timings[kind] = time.monotonic() - started
     return counts
 
 
