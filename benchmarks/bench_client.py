@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from benchmarks.common import create_namespace, interleaved_ms, start_operator, stop_operator
+from benchmarks.results import Record
 from devcluster import errors
 from devcluster.cluster import Cluster, Paths
 
@@ -113,6 +114,9 @@ def main() -> None:
         peer.execute("true")
         n = args.rounds
         rows: list[tuple[str, str, str, str]] = []
+        record = Record.start("bench_client", rounds=n, grep_rounds=args.grep_rounds)
+        execute_s: dict[str, list[float]] = {}
+        grep_s: dict[str, list[float]] = {}
 
         def raw_true() -> None:
             raw.post(f"http://{ip}:8888/execute", json={"command": "sh -c true"}, timeout=30).raise_for_status()
@@ -128,6 +132,7 @@ def main() -> None:
                 "langchain-k8s": lambda: peer.execute("true"),
             },
             n,
+            execute_s,
         )
         o, r, sl, p = (execute_ms[k] for k in ("ours", "raw", "stdlib", "langchain-k8s"))
         rows.append(
@@ -176,7 +181,7 @@ def main() -> None:
             "langchain-k8s": lambda: peer.grep("needle", "/tmp/g"),
             **{name: raw_post(grep_conn, command) for name, command in posts.items()},
         }
-        grep_t = interleaved_ms(calls, args.grep_rounds)
+        grep_t = interleaved_ms(calls, args.grep_rounds, grep_s)
         go, gp = grep_t["ours"], grep_t["langchain-k8s"]
         rows.append(
             (
@@ -194,6 +199,19 @@ def main() -> None:
         print(f"AgentSessionSandbox on a python-runtime pod, medians in ms ({n} rounds for execute)")
         for name, value, others, ratio in rows:
             print(f"{name:<24} {value:>9}   {others:<60} {ratio}")
+        for row, table in (("execute", execute_s), ("grep 1000 files", grep_s)):
+            for column, values in table.items():
+                for seconds in values:
+                    record.sample(row, column, 1000 * seconds)
+        record.finish(
+            "ms",
+            ratios={
+                "execute ours / raw": o / r,
+                "execute ours / langchain-k8s": o / p,
+                "grep ours / langchain-k8s": go / gp,
+                "grep in the pod ours / langchain-k8s": po / pp,
+            },
+        )
         ours.delete_session()
     finally:
         stop_operator(operator)

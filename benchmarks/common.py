@@ -157,10 +157,14 @@ def wait_machine_idle(threshold: float = 0.25, quiet_seconds: int = 3, timeout: 
     return time.monotonic() - started
 
 
-def interleaved_ms(calls: dict[str, Callable[[], object]], rounds: int) -> dict[str, float]:
+def interleaved_ms(
+    calls: dict[str, Callable[[], object]], rounds: int, samples: dict[str, list[float]] | None = None
+) -> dict[str, float]:
     """Median milliseconds of each call: one of each per round, the order reversed every other round, so
-    the machine's drifts hit every call alike."""
-    times: dict[str, list[float]] = {name: [] for name in calls}
+    the machine's drifts hit every call alike. `samples` gets every call's seconds (benchmarks/results.py)."""
+    times: dict[str, list[float]] = samples if samples is not None else {}
+    for name in calls:
+        times[name] = []
     for fn in calls.values():
         fn()  # warm connections and caches
     for i in range(rounds):
