@@ -205,3 +205,21 @@ def test_a_tenant_cannot_list_the_images(url: str, node: checkpointer.Node) -> N
     """Image names carry session names of every tenant on the node."""
     assert post(url, "/v1/list", {}, "tenant-token")[0] == 403
     assert post(url, "/v1/list", {}, None)[0] == 401
+
+
+def test_an_agent_starting_sweeps_the_partial_images_a_killed_one_left(node: checkpointer.Node) -> None:
+    """Attack (issue 49 item 3): an agent killed mid-checkpoint (a tenant's huge sandbox makes runsc slow,
+    then a rollout or the OOM killer ends the agent) leaves `.<name>.partial` directories that nothing ever
+    removed, so they piled up on the node's disk across kills. Now an agent at its start removes every
+    partial image (nothing of its own is being written yet) and keeps the complete ones."""
+    root = node.checkpoint_root
+    (root / "ns").mkdir(parents=True)
+    partial = root / "ns" / ".victim-0123456789.partial"
+    partial.mkdir()
+    (partial / "pages.img").write_bytes(b"x" * 4096)
+    complete = root / "ns" / "kept-0123456789"
+    complete.mkdir()
+    (complete / "pages.img").write_bytes(b"y")
+    server.Agent(node, review, OPERATOR)
+    assert not partial.exists(), "a partial image survived the agent's start"
+    assert (complete / "pages.img").read_bytes() == b"y"
