@@ -23,7 +23,8 @@ def main(argv: list[str] | None = None) -> None:
     node = checkpointer.Node(args.runsc, args.runsc_root, args.task_state, args.checkpoint_root)
     agent = server.Agent(node, reviewer.Reviewer().review, args.allowed_user, args.audience)
     httpd = server.serve(agent, args.listen, args.port)
-    print(f"node agent on {args.listen}:{args.port}, for {args.allowed_user}", flush=True)
+    swept = f", {agent.partials_swept} partial images swept" if agent.partials_swept else ""
+    print(f"node agent on {args.listen}:{args.port}, for {args.allowed_user}{swept}", flush=True)
     httpd.serve_forever()
 
 

@@ -81,6 +81,17 @@ def discard(partial: Path) -> None:
     shutil.rmtree(partial, ignore_errors=True)
 
 
+def sweep_partials(root: Path) -> int:
+    """Remove every ``.<name>.partial`` under ``root`` (at the agent's start nothing is being written: what
+    is there is a killed agent's, and no pod may restore from it). How many went."""
+    swept = 0
+    for partial in root.glob("*/.*.partial") if root.is_dir() else ():
+        if partial.is_dir() and not partial.is_symlink():
+            shutil.rmtree(partial, ignore_errors=True)
+            swept += 1
+    return swept
+
+
 def size_of(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 

@@ -33,6 +33,8 @@ class Agent:
         self.allowed_user = allowed_user
         self.audience = audience
         self.lock = threading.Lock()  # one checkpoint at a time on a node: they are memory-heavy
+        # A killed agent's half-written images (issue 49 item 3): none is being written by this one yet.
+        self.partials_swept = images.sweep_partials(node.checkpoint_root)
 
     def authorize(self, header: str | None) -> tuple[HTTPStatus, str]:
         token = authz.bearer_token(header)
