@@ -223,3 +223,34 @@ def test_an_agent_starting_sweeps_the_partial_images_a_killed_one_left(node: che
     server.Agent(node, review, OPERATOR)
     assert not partial.exists(), "a partial image survived the agent's start"
     assert (complete / "pages.img").read_bytes() == b"y"
+
+
+def test_a_node_over_its_checkpoint_budget_or_floor_refuses_before_writing(tmp_path: Path) -> None:
+    """Attack (issue 49 item 3): a tenant with many sessions of large memory hibernates them all on one node;
+    every image was written in full, whatever the node already held, until the kubelet evicted other
+    tenants' pods for disk pressure. Now the agent refuses a checkpoint (507, saying why; the operator then
+    suspends the session as Suspend, naming it) when the node's images already reach its byte budget
+    (--max-bytes) or its disk's free space is under the floor (--min-free-bytes), and writes nothing."""
+    base = node.__wrapped__(tmp_path)  # type: ignore[attr-defined]
+    held = base.checkpoint_root / "team-a" / "old-0123456789"
+    held.mkdir(parents=True)
+    (held / "pages.img").write_bytes(b"z" * 5000)
+    for limits, said in (
+        ({"max_bytes": 4096}, "its checkpoint budget"),
+        ({"min_free_bytes": 1 << 62}, "free space"),
+    ):
+        limited = checkpointer.Node(base.runsc, base.runsc_root, base.task_state, base.checkpoint_root, **limits)
+        httpd = server.serve(server.Agent(limited, review, OPERATOR), "127.0.0.1", 0)
+        thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+        thread.start()
+        try:
+            status, body = post(
+                f"http://127.0.0.1:{httpd.server_address[1]}", "/v1/checkpoint", CHECKPOINT, "operator-token"
+            )
+        finally:
+            httpd.shutdown()
+            httpd.server_close()
+            thread.join(timeout=5)
+        assert status == 507 and said in body["error"], (status, body)
+        assert not (base.checkpoint_root / "team-a" / "s-1").exists()
+        assert not list((base.checkpoint_root / "team-a").glob(".*.partial"))
