@@ -19,8 +19,17 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--checkpoint-root", type=Path, required=True)
     p.add_argument("--allowed-user", required=True, help="system:serviceaccount:<ns>:<operator's ServiceAccount>")
     p.add_argument("--audience", default=authz.AUDIENCE)
+    p.add_argument("--max-bytes", type=int, default=None, help="budget of every image on this node together")
+    p.add_argument("--min-free-bytes", type=int, default=2 << 30, help="free space the disk keeps (default 2 GiB)")
     args = p.parse_args(argv)
-    node = checkpointer.Node(args.runsc, args.runsc_root, args.task_state, args.checkpoint_root)
+    node = checkpointer.Node(
+        args.runsc,
+        args.runsc_root,
+        args.task_state,
+        args.checkpoint_root,
+        max_bytes=args.max_bytes,
+        min_free_bytes=args.min_free_bytes,
+    )
     agent = server.Agent(node, reviewer.Reviewer().review, args.allowed_user, args.audience)
     httpd = server.serve(agent, args.listen, args.port)
     swept = f", {agent.partials_swept} partial images swept" if agent.partials_swept else ""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import time
 from dataclasses import dataclass
@@ -19,6 +20,10 @@ class Node:
     """containerd's task bundles (``.../io.containerd.runtime.v2.task/k8s.io``)."""
     checkpoint_root: Path
     timeout: float = 120.0
+    max_bytes: int | None = None
+    """The node's budget for every image together (--max-bytes): a checkpoint is refused once they reach it."""
+    min_free_bytes: int = 0
+    """The free space the checkpoint root's disk keeps (--min-free-bytes): below it a checkpoint is refused."""
 
 
 @dataclass(frozen=True)
@@ -39,6 +44,31 @@ class NotOnThisNode(LookupError):
     """Answered 404: the operator asks the next node's agent."""
 
 
+class NodeFull(RuntimeError):
+    """Answered 507: the node's images reach its budget, or its disk its floor; nothing is written (the
+    operator suspends the session as Suspend, saying this)."""
+
+
+def room_for_one_more(node: Node) -> None:
+    """Refuse before writing: the kubelet evicts other tenants' pods when checkpoints fill a node's disk."""
+    if node.max_bytes is not None:
+        used = images.size_of(node.checkpoint_root) if node.checkpoint_root.is_dir() else 0
+        if used >= node.max_bytes:
+            raise NodeFull(
+                f"this node's checkpoint images take {used} bytes, its checkpoint budget is {node.max_bytes} "
+                "(the node agent's --max-bytes): no new image until some are deleted"
+            )
+    existing = node.checkpoint_root
+    while not existing.exists():
+        existing = existing.parent
+    free = shutil.disk_usage(existing).free
+    if free < node.min_free_bytes:
+        raise NodeFull(
+            f"this node's disk has {free} bytes of free space, under the floor of {node.min_free_bytes} "
+            "(the node agent's --min-free-bytes): no new image"
+        )
+
+
 def checkpoint(node: Node, namespace: str, pod: str, name: str) -> Taken:
     """Checkpoint the pod's whole sandbox (every container) and stop it; the image's size."""
     if not pod:
@@ -48,6 +78,7 @@ def checkpoint(node: Node, namespace: str, pod: str, name: str) -> Taken:
         raise NotOnThisNode(f"no sandbox of pod {namespace}/{pod} on this node")
     if not any(node.runsc_root.glob(f"{sandbox}*")):
         raise NotGVisor(f"pod {namespace}/{pod} does not run under runsc (no runsc state of sandbox {sandbox})")
+    room_for_one_more(node)
     partial = images.prepare(node.checkpoint_root, namespace, name)
     started = time.monotonic()
     cmd = [str(node.runsc), f"--root={node.runsc_root}", "checkpoint", f"--image-path={partial}", sandbox]

@@ -103,6 +103,8 @@ def handler_for(agent: Agent) -> type[BaseHTTPRequestHandler]:
                 answer = HTTPStatus.BAD_REQUEST, {"error": str(e)}
             except checkpointer.NotOnThisNode as e:
                 answer = HTTPStatus.NOT_FOUND, {"error": str(e)}
+            except checkpointer.NodeFull as e:
+                answer = HTTPStatus.INSUFFICIENT_STORAGE, {"error": str(e)}
             except checkpointer.CheckpointError as e:
                 answer = HTTPStatus.INTERNAL_SERVER_ERROR, {"error": str(e)}
             self._answer(*answer)
