@@ -42,3 +42,18 @@ def test_the_released_pieces_share_one_version() -> None:
 def test_the_api_requirement_admits_the_api_version(folder: str) -> None:
     (requirement,) = [Requirement(r) for r in _project(folder)["dependencies"] if r.startswith("agentsession-api")]
     assert requirement.specifier.contains(_project("api")["version"])
+
+
+@pytest.mark.parametrize("folder", DISTRIBUTIONS)
+def test_every_0x_dependency_has_an_upper_bound(folder: str) -> None:
+    """A 0.x project may break in its next minor (deepagents did within one): its floor alone does not hold."""
+    project = _project(folder)
+    requirements = [Requirement(r) for r in project["dependencies"]]
+    requirements += [Requirement(r) for extra in project.get("optional-dependencies", {}).values() for r in extra]
+    unbounded = [
+        str(r)
+        for r in requirements
+        if any(s.operator == ">=" and s.version.startswith("0.") for s in r.specifier)
+        and not any(s.operator in ("<", "<=", "~=", "==") for s in r.specifier)
+    ]
+    assert not unbounded, f"{folder}/pyproject.toml: give these an upper bound: {unbounded}"
