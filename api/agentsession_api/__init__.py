@@ -9,3 +9,10 @@ One home for everything both sides must agree on, with no dependency beyond pyda
 * :mod:`.types`: the pydantic models, from which ``make crds`` generates ``crds/`` (:mod:`.crdgen`) and
   ``docs/api-reference.md`` (:mod:`.apidoc`), and with which both sides read objects.
 """
+
+from importlib import metadata as _metadata
+
+try:
+    __version__ = _metadata.version("agentsession-api")  # pyproject.toml's: the one place it is written
+except _metadata.PackageNotFoundError:  # a source tree on sys.path, not installed
+    __version__ = "0+unknown"

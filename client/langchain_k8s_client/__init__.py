@@ -4,6 +4,8 @@
 pod side alone (a runtime endpoint you already have).
 """
 
+from importlib import metadata as _metadata
+
 from .backend import AgentSessionSandbox
 from .errors import (
     MalformedResponse,
@@ -24,6 +26,11 @@ from .errors import (
 from .manager import SessionManager
 from .pod_sandbox import PodSandbox
 from .transport import PodEndpoint, ResponseLimits, RetryPolicy, RuntimeTransport
+
+try:
+    __version__ = _metadata.version("langchain-k8s-client")  # pyproject.toml's: the one place it is written
+except _metadata.PackageNotFoundError:  # a source tree on sys.path, not installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "AgentSessionSandbox",

@@ -19,6 +19,8 @@ import kopf
 import structlog
 from kubernetes_asyncio import config as kube_config
 
+import agentsession_api
+import agentsession_operator
 from agentsession_api.durations import parse_duration
 from agentsession_operator.decisions import network, quota
 from agentsession_operator.handlers import admission
@@ -41,6 +43,11 @@ def _non_negative(text: str) -> int:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="agentsession-operator", description=__doc__)
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"%(prog)s {agentsession_operator.__version__} (agentsession-api {agentsession_api.__version__})",
+    )
     parser.add_argument(
         "--namespace",
         "-n",

@@ -6,4 +6,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end -}}
-{{- define "agentsession.namespace" -}}{{ .Values.namespace.name }}{{- end -}}
+{{/* The operator's namespace: the release's (helm install -n), unless namespace.name names another. */}}
+{{- define "agentsession.namespace" -}}{{ .Values.namespace.name | default .Release.Namespace }}{{- end -}}
+{{/* The operator's ServiceAccount, the one RBAC and the admission pins name: the chart's or one you made. */}}
+{{- define "agentsession.serviceAccountName" -}}{{ .Values.serviceAccount.name | default "agentsession-operator" }}{{- end -}}

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+import agentsession_api
+import langchain_k8s_client
 from agentsession_api.phases import IdleAction, Phase
 
 EXAMPLES = """\
@@ -52,6 +54,11 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         parents=[common],
+    )
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"%(prog)s {langchain_k8s_client.__version__} (agentsession-api {agentsession_api.__version__})",
     )
     parser.set_defaults(request_timeout=180.0)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

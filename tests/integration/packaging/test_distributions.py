@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
+import tarfile
 import venv
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -79,3 +82,21 @@ def test_api_package_needs_only_pydantic(tmp_path: Path) -> None:
         "print(sorted(r.split('>')[0].split(';')[0] for r in m.requires('agentsession-api') if 'extra' not in r))",
     )
     assert out.strip() == "['pydantic']"
+
+
+@pytest.mark.parametrize("project", ["api", "client", "operator"])
+def test_wheel_and_sdist_carry_the_license(tmp_path: Path, project: str) -> None:
+    (source,) = _sources(tmp_path, project)
+    dist = tmp_path / "dist"
+    dist.mkdir()
+    # setuptools' PEP 517 hooks, what pip and `python -m build` call (no index needed); they rewrite sys.argv.
+    code = "from setuptools import build_meta as b; import sys; d = sys.argv[1]; b.build_wheel(d); b.build_sdist(d)"
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(dist)], capture_output=True, text=True, timeout=300, cwd=source
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (wheel,) = dist.glob("*.whl")
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in zipfile.ZipFile(wheel).namelist())
+    (sdist,) = dist.glob("*.tar.gz")
+    with tarfile.open(sdist) as tar:
+        assert any(n.endswith("/LICENSE") for n in tar.getnames())

@@ -113,3 +113,15 @@ def test_json_yaml_name_without_managed_fields() -> None:
     many = yaml.safe_load(render([session(), session("b")], "yaml", single=False, now=NOW))
     assert many["kind"] == "List" and [i["metadata"]["name"] for i in many["items"]] == ["demo", "b"]
     assert render([session()], "name", single=True, now=NOW) == "agentsessions.agentsession.dev/demo\n"
+
+
+def test_version_needs_no_verb_and_no_cluster(capsys: pytest.CaptureFixture[str]) -> None:
+    import agentsession_api
+    import langchain_k8s_client
+
+    with pytest.raises(SystemExit) as exit_info:
+        parse(["--version"])
+    assert exit_info.value.code == 0
+    version, api = langchain_k8s_client.__version__, agentsession_api.__version__
+    assert capsys.readouterr().out.strip() == f"kubectl agentsession {version} (agentsession-api {api})"
+    assert version != "0+unknown"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -60,3 +61,30 @@ def test_metric_names_are_read_from_promql() -> None:
     assert promql.metric_names("histogram_quantile(0.9, sum by (le) (rate(x_bucket[$__rate_interval])))") == {
         "x_bucket"
     }
+
+
+# Where the runbooks are read: docs/operations.md as the repository's host renders it.
+RUNBOOKS = "https://github.com/agentsession/agentsession/blob/main/docs/operations.md#"
+
+
+def _anchor(heading: str) -> str:
+    """GitHub's anchor of a Markdown heading: lower case, punctuation but - and _ dropped, spaces to -."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_every_alert_links_its_runbook_section() -> None:
+    doc = (promql.ROOT / "docs" / "operations.md").read_text()
+    anchors = {_anchor(h) for h in re.findall(r"^#{1,6} (.+)$", doc, re.M)}
+    rules = [r for g in yaml.safe_load(promql.RULES.read_text())["groups"] for r in g["rules"] if "alert" in r]
+    assert rules
+    for rule in rules:
+        url = rule["annotations"].get("runbook_url", "")
+        assert url.startswith(RUNBOOKS), f"{rule['alert']}: runbook_url {url!r}"
+        assert url.removeprefix(RUNBOOKS) in anchors, f"{rule['alert']}: no section #{url.removeprefix(RUNBOOKS)}"
+
+
+def test_the_anchor_is_githubs() -> None:
+    assert _anchor("Sharding: more sessions than one replica holds") == "sharding-more-sessions-than-one-replica-holds"
+    assert _anchor("LangGraph: one sandbox per thread under `langgraph dev`") == (
+        "langgraph-one-sandbox-per-thread-under-langgraph-dev"
+    )
