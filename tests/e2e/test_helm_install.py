@@ -59,6 +59,9 @@ def helm_release(
             "install",
             RELEASE,
             str(CHART),
+            "-n",
+            NS,
+            "--create-namespace",
             "--set",
             f"networkPolicy.apiServerCIDRs={{{network.HOST_IP}/32}}",
             "--wait",
@@ -69,8 +72,10 @@ def helm_release(
         print(f"helm install: deployed and available in {time.monotonic() - started:.1f} s")
         yield helm
     finally:
-        gone = _helm(cluster, helm, "uninstall", RELEASE, "--wait", "--timeout", "120s")
+        gone = _helm(cluster, helm, "uninstall", RELEASE, "-n", NS, "--wait", "--timeout", "120s")
         assert gone.returncode == 0, gone.stderr
+        # The release lived in the namespace `--create-namespace` made: Helm leaves that to its user.
+        kube.run("delete", "namespace", NS, "--wait=false", check=False)
         kube.wait_for("the operator's namespace gone", lambda: kube.get("namespace", NS) is None, timeout=120)
         # Helm keeps the CRDs of a chart's crds/ (they are the users' data); the other tests need their
         # operator back, with config/'s RBAC.
@@ -81,7 +86,7 @@ def helm_release(
 
 
 def test_chart_installs_the_operator_from_its_image(helm_release: str, cluster: Cluster, kube: Kube) -> None:
-    listed = _helm(cluster, helm_release, "status", RELEASE, "-o", "json")
+    listed = _helm(cluster, helm_release, "status", RELEASE, "-n", NS, "-o", "json")
     assert listed.returncode == 0 and '"status":"deployed"' in listed.stdout.replace(" ", ""), listed.stdout[:400]
     pods = [
         p

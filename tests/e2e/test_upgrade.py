@@ -220,8 +220,11 @@ def test_helm_upgrade_from_the_previous_release_keeps_every_session(
 
         def upgrade() -> None:
             _apply_crds(kube, install.REPO_ROOT / "crds")
+            # A release installed before the chart took the release's namespace keeps its own (the upgrade
+            # note in docs/operations.md): without these two, Helm would move the operator.
             _helm(cluster, "upgrade", RELEASE, str(install.REPO_ROOT / "charts" / "agentsession"), "--set",
-                  api_server, "--wait", "--timeout", "240s")  # fmt: skip
+                  api_server, "--set", f"namespace.name={NS}", "--set", "namespace.create=true",
+                  "--wait", "--timeout", "240s")  # fmt: skip
             assert _operator_image(kube) == {images.OPERATOR_REF}
 
         _upgrade_keeps_everything(kube, namespace, upgrade)
