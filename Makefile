@@ -103,8 +103,8 @@ test: venv client-ts/node_modules/.installed ## every test that proves the produ
 	$(PY) -m devcluster.prereqs kwok real-node images  # every host package before any long build
 	$(STAGE) build-kwok -- env DEVCLUSTER_NODE=kwok $(PY) -m devcluster build
 	$(STAGE) build-real -- env DEVCLUSTER_NODE=real $(PY) -m devcluster build
-	$(STAGE) e2e-kwok -- env DEVCLUSTER_NODE=kwok $(PY) -m pytest tests/integration tests/e2e -q -m "$(KWOK_TESTS)"
-	$(STAGE) e2e-real -- env DEVCLUSTER_NODE=real $(PY) -m pytest tests/e2e -q -m "$(REAL_TESTS)"
+	$(STAGE) e2e-kwok -- env DEVCLUSTER_NODE=kwok $(PY) -m pytest tests/integration tests/e2e -q --durations=30 -m "$(KWOK_TESTS)"
+	$(STAGE) e2e-real -- env DEVCLUSTER_NODE=real $(PY) -m pytest tests/e2e -q --durations=30 -m "$(REAL_TESTS)"
 	@$(STAGE) --summary
 
 test-full: ## make test plus the long tests (marked slow: upgrade, slow faults, full gVisor limits); run it before resolving an issue that touches them

@@ -13,6 +13,7 @@ error or, once the pod is back, answers for real; the session is Ready again and
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import subprocess
 import threading
@@ -70,7 +71,8 @@ def test_runtime_killed_under_a_ready_session(
 
         worker = threading.Thread(target=long_command)
         worker.start()
-        # Killed only once the command runs in the pod (its `sleep 30` seen in the pod's /proc).
+        # Killed only once the command runs in the pod: its `sleep 30` seen in the pod's /proc by a second
+        # client of the session (as another replica of an app would be; its own connection).
         running = (
             "import os\n"
             "def cmd(p):\n"
@@ -80,12 +82,15 @@ def test_runtime_killed_under_a_ready_session(
             "        return b''\n"
             "print(sum(cmd(p) == b'sleep\\x0030\\x00' for p in os.listdir('/proc') if p.isdigit()))\n"
         )
-        kube.wait_for(
-            "the long command running in the pod",
-            lambda: kube.run("exec", pod_name, "-n", namespace, "--", "python3", "-c", running).stdout.strip() != "0",
-            timeout=30,
-            interval=0.2,
-        )
+        with AgentSessionSandbox("victim", namespace) as watcher:
+            kube.wait_for(
+                "the long command running in the pod",
+                lambda: (
+                    watcher.execute(f"python3 -c {shlex.quote(running)}", timeout=10).output.strip() not in ("", "0")
+                ),
+                timeout=30,
+                interval=0.2,
+            )
         how = kill_runtime(kube, cluster, namespace, pod_name)
         killed = time.monotonic()
         worker.join(timeout=60)

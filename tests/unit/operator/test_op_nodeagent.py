@@ -254,3 +254,25 @@ def test_a_node_over_its_checkpoint_budget_or_floor_refuses_before_writing(tmp_p
         assert status == 507 and said in body["error"], (status, body)
         assert not (base.checkpoint_root / "team-a" / "s-1").exists()
         assert not list((base.checkpoint_root / "team-a").glob(".*.partial"))
+
+
+def test_a_silent_connection_is_closed_not_held(node: checkpointer.Node) -> None:
+    """Attack (issue 49 item 5): any pod that reaches the agent opens connections and sends nothing (or a
+    header a byte a minute). The agent's HTTP server had no socket timeout: each such connection held a
+    thread forever. Now a request not read within the agent's socket timeout is dropped."""
+    import socket
+    import time
+
+    httpd = server.serve(server.Agent(node, review, OPERATOR), "127.0.0.1", 0, socket_timeout=1.0)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        with socket.create_connection(("127.0.0.1", httpd.server_address[1]), timeout=10) as conn:
+            conn.sendall(b"POST /v1/list HTTP/1.1\r\n")  # and then nothing
+            started = time.monotonic()
+            assert conn.recv(1024) == b""  # closed by the agent
+            assert time.monotonic() - started < 5
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(timeout=5)
