@@ -64,8 +64,15 @@ class Agent:
         return HTTPStatus.NOT_FOUND, {"error": "no such request"}
 
 
-def handler_for(agent: Agent) -> type[BaseHTTPRequestHandler]:
+SOCKET_TIMEOUT = 30.0
+"""Seconds a read or write on a connection may take: a caller that sends nothing is dropped, not served by a
+thread forever (issue 49 item 5). A checkpoint's own time (runsc, up to Node.timeout) is not a socket wait."""
+
+
+def handler_for(agent: Agent, socket_timeout: float = SOCKET_TIMEOUT) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
+        timeout = socket_timeout  # StreamRequestHandler sets it on the connection
+
         def log_message(self, format: str, *args: Any) -> None:
             pass
 
@@ -112,5 +119,7 @@ def handler_for(agent: Agent) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-def serve(agent: Agent, host: str, port: int) -> ThreadingHTTPServer:
-    return ThreadingHTTPServer((host, port), handler_for(agent))
+def serve(agent: Agent, host: str, port: int, socket_timeout: float = SOCKET_TIMEOUT) -> ThreadingHTTPServer:
+    httpd = ThreadingHTTPServer((host, port), handler_for(agent, socket_timeout))
+    httpd.daemon_threads = True  # a stuck connection never holds the process at exit
+    return httpd
