@@ -9,6 +9,7 @@ session is read again and the runtime's hostname is checked before anything runs
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import warnings
 from collections.abc import Mapping
@@ -162,6 +163,21 @@ class AgentSessionSandbox(PodSandbox):
     def wait_ready(self, timeout: float | None = None) -> SessionView:
         """Block until the session is Ready (typed errors otherwise) and return what its status says."""
         return self._store.wait_ready(self.namespace, self.id, timeout or self.ready_timeout)
+
+    async def await_ready(self, timeout: float | None = None) -> SessionView:
+        """`wait_ready` off the event loop (a worker thread watches the session)."""
+        return await asyncio.to_thread(self.wait_ready, timeout)
+
+    @classmethod
+    async def acreate(
+        cls, name: str, namespace: str = "default", *, wait: bool = False, **kwargs: Any
+    ) -> AgentSessionSandbox:
+        """The constructor for async code (LangGraph Platform, `langgraph dev` without --allow-blocking):
+        the create-or-attach runs in a worker thread, never on the event loop. `wait`: return once Ready."""
+        sandbox = await asyncio.to_thread(functools.partial(cls, name, namespace, **kwargs))
+        if wait:
+            await sandbox.await_ready()
+        return sandbox
 
     def fork(
         self, name: str, *, suspend_source: bool = False, keep: bool = True, **options: Any

@@ -7,6 +7,8 @@ shared in-memory map.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import hashlib
 import re
 from collections.abc import Mapping
@@ -78,6 +80,13 @@ class SessionManager:
             api_client=self._store.api_client,
             **options,
         )
+
+    async def aget(self, thread_id: str, *, wait: bool = False, **overrides: Any) -> AgentSessionSandbox:
+        """`get` for async code: the create-or-attach in a worker thread, never on the event loop."""
+        sandbox = await asyncio.to_thread(functools.partial(self.get, thread_id, **overrides))
+        if wait:
+            await sandbox.await_ready()
+        return sandbox
 
     def fork(
         self, thread_id: str, new_thread_id: str, *, suspend_source: bool = False, **overrides: Any

@@ -106,3 +106,38 @@ async def test_the_detector_sees_a_blocking_call(slow_steps: Callable[[], list[s
 
     await asyncio.create_task(blocking())
     assert slow_steps(), "a blocking call went unnoticed"
+
+
+class SlowCreateStore(SlowStore):
+    """get_or_create and wait_ready block like the synchronous Kubernetes client's calls do."""
+
+    def get_or_create(self, namespace: str, name: str, spec: Any) -> tuple[dict[str, Any], bool]:
+        time.sleep(BLOCKING_PATCH)
+        return BODY, True
+
+    def wait_ready(self, namespace: str, name: str, timeout: float) -> Any:
+        time.sleep(BLOCKING_PATCH)
+        from langchain_k8s_client.sessions import SessionView
+
+        return SessionView.of(BODY)
+
+
+async def test_creating_attaching_and_waiting_never_block_the_loop(
+    monkeypatch: pytest.MonkeyPatch, slow_steps: Callable[[], list[str]]
+) -> None:
+    """issue 52 item 4: LangGraph Platform refuses blocking calls on its loop; acreate, await_ready and the
+    manager's aget run the Kubernetes calls in a worker thread."""
+    from langchain_k8s_client import manager as manager_module
+    from langchain_k8s_client.manager import SessionManager
+
+    monkeypatch.setattr(backend_module, "SessionStore", SlowCreateStore)
+    monkeypatch.setattr(manager_module, "SessionStore", SlowCreateStore)
+
+    async def run_all() -> None:
+        sandbox = await AgentSessionSandbox.acreate("s", "n", wait=True)
+        assert sandbox.id == "s" and sandbox.created
+        threaded = await SessionManager("n").aget("thread-1", wait=True)
+        assert threaded.namespace == "n"
+
+    await asyncio.create_task(run_all())
+    assert slow_steps() == [], "the event loop was blocked"
