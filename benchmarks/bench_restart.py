@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import json
 import os
 import signal
 import statistics
@@ -43,6 +44,7 @@ from benchmarks.common import (
     stop_operator,
 )
 from benchmarks.populate import create_sessions, list_sessions, phase, wait_populated
+from benchmarks.results import Record
 from devcluster import errors
 from devcluster.cluster import Cluster, Paths
 
@@ -106,17 +108,38 @@ def populate(cluster: Cluster, api: client.CustomObjectsApi, n: int, waiting: bo
 
 
 STARTED_LINE = b"agentsession operator started"  # logged once its startup (prime included) is done
+FIRST_PASS_LINE = b'"first pass done"'  # kube/takeover.py: the take-over's pass over every session ended
+
+
+def first_pass_done(log: Path, offset: int) -> dict[str, Any] | None:
+    """The operator's own end-of-take-over line (its phases' times), once it is in the log after `offset`."""
+    with open(log, "rb") as f:
+        f.seek(offset)
+        for line in f:
+            if FIRST_PASS_LINE in line:
+                try:
+                    return dict(json.loads(line))
+                except ValueError:
+                    return {"event": "first pass done"}
+    return None
 
 
 def settle(
-    operator: subprocess.Popen[bytes], started: float, log: Path | None = None, offset: int = 0
-) -> dict[str, float]:
+    operator: subprocess.Popen[bytes],
+    started: float,
+    log: Path | None = None,
+    offset: int = 0,
+    first_pass: bool = False,
+) -> dict[str, Any]:
     """Sample a just-started operator until it settles: seconds (from `started`) to the first moment after
     which it used under SETTLED_CPU of a core for SETTLED_FOR s, its CPU seconds until then, its peak RSS
     and its RSS once settled. With `log`, not before it logged its start there (after `offset`): an
-    operator whose start-up listing waits on a busy API server is idle, not settled."""
+    operator whose start-up listing waits on a busy API server is idle, not settled. `first_pass` (an
+    operator that says when its take-over is done): not before its "first pass done" line either, whose
+    seconds since the process start (`first_pass_s`) and phases are returned beside."""
     samples: list[tuple[float, float]] = []  # (seconds since start, CPU seconds)
     up = log is None
+    done: dict[str, Any] | None = None
     while time.monotonic() - started < TIMEOUT:
         time.sleep(0.5)
         now = time.monotonic() - started
@@ -126,16 +149,24 @@ def settle(
                 f.seek(offset)
                 up = STARTED_LINE in f.read()
             continue
+        if first_pass and done is None and log is not None:
+            done = first_pass_done(log, offset)
+            if done is None:
+                continue
         window = [s for s in samples if s[0] >= now - SETTLED_FOR]
         if now > 5 and window[0][0] <= now - SETTLED_FOR + 0.6:
             used = (window[-1][1] - window[0][1]) / (window[-1][0] - window[0][0])
             if used < SETTLED_CPU:
-                return {
+                measured: dict[str, Any] = {
                     "settled_s": window[0][0],
                     "cpu_s": window[0][1],
                     "peak_mib": proc_peak_rss_mib(operator.pid),
                     "settled_mib": proc_rss_mib(operator.pid),
                 }
+                if done is not None:
+                    measured["first_pass_s"] = done.get("since_process_start_seconds")
+                    measured["phases"] = {k: v for k, v in done.items() if k.endswith("_seconds")}
+                return measured
     raise RuntimeError(f"the operator was still busy after {TIMEOUT:.0f} s")
 
 
@@ -150,6 +181,7 @@ def fresh_replica(
     env: dict[str, str] | None = None,
     on_start: Callable[[int], None] = lambda pid: None,
     wait_started: bool = False,
+    first_pass: bool = False,
 ) -> tuple[subprocess.Popen[bytes], dict[str, Any]]:
     """Start a fresh operator on `namespace` as it is and measure it until it settles: `settle`'s
     numbers and the API server's requests meanwhile (by "VERB resource", and GETs, LISTs, writes).
@@ -164,7 +196,9 @@ def fresh_replica(
     operator = start_operator("--log-level", level, "--namespace", namespace, stdout=log, env=env)
     on_start(operator.pid)
     try:
-        measured: dict[str, Any] = dict(settle(operator, started, path if wait_started else None, offset))
+        measured: dict[str, Any] = dict(
+            settle(operator, started, path if wait_started else None, offset, first_pass=first_pass)
+        )
     except BaseException:
         stop_operator(operator)
         raise
@@ -184,7 +218,10 @@ def restart(cluster: Cluster, label: str, pythonpath: str | None, namespace: str
     env = dict(os.environ)
     if pythonpath:
         env["PYTHONPATH"] = pythonpath + os.pathsep + env.get("PYTHONPATH", "")
-    operator, measured = fresh_replica(cluster, namespace, f"operator-restart-{label}.log", env, wait_started=True)
+    # Only this tree's operator says when its take-over is done; another checkout's (--before) may not.
+    operator, measured = fresh_replica(
+        cluster, namespace, f"operator-restart-{label}.log", env, wait_started=True, first_pass=not pythonpath
+    )
     stop_operator(operator)
     return {"label": label, **measured}
 
@@ -221,8 +258,10 @@ def main() -> None:
             for label, path in order:
                 r = restart(cluster, label, path, namespace)
                 results.append(r)
+                said = f", first pass done {r['first_pass_s']} s {r['phases']}" if "first_pass_s" in r else ""
                 print(
-                    f"{time.strftime('%H:%M:%S')} {label}: settled in {r['settled_s']:.1f} s, CPU {r['cpu_s']:.1f} s,"
+                    f"{time.strftime('%H:%M:%S')} {label}: settled in {r['settled_s']:.1f} s{said},"
+                    f" CPU {r['cpu_s']:.1f} s,"
                     f" peak {r['peak_mib']:.0f} MiB (settled {r['settled_mib']:.0f}), requests {r['requests']},"
                     f" load {load_average():.1f}",
                     flush=True,
@@ -255,6 +294,12 @@ def main() -> None:
             f" {m['peak_ratio']:>12.2f} {m['get']:>7.0f}"
             f" {m['list']:>6.0f} {m['write']:>7.0f}"
         )
+    record = Record.start("bench_restart", rounds=args.rounds, sessions=args.sessions, waiting=args.waiting)
+    for r in results:
+        for key in ("first_pass_s", "settled_s", "cpu_s", "peak_mib", "settled_mib", "gets", "lists", "writes"):
+            if r.get(key) is not None:
+                record.sample(r["label"], key, float(r[key]))
+    record.finish("s, MiB, requests")
     if "before" in medians:
         b, t = medians["before"], medians["this"]
         print(
