@@ -68,7 +68,7 @@ client-ts/node_modules/.installed: client-ts/package-lock.json
 	touch $@
 
 test-ts: venv client-ts/node_modules/.installed ## the TypeScript client's unit tests (npm test; no cluster)
-	cd client-ts && PYTHON=$(CURDIR)/$(PY) npm test
+	cd client-ts && CROSS_LANGUAGE=required PYTHON=$(CURDIR)/$(PY) npm test
 
 test-unit: venv ## unit tests (no cluster)
 	$(PY) -m devcluster.prereqs ops shells  # lua5.1 and promtool (the operations kit), busybox and dash
@@ -99,7 +99,7 @@ test: venv client-ts/node_modules/.installed ## every test that proves the produ
 	@$(if $(STAGES_KEEP),,$(STAGE) --reset)
 	$(PY) -m devcluster.prereqs ops shells  # lua5.1 and promtool (the operations kit), busybox and dash
 	$(STAGE) unit -- $(PY) -m pytest tests/unit -q
-	$(STAGE) client-ts -- sh -c 'cd client-ts && PYTHON=$(CURDIR)/$(PY) npm test'
+	$(STAGE) client-ts -- sh -c 'cd client-ts && CROSS_LANGUAGE=required PYTHON=$(CURDIR)/$(PY) npm test'
 	$(PY) -m devcluster.prereqs kwok real-node images  # every host package before any long build
 	$(STAGE) build-kwok -- env DEVCLUSTER_NODE=kwok $(PY) -m devcluster build
 	$(STAGE) build-real -- env DEVCLUSTER_NODE=real $(PY) -m devcluster build
