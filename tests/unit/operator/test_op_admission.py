@@ -728,3 +728,31 @@ async def test_a_dry_run_holds_no_place_under_the_namespace_cap(make_session: Ma
     with pytest.raises(kopf.AdmissionError, match="maxSessionsPerNamespace"):
         body = as_body(make_session(name="s3", namespace=namespace))
         await admission_handler.validate_session(body=body, memo=memo, warnings=[], operation="CREATE")
+
+
+async def test_a_sharded_replica_counts_a_namespaces_places_it_does_not_cache(make_session: Make) -> None:
+    """Attack (issue 49 item 2): with --shards, the webhook of a replica that does not hold a namespace's shard
+    answered from a cache without that namespace's sessions: it saw no places and admitted every create past
+    the cap (the API server sends each review to any replica). Now such a replica counts the namespace's
+    places from a live listing."""
+
+    class ListingKube(FakeKube):
+        async def list_sessions(
+            self, namespace: str | None = None, selector: str | None = None
+        ) -> list[dict[str, Any]]:
+            self.selectors.append(selector)
+            return [s for s in self.sessions if s["metadata"]["namespace"] == namespace]
+
+    class OtherShard(FakeReconciler):
+        def caches(self, namespace: str) -> bool:
+            return False  # another replica holds this namespace's shard
+
+    held = [
+        make_session(name, created=f"2025-01-01T11:0{i}:00Z", status={"phase": "Ready"})
+        for i, name in enumerate(("first", "second"))
+    ]
+    memo = kopf.Memo(state=OperatorState(reconciler=OtherShard([], ListingKube(held)), max_sessions_per_namespace=2))
+    third = as_body(make_session("third", created="2025-01-01T11:05:00Z"))
+    with pytest.raises(kopf.AdmissionError) as refused:
+        await admission_handler.validate_session(body=third, memo=memo, warnings=[], operation="CREATE")
+    assert "2 unfinished AgentSessions already hold a place in namespace ns (first, second)" in str(refused.value)
