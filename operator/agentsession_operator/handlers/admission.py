@@ -26,9 +26,17 @@ HANDLER_ID = "policy"
 _log = logger(component="webhook")
 
 
-def _places(reconciler: Any, namespace: str) -> list[quota.Rank]:
+async def _places(reconciler: Any, namespace: str) -> list[quota.Rank]:
     """The places held in the namespace (maxSessionsPerNamespace), with the creates admitted here that the
-    cache does not have yet: a burst of creates outruns the watch. Only read under such a cap."""
+    cache does not have yet: a burst of creates outruns the watch. Only read under such a cap. A replica
+    that does not cache the namespace (another's shard, --shards) lists its sessions live instead: its own
+    cache would show no place at all."""
+    if not reconciler.caches(namespace):
+        listed = await reconciler.kube.list_sessions(namespace)
+        live = [quota.rank(s) for s in listed if quota.holds_place(s)]
+        names = {name for _, name in live}
+        pending = [name for name in reconciler.admitted.pending(namespace, {}) if name not in names]
+        return sorted([*live, *(("", name) for name in pending)])
     cached = reconciler.cache.places.in_namespace(namespace)
     pending = reconciler.admitted.pending(namespace, reconciler.cache.sessions)
     return sorted([*cached, *(("", name) for name in pending)])
@@ -118,7 +126,7 @@ async def validate_session(
             others = await _sessions_for_count(reconciler, groups, namespace)
         cap = state.max_sessions_per_namespace
         capped = operation == "CREATE" and quota.namespace_limit(namespace, policies, cap) is not None
-        places = _places(reconciler, namespace) if capped else []
+        places = await _places(reconciler, namespace) if capped else []
         violations = admission.review(
             session, policies, domains, others, operation, old=previous, places=places, namespace_default=cap
         )

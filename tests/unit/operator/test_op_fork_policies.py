@@ -290,6 +290,9 @@ class WebhookReconciler:
     async def label_domains(self) -> list[str]:
         return ["sandbox.users.io"]
 
+    def caches(self, namespace: str) -> bool:  # one replica: every namespace its own
+        return True
+
 
 async def test_the_webhook_refuses_a_fork_of_an_unrecorded_fork_for_the_grandparent_policy(
     make_session: Make, make_policy: Make
