@@ -7,7 +7,7 @@ export KUBECONFIG ?= $(CURDIR)/.cluster/kubeconfig
 NODE ?= $(or $(DEVCLUSTER_NODE),kwok)
 export DEVCLUSTER_NODE := $(NODE)
 
-.PHONY: help venv cluster-up cluster-down cluster-status crds operator test test-full test-unit test-ts test-e2e test-faults test-hostile install uninstall lint bench demo dev
+.PHONY: release help venv cluster-up cluster-down cluster-status crds operator test test-full test-unit test-ts test-e2e test-faults test-hostile install uninstall lint bench demo dev
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -109,6 +109,10 @@ test: venv client-ts/node_modules/.installed ## every test that proves the produ
 
 test-full: ## make test plus the long tests (marked slow: upgrade, slow faults, full gVisor limits); run it before resolving an issue that touches them
 	$(MAKE) test KWOK_TESTS="not realnode" REAL_TESTS="(realnode or node) and (not faults or realfaults)"
+
+release: venv client-ts/node_modules/.installed ## every artifact users install from, into dist/: wheels and sdists, the npm package, the operator image (OCI archive), one install manifest, the chart
+	$(PY) -m devcluster.prereqs images  # buildah, skopeo: the image
+	$(PY) -m devcluster.release --out dist
 
 install: venv ## on a running real-node cluster: build the operator's image, push it, kubectl apply -k config/
 	$(PY) -m devcluster install

@@ -29,7 +29,9 @@ def blocks(language: str) -> list[str]:
 def test_the_readme_has_the_blocks_this_file_runs() -> None:
     # The typescript block runs in tests/e2e/test_ts_client.py (it needs the built TypeScript package).
     assert {lang for lang, _ in BLOCKS} <= {"sh", "python", "yaml", "mermaid", "typescript"}
-    assert len(blocks("python")) == 4 and len(blocks("yaml")) == 2 and len(blocks("sh")) == 4
+    assert len(blocks("python")) == 4 and len(blocks("yaml")) == 2 and len(blocks("sh")) == 5
+    # The release block (sh 1) runs in tests/integration/packaging/test_release.py (no cluster needed).
+    assert blocks("sh")[1].split()[:2] == ["make", "release"]
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +84,7 @@ def config_webhook_applies(kube: Kube, operator: OperatorProcess) -> Iterator[No
 
 
 def test_install_commands_pass_server_dry_run(kube: Kube, team_a: str, config_webhook_applies: None) -> None:
-    commands = [line.split("#")[0].split() for line in blocks("sh")[1].splitlines() if line.startswith("kubectl")]
+    commands = [line.split("#")[0].split() for line in blocks("sh")[2].splitlines() if line.startswith("kubectl")]
     assert len(commands) == 3
     for namespace in ("agentsession-system", "agent-apps"):
         kube.run("create", "namespace", namespace, check=False)
@@ -110,7 +112,7 @@ def test_helm_commands_render_and_pass_server_dry_run(kube: Kube, team_a: str, c
 
     build.build(build.HELM)
     helm = str(build.HELM.path("helm"))
-    lines = [line.split("#")[0].split() for line in blocks("sh")[2].splitlines() if line.startswith("helm")]
+    lines = [line.split("#")[0].split() for line in blocks("sh")[3].splitlines() if line.startswith("helm")]
     assert [line[1] for line in lines] == ["install", "template"]
     # The dev cluster already has the operator's namespace and ClusterRole (not Helm's, which helm install
     # refuses to adopt, even in a dry run): the install line's chart is linted, its objects go to the server
@@ -127,7 +129,7 @@ def test_helm_commands_render_and_pass_server_dry_run(kube: Kube, team_a: str, c
 
 def test_kubectl_plugin_commands_run(team_a: str) -> None:
     script = Path(sys.executable).parent / "kubectl-agentsession"
-    for line in blocks("sh")[3].splitlines():
+    for line in blocks("sh")[4].splitlines():
         words = shlex.split(line)
         assert words[:2] == ["kubectl", "agentsession"], line
         proc = subprocess.run([str(script), *words[2:]], capture_output=True, text=True, cwd=ROOT, timeout=300)
