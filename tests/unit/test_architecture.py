@@ -7,6 +7,7 @@ the line and the rule it breaks.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -200,3 +201,17 @@ def test_kube_rooms_import_only_lower_floors(module: str, path: Path) -> None:
 
 def test_every_kube_room_exists() -> None:
     assert {_room(m) for m, _ in KUBE} == set(KUBE_FLOORS)
+
+
+def test_every_module_is_named_in_docs_architecture() -> None:
+    """docs/architecture.md says where each kind of change goes: a module it does not name is one a
+    newcomer cannot place (issue 50 item 6). Name it there (its room and its one job) when adding one."""
+    doc = (ROOT / "docs" / "architecture.md").read_text()
+    missing = []
+    for package in ("api/agentsession_api", "client/langchain_k8s_client", "operator/agentsession_operator"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            if "scripts" in path.parts or path.name in ("__init__.py", "__main__.py"):
+                continue
+            if not re.search(rf"\b{re.escape(path.stem)}\b", doc):
+                missing.append(str(path.relative_to(ROOT)))
+    assert missing == [], f"modules docs/architecture.md does not name: {missing}"
