@@ -190,7 +190,9 @@ def test_config_objects(rendered: list[dict[str, Any]]) -> None:
         assert container[probe]["httpGet"] == {"path": "/healthz", "port": "health"}
     assert container["readinessProbe"]["tcpSocket"] == {"port": "webhook"}
     sc = container["securityContext"]
-    assert sc["runAsNonRoot"] and sc["runAsUser"] == 65532 and sc["readOnlyRootFilesystem"]
+    # No fixed user (the image's USER 65532, or the one OpenShift's restricted-v2 assigns: it refuses a fixed one).
+    assert sc["runAsNonRoot"] and sc["readOnlyRootFilesystem"] and not {"runAsUser", "runAsGroup"} & set(sc)
+    assert not {"runAsUser", "runAsGroup", "fsGroup"} & set(pod["securityContext"]), pod["securityContext"]
     assert sc["allowPrivilegeEscalation"] is False and sc["capabilities"] == {"drop": ["ALL"]}
     assert sc["seccompProfile"] == {"type": "RuntimeDefault"}
     assert {"name": "tmp", "mountPath": "/tmp"} in container["volumeMounts"]

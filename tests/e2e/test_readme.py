@@ -117,7 +117,8 @@ def test_helm_commands_render_and_pass_server_dry_run(kube: Kube, team_a: str, c
     # The dev cluster already has the operator's namespace and ClusterRole (not Helm's, which helm install
     # refuses to adopt, even in a dry run): the install line's chart is linted, its objects go to the server
     # below. A real `helm install` belongs on a cluster without the operator installed (the real node).
-    install = subprocess.run([helm, "lint", lines[0][3], *lines[0][4:]], capture_output=True, text=True, cwd=ROOT)
+    lint_args = [a for a in lines[0][4:] if a != "--create-namespace"]  # an install flag, not lint's
+    install = subprocess.run([helm, "lint", lines[0][3], *lint_args], capture_output=True, text=True, cwd=ROOT)
     assert install.returncode == 0, install.stdout + install.stderr
     rendered = subprocess.run(
         [helm, *lines[1][1:], "--kube-version", versions.KUBERNETES], capture_output=True, text=True, cwd=ROOT
