@@ -25,7 +25,7 @@ import sys
 import tomllib
 from pathlib import Path
 
-from devcluster import build
+from devcluster import build, prereqs
 from devcluster.errors import DevclusterError, report
 from devcluster.paths import REPO_ROOT
 
@@ -119,6 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-images", action="store_true", help="skip the image (it needs root and buildah)")
     args = parser.parse_args(argv)
     try:
+        # Every host package first (npm; buildah and skopeo for the image): one line, not a traceback later.
+        prereqs.ensure([prereqs.NODE] if args.no_images else [prereqs.NODE, prereqs.IMAGES])
         made = release(args.out, with_images=not args.no_images)
     except DevclusterError as exc:
         return report(exc)
