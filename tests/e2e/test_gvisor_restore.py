@@ -11,9 +11,11 @@ namespace's) starts the pod fresh and leaves the shim's record of why, which the
 from __future__ import annotations
 
 import json
+import os
 import re
 import secrets
 import shutil
+import signal
 import subprocess
 import time
 import uuid
@@ -32,6 +34,9 @@ from tests.e2e.conftest import Kube
 
 pytestmark = [pytest.mark.e2e, pytest.mark.realnode]
 
+RESTORE_TARGET = "agentsession.pod"
+"""The file of an image naming the pod it restores into (restoreext's TargetName)."""
+
 # A python process holding a value only in its memory (printed once a second), a background sleep, and a
 # file in the container's root filesystem (gVisor keeps the overlay's upper layer in the sandbox's memory).
 WORKLOAD = (
@@ -41,7 +46,7 @@ WORKLOAD = (
 )
 
 
-def _pod(name: str, token: str, restore_from: str | None = None) -> dict[str, Any]:
+def _pod(name: str, token: str, restore_from: str | None = None, restart: str = "Never") -> dict[str, Any]:
     annotations = {RESTORE_ANNOTATION: restore_from} if restore_from else {}
     return {
         "apiVersion": "v1",
@@ -49,7 +54,7 @@ def _pod(name: str, token: str, restore_from: str | None = None) -> dict[str, An
         "metadata": {"name": name, "annotations": annotations},
         "spec": {
             "runtimeClassName": manifests.GVISOR,
-            "restartPolicy": "Never",
+            "restartPolicy": restart,
             "containers": [
                 {
                     "name": "main",
@@ -106,26 +111,49 @@ def namespace(kube: Kube) -> Iterator[str]:
     kube.run("delete", "namespace", name, "--wait=false", check=False)
 
 
-@pytest.fixture(scope="module")
-def checkpoint(kube: Kube, cluster: Cluster, namespace: str) -> Iterator[tuple[str, str, int]]:
-    """A running pod checkpointed (it stops) and deleted: (checkpoint name, the value in memory, last count)."""
+def _checkpoint(kube: Kube, cluster: Cluster, namespace: str, pod: str, restore_into: str) -> tuple[str, str, int]:
+    """A running pod checkpointed (it stops) and deleted, as the node agent would for a hibernation whose
+    wake creates pod ``restore_into``: (checkpoint name, the value in memory, last count)."""
     token = secrets.token_hex(8)
-    kube.apply(_pod("before", token), namespace=namespace)
-    kube.wait_for("the pod to print its value", lambda: len(_logs(kube, "before", namespace)) >= 3, timeout=120)
-    pod = kube.get("pod", "before", namespace)
-    assert pod is not None
+    kube.apply(_pod(pod, token), namespace=namespace)
+    kube.wait_for("the pod to print its value", lambda: len(_logs(kube, pod, namespace)) >= 3, timeout=120)
+    found = kube.get("pod", pod, namespace)
+    assert found is not None
     name = f"ck-{uuid.uuid4().hex[:6]}"
     image = NodeDirs(cluster.paths.root / "node").checkpoints / namespace / name
     image.mkdir(parents=True)
     root = NodeDirs(cluster.paths.root / "node").runsc_root / "k8s.io"
-    sandbox = _sandbox_id(cluster, pod["metadata"]["uid"])
+    sandbox = _sandbox_id(cluster, found["metadata"]["uid"])
     runsc = [str(build.GVISOR.path("runsc")), f"--root={root}", "checkpoint", f"--image-path={image}", sandbox]
     proc = subprocess.run(runsc, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
+    (image / RESTORE_TARGET).write_text(restore_into)  # the one pod it restores into, as the agent names it
     images.write_manifest(image)  # as the node agent does before it publishes an image
-    last = int(_settled_logs(kube, "before", namespace)[-1].split()[1])
-    kube.run("delete", "pod", "before", "-n", namespace, "--wait=true", "--timeout=60s")
-    yield name, token, last
+    last = int(_settled_logs(kube, pod, namespace)[-1].split()[1])
+    kube.run("delete", "pod", pod, "-n", namespace, "--wait=true", "--timeout=60s")
+    return name, token, last
+
+
+@pytest.fixture(scope="module")
+def checkpoint(kube: Kube, cluster: Cluster, namespace: str) -> tuple[str, str, int]:
+    """The image of pod "before", for pod "after"."""
+    return _checkpoint(kube, cluster, namespace, "before", "after")
+
+
+def test_a_pod_the_image_does_not_name_restores_nothing(
+    kube: Kube, cluster: Cluster, namespace: str, checkpoint: tuple[str, str, int]
+) -> None:
+    """Issue 49 item 1, in depth: an image restores into the one pod its node agent named (the pod the
+    session's wake creates, written into the image under its manifest). Another pod of the same namespace
+    naming it, past the API server's pins (an admin's pod here; a tenant's where the admission policies are
+    missing), starts fresh and spoils nothing: the named pod still restores from it afterwards."""
+    name, token, _ = checkpoint
+    fresh = f"fresh-{secrets.token_hex(4)}"
+    kube.apply(_pod("namesake", fresh, restore_from=name), namespace=namespace)
+    _starts_fresh(kube, "namesake", namespace, fresh)
+    assert not any(token in line for line in _logs(kube, "namesake", namespace))
+    assert not images.failure_record(_checkpoints(cluster), namespace, name).exists()
+    kube.run("delete", "pod", "namesake", "-n", namespace, "--wait=false")
 
 
 def test_a_new_pod_comes_up_restored_from_the_checkpoint(
@@ -260,3 +288,45 @@ def test_the_checkpoint_is_below_the_namespaces_directory(cluster: Cluster, name
     root = NodeDirs(cluster.paths.root / "node").checkpoints
     assert Path(root).stat().st_mode & 0o777 == 0o700
     assert (root / namespace).is_dir()
+
+
+def _kill_sandbox(cluster: Cluster, pod_uid: str) -> str:
+    """SIGKILL the pod's gVisor sandbox process (the Sentry), as the kernel's OOM killer ends one whose
+    memory a hog exhausted: every container of the pod dies with it. The sandbox's id."""
+    sandbox = _sandbox_id(cluster, pod_uid)
+    killed = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            argv = cmdline.read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if argv and argv[0].endswith(b"runsc-sandbox") and sandbox.encode() in argv:
+            os.kill(int(cmdline.parent.name), signal.SIGKILL)
+            killed.append(cmdline.parent.name)
+    assert killed, f"no runsc-sandbox process of sandbox {sandbox}"
+    return sandbox
+
+
+def test_a_restored_pods_next_sandbox_starts_fresh(kube: Kube, cluster: Cluster, namespace: str) -> None:
+    """Issue 49 item 1: the kubelet builds a pod's next sandbox (after the last one died: a memory hog, a
+    crash) from the pod's current annotations. Only a pod's first sandbox restores: the next one starts
+    fresh, never the image's memory again (into whatever the pod carries by then)."""
+    name, token, _ = _checkpoint(kube, cluster, namespace, "crash-before", "crash-after")
+    fresh = f"fresh-{secrets.token_hex(4)}"
+    kube.apply(_pod("crash-after", fresh, restore_from=name, restart="Always"), namespace=namespace)
+    kube.wait_for("the restored pod Ready", lambda: _ready(kube, "crash-after", namespace), timeout=120)
+    lines = kube.wait_for("the restored process to print", lambda: _logs(kube, "crash-after", namespace), timeout=30)
+    assert lines[0].split()[0] == token, lines  # restored: the image's value
+    pod = kube.get("pod", "crash-after", namespace)
+    assert pod is not None
+    _kill_sandbox(cluster, pod["metadata"]["uid"])
+
+    def restarted() -> bool:
+        found = kube.get("pod", "crash-after", namespace)
+        statuses = ((found or {}).get("status") or {}).get("containerStatuses") or []
+        return bool(statuses) and statuses[0].get("restartCount", 0) >= 1 and _ready(kube, "crash-after", namespace)
+
+    kube.wait_for("the pod restarted in a new sandbox", restarted, timeout=120)
+    lines = kube.wait_for("the new container to print", lambda: _logs(kube, "crash-after", namespace), timeout=30)
+    assert {line.split()[0] for line in lines} == {fresh}, lines
+    kube.run("delete", "pod", "crash-after", "-n", namespace, "--wait=false")
