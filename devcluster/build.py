@@ -71,7 +71,7 @@ CNI_PLUGINS = Component("cni-plugins", versions.CNI_PLUGINS, ("ptp", "host-local
 KUBE_ROUTER = Component("kube-router", versions.KUBE_ROUTER, ("kube-router",))
 # "+restore<N>": the shim carries devcluster's restore extension (devcluster/gvisor); bump N when it changes,
 # so every machine's cache builds it again.
-GVISOR_EXTENSION = "restore2"
+GVISOR_EXTENSION = "restore4"
 GVISOR = Component("gvisor", f"{versions.GVISOR}+{GVISOR_EXTENSION}", ("runsc", "containerd-shim-runsc-v1"))
 GVISOR_SOURCES = Path(__file__).parent / "gvisor"
 """Go packages devcluster adds to gVisor's tools module: the restore extension and the shim that links it."""

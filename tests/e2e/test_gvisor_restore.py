@@ -34,9 +34,6 @@ from tests.e2e.conftest import Kube
 
 pytestmark = [pytest.mark.e2e, pytest.mark.realnode]
 
-RESTORE_TARGET = "agentsession.pod"
-"""The file of an image naming the pod it restores into (restoreext's TargetName)."""
-
 # A python process holding a value only in its memory (printed once a second), a background sleep, and a
 # file in the container's root filesystem (gVisor keeps the overlay's upper layer in the sandbox's memory).
 WORKLOAD = (
@@ -127,7 +124,7 @@ def _checkpoint(kube: Kube, cluster: Cluster, namespace: str, pod: str, restore_
     runsc = [str(build.GVISOR.path("runsc")), f"--root={root}", "checkpoint", f"--image-path={image}", sandbox]
     proc = subprocess.run(runsc, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    (image / RESTORE_TARGET).write_text(restore_into)  # the one pod it restores into, as the agent names it
+    images.write_target(image, restore_into)  # the one pod it restores into, as the agent names it
     images.write_manifest(image)  # as the node agent does before it publishes an image
     last = int(_settled_logs(kube, pod, namespace)[-1].split()[1])
     kube.run("delete", "pod", pod, "-n", namespace, "--wait=true", "--timeout=60s")
@@ -254,6 +251,7 @@ def _garble(path: Path, at: int) -> None:
         ("missing", "no checkpoint image"),
         ("corrupt-pages", "pages.img is corrupt"),  # runsc would load it lazily, after the pod is up
         ("no-manifest", "no integrity manifest"),
+        ("no-target", "names no pod to restore into"),  # an older node agent's image
     ],
 )
 def test_a_restore_that_cannot_work_starts_the_pod_fresh(
@@ -270,6 +268,9 @@ def test_a_restore_that_cannot_work_starts_the_pod_fresh(
         _garble(root / namespace / name / "pages.img", (root / namespace / name / "pages.img").stat().st_size // 2)
     if damage == "no-manifest":
         (root / namespace / name / images.MANIFEST).unlink()
+    if damage == "no-target":
+        (root / namespace / name / images.TARGET).unlink()
+        images.write_manifest(root / namespace / name)
     pod = f"fresh-{damage}"
     fresh = f"fresh-{secrets.token_hex(4)}"
     kube.apply(_pod(pod, fresh, restore_from=name), namespace=namespace)

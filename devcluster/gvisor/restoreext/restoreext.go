@@ -9,6 +9,11 @@
 //
 // The image is looked up only below <root>/<the pod's namespace>/<name>: a pod can name only
 // checkpoints stored for its own namespace, never a path (another tenant's image holds its memory).
+// Within the namespace, an image restores only into the one pod its node agent named (TargetName, under
+// the manifest: the pod the session's wake creates), and only into that pod's first sandbox: the kubelet
+// builds a pod's next sandbox (after a crash, a memory hog) from the same annotations, and that one starts
+// fresh (RestoredSuffix records which sandbox took the image). A pod refused on these grounds starts fresh
+// and spoils nothing: no record is written, the named pod still restores.
 // The root is the environment variable RootEnv of the shim (inherited from containerd); unset, the
 // extension is off and every pod starts as usual.
 //
@@ -50,8 +55,14 @@ const (
 	ManifestName = "agentsession.sha256"
 	// FailedSuffix: <root>/<namespace>/.<name><FailedSuffix> holds why a restore from <name> failed.
 	FailedSuffix = ".restore-failed"
+	// TargetName is the file in an image naming the one pod (of its namespace) it restores into.
+	TargetName = "agentsession.pod"
+	// RestoredSuffix: <root>/<namespace>/.<name><RestoredSuffix> holds the id of the sandbox that took the
+	// image; no other sandbox restores from it.
+	RestoredSuffix = ".restored"
 
 	namespaceAnnotation = "io.kubernetes.cri.sandbox-namespace"
+	podNameAnnotation   = "io.kubernetes.cri.sandbox-name"
 	sandboxIDAnnotation = "io.kubernetes.cri.sandbox-id"
 	typeAnnotation      = "io.kubernetes.cri.container-type"
 	maxRecord           = 2048
@@ -124,6 +135,16 @@ func newExtension(ctx context.Context, next extension.TaskServiceExt, req *task.
 			shared.fresh[sandbox] = true
 			return nil, nil
 		}
+		// Not the image's pod, or not its first sandbox: fresh, unrecorded (the image stays the named
+		// pod's: a pod naming another's image must not be able to spoil its restore).
+		if err := claim(img, annotations[podNameAnnotation], sandbox); err != nil {
+			log.G(ctx).Warnf("agentsession restore: container %s starts fresh: %s: checkpoint %q: %v", req.ID, RestoreAnnotation, name, err)
+			shared.fresh[sandbox] = true
+			return nil, nil
+		}
+	} else if taker := readTaker(img); taker != sandbox {
+		log.G(ctx).Warnf("agentsession restore: container %s starts fresh: checkpoint %q was taken by sandbox %q, not its own", req.ID, name, taker)
+		return nil, nil
 	}
 	shared.TaskServiceExt = next
 	shared.images[req.ID] = img
@@ -143,7 +164,7 @@ func checkNames(img image) error {
 }
 
 // verify checks the image against its manifest: every file listed, present, with its sha256, and no
-// other file; checkpoint.img among them. Cheap next to a restore (one read of the image).
+// other file; checkpoint.img and TargetName among them. Cheap next to a restore (one read of the image).
 func verify(dir string) error {
 	if _, err := os.Stat(filepath.Join(dir, "checkpoint.img")); err != nil {
 		return fmt.Errorf("no checkpoint image: %w", err)
@@ -154,6 +175,9 @@ func verify(dir string) error {
 	}
 	if _, ok := sums["checkpoint.img"]; !ok {
 		return fmt.Errorf("the manifest does not list checkpoint.img")
+	}
+	if _, ok := sums[TargetName]; !ok {
+		return fmt.Errorf("the image names no pod to restore into (%s: an image of an older node agent)", TargetName)
 	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -177,6 +201,42 @@ func verify(dir string) error {
 		}
 	}
 	return nil
+}
+
+// claim makes sandbox the one that restores from img: refused unless the image names pod (its TargetName,
+// verified with the manifest) and no sandbox took it before (the record is created exclusively).
+func claim(img image, pod, sandbox string) error {
+	data, err := os.ReadFile(filepath.Join(img.dir(), TargetName))
+	if err != nil {
+		return fmt.Errorf("the image names no pod to restore into: %w", err)
+	}
+	if target := strings.TrimSpace(string(data)); target != pod {
+		return fmt.Errorf("the image restores only into pod %q, not %q", target, pod)
+	}
+	taken, err := os.OpenFile(takerPath(img), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("the image was restored already (by sandbox %q): only a pod's first sandbox restores: %w", readTaker(img), err)
+	}
+	defer taken.Close()
+	if _, err := taken.WriteString(sandbox); err != nil {
+		return fmt.Errorf("recording the sandbox that restores: %w", err)
+	}
+	return nil
+}
+
+func takerPath(img image) string {
+	return filepath.Join(img.root, img.namespace, "."+img.name+RestoredSuffix)
+}
+
+// readTaker: the id of the sandbox that took img, "" when none did.
+func readTaker(img image) string {
+	f, err := os.Open(takerPath(img))
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	data, _ := io.ReadAll(io.LimitReader(f, maxRecord))
+	return string(data)
 }
 
 func readManifest(path string) (map[string]string, error) {

@@ -63,7 +63,8 @@ class Hibernator:
         verdict = hibernate.before_checkpoint(await self.agents.reachable())
         size: int | None = None
         if verdict.hibernate:
-            result = await self.agents.checkpoint(namespace, action.pod, action.checkpoint)
+            # The wake's pod is named after the Sandbox (agent-sandbox), not after a warm pool's pod.
+            result = await self.agents.checkpoint(namespace, action.pod, action.checkpoint, action.name)
             verdict = hibernate.after_checkpoint(result, hibernate.max_bytes_for(self.max_bytes, action.max_bytes))
             size = result.size_bytes
             if not verdict.hibernate and result.ok:

@@ -79,14 +79,14 @@ class NodeAgents:
             data = await answer.json(content_type=None)
             return answer.status, data if isinstance(data, dict) else {}
 
-    async def checkpoint(self, namespace: str, pod: str, name: str) -> CheckpointResult:
-        """The checkpoint of ``namespace/pod`` into image ``name``, from the agent on its node."""
+    async def checkpoint(self, namespace: str, pod: str, name: str, restore_into: str) -> CheckpointResult:
+        """The checkpoint of ``namespace/pod`` into image ``name``, from the agent on its node; only pod
+        ``restore_into`` (the one the wake creates) restores from it."""
         errors = []
+        request = {"namespace": namespace, "pod": pod, "name": name, "restoreInto": restore_into}
         for ip in await self._agents():
             try:
-                status, body = await self._post(
-                    ip, "/v1/checkpoint", {"namespace": namespace, "pod": pod, "name": name}
-                )
+                status, body = await self._post(ip, "/v1/checkpoint", request)
             except UNREACHABLE as e:
                 errors.append(f"{ip}: {type(e).__name__} {e}")
                 continue

@@ -69,10 +69,12 @@ def room_for_one_more(node: Node) -> None:
         )
 
 
-def checkpoint(node: Node, namespace: str, pod: str, name: str) -> Taken:
-    """Checkpoint the pod's whole sandbox (every container) and stop it; the image's size."""
+def checkpoint(node: Node, namespace: str, pod: str, name: str, restore_into: str = "") -> Taken:
+    """Checkpoint the pod's whole sandbox (every container) and stop it; the image's size. The image
+    restores only into pod ``restore_into`` (the pod the wake creates; ``pod`` itself when not named)."""
     if not pod:
         raise images.RequestError("no pod named")
+    restore_into = images.check_target(restore_into or pod)  # refused before the pod is stopped
     sandbox = images.sandbox_id(node.task_state, namespace, pod)
     if sandbox is None:
         raise NotOnThisNode(f"no sandbox of pod {namespace}/{pod} on this node")
@@ -90,6 +92,7 @@ def checkpoint(node: Node, namespace: str, pod: str, name: str) -> Taken:
     if proc.returncode != 0:
         images.discard(partial)
         raise CheckpointError(f"runsc checkpoint exited {proc.returncode}: {proc.stderr.strip()[-500:]}")
+    images.write_target(partial, restore_into)
     images.write_manifest(partial)  # the shim restores only an image that still matches it
     path = images.publish(node.checkpoint_root, namespace, name, partial)
     return Taken(images.size_of(path), time.monotonic() - started)

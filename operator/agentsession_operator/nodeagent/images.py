@@ -16,6 +16,12 @@ extension (devcluster/gvisor/restoreext, ManifestName) restores only an image th
 FAILED_SUFFIX = ".restore-failed"
 """``<root>/<namespace>/.<name>.restore-failed``: the extension's record of a restore that failed (the pod
 started fresh), read back by :func:`delete` (restoreext's FailedSuffix)."""
+TARGET = "agentsession.pod"
+"""The file in an image naming the one pod of its namespace it restores into (restoreext's TargetName):
+another pod naming the image starts fresh (issue 49 item 1)."""
+RESTORED_SUFFIX = ".restored"
+"""``<root>/<namespace>/.<name>.restored``: the extension's record of the sandbox that took the image (only
+a pod's first sandbox restores; restoreext's RestoredSuffix). A new image of the name clears it."""
 MAX_FAILURE_BYTES = 2048
 
 
@@ -47,6 +53,18 @@ def prepare(root: Path, namespace: str, name: str) -> Path:
     return partial
 
 
+def check_target(pod: str) -> str:
+    """The pod an image restores into: a DNS label (a Pod's, a Sandbox's name), else refused."""
+    if not is_valid_checkpoint_name(pod):
+        raise RequestError(f"the pod to restore into must be a DNS label: {pod!r}")
+    return pod
+
+
+def write_target(image: Path, pod: str) -> None:
+    """Name the pod the image restores into (before :func:`write_manifest`, which then covers it)."""
+    (image / TARGET).write_text(check_target(pod))
+
+
 def write_manifest(image: Path) -> None:
     """The sha256 of every file of a complete image, in it (before :func:`publish`)."""
     lines = []
@@ -66,13 +84,19 @@ def failure_record(root: Path, namespace: str, name: str) -> Path:
     return final.parent / f".{name}{FAILED_SUFFIX}"
 
 
+def taken_record(root: Path, namespace: str, name: str) -> Path:
+    final = image_dir(root, namespace, name)
+    return final.parent / f".{name}{RESTORED_SUFFIX}"
+
+
 def publish(root: Path, namespace: str, name: str, partial: Path) -> Path:
-    """Move a complete image into place (replacing an older one of the same name, and the record of a
-    failed restore from it: the new image has not failed)."""
+    """Move a complete image into place (replacing an older one of the same name, and the records of a
+    restore from it: the new image has been neither restored nor failed)."""
     final = image_dir(root, namespace, name)
     if final.exists():
         shutil.rmtree(final)
     failure_record(root, namespace, name).unlink(missing_ok=True)
+    taken_record(root, namespace, name).unlink(missing_ok=True)
     partial.rename(final)
     return final
 
@@ -97,10 +121,11 @@ def size_of(path: Path) -> int:
 
 
 def delete(root: Path, namespace: str, name: str) -> tuple[bool, str | None]:
-    """Delete one image and the record of a failed restore from it: (whether there was an image, the
+    """Delete one image and the records of a restore from it: (whether there was an image, the failure
     record's text or None). The record is bounded (MAX_FAILURE_BYTES, invalid UTF-8 replaced)."""
     path = image_dir(root, namespace, name)
     record = failure_record(root, namespace, name)
+    taken_record(root, namespace, name).unlink(missing_ok=True)
     failure: str | None = None
     try:
         with record.open("rb") as f:

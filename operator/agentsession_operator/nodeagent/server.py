@@ -1,7 +1,8 @@
 """The agent's HTTP interface: three requests, each authenticated (TokenReview) and authorized (one identity).
 
-- ``POST /v1/checkpoint`` ``{"namespace", "pod", "name"}``: checkpoint that pod's sandbox into
-  ``<root>/<namespace>/<name>``; answers ``{"sizeBytes", "seconds"}``, 404 when the pod is not on this node.
+- ``POST /v1/checkpoint`` ``{"namespace", "pod", "name", "restoreInto"}``: checkpoint that pod's sandbox into
+  ``<root>/<namespace>/<name>``, restorable only into pod ``restoreInto`` (default: ``pod``); answers
+  ``{"sizeBytes", "seconds"}``, 404 when the pod is not on this node.
 - ``POST /v1/delete`` ``{"namespace", "name"}``: delete that image; answers ``{"deleted": bool,
   "restoreFailed": str | null}``, the latter the shim's record of a restore from it that failed (the pod
   then started fresh), deleted with it.
@@ -53,7 +54,9 @@ class Agent:
         namespace, name = str(body.get("namespace", "")), str(body.get("name", ""))
         if path == "/v1/checkpoint":
             with self.lock:
-                taken = checkpointer.checkpoint(self.node, namespace, str(body.get("pod", "")), name)
+                taken = checkpointer.checkpoint(
+                    self.node, namespace, str(body.get("pod", "")), name, str(body.get("restoreInto", ""))
+                )
             return HTTPStatus.OK, {"sizeBytes": taken.size_bytes, "seconds": round(taken.seconds, 3)}
         if path == "/v1/delete":
             deleted, failure = images.delete(self.node.checkpoint_root, namespace, name)

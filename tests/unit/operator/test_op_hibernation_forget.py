@@ -122,7 +122,7 @@ async def test_an_image_over_the_policys_bound_is_deleted_and_the_session_falls_
         async def reachable(self) -> bool:
             return True
 
-        async def checkpoint(self, namespace: str, pod: str, name: str) -> h.CheckpointResult:
+        async def checkpoint(self, namespace: str, pod: str, name: str, restore_into: str) -> h.CheckpointResult:
             return h.CheckpointResult(True, size_bytes=2048)
 
     agents = Checkpointing(h.DeleteOutcome(True, 1, 0))
@@ -187,3 +187,24 @@ async def test_the_sweep_deletes_gone_sessions_images_in_the_namespaces_it_leads
     assert sorted(str(ns) for ns in kube.listed) == ["broken", "ns"]
     without_agents = Hibernator(kube, None, lambda obj, reason, message, type_: None)
     assert await without_agents.sweep(lambda ns: True) == []
+
+
+async def test_the_image_restores_only_into_the_pod_the_wake_creates() -> None:
+    """Issue 49 item 1: the node agent names in the image the one pod it restores into. agent-sandbox names
+    the woken pod after the Sandbox, whatever the checkpointed pod was called (a warm pool's pod)."""
+    from agentsession_operator.decisions.actions import HibernateSandbox
+
+    asked: list[tuple[str, str]] = []
+
+    class Checkpointing(Agents):
+        async def reachable(self) -> bool:
+            return True
+
+        async def checkpoint(self, namespace: str, pod: str, name: str, restore_into: str) -> h.CheckpointResult:
+            asked.append((pod, restore_into))
+            return h.CheckpointResult(True, size_bytes=10)
+
+    hib, events, _ = hibernator(Checkpointing(h.DeleteOutcome(True, 1, 0)), Kube())
+    log = type("Log", (), {"info": lambda *a, **k: None})()
+    await hib.hibernate(HibernateSandbox("sandbox-1", "pool-pod-x7k2", OWN, {}), SESSION, log)
+    assert asked == [("pool-pod-x7k2", "sandbox-1")] and events == [("Hibernated", "Normal")]

@@ -93,7 +93,7 @@ CHECKPOINT = {"namespace": "team-a", "pod": "pod-1", "name": "s-1"}
 def test_the_operator_checkpoints_a_pod_and_gets_its_size(url: str, node: checkpointer.Node) -> None:
     status, body = post(url, "/v1/checkpoint", CHECKPOINT, "operator-token")
     manifest = node.checkpoint_root / "team-a" / "s-1" / images.MANIFEST
-    assert (status, body["sizeBytes"]) == (200, 1000 + manifest.stat().st_size)
+    assert (status, body["sizeBytes"]) == (200, 1000 + manifest.stat().st_size + len("pod-1"))
     assert (node.checkpoint_root / "team-a" / "s-1" / "pages.img").is_file()
     assert node.checkpoint_root.stat().st_mode & 0o777 == 0o700
     deleted = post(url, "/v1/delete", {"namespace": "team-a", "name": "s-1"}, "operator-token")
@@ -106,7 +106,26 @@ def test_an_image_carries_the_manifest_the_shim_checks(url: str, node: checkpoin
     assert post(url, "/v1/checkpoint", CHECKPOINT, "operator-token")[0] == 200
     image = node.checkpoint_root / "team-a" / "s-1"
     digest = hashlib.sha256(b"\0" * 1000).hexdigest()
-    assert (image / images.MANIFEST).read_text() == f"{digest}  pages.img\n"
+    target = hashlib.sha256(b"pod-1").hexdigest()
+    assert (image / images.MANIFEST).read_text() == f"{target}  {images.TARGET}\n{digest}  pages.img\n"
+
+
+def test_an_image_names_the_one_pod_it_restores_into(url: str, node: checkpointer.Node) -> None:
+    """Issue 49 item 1: the shim restores an image only into the pod it names (the pod the wake creates,
+    named after the Sandbox), under the manifest; without restoreInto, the checkpointed pod."""
+    assert post(url, "/v1/checkpoint", {**CHECKPOINT, "restoreInto": "sandbox-1"}, "operator-token")[0] == 200
+    assert (node.checkpoint_root / "team-a" / "s-1" / images.TARGET).read_text() == "sandbox-1"
+    assert post(url, "/v1/checkpoint", CHECKPOINT, "operator-token")[0] == 200
+    assert (node.checkpoint_root / "team-a" / "s-1" / images.TARGET).read_text() == "pod-1"
+
+
+@pytest.mark.parametrize("target", ["../pod", "Pod", "a/b", "x" * 64])
+def test_a_bad_pod_to_restore_into_is_refused_before_the_pod_stops(
+    url: str, node: checkpointer.Node, target: str
+) -> None:
+    status, body = post(url, "/v1/checkpoint", {**CHECKPOINT, "restoreInto": target}, "operator-token")
+    assert status == 400 and "restore into" in body["error"]
+    assert not (node.checkpoint_root / "team-a").exists()
 
 
 def test_the_delete_answers_the_shims_record_of_a_failed_restore(url: str, node: checkpointer.Node) -> None:
@@ -128,12 +147,18 @@ def test_the_delete_answers_the_shims_record_of_a_failed_restore(url: str, node:
 
 
 def test_a_new_checkpoint_clears_an_old_failed_restores_record(url: str, node: checkpointer.Node) -> None:
-    """The record is of one image: the next checkpoint of the same name must restore, not start fresh."""
+    """The records are of one image: the next checkpoint of the same name must restore, not start fresh
+    (neither an older image's failure nor the sandbox that took it)."""
     record = images.failure_record(node.checkpoint_root, "team-a", "s-1")
+    taken = images.taken_record(node.checkpoint_root, "team-a", "s-1")
     record.parent.mkdir(parents=True)
     record.write_text("an older image was corrupt")
+    taken.write_text("sandbox-of-the-last-wake")
     assert post(url, "/v1/checkpoint", CHECKPOINT, "operator-token")[0] == 200
-    assert not record.exists()
+    assert not record.exists() and not taken.exists()
+    taken.write_text("sandbox-of-this-wake")
+    assert post(url, "/v1/delete", {"namespace": "team-a", "name": "s-1"}, "operator-token")[0] == 200
+    assert not taken.exists()
 
 
 @pytest.mark.parametrize(
