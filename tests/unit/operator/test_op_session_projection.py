@@ -146,3 +146,38 @@ def test_a_cached_session_costs_the_same_whatever_the_tenant_writes(make_session
     small = len(json.dumps(session_projection(noisy(make_session()))))
     large = len(json.dumps(session_projection(noisy(maximal(make_session)))))
     assert large - small <= 12 * 1024, f"a maximal session caches {large - small} bytes more than a minimal one"
+
+
+def crowded(make_session: Make) -> dict[str, Any]:
+    """A session whose metadata a tenant filled where the API server bounds each entry, not their number:
+    4,000 labels (valid keys and values, about 1 MiB, under etcd's request limit) and 2,000 owner
+    references."""
+    session = make_session()
+    meta = session["metadata"]
+    meta["labels"] = {f"example.com/k{i:05d}-{'k' * 50}": "v" * 63 for i in range(4000)}
+    meta["ownerReferences"] = [
+        {"apiVersion": "v1", "kind": "ConfigMap", "name": "o" * 253, "uid": f"{i:036d}"} for i in range(2000)
+    ]
+    return session
+
+
+def test_a_session_crowded_with_labels_and_owners_costs_the_cache_a_bounded_amount(make_session: Make) -> None:
+    """Attack (issue 49 item 2, the part left open): the cache kept a session's labels and owner references
+    whole, and nothing bounds their number. 4,000 labels and 2,000 owner references cost the operator
+    about 1.2 MiB per session, as the spec's values did before the projection."""
+    import json
+
+    small = len(json.dumps(session_projection(make_session())))
+    large = len(json.dumps(session_projection(crowded(make_session))))
+    assert large - small <= 32 * 1024, f"a crowded session caches {large - small} bytes more than a minimal one"
+
+
+def test_a_session_with_too_many_labels_is_refused_not_half_read(make_session: Make) -> None:
+    """What the cache does not keep, no decision may judge: a session over the bound on labels is refused
+    (at admission, and at reconcile from its cached copy) with a message that says what to fix, never
+    judged on some of its labels (a policy selecting on a dropped one would not apply)."""
+    from agentsession_operator.decisions import policy
+
+    found = policy.violations(session_projection(crowded(make_session)))
+    assert any("metadata.labels" in v and "at most 64" in v for v in found), found
+    assert not policy.violations(session_projection(make_session()))
