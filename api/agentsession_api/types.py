@@ -29,6 +29,10 @@ MAX_ENV = 64
 MAX_ENV_VALUE = 16_384
 MAX_VOLUME_CLAIM_TEMPLATES = 8
 MAX_ANNOTATION_VALUE = 4_096
+MAX_SESSION_LABELS = 64
+"""An AgentSession's metadata.labels: the API server bounds each label, not their number, and every replica
+of the operator keeps a session's labels in memory (policies and quotas select on them). A CRD cannot
+validate metadata: the operator's admission and its reconcile refuse a session over it (issue 49 item 2)."""
 MAX_PATTERNS = 64
 MAX_CONDITIONS = 16
 TIMESTAMP_MAX = 64

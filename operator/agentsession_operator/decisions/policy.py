@@ -54,6 +54,7 @@ from agentsession_api.durations import format_duration, parse_duration
 from agentsession_api.phases import IdleAction
 from agentsession_api.quantities import format_quantity, parse_quantity
 from agentsession_api.timestamps import format_time, parse_time
+from agentsession_api.types import MAX_SESSION_LABELS
 from agentsession_operator.decisions import conditions, hibernate, lineage
 from agentsession_operator.decisions.resolved import Resolved
 from agentsession_operator.decisions.selectors import selector_matches
@@ -672,6 +673,18 @@ def _env_violations(spec: Mapping[str, Any], effective: EffectivePolicy) -> list
     return found
 
 
+def _label_count_violations(session: Mapping[str, Any]) -> list[str]:
+    """A session over the bound on its own labels (the cached copy keeps one more than the bound)."""
+    labels = (session.get("metadata") or {}).get("labels") or {}
+    if len(labels) <= MAX_SESSION_LABELS:
+        return []
+    return [
+        f"metadata.labels has more than {MAX_SESSION_LABELS} labels: at most {MAX_SESSION_LABELS} are allowed on "
+        "an AgentSession (every replica of the operator keeps them in memory); keep the ones policies select "
+        "on and move the rest to annotations"
+    ]
+
+
 def _reserved_label_violations(spec: Mapping[str, Any]) -> list[str]:
     """The CRD refuses these too; checked here for sessions stored before that rule covered subdomains."""
     found = []
@@ -827,6 +840,7 @@ def violations(
     spec = _spec(session)
     resolved = resolved if resolved is not None else resolve(session, effective)
     return [
+        *_label_count_violations(session),
         *_pod_label_violations(spec, effective, resolved, domains),
         *_pod_annotation_violations(spec),
         *_reserved_label_violations(spec),

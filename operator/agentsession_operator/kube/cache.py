@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentsession_api import activity, names
+from agentsession_api.types import MAX_SESSION_LABELS
 from agentsession_operator.decisions import template_policy
 from agentsession_operator.decisions.network import host_network
 from agentsession_operator.kube.places import Places
@@ -84,13 +85,12 @@ SESSION_METADATA = frozenset(
         "deletionTimestamp",
         "labels",
         "annotations",
-        "ownerReferences",
     }
 )
 """The session metadata a cached copy keeps: what any reader of the cache reads (names and keys, the UID
 of every write, versions, ranks, deletion, labels for policies and quotas). managedFields, generateName,
-selfLink, finalizers (any number a tenant adds; deletion is read from deletionTimestamp) and the like are
-dropped."""
+selfLink, finalizers and ownerReferences (any number a tenant adds; deletion is read from
+deletionTimestamp; a session's owners are read by no decision) and the like are dropped."""
 SESSION_TOP = frozenset({"apiVersion", "kind", "metadata", "spec", "status"})
 """The top-level keys kept: spec and status whole (every decision and the status writer read them)."""
 SESSION_ANNOTATION_PREFIX = f"{names.GROUP}/"
@@ -107,6 +107,8 @@ def session_projection(body: Mapping[str, Any]) -> dict[str, Any]:
     the policies; an over-long activity report is kept as what it parses to. The claim, which carries
     them, is built from the session read live (kube/session_pass)."""
     meta = {k: v for k, v in (body.get("metadata") or {}).items() if k in SESSION_METADATA}
+    if "labels" in meta:
+        meta["labels"] = _bounded_labels(meta["labels"])
     annotations = meta.pop("annotations", None) or {}
     ours = {k: _bounded_report(k, v) for k, v in annotations.items() if k.startswith(SESSION_ANNOTATION_PREFIX)}
     if ours:
@@ -117,6 +119,14 @@ def session_projection(body: Mapping[str, Any]) -> dict[str, Any]:
         out["spec"] = _spec_without_free_values(out["spec"])
     projected: dict[str, Any] = _compact(out)
     return projected
+
+
+def _bounded_labels(labels: Any) -> Any:
+    """At most MAX_SESSION_LABELS + 1 labels (the first by key): a session over the bound is refused
+    (decisions/policy), which the one extra label still shows; it is never judged on its labels."""
+    if not isinstance(labels, Mapping) or len(labels) <= MAX_SESSION_LABELS:
+        return labels
+    return {key: labels[key] for key in sorted(labels)[: MAX_SESSION_LABELS + 1]}
 
 
 def _keys_only(values: Any) -> Any:
