@@ -6,10 +6,11 @@ Objects go in and come out as plain dicts, so the pure logic never sees a client
 from __future__ import annotations
 
 import datetime as dt
+import json
 from typing import Any
 
 from kubernetes_asyncio import client, config
-from kubernetes_asyncio.client.rest import ApiException
+from kubernetes_asyncio.client.rest import ApiException, RESTResponse
 
 from agentsession_api import names
 from agentsession_api.timestamps import format_micro_time
@@ -21,7 +22,11 @@ _log = logger()
 
 _MERGE = {"Content-Type": "application/merge-patch+json"}
 _JSON_PATCH = "application/json-patch+json"
-LIST_PAGE = 500  # objects per page of the start-up and resync listings
+LIST_PAGE = 500  # at most this many objects per page of the start-up and resync listings
+FIRST_PAGE = 20  # a kind's first page: its objects' size is not known yet
+PAGE_BYTES = 4 << 20
+"""A listing page's body: about this many bytes. A count alone does not bound a page: a session may be as
+large as etcd stores (1.5 MiB) and 500 such decoded at once set a replica's memory (issue 49 item 2)."""
 _MANAGED = f"{c.LABEL_MANAGED_BY}={c.MANAGED_BY}"
 # A list of metadata only (names, resourceVersions), with plain JSON as the fallback the server may pick.
 _METADATA_ONLY = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1, application/json"
@@ -39,6 +44,14 @@ LISTED_RESOURCES = {kind: (group, version, plural) for kind, (group, version, pl
 # typed models (decoded into V1NetworkPolicy, dates parsed with dateutil, then turned back into a dict)
 # cost CPU on every new session's path for nothing a decision reads.
 _NETWORK_POLICY = ("networking.k8s.io", "v1", "networkpolicies")
+
+
+def next_page_limit(limit: int, body_bytes: int) -> int:
+    """The next page's object count after a page of ``limit`` objects took ``body_bytes``: what fits in
+    PAGE_BYTES at that size, growing at most 4x a page (a few large objects among small ones), at least 1,
+    at most LIST_PAGE."""
+    fit = limit * PAGE_BYTES // max(body_bytes, 1)
+    return max(1, min(fit, limit * 4, LIST_PAGE))
 
 
 def without_env_lookups(api_client: client.ApiClient) -> client.ApiClient:
@@ -79,6 +92,7 @@ class Kube:
         self.api_client = api_client
         self.custom = client.CustomObjectsApi(api_client)
         self.core = client.CoreV1Api(api_client)
+        self._page_limits: dict[tuple[str, bool], int] = {}  # learnt per kind (next_page_limit)
 
     @classmethod
     async def connect(cls) -> Kube:
@@ -125,26 +139,35 @@ class Kube:
     async def list_page(
         self, kind: str, token: str | None = None, *, metadata_only: bool = False
     ) -> tuple[list[dict[str, Any]], str, str | None]:
-        """One page (LIST_PAGE objects) of every object of `kind`, cluster-wide (ours only for claims and
-        NetworkPolicies): its items, the list's resourceVersion and the next page's token (None: the last).
-        In pages: one listing of every session, claim and Sandbox decoded at once sets the operator's peak
-        memory, which is what a node must hold. `metadata_only`: the API server
-        sends each object's metadata only (PartialObjectMetadataList)."""
+        """One page of every object of `kind`, cluster-wide (ours only for claims and NetworkPolicies): its
+        items, the list's resourceVersion and the next page's token (None: the last). In pages bounded in
+        bytes (next_page_limit, learnt per kind): one listing of every session, claim and Sandbox decoded at
+        once sets the operator's peak memory, which is what a node must hold. `metadata_only`: the API
+        server sends each object's metadata only (PartialObjectMetadataList)."""
         group, version, plural, selector = _LISTED[kind]
-        query: list[tuple[str, Any]] = [("limit", LIST_PAGE)]
+        learnt = (kind, metadata_only)
+        limit = self._page_limits.get(learnt, min(FIRST_PAGE, LIST_PAGE))
+        query: list[tuple[str, Any]] = [("limit", limit)]
         if selector:
             query.append(("labelSelector", selector))
         if token:
             query.append(("continue", token))
-        page = await self.api_client.call_api(
+        answer = await self.api_client.call_api(
             f"/apis/{group}/{version}/{plural}",  # the generic path serves built-in kinds too
             "GET",
             query_params=query,
             header_params={"Accept": _METADATA_ONLY if metadata_only else "application/json"},
-            response_types_map={200: "object"},
             auth_settings=["BearerToken"],
-            _return_http_data_only=True,
+            _preload_content=False,  # the body's size sets the next page's count
         )
+        try:
+            data = await answer.read()
+        finally:
+            answer.release()
+        if not 200 <= answer.status <= 299:
+            raise ApiException(http_resp=RESTResponse(answer, data))
+        self._page_limits[learnt] = next_page_limit(limit, len(data))
+        page = json.loads(data)
         meta = page.get("metadata") or {}
         items = page.get("items") or []  # a metadata-only list of nothing answers `items: null`
         return list(items), str(meta.get("resourceVersion") or ""), meta.get("continue") or None

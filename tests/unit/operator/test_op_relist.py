@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-
 from typing import Any
 
 import pytest
@@ -124,7 +123,8 @@ class PagedApiClient:
         self.item_bytes = item_bytes
         self.calls: list[tuple[str, dict[str, Any], str]] = []
 
-    async def call_api(self, path: str, method: str, **kw: Any) -> Any:
+    async def call_api(self, path: str, method: str, **kw: Any) -> RawAnswer:
+        assert kw.get("_preload_content") is False  # the page's size is read before it is decoded
         query = dict(kw["query_params"])
         self.calls.append((path, query, kw["header_params"]["Accept"]))
         page = await self.pages.list_cluster_custom_object(
@@ -132,7 +132,7 @@ class PagedApiClient:
         )
         for item in page["items"]:
             item["spec"] = {"env": [{"name": "V", "value": "x" * self.item_bytes}]}
-        return RawAnswer(page) if kw.get("_preload_content") is False else page
+        return RawAnswer(page)
 
 
 async def test_listing_for_a_resync_comes_in_pages_of_metadata_only(monkeypatch: Any) -> None:
@@ -160,8 +160,8 @@ async def test_a_start_up_listing_comes_in_pages_of_whole_objects(monkeypatch: A
 async def test_a_listing_of_large_objects_comes_in_pages_bounded_in_bytes() -> None:
     """Attack (issue 49 item 2, found by bench_session_cost): a tenant's 200 maximal sessions (1.3 MiB each,
     as etcd takes them) in one start-up page of 500 were decoded at once by every replica, whichever
-    namespaces it watched: a replica of an empty namespace settled at 895 MiB instead of 131. A page's
-    decoded bytes must stay bounded (8 MiB here) whatever its objects weigh."""
+    namespaces it watched: a replica of an empty namespace settled at 895 MiB instead of 131. Now the first
+    page is small and each next one holds what fits in PAGE_BYTES at the size seen."""
     api = PagedApiClient([f"s{i:03d}" for i in range(60)], item_bytes=1 << 20)
     kube = kube_client.Kube(api)  # type: ignore[arg-type]
     token: str | None = None
@@ -171,8 +171,36 @@ async def test_a_listing_of_large_objects_comes_in_pages_bounded_in_bytes() -> N
         sizes.append(len(items))
         if not token:
             break
-    assert sum(sizes) == 60
-    assert max(sizes) * (1 << 20) <= 8 << 20, f"pages of {sizes} objects of 1 MiB"
+    assert sum(sizes) == 60 and sizes[0] == kube_client.FIRST_PAGE
+    assert max(sizes[1:]) * (1 << 20) <= kube_client.PAGE_BYTES, sizes
+    # Small objects: the pages grow (4x a page) to LIST_PAGE.
+    small = kube_client.Kube(PagedApiClient([f"s{i:04d}" for i in range(3000)]))  # type: ignore[arg-type]
+    token, sizes = None, []
+    while True:
+        items, _, token = await small.list_page("sessions", token)
+        sizes.append(len(items))
+        if not token:
+            break
+    assert sizes[:4] == [20, 80, 320, 500] and sum(sizes) == 3000
+
+
+async def test_a_refused_page_is_an_api_error_with_its_retry_after() -> None:
+    class Refusing(PagedApiClient):
+        async def call_api(self, path: str, method: str, **kw: Any) -> RawAnswer:
+            return RawAnswer({"kind": "Status", "code": 429}, status=429)
+
+    kube = kube_client.Kube(Refusing([]))  # type: ignore[arg-type]
+    with pytest.raises(kube_client.ApiException) as refused:
+        await kube.list_page("sessions")
+    assert refused.value.status == 429 and refused.value.headers["Retry-After"] == "1"
+
+
+@pytest.mark.parametrize(
+    ("limit", "body_bytes", "expected"),
+    [(20, 1000, 80), (500, 1000, 500), (20, 20 << 20, 4), (1, 50 << 20, 1), (100, 4 << 20, 100)],
+)
+def test_next_page_limit(limit: int, body_bytes: int, expected: int) -> None:
+    assert kube_client.next_page_limit(limit, body_bytes) == expected
 
 
 async def test_a_long_listing_is_relisted_once_after_its_last_event(monkeypatch: Any) -> None:
