@@ -165,7 +165,7 @@ class Kube:
         finally:
             answer.release()
         if not 200 <= answer.status <= 299:
-            raise ApiException(http_resp=RESTResponse(answer, data))
+            raise ApiException(http_resp=RESTResponse(answer, data))  # type: ignore[arg-type]  # as rest.request raises it
         self._page_limits[learnt] = next_page_limit(limit, len(data))
         page = json.loads(data)
         meta = page.get("metadata") or {}
