@@ -132,8 +132,19 @@ ROUTER_ARGS = ["--sandbox-router=agent-sandbox-system/app=sandbox-router", "--sa
 """The operator's flags that admit devcluster's sandbox router (upstream's deploy/) to every sandbox."""
 
 
+def webhook_client_auth_args(cluster: Cluster) -> list[str]:
+    """Issue 49 item 8: the webhook takes only the API server's client certificate wherever the API server
+    presents one (devcluster's does, as its AdmissionConfiguration): every test's operator runs as `make
+    install` and the chart's documented path run it, so admission is proven through the authenticated path."""
+    from devcluster.cluster import WEBHOOK_CLIENT_CA, WEBHOOK_CLIENT_NAME
+
+    ca = cluster.paths.pki / f"{WEBHOOK_CLIENT_CA}.crt"
+    return [f"--webhook-client-ca={ca}", f"--webhook-client-name={WEBHOOK_CLIENT_NAME}"] if ca.is_file() else []
+
+
 class OperatorProcess:
-    """The operator as a real process (python -m agentsession_operator) against the local control plane."""
+    """The operator as a real process (python -m agentsession_operator) against the local control plane.
+    ``client_auth=False``: its webhook answers any caller (the operator's own default)."""
 
     def __init__(
         self,
@@ -141,10 +152,12 @@ class OperatorProcess:
         kubeconfig: str | None = None,
         extra_args: list[str] | None = None,
         log_name: str = "operator-e2e.log",
+        client_auth: bool = True,
     ) -> None:
         self.cluster = cluster
         self.kubeconfig = kubeconfig or str(cluster.paths.kubeconfig)
-        self.extra_args = [*network_args(), *(extra_args or [])]
+        auth = webhook_client_auth_args(cluster) if client_auth else []
+        self.extra_args = [*network_args(), *auth, *(extra_args or [])]
         self.log = cluster.paths.logs / log_name
         self.proc: subprocess.Popen[bytes] | None = None
         self.health_port = 0

@@ -411,10 +411,16 @@ def test_only_the_api_servers_client_certificate_reaches_the_webhook(
     pki = cluster.paths.pki
     stranger_ca = devcluster_pki.KeyPair(pki / f"{WEBHOOK_CLIENT_CA}.crt", pki / f"{WEBHOOK_CLIENT_CA}.key")
     stranger = devcluster_pki.issue(stranger_ca, tmp_path, "stranger", "tenant-b", client=True)
-    # Without the option (the default, as before): any caller gets an answer.
-    anyone = _admission_review(namespace, manifests.session("probe", "pool", {"team": "c"}))
-    assert "response" in _call_webhook("127.0.0.1", operator.webhook_port, anyone, None)
     operator.stop()
+    # Without the option (the operator's own default, where the API server presents no certificate): any
+    # caller gets an answer. Every other test's operator has it (webhook_client_auth_args).
+    anyone = _admission_review(namespace, manifests.session("probe", "pool", {"team": "c"}))
+    open_ = OperatorProcess(cluster, kubeconfig=operator.kubeconfig, client_auth=False, log_name="operator-open.log")
+    try:
+        open_.start()
+        assert "response" in _call_webhook("127.0.0.1", open_.webhook_port, anyone, None)
+    finally:
+        open_.stop()
     guarded = OperatorProcess(
         cluster,
         kubeconfig=operator.kubeconfig,
