@@ -228,3 +228,15 @@ def operator(cluster: Cluster, kube: Kube, tmp_path_factory: pytest.TempPathFact
         yield proc
     finally:
         proc.stop()
+
+
+@pytest.fixture(scope="module")
+def pool_namespace(kube: Kube, operator: OperatorProcess, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A namespace of the module's own holding examples/00-python-pool.yaml (the `python-pool` warm pool and
+    its template), with the operator running; named after the module (test_ts_client: `ts-client-<hex>`)."""
+    module = request.module.__name__.rpartition(".")[2].removeprefix("test_").replace("_", "-")
+    name = f"{module}-{uuid.uuid4().hex[:6]}"
+    kube.run("create", "namespace", name)
+    kube.run("apply", "-n", name, "-f", str(Path(__file__).parents[2] / "examples" / "00-python-pool.yaml"))
+    yield name
+    kube.run("delete", "namespace", name, "--wait=false", check=False)

@@ -13,7 +13,6 @@ import os
 import shutil
 import subprocess
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -47,15 +46,6 @@ def ts_package() -> Path:
         npm("ci", "--no-audit", "--no-fund")
     npm("run", "build")
     return CLIENT_TS / "dist"
-
-
-@pytest.fixture(scope="module")
-def pool_namespace(kube: Kube, operator: OperatorProcess) -> Iterator[str]:
-    name = f"ts-{uuid.uuid4().hex[:6]}"
-    kube.run("create", "namespace", name)
-    kube.run("apply", "-n", name, "-f", str(EXAMPLES / "00-python-pool.yaml"))
-    yield name
-    kube.run("delete", "namespace", name, "--wait=false", check=False)
 
 
 def node_env() -> dict[str, str]:
