@@ -22,7 +22,7 @@ from agentsession_api.activity import parse_activity
 from agentsession_api.names import ANNOTATION_ACTIVITY
 from langchain_k8s_client import AgentSessionSandbox, SessionConflict, SessionManager
 from langchain_k8s_client.manager import session_name
-from tests.e2e import manifests
+from testkit import manifests
 from tests.e2e.conftest import Kube, OperatorProcess
 
 pytestmark = [pytest.mark.e2e, pytest.mark.node]  # the runtime in a real pod: both nodes

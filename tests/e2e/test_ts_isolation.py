@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from tests.e2e import manifests
-from tests.e2e.conftest import Kube, OperatorProcess
+from testkit import manifests
+from tests.e2e.conftest import RUNTIMES, Kube, OperatorProcess
 from tests.e2e.test_network_isolation import CLIENT, RUNTIME_PORT, tenant_b  # noqa: F401 (a fixture)
 from tests.e2e.test_real_node import _pod, _running
 from tests.e2e.test_router_modes import (  # noqa: F401 (router_operator: a fixture)
@@ -57,7 +57,7 @@ def _refused_soon(kube: Kube, namespace: str, pod: str, url: str, command: str, 
     return reply
 
 
-@pytest.mark.parametrize("runtime", manifests.RUNTIMES)
+@pytest.mark.parametrize("runtime", RUNTIMES)
 def test_tenant_b_is_refused_while_the_owners_typescript_client_is_answered(
     ts_package: Path,  # noqa: F811
     kube: Kube,
