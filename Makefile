@@ -123,7 +123,7 @@ uninstall: venv ## remove what make install applied
 lint: venv client-ts/node_modules/.installed ## ruff, mypy, shellcheck and tsc (the scripts the client runs in the pod, and ours)
 	$(PY) -m devcluster.prereqs lint  # shellcheck: installed as root on Debian, else one line naming it
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy devcluster api/agentsession_api client/langchain_k8s_client operator/agentsession_operator benchmarks
+	$(VENV)/bin/mypy devcluster testkit api/agentsession_api client/langchain_k8s_client operator/agentsession_operator benchmarks
 	cd client/langchain_k8s_client/scripts && shellcheck -x *.sh
 	cd client-ts && npm run --silent copy-scripts && npx tsc -p tsconfig.json --noEmit
 	shellcheck kind/*.sh .ci/run

@@ -19,7 +19,7 @@ import yaml
 
 from devcluster import build, errors
 from devcluster.cluster import Cluster
-from tests.e2e import manifests
+from testkit import manifests
 
 
 def kubectl(cluster: Cluster, *args: str, input: str | None = None) -> str:

@@ -50,7 +50,7 @@ os.environ["KUBECONFIG"] = str(Paths().kubeconfig)
 
 from kubernetes import client, config, watch
 
-from tests.e2e import manifests
+from testkit import manifests
 
 NS_A, NS_BURST, NS_B = "fair-a", "fair-a-burst", "fair-b"  # a burst namespace per round: fair-a-burst-<round>
 GROUP, VERSION, PLURAL = names.GROUP, names.VERSION, names.SESSION_PLURAL

@@ -36,8 +36,8 @@ from kubernetes import client, config
 
 from langchain_k8s_client import AgentSessionSandbox
 from langchain_k8s_client import transport as pod_transport
-from tests.e2e import manifests
-from tests.e2e.conftest import network_args
+from testkit import manifests
+from testkit.operator_args import network_args
 
 POOL = "closed"
 

@@ -36,7 +36,7 @@ from k8s_agent_sandbox import SandboxClient  # after KUBECONFIG: the client read
 from k8s_agent_sandbox.models import SandboxInClusterConnectionConfig
 from kubernetes import client, config, watch
 
-from tests.e2e import manifests
+from testkit import manifests
 
 NS = "bench-operator"
 

@@ -52,7 +52,7 @@ os.environ["KUBECONFIG"] = str(Paths().kubeconfig)
 
 from kubernetes import client, config
 
-from tests.e2e import manifests
+from testkit import manifests
 
 NS = "bench-restart"
 NS_WAITING = "bench-restart-waiting"

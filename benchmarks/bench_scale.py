@@ -71,7 +71,7 @@ os.environ["KUBECONFIG"] = str(Paths().kubeconfig)
 from kubernetes import client, config, watch
 from kubernetes.client.rest import ApiException
 
-from tests.e2e import manifests
+from testkit import manifests
 
 NS = "bench-scale"  # the sessions (the only namespace the operator watches)
 NS_DIRECT = "bench-scale-direct"  # the claims created directly

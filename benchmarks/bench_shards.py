@@ -46,7 +46,7 @@ os.environ["KUBECONFIG"] = str(Paths().kubeconfig)
 from kubernetes import client, config, watch
 
 from agentsession_operator.kube import sharding
-from tests.e2e import manifests
+from testkit import manifests
 
 PREFIX = "bench-shards"
 GROUP, VERSION = "agentsession.dev", "v1alpha1"

@@ -32,7 +32,7 @@ from deepagents.backends.sandbox import BaseSandbox
 from benchmarks.common import interleaved_ms
 from langchain_k8s_client import commands
 from langchain_k8s_client.pod_sandbox import DEFAULT_COMMAND_TIMEOUT, DEFAULT_MAX_OUTPUT, PodSandbox
-from tests.integration.runtime.harness import runtime_process
+from testkit.runtime_harness import runtime_process
 
 TEN_MIB = 10 * 1024 * 1024
 WATCHDOG_TIMEOUT = 60

@@ -31,7 +31,7 @@ from benchmarks.common import checkout_pythonpath, load_average, start_operator,
 from benchmarks.populate import GROUP, PLURAL, VERSION, create_sessions, list_sessions, phase, wait_populated
 from devcluster import errors
 from devcluster.cluster import Cluster, Paths
-from tests.e2e import manifests
+from testkit import manifests
 
 NS_PREFIX = "bench-waiting-"
 EMPTY = NS_PREFIX + "empty"  # point 0: a replica watching one namespace with no session

@@ -16,6 +16,8 @@ import yaml
 
 from devcluster import build
 from devcluster.cluster import Cluster, Paths, node_kind
+from testkit.manifests import GVISOR
+from testkit.operator_args import network_args
 
 # Before anything imports the kubernetes client: it reads $KUBECONFIG once, at import time.
 os.environ["KUBECONFIG"] = str(Paths().kubeconfig)
@@ -115,21 +117,11 @@ def namespace(kube: Kube) -> Iterator[str]:
     kube.run("delete", "namespace", name, "--wait=false", check=False)
 
 
-def network_args() -> list[str]:
-    """The sandbox network as this cluster has it: its pod and Service ranges, and the host (the tests'
-    clients run there, as a gateway outside a cluster would) as an allowed client. No sandbox router, as
-    shipped (issue 28 item 3): tests/e2e/test_router_modes.py turns it on for its own tests."""
-    from devcluster.realnode import network
-
-    return [
-        f"--cluster-cidr={network.POD_CIDR}",
-        f"--cluster-cidr={network.SERVICE_CIDR}",
-        f"--client-cidr={network.HOST_IP}/32",
-    ]
-
-
 ROUTER_ARGS = ["--sandbox-router=agent-sandbox-system/app=sandbox-router", "--sandbox-router-authorizes"]
 """The operator's flags that admit devcluster's sandbox router (upstream's deploy/) to every sandbox."""
+
+# A test parametrized by these runs once on runc (no runtimeClassName) and, on the real node, once on gVisor.
+RUNTIMES = [pytest.param(None, id="runc"), pytest.param(GVISOR, id="gvisor", marks=pytest.mark.realnode)]
 
 
 def webhook_client_auth_args(cluster: Cluster) -> list[str]:
@@ -241,3 +233,15 @@ def operator(cluster: Cluster, kube: Kube, tmp_path_factory: pytest.TempPathFact
         yield proc
     finally:
         proc.stop()
+
+
+@pytest.fixture(scope="module")
+def pool_namespace(kube: Kube, operator: OperatorProcess, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A namespace of the module's own holding examples/00-python-pool.yaml (the `python-pool` warm pool and
+    its template), with the operator running; named after the module (test_ts_client: `ts-client-<hex>`)."""
+    module = request.module.__name__.rpartition(".")[2].removeprefix("test_").replace("_", "-")
+    name = f"{module}-{uuid.uuid4().hex[:6]}"
+    kube.run("create", "namespace", name)
+    kube.run("apply", "-n", name, "-f", str(Path(__file__).parents[2] / "examples" / "00-python-pool.yaml"))
+    yield name
+    kube.run("delete", "namespace", name, "--wait=false", check=False)

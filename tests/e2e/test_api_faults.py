@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from devcluster.cluster import Cluster
-from tests.e2e import manifests
+from testkit import manifests
 from tests.e2e.conftest import Kube, OperatorProcess
 from tests.e2e.faultproxy import FaultProxy, Faults, Record
 from tests.e2e.test_faults import apply_retrying, converged, setup_pool

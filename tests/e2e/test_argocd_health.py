@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.e2e import manifests
+from testkit import manifests
 from tests.e2e.conftest import Kube, OperatorProcess
 from tests.opskit import argocd
 

@@ -7,9 +7,7 @@ import subprocess
 import sys
 import textwrap
 import time
-import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from deepagents.backends.protocol import SandboxBackendProtocol
@@ -19,19 +17,9 @@ from langchain_k8s_client import AgentSessionSandbox, SessionExpired, SessionMan
 from langchain_k8s_client.testing import ScriptedToolModel
 from langchain_k8s_client.testing import tool_call as call
 from tests.conformance import Deepagents07SandboxTests
-from tests.e2e.conftest import Kube, OperatorProcess
+from tests.e2e.conftest import Kube
 
 pytestmark = [pytest.mark.e2e, pytest.mark.node]  # the runtime in a real pod: both nodes
-EXAMPLES = Path(__file__).parents[2] / "examples"
-
-
-@pytest.fixture(scope="module")
-def pool_namespace(kube: Kube, operator: OperatorProcess) -> Iterator[str]:
-    name = f"client-{uuid.uuid4().hex[:6]}"
-    kube.run("create", "namespace", name)
-    kube.run("apply", "-n", name, "-f", str(EXAMPLES / "00-python-pool.yaml"))
-    yield name
-    kube.run("delete", "namespace", name, "--wait=false", check=False)
 
 
 class TestAgentSessionSandboxConformance(Deepagents07SandboxTests):

@@ -16,7 +16,7 @@ import pytest
 
 from devcluster import kubeconfig, pki
 from devcluster.cluster import NODE_NAME, POD_CIDR, Cluster
-from tests.e2e import manifests
+from testkit import manifests
 from tests.e2e.conftest import Kube
 
 pytestmark = pytest.mark.e2e

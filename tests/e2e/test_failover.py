@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e import manifests
+from testkit import manifests
 from tests.e2e.conftest import Kube, OperatorProcess
 
 pytestmark = [pytest.mark.e2e, pytest.mark.faults]

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from devcluster.cluster import Cluster, node_kind
-from tests.e2e import manifests
+from testkit import manifests
 from tests.e2e.conftest import Kube, OperatorProcess
 
 pytestmark = [pytest.mark.e2e, pytest.mark.faults]

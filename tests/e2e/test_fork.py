@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from langchain_k8s_client import AgentSessionSandbox, PolicyViolation, SessionManager
-from tests.e2e import manifests
+from testkit import manifests
 from tests.e2e.conftest import Kube, OperatorProcess
 
 pytestmark = [pytest.mark.e2e, pytest.mark.node]  # the runtime in a real pod: both nodes

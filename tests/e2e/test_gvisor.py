@@ -1,7 +1,7 @@
 """Sessions under gVisor on the real node (issue 29): the hardened sample template as shipped
 (`runtimeClassName: gvisor`), reached by the client as a user's agent reaches it.
 
-Where a property is shared with runc, the runc test is parametrized by runtime instead (manifests.RUNTIMES):
+Where a property is shared with runc, the runc test is parametrized by runtime instead (conftest.RUNTIMES):
 test_real_node.py (pods, security context, memory limit, NetworkPolicy), test_network_isolation.py (tenant B
 refused, the owner's client answered, egress as the policy says) and test_lifecycle.py (idle suspend and
 resume with the workspace kept). Here: what only a session on the sample template shows.
@@ -24,8 +24,8 @@ from devcluster import build
 from devcluster.cluster import Cluster
 from devcluster.realnode.configs import NodeDirs
 from langchain_k8s_client import AgentSessionSandbox
+from testkit import manifests
 from tests.conformance import Deepagents07SandboxTests
-from tests.e2e import manifests
 from tests.e2e.conftest import Kube, OperatorProcess
 from tests.e2e.test_fork import workspace
 from tests.e2e.test_install import POOL_SAMPLE, TEMPLATE_SAMPLE, by_kind, load, restricted

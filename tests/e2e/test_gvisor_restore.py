@@ -29,7 +29,7 @@ from agentsession_operator.nodeagent import images
 from devcluster import build
 from devcluster.cluster import Cluster
 from devcluster.realnode.configs import RESTORE_ANNOTATION, NodeDirs
-from tests.e2e import manifests
+from testkit import manifests
 from tests.e2e.conftest import Kube
 
 pytestmark = [pytest.mark.e2e, pytest.mark.realnode]

@@ -16,7 +16,7 @@ import pytest
 
 from devcluster import install
 from devcluster.cluster import Cluster
-from tests.e2e import manifests
+from testkit import manifests
 from tests.e2e.conftest import Kube, OperatorProcess
 
 pytestmark = [pytest.mark.e2e, pytest.mark.realnode]

@@ -26,7 +26,7 @@ from devcluster import nodeagent
 from devcluster.cluster import Cluster
 from devcluster.realnode.configs import RESTORE_ANNOTATION, NodeDirs
 from langchain_k8s_client import AgentSessionSandbox
-from tests.e2e import manifests
+from testkit import manifests
 from tests.e2e.conftest import Kube, OperatorProcess
 
 pytestmark = [pytest.mark.e2e, pytest.mark.realnode]

@@ -7,32 +7,19 @@ and the sandbox answers normally afterwards.
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from deepagents.backends.protocol import ReadResult
 
 from langchain_k8s_client import AgentSessionSandbox, ResponseLimits, ResponseTooLarge
-from tests.e2e.conftest import Kube, OperatorProcess
 
 pytestmark = [pytest.mark.e2e, pytest.mark.hostile, pytest.mark.node]  # hostile commands in a real pod: both nodes
-EXAMPLES = Path(__file__).parents[2] / "examples"
 SESSION = "hostile-client"
 VROOT = "/tmp/vroot"
 MARK = "pwned"  # every injection attempt below would create a file of this name (names hold no further '/')
 MARK_PLACES = f"/tmp/{MARK}* /tmp/h/{MARK}* ./{MARK}* ~/{MARK}* /{MARK}* {VROOT}/{MARK}*"
 MIB = 1024 * 1024
-
-
-@pytest.fixture(scope="module")
-def pool_namespace(kube: Kube, operator: OperatorProcess) -> Iterator[str]:
-    name = f"hclient-{uuid.uuid4().hex[:6]}"
-    kube.run("create", "namespace", name)
-    kube.run("apply", "-n", name, "-f", str(EXAMPLES / "00-python-pool.yaml"))
-    yield name
-    kube.run("delete", "namespace", name, "--wait=false", check=False)
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e import manifests
+from testkit import manifests
 from tests.e2e.conftest import Kube, OperatorProcess
 from tests.e2e.test_policy import REFUSED, wait_enforced
 

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from devcluster.cluster import Cluster
-from tests.e2e import install, manifests
+from tests.e2e import install
 from tests.e2e.conftest import Kube
 
 pytestmark = pytest.mark.e2e
@@ -64,6 +64,19 @@ def pod_from_template(name: str, template: dict[str, Any]) -> dict[str, Any]:
         "metadata": {"name": name, "labels": dict(template.get("metadata", {}).get("labels") or {})},
         "spec": copy.deepcopy(template["spec"]),
     }
+
+
+def runnable_here(kube: Kube, template: dict[str, Any]) -> dict[str, Any]:
+    """A SandboxTemplate as this cluster can run it: a runtimeClassName the cluster has no RuntimeClass
+    for (the kwok node has none; the real node has `gvisor`) is dropped, so its pods run on runc. The API
+    server would refuse every such pod ("RuntimeClass ... not found")."""
+    pod_spec = template["spec"]["podTemplate"]["spec"]
+    wanted = pod_spec.get("runtimeClassName")
+    if not wanted or kube.run("get", "runtimeclass", wanted, check=False).returncode == 0:
+        return template
+    template = copy.deepcopy(template)
+    del template["spec"]["podTemplate"]["spec"]["runtimeClassName"]
+    return template
 
 
 def can_i(kube: Kube, kubeconfig: str, verb: str, resource: str, namespace: str | None, sub: str | None) -> bool:
@@ -276,7 +289,7 @@ def test_hardened_template_pod_is_admitted_and_ready(kube: Kube, restricted_name
     """The template's pod spec, as a real Pod in a namespace enforcing restricted: admitted, Ready,
     and the runtime works with its read-only root (commands and files live in /workspace)."""
     ns = restricted_namespace
-    template = manifests.runnable_here(kube, by_kind(load(TEMPLATE_SAMPLE), "SandboxTemplate"))
+    template = runnable_here(kube, by_kind(load(TEMPLATE_SAMPLE), "SandboxTemplate"))
     pod = pod_from_template("hardened", template["spec"]["podTemplate"])
     kube.apply(pod, namespace=ns)
     ready = kube.wait_for(
@@ -301,7 +314,7 @@ def test_hardened_template_pod_is_admitted_and_ready(kube: Kube, restricted_name
 def test_hardened_template_warm_pool_gets_ready_sandboxes(kube: Kube, restricted_namespace: str) -> None:
     """agent-sandbox accepts the template, its pods pass restricted, and it manages our NetworkPolicy."""
     ns = restricted_namespace
-    template = manifests.runnable_here(kube, by_kind(load(TEMPLATE_SAMPLE), "SandboxTemplate"))
+    template = runnable_here(kube, by_kind(load(TEMPLATE_SAMPLE), "SandboxTemplate"))
     pool = by_kind(load(POOL_SAMPLE), "SandboxWarmPool")
     pool["spec"]["replicas"] = 1  # one is proof enough
     kube.apply(template, pool, namespace=ns)

@@ -23,7 +23,7 @@ from agentsession_api.activity import format_activity
 from agentsession_api.names import ANNOTATION_ACTIVITY as ACTIVITY
 from devcluster import install
 from devcluster.cluster import Cluster
-from tests.e2e import manifests
+from testkit import manifests
 from tests.e2e.conftest import Kube, OperatorProcess
 
 pytestmark = [pytest.mark.e2e, pytest.mark.realnode]

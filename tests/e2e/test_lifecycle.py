@@ -10,8 +10,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e import manifests
-from tests.e2e.conftest import Kube, OperatorProcess
+from testkit import manifests
+from tests.e2e.conftest import RUNTIMES, Kube, OperatorProcess
 from tests.e2e.test_operator import session_in_phase
 
 pytestmark = pytest.mark.e2e
@@ -83,7 +83,7 @@ def _exec(ip: str, script: str) -> dict[str, Any]:
     return dict(r.json())
 
 
-@pytest.mark.parametrize("runtime", manifests.RUNTIMES)
+@pytest.mark.parametrize("runtime", RUNTIMES)
 def test_idle_suspend_keeps_the_workspace_and_activity_resumes(
     kube: Kube, namespace: str, operator: OperatorProcess, runtime: str | None
 ) -> None:

@@ -20,8 +20,8 @@ import pytest
 
 from agentsession_api import names
 from agentsession_operator.constants import SANDBOX_CLAIM_UID_LABEL
-from tests.e2e import manifests
-from tests.e2e.conftest import Kube, OperatorProcess
+from testkit import manifests
+from tests.e2e.conftest import RUNTIMES, Kube, OperatorProcess
 from tests.e2e.test_real_node import _fetch_from_pod, _pod, _running
 
 pytestmark = pytest.mark.e2e
@@ -70,7 +70,7 @@ def _answers_soon(kube: Kube, namespace: str, pod: str, url: str, timeout: float
 
 
 @pytest.mark.realnode
-@pytest.mark.parametrize("runtime", manifests.RUNTIMES)
+@pytest.mark.parametrize("runtime", RUNTIMES)
 def test_tenant_b_cannot_reach_a_session_but_the_client_of_a_can(
     kube: Kube, namespace: str, tenant_b: str, operator: OperatorProcess, runtime: str | None
 ) -> None:
@@ -122,7 +122,7 @@ def _egress_policy(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.mark.realnode
-@pytest.mark.parametrize("runtime", manifests.RUNTIMES)
+@pytest.mark.parametrize("runtime", RUNTIMES)
 def test_sandbox_egress_is_what_the_policy_allows(
     kube: Kube, namespace: str, tenant_b: str, operator: OperatorProcess, runtime: str | None
 ) -> None:
@@ -194,13 +194,13 @@ def test_the_written_policy_closes_link_local_metadata_and_private_ranges_with_c
     kube: Kube, namespace: str, operator: OperatorProcess
 ) -> None:
     """Issue 28 item 8, the object the operator writes (the kwok node enforces nothing; kube-router on the
-    real node enforces what is written). The operator runs with --cluster-cidr (conftest.network_args): a
+    real node enforces what is written). The operator runs with --cluster-cidr (testkit.operator_args): a
     policy allowing the whole internet must still leave out every private range (nodes, the VPC), the
     given cluster ranges, link-local and every cloud's metadata address. Before: --cluster-cidr replaced
     the private ranges, and only 169.254.169.254/32 and fd00:ec2::254/128 of the rest were cut out."""
     import ipaddress
 
-    from tests.e2e.conftest import network_args
+    from testkit.operator_args import network_args
 
     cluster = [a.split("=", 1)[1] for a in network_args() if a.startswith("--cluster-cidr=")]
     kube.apply(_egress_policy({"allowCIDRs": ["0.0.0.0/0", "::/0"], "ports": [{"port": 443}]}), namespace=namespace)

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from langchain_k8s_client import AgentSessionSandbox
-from tests.e2e import manifests
-from tests.e2e.conftest import Kube, OperatorProcess
+from testkit import manifests
+from tests.e2e.conftest import RUNTIMES, Kube, OperatorProcess
 from tests.e2e.test_install import POOL_SAMPLE, TEMPLATE_SAMPLE, by_kind, load, restricted
 
 pytestmark = [pytest.mark.e2e, pytest.mark.realnode]
@@ -68,7 +68,7 @@ def scc_like_policy(name: str, namespace: str) -> list[dict[str, Any]]:
     return [policy, binding]
 
 
-@pytest.fixture(params=manifests.RUNTIMES)
+@pytest.fixture(params=RUNTIMES)
 def openshift_namespace(request: pytest.FixtureRequest, kube: Kube, operator: OperatorProcess) -> Iterator[str]:
     name = f"ocp-{uuid.uuid4().hex[:6]}"
     kube.run("create", "namespace", name)

@@ -12,7 +12,7 @@ import httpx
 import pytest
 import yaml
 
-from tests.e2e import manifests
+from testkit import manifests
 from tests.e2e.conftest import Kube, OperatorProcess
 
 pytestmark = pytest.mark.e2e

@@ -12,7 +12,7 @@ from k8s_agent_sandbox import SandboxClient
 from k8s_agent_sandbox.models import SandboxInClusterConnectionConfig
 
 from devcluster.cluster import Cluster
-from tests.e2e import manifests
+from testkit import manifests
 from tests.e2e.conftest import Kube
 
 pytestmark = pytest.mark.e2e

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from devcluster.realnode import network
-from tests.e2e import manifests
-from tests.e2e.conftest import Kube
+from testkit import manifests
+from tests.e2e.conftest import RUNTIMES, Kube
 
 pytestmark = [pytest.mark.e2e, pytest.mark.realnode]
 
@@ -97,7 +97,7 @@ def test_node_is_ready_with_containerd(kube: Kube) -> None:
     assert network.NODE_IP in line, out
 
 
-@pytest.mark.parametrize("runtime", manifests.RUNTIMES)
+@pytest.mark.parametrize("runtime", RUNTIMES)
 def test_pod_from_local_registry_runs_with_logs_and_exec(kube: Kube, namespace: str, runtime: str | None) -> None:
     command = ["sh", "-c", "echo hello from a real container; exec sleep 600"]
     kube.apply(_pod("hello", command, runtime_class=runtime), namespace=namespace)
@@ -111,7 +111,7 @@ def test_pod_from_local_registry_runs_with_logs_and_exec(kube: Kube, namespace: 
     assert kube.run("exec", "-n", namespace, "hello", "--", "id", "-u").stdout.strip() == "1000"
 
 
-@pytest.mark.parametrize("runtime", manifests.RUNTIMES)
+@pytest.mark.parametrize("runtime", RUNTIMES)
 def test_security_context_is_enforced(kube: Kube, namespace: str, runtime: str | None) -> None:
     security = dict(RESTRICTED, readOnlyRootFilesystem=True)
     kube.apply(_pod("locked", ["sleep", "600"], security=security, runtime_class=runtime), namespace=namespace)
@@ -132,7 +132,7 @@ def test_security_context_is_enforced(kube: Kube, namespace: str, runtime: str |
         )
 
 
-@pytest.mark.parametrize("runtime", manifests.RUNTIMES)
+@pytest.mark.parametrize("runtime", RUNTIMES)
 def test_memory_limit_is_enforced(kube: Kube, namespace: str, runtime: str | None) -> None:
     hog = _pod(
         "hog",
@@ -186,7 +186,7 @@ def test_service_answers_from_host_and_pods(kube: Kube, namespace: str) -> None:
     assert "timeout" not in reply.lower(), reply
 
 
-@pytest.mark.parametrize("runtime", manifests.RUNTIMES)
+@pytest.mark.parametrize("runtime", RUNTIMES)
 def test_network_policy_is_enforced(kube: Kube, namespace: str, runtime: str | None) -> None:
     """Every pod of the test under one runtime: under gVisor, its netstack sends from the pod's own veth,
     so kube-router's iptables rules see the same packets as under runc."""

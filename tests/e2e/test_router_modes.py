@@ -10,9 +10,7 @@ shipped, the others restart it with the router admitted (conftest.ROUTER_ARGS).
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from k8s_agent_sandbox.models import SandboxDirectConnectionConfig, SandboxLocalTunnelConnectionConfig
@@ -23,16 +21,6 @@ from langchain_k8s_client import AgentSessionSandbox
 from tests.e2e.conftest import ROUTER_ARGS, Kube, OperatorProcess
 
 pytestmark = [pytest.mark.e2e, pytest.mark.realnode]
-EXAMPLES = Path(__file__).parents[2] / "examples"
-
-
-@pytest.fixture(scope="module")
-def pool_namespace(kube: Kube, operator: OperatorProcess) -> Iterator[str]:
-    name = f"router-{uuid.uuid4().hex[:6]}"
-    kube.run("create", "namespace", name)
-    kube.run("apply", "-n", name, "-f", str(EXAMPLES / "00-python-pool.yaml"))
-    yield name
-    kube.run("delete", "namespace", name, "--wait=false", check=False)
 
 
 def _router_url(kube: Kube) -> str:

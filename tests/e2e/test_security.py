@@ -17,7 +17,7 @@ import pytest
 from agentsession_api.timestamps import parse_time
 from devcluster import pki as devcluster_pki
 from devcluster.cluster import WEBHOOK_CLIENT_CA, WEBHOOK_CLIENT_NAME
-from tests.e2e import manifests
+from testkit import manifests
 from tests.e2e.conftest import Kube, OperatorProcess
 from tests.e2e.observed import wait_pass_after_now, wait_policy_seen
 from tests.e2e.test_policy import REFUSED, refusal, status_of, wait_enforced

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e import manifests
+from testkit import manifests
 from tests.e2e.conftest import Kube, OperatorProcess
 from tests.e2e.test_policy import REFUSED, refusal, status_of
 from tests.e2e.test_security import first_of_a_capped_team

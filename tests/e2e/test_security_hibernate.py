@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from agentsession_api import names
-from tests.e2e import manifests
+from testkit import manifests
 from tests.e2e.conftest import Kube, OperatorProcess
 
 pytestmark = pytest.mark.e2e

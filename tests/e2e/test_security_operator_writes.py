@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.e2e import install, manifests
+from testkit import manifests
+from tests.e2e import install
 from tests.e2e.conftest import Kube, OperatorProcess
 from tests.e2e.test_policy import status_of
 

@@ -10,7 +10,7 @@ import pytest
 
 from agentsession_operator.kube import client as kube_client
 from devcluster.cluster import Cluster
-from tests.e2e import manifests
+from testkit import manifests
 from tests.e2e.conftest import Kube, OperatorProcess
 
 pytestmark = pytest.mark.e2e

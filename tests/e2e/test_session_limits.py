@@ -22,7 +22,8 @@ import pytest
 
 from langchain_k8s_client import AgentSessionSandbox, SandboxError
 from langchain_k8s_client.errors import TransportError
-from tests.e2e import manifests
+from testkit import manifests
+from tests.e2e.conftest import RUNTIMES as SHARED_RUNTIMES
 from tests.e2e.conftest import Kube, OperatorProcess
 from tests.e2e.test_hostile_client import fork_bomb_is_contained
 from tests.e2e.test_install import POOL_SAMPLE, TEMPLATE_SAMPLE, by_kind, load, restricted
@@ -46,7 +47,7 @@ def hardened_template(runtime: str | None) -> dict[str, Any]:
 # gVisor's limits end the whole sandbox and wait out a read timeout and a container restart (minutes):
 # make test-full runs them; make test the runc ones.
 RUNTIMES = [
-    manifests.RUNTIMES[0],
+    SHARED_RUNTIMES[0],  # runc
     pytest.param(manifests.GVISOR, id="gvisor", marks=[pytest.mark.realnode, pytest.mark.slow]),
 ]
 

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import pytest
 
 from agentsession_operator.kube import sharding
-from tests.e2e import manifests
+from testkit import manifests
 from tests.e2e.conftest import Kube, OperatorProcess
 from tests.e2e.test_failover import ClaimMonitor, Replica
 

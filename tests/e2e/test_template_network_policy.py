@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e import manifests
+from testkit import manifests
 from tests.e2e.conftest import Kube, OperatorProcess
 from tests.e2e.test_network_isolation import CLIENT, RUNTIME_PORT, _answers_soon, _ready_session, tenant_b
 from tests.e2e.test_real_node import _pod, _running

@@ -13,7 +13,6 @@ import os
 import shutil
 import subprocess
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,7 @@ from agentsession_api.activity import parse_activity
 from agentsession_api.names import ANNOTATION_ACTIVITY
 from langchain_k8s_client import AgentSessionSandbox, SessionConflict, SessionManager
 from langchain_k8s_client.manager import session_name
-from tests.e2e import manifests
+from testkit import manifests
 from tests.e2e.conftest import Kube, OperatorProcess
 
 pytestmark = [pytest.mark.e2e, pytest.mark.node]  # the runtime in a real pod: both nodes
@@ -47,15 +46,6 @@ def ts_package() -> Path:
         npm("ci", "--no-audit", "--no-fund")
     npm("run", "build")
     return CLIENT_TS / "dist"
-
-
-@pytest.fixture(scope="module")
-def pool_namespace(kube: Kube, operator: OperatorProcess) -> Iterator[str]:
-    name = f"ts-{uuid.uuid4().hex[:6]}"
-    kube.run("create", "namespace", name)
-    kube.run("apply", "-n", name, "-f", str(EXAMPLES / "00-python-pool.yaml"))
-    yield name
-    kube.run("delete", "namespace", name, "--wait=false", check=False)
 
 
 def node_env() -> dict[str, str]:

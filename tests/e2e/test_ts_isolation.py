@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.e2e import manifests
-from tests.e2e.conftest import Kube, OperatorProcess
+from testkit import manifests
+from tests.e2e.conftest import RUNTIMES, Kube, OperatorProcess
 from tests.e2e.test_network_isolation import CLIENT, RUNTIME_PORT, tenant_b  # noqa: F401 (a fixture)
 from tests.e2e.test_real_node import _pod, _running
 from tests.e2e.test_router_modes import (  # noqa: F401 (router_operator: a fixture)
@@ -26,7 +24,7 @@ from tests.e2e.test_router_modes import (  # noqa: F401 (router_operator: a fixt
     _router_url,
     router_operator,
 )
-from tests.e2e.test_ts_client import EXAMPLES, drive, ts_package  # noqa: F401 (ts_package: a fixture)
+from tests.e2e.test_ts_client import drive, ts_package  # noqa: F401 (ts_package: a fixture)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.realnode]
 
@@ -59,7 +57,7 @@ def _refused_soon(kube: Kube, namespace: str, pod: str, url: str, command: str, 
     return reply
 
 
-@pytest.mark.parametrize("runtime", manifests.RUNTIMES)
+@pytest.mark.parametrize("runtime", RUNTIMES)
 def test_tenant_b_is_refused_while_the_owners_typescript_client_is_answered(
     ts_package: Path,  # noqa: F811
     kube: Kube,
@@ -103,15 +101,6 @@ def test_tenant_b_is_refused_while_the_owners_typescript_client_is_answered(
 
     again = drive(ts_package, {**request, "steps": [{"op": "execute", "command": "echo still mine"}]})
     assert again["created"] is False and again["results"][0]["output"] == "still mine\n", again
-
-
-@pytest.fixture(scope="module")
-def pool_namespace(kube: Kube, operator: OperatorProcess) -> Iterator[str]:
-    name = f"tsrouter-{uuid.uuid4().hex[:6]}"
-    kube.run("create", "namespace", name)
-    kube.run("apply", "-n", name, "-f", str(EXAMPLES / "00-python-pool.yaml"))
-    yield name
-    kube.run("delete", "namespace", name, "--wait=false", check=False)
 
 
 def _through_router(ts_package: Path, kube: Kube, namespace: str, session: str) -> dict[str, Any]:  # noqa: F811

@@ -22,7 +22,7 @@ import yaml
 
 from devcluster import build, images, install
 from devcluster.cluster import Cluster
-from tests.e2e import manifests
+from testkit import manifests
 from tests.e2e.conftest import Kube, OperatorProcess
 from tests.e2e.test_install_image import try_create
 

@@ -19,6 +19,7 @@ PACKAGES = {
     "langchain_k8s_client": ROOT / "client" / "langchain_k8s_client",
     "agentsession_operator": ROOT / "operator" / "agentsession_operator",
     "devcluster": ROOT / "devcluster",
+    "testkit": ROOT / "testkit",
 }
 
 # Each layer, lowest first, with what it may import from the project (its own layer is always allowed).
@@ -58,6 +59,15 @@ LAYERS: dict[str, tuple[str, ...]] = {
     ),
     # The dev cluster is a tool beside the products: it imports none of them.
     "devcluster": (),
+    # What tests/ and benchmarks/ both use: the products and the dev cluster (never tests/ or benchmarks/,
+    # test_benchmarks_and_testkit_import_nothing_from_tests); none of them imports it.
+    "testkit": (
+        "agentsession_api",
+        "langchain_k8s_client.core",
+        "langchain_k8s_client.io",
+        "langchain_k8s_client.backends",
+        "devcluster",
+    ),
 }
 
 CLIENT_CORE = {"errors", "wire", "paths", "commands", "pyscripts", "runtime", "activity", "durations", "flows"}
@@ -148,6 +158,34 @@ def test_every_layer_is_known() -> None:
     assert {layer_of(m) for m, _ in ALL} <= set(LAYERS)
 
 
+def _scripts(top: str) -> list[tuple[str, Path]]:
+    return [
+        (".".join((top, *path.relative_to(ROOT / top).with_suffix("").parts)).removesuffix(".__init__"), path)
+        for path in sorted((ROOT / top).rglob("*.py"))
+    ]
+
+
+BENCHMARKS_AND_TESTKIT = _scripts("benchmarks") + _scripts("testkit")
+
+
+@pytest.mark.parametrize(("module", "path"), BENCHMARKS_AND_TESTKIT, ids=[m for m, _ in BENCHMARKS_AND_TESTKIT])
+def test_benchmarks_and_testkit_import_nothing_from_tests(module: str, path: Path) -> None:
+    """The benchmarks import nothing from tests/ (issue 50 item 6): what both need is in testkit/, which
+    imports neither tests/ nor benchmarks/."""
+    banned = ("tests", "benchmarks") if module.startswith("testkit") else ("tests",)
+    found = [
+        f"{path.relative_to(ROOT)}:{line} imports {target}"
+        for line, target in imports(module, path)
+        if target.split(".")[0] in banned
+    ]
+    assert not found, "move what both need to testkit/ (docs/architecture.md):\n" + "\n".join(found)
+
+
+def test_benchmarks_are_found() -> None:
+    assert len([m for m, _ in BENCHMARKS_AND_TESTKIT if m.startswith("benchmarks.bench_")]) > 10
+    assert "testkit.manifests" in dict(BENCHMARKS_AND_TESTKIT)
+
+
 # The rooms of the operator's I/O shell, lowest first: a room imports only rooms of a lower floor, so
 # each can be read and tested with what lies below it (a new module of kube/ takes its place here).
 KUBE_FLOORS: dict[str, int] = {
@@ -208,7 +246,7 @@ def test_every_module_is_named_in_docs_architecture() -> None:
     newcomer cannot place (issue 50 item 6). Name it there (its room and its one job) when adding one."""
     doc = (ROOT / "docs" / "architecture.md").read_text()
     missing = []
-    for package in ("api/agentsession_api", "client/langchain_k8s_client", "operator/agentsession_operator"):
+    for package in ("api/agentsession_api", "client/langchain_k8s_client", "operator/agentsession_operator", "testkit"):
         for path in sorted((ROOT / package).rglob("*.py")):
             if "scripts" in path.parts or path.name in ("__init__.py", "__main__.py"):
                 continue

@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from langchain_k8s_client.pod_sandbox import PodSandbox
-
-from .harness import RuntimeServer, runtime_missing, runtime_process
+from testkit.runtime_harness import RuntimeServer, runtime_missing, runtime_process
 
 POD_NAME = "session-pod-0"
 

@@ -16,9 +16,8 @@ import pytest
 from deepagents.backends.protocol import SandboxBackendProtocol
 
 from langchain_k8s_client.pod_sandbox import PodSandbox
+from testkit.runtime_harness import RuntimeServer
 from tests.conformance import Deepagents07SandboxTests
-
-from .harness import RuntimeServer
 
 # The runtime sees the host filesystem: give the suite its own root instead of /tmp/test_sandbox_ops/.
 _SUITE_ROOT = f"{tempfile.gettempdir()}/lkc-conformance-{uuid.uuid4().hex[:12]}/"

@@ -12,8 +12,7 @@ from langchain_k8s_client import commands
 from langchain_k8s_client.commands import STAGING_DIRNAME, WRAPPER_PREFIX
 from langchain_k8s_client.pod_sandbox import PodSandbox
 from langchain_k8s_client.runtime import CAPTURE_SWEEP_EVERY
-
-from .harness import RuntimeServer, runtime_process
+from testkit.runtime_harness import RuntimeServer, runtime_process
 
 
 def _running(cmdline: str) -> bool:

@@ -9,8 +9,7 @@ import pytest
 
 from langchain_k8s_client.commands import STAGING_DIRNAME, WRAPPER_PREFIX
 from langchain_k8s_client.pod_sandbox import PodSandbox
-
-from .harness import RuntimeServer
+from testkit.runtime_harness import RuntimeServer
 
 TEN_MIB = 10 * 1024 * 1024
 

@@ -10,8 +10,7 @@ import pytest
 from deepagents.backends.protocol import FileDownloadResponse, FileUploadResponse
 
 from langchain_k8s_client.pod_sandbox import PodSandbox
-
-from .harness import RuntimeServer
+from testkit.runtime_harness import RuntimeServer
 
 
 @pytest.fixture

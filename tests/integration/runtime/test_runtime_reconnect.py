@@ -9,9 +9,9 @@ import pytest
 from langchain_k8s_client.errors import TransportError, WrongPod
 from langchain_k8s_client.pod_sandbox import PodSandbox
 from langchain_k8s_client.transport import PodEndpoint, RetryPolicy
+from testkit.runtime_harness import RuntimeServer, free_loopback_address, runtime_process
 
 from .conftest import POD_NAME
-from .harness import RuntimeServer, free_loopback_address, runtime_process
 
 FAST_RETRY = RetryPolicy(attempts=2, base_delay=0.01, max_delay=0.02)
 

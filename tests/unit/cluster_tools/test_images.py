@@ -57,10 +57,10 @@ def test_image_names_match_what_manifests_use() -> None:
 
 
 def test_manifest_images_are_served() -> None:
-    """Every image config/ and the e2e manifests name is one the local registry serves."""
+    """Every image config/ and the shared manifests (testkit/manifests.py) name is one the local registry serves."""
     root = Path(__file__).resolve().parents[3]
     served = {ref for name in images.SERVED for ref in images.IMAGES[name].refs}
-    texts = [p.read_text() for p in [*root.glob("config/**/*.yaml"), root / "tests" / "e2e" / "manifests.py"]]
+    texts = [p.read_text() for p in [*root.glob("config/**/*.yaml"), root / "testkit" / "manifests.py"]]
     for text in texts:
         for line in text.splitlines():
             for token in line.replace('"', " ").split():

@@ -1,22 +1,15 @@
-"""Manifests the end-to-end tests share: agent-sandbox templates, pools and claims."""
+"""Manifests the end-to-end tests and the benchmarks share: agent-sandbox templates, pools and claims,
+pods and AgentSessions."""
 
 from __future__ import annotations
 
-import copy
-from typing import TYPE_CHECKING, Any
-
-import pytest
-
-if TYPE_CHECKING:
-    from tests.e2e.conftest import Kube
+from typing import Any
 
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 PYTHON_RUNTIME_IMAGE = "registry.k8s.io/agent-sandbox/python-runtime-sandbox:v1.0.3"
 EXT = "extensions.agents.x-k8s.io/v1beta1"
 GVISOR = "gvisor"
 """The RuntimeClass the real node has (devcluster.realnode.configs.GVISOR_RUNTIME_CLASS; GKE Sandbox's name)."""
-# A test parametrized by these runs once on runc (no runtimeClassName) and, on the real node, once on gVisor.
-RUNTIMES = [pytest.param(None, id="runc"), pytest.param(GVISOR, id="gvisor", marks=pytest.mark.realnode)]
 
 
 def template(
@@ -102,16 +95,3 @@ def session(
     if meta_labels:
         body["metadata"]["labels"] = meta_labels
     return body
-
-
-def runnable_here(kube: Kube, template: dict[str, Any]) -> dict[str, Any]:
-    """A SandboxTemplate as this cluster can run it: a runtimeClassName the cluster has no RuntimeClass
-    for (the kwok node has none; the real node has `gvisor`) is dropped, so its pods run on runc. The API
-    server would refuse every such pod ("RuntimeClass ... not found")."""
-    pod_spec = template["spec"]["podTemplate"]["spec"]
-    wanted = pod_spec.get("runtimeClassName")
-    if not wanted or kube.run("get", "runtimeclass", wanted, check=False).returncode == 0:
-        return template
-    template = copy.deepcopy(template)
-    del template["spec"]["podTemplate"]["spec"]["runtimeClassName"]
-    return template
