@@ -9,7 +9,7 @@ import json
 import pytest
 
 from agentsession_api.types import MAX_SESSION_LABELS
-from tests.e2e import manifests
+from testkit import manifests
 from tests.e2e.conftest import Kube, OperatorProcess
 
 pytestmark = pytest.mark.e2e
