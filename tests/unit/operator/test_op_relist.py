@@ -243,3 +243,51 @@ def test_a_body_at_the_cached_version_keeps_the_cached_copy() -> None:
     assert cache.network_policies[("n", "p")] is policy
     cache.remember_session(("n", "s"), _body("n", "s", 8, labels={"a": "b"}))  # a newer one replaces it
     assert cache.sessions[("n", "s")]["metadata"]["labels"] == {"a": "b"}
+
+
+class NamespacedApiClient(kube_client.client.ApiClient):  # type: ignore[misc]
+    """A namespace's sessions over call_api, each with a 1 MiB env value: in pages of `limit` when asked
+    for one (a continue token), else all at once, decoded or raw as the caller asks. The real ApiClient
+    otherwise (the generated API classes read its settings)."""
+
+    def __init__(self, count: int) -> None:
+        super().__init__()
+        self.count = count
+        self.page_sizes: list[int] = []
+        self.paths: list[str] = []
+
+    async def call_api(self, path: str, method: str, *args: Any, **kw: Any) -> Any:
+        # The generated API classes pass path_params and query_params by position, list_page by name.
+        query = dict((args[1] if len(args) > 1 else kw.get("query_params")) or [])
+        for name, value in dict((args[0] if args else kw.get("path_params")) or {}).items():
+            path = path.replace("{" + name + "}", str(value))
+        self.paths.append(path)
+        start = int(query.get("continue") or 0)
+        end = min(start + int(query.get("limit") or self.count), self.count)
+        items = []
+        for i in range(start, end):
+            session = _body("team-a", f"s{i:03d}", 1)
+            session["spec"] = {"env": [{"name": "V", "value": "x" * (1 << 20)}], "warmPoolRef": {"name": "p"}}
+            items.append(session)
+        self.page_sizes.append(len(items))
+        page = {"metadata": {"resourceVersion": "7", "continue": str(end) if end < self.count else ""}, "items": items}
+        return RawAnswer(page) if kw.get("_preload_content") is False else page
+
+
+async def test_a_live_listing_of_a_namespaces_sessions_never_holds_them_whole() -> None:
+    """Attack (issue 49 item 2): admission under a cap (maxSessionsPerLabel; maxSessionsPerNamespace on a
+    replica that does not cache the namespace), the checkpoint sweep and the orphan check list a
+    namespace's sessions live. They decoded every session of the namespace at once and kept them whole:
+    1,000 maximal sessions (1.3 GiB as stored) in a tenant's namespace took down whichever replica
+    answered its next create. A live listing must come in pages bounded in bytes and keep only what the
+    cache keeps (session_projection)."""
+    api = NamespacedApiClient(60)
+    kube = kube_client.Kube(api)
+    try:
+        listed = await kube.list_sessions("team-a")
+    finally:
+        await api.close()
+    assert [s["metadata"]["name"] for s in listed] == [f"s{i:03d}" for i in range(60)]
+    assert all("/namespaces/team-a/" in path for path in api.paths)
+    assert max(api.page_sizes) * (1 << 20) <= 8 << 20, f"pages of {api.page_sizes} sessions of 1 MiB"
+    assert all("value" not in e for s in listed for e in s["spec"]["env"]), "the env values were kept"
