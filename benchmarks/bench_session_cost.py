@@ -4,7 +4,7 @@ A tenant may fill every free-form field of its sessions up to what etcd stores (
 1.5 MiB): 64 env values of 16 KiB, 32 pod annotations of 4 KiB, 8 volume claim templates with 4 annotations
 of 4 KiB each, 200 foreign finalizers, 64 labels; and keep half of them deleted under those finalizers.
 What such a session costs the operator must not depend on those bytes: its cache keeps what decisions
-read (kube/cache.session_projection).
+read (kube/projection.session_projection).
 
 Three namespaces: one empty, one of N minimal sessions, one of N maximal ones (half of them deleted, held by
 their finalizers). Every session names a warm pool that does not exist, so it waits (no claim, no pod) and

@@ -198,6 +198,7 @@ KUBE_FLOORS: dict[str, int] = {
     "takeover": 0,
     "primed_watch": 0,
     "sharding": 0,
+    "projection": 0,
     "cache": 1,
     "client": 1,
     "node_agent": 1,

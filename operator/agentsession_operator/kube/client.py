@@ -17,13 +17,14 @@ from agentsession_api.timestamps import format_micro_time
 from agentsession_operator import constants as c
 from agentsession_operator.infra.logs import logger
 from agentsession_operator.kube import transport
+from agentsession_operator.kube.projection import session_projection
 
 _log = logger()
 
 _MERGE = {"Content-Type": "application/merge-patch+json"}
 _JSON_PATCH = "application/json-patch+json"
 LIST_PAGE = 500  # at most this many objects per page of the start-up and resync listings
-FIRST_PAGE = 20  # a kind's first page: its objects' size is not known yet
+FIRST_PAGE = 4  # a kind's first page: its objects' size is not known yet (4 of the largest: 6 MiB)
 PAGE_BYTES = 4 << 20
 """A listing page's body: about this many bytes. A count alone does not bound a page: a session may be as
 large as etcd stores (1.5 MiB) and 500 such decoded at once set a replica's memory (issue 49 item 2)."""
@@ -137,23 +138,32 @@ class Kube:
         return list(result.get("items") or [])  # an empty list may answer `items: null`
 
     async def list_page(
-        self, kind: str, token: str | None = None, *, metadata_only: bool = False
+        self,
+        kind: str,
+        token: str | None = None,
+        *,
+        metadata_only: bool = False,
+        namespace: str | None = None,
+        selector: str | None = None,
     ) -> tuple[list[dict[str, Any]], str, str | None]:
-        """One page of every object of `kind`, cluster-wide (ours only for claims and NetworkPolicies): its
-        items, the list's resourceVersion and the next page's token (None: the last). In pages bounded in
-        bytes (next_page_limit, learnt per kind): one listing of every session, claim and Sandbox decoded at
-        once sets the operator's peak memory, which is what a node must hold. `metadata_only`: the API
-        server sends each object's metadata only (PartialObjectMetadataList)."""
-        group, version, plural, selector = _LISTED[kind]
+        """One page of every object of `kind` (ours only for claims and NetworkPolicies), cluster-wide or of
+        `namespace`, matching `selector`: its items, the list's resourceVersion and the next page's token
+        (None: the last). In pages bounded in bytes (next_page_limit, learnt per kind): one listing of
+        every session, claim and Sandbox decoded at once sets the operator's peak memory, which is what a
+        node must hold. `metadata_only`: the API server sends each object's metadata only
+        (PartialObjectMetadataList)."""
+        group, version, plural, ours = _LISTED[kind]
         learnt = (kind, metadata_only)
         limit = self._page_limits.get(learnt, min(FIRST_PAGE, LIST_PAGE))
         query: list[tuple[str, Any]] = [("limit", limit)]
-        if selector:
-            query.append(("labelSelector", selector))
+        selectors = [s for s in (ours, selector) if s]
+        if selectors:
+            query.append(("labelSelector", ",".join(selectors)))
         if token:
             query.append(("continue", token))
+        where = f"namespaces/{namespace}/" if namespace else ""
         answer = await self.api_client.call_api(
-            f"/apis/{group}/{version}/{plural}",  # the generic path serves built-in kinds too
+            f"/apis/{group}/{version}/{where}{plural}",  # the generic path serves built-in kinds too
             "GET",
             query_params=query,
             header_params={"Accept": _METADATA_ONLY if metadata_only else "application/json"},
@@ -194,7 +204,16 @@ class Kube:
         return await self._get(names.GROUP, names.VERSION, names.SESSION_PLURAL, namespace, name)
 
     async def list_sessions(self, namespace: str | None = None, selector: str | None = None) -> list[dict[str, Any]]:
-        return await self._list(names.GROUP, names.VERSION, names.SESSION_PLURAL, namespace, selector)
+        """Every session (of `namespace`, matching `selector`) as the cache keeps it (session_projection),
+        read live in pages bounded in bytes, each projected before the next is read: a tenant's maximal
+        sessions never sit decoded together, nor whole (issue 49 item 2)."""
+        listed: list[dict[str, Any]] = []
+        token: str | None = None
+        while True:
+            items, _, token = await self.list_page("sessions", token, namespace=namespace, selector=selector)
+            listed += [session_projection(item) for item in items]
+            if not token:
+                return listed
 
     async def patch_session_status(
         self, namespace: str, name: str, status: dict[str, Any], uid: str | None = None, has_status: bool = True

@@ -102,7 +102,7 @@ class SessionPass:
             seen = replace(seen, pools={*seen.pools, decision.missing_pool})
             decision = decide.decide(seen)
         if not fresh and any(isinstance(a, CreateClaim) for a in decision.actions):
-            # The cache keeps no env values nor annotation values (kube/cache.session_projection): the claim
+            # The cache keeps no env values nor annotation values (kube/projection.session_projection): the claim
             # is built from the session as the API server has it, read once per claim created.
             if self.r.cache.is_deleted(seen.session):
                 return  # its DELETED event came while this pass awaited the API

@@ -5,7 +5,8 @@ import json
 import pytest
 
 from agentsession_api.phases import Phase
-from agentsession_operator.kube.cache import SANDBOX_SPEC_UNUSED, Cache, slim
+from agentsession_operator.kube.cache import SANDBOX_SPEC_UNUSED, Cache
+from agentsession_operator.kube.projection import slim
 
 
 def test_slim_drops_managed_fields_and_the_pod_template() -> None:

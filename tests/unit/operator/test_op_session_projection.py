@@ -1,4 +1,4 @@
-"""kube/cache.session_projection: the cached copy of a session keeps what any reader reads (the field lists
+"""kube/projection.session_projection: the cached copy of a session keeps what any reader reads (the field lists
 in kube/cache.py) and drops the rest; every decision on the projection is the decision on the full body."""
 
 from __future__ import annotations
@@ -11,13 +11,9 @@ import pytest
 
 from agentsession_api import names
 from agentsession_operator.decisions import decide
-from agentsession_operator.kube.cache import (
-    SESSION_METADATA,
-    SESSION_TOP,
-    Cache,
-    session_projection,
-)
+from agentsession_operator.kube.cache import Cache
 from agentsession_operator.kube.fairness import only_activity_changed
+from agentsession_operator.kube.projection import SESSION_METADATA, SESSION_TOP, session_projection
 
 Make = Callable[..., dict[str, Any]]
 POOL = "python-pool"
