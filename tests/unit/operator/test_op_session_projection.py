@@ -177,3 +177,36 @@ def test_a_session_with_too_many_labels_is_refused_not_half_read(make_session: M
     found = policy.violations(session_projection(crowded(make_session)))
     assert any("metadata.labels" in v and "at most 64" in v for v in found), found
     assert not policy.violations(session_projection(make_session()))
+
+
+def crowded_claim(make_claim: Make) -> dict[str, Any]:
+    """The claim the operator builds for a maximal session (its env values and pod annotations), as a tenant
+    allowed to write SandboxClaims can also make one: 2,000 owner references, 4,000 labels."""
+    from agentsession_api import types as t
+
+    claim = make_claim()
+    claim["spec"]["env"] = [{"name": f"V{i}", "value": "x" * t.MAX_ENV_VALUE} for i in range(t.MAX_ENV)]
+    claim["spec"]["additionalPodMetadata"] = {
+        "annotations": {f"example.com/a{i}": "y" * t.MAX_ANNOTATION_VALUE for i in range(t.MAX_MAP_ENTRIES)},
+        "labels": {"sandbox.users.io/team": "a"},
+    }
+    claim["metadata"]["ownerReferences"] += [
+        {"apiVersion": "v1", "kind": "ConfigMap", "name": "o" * 253, "uid": f"{i:036d}"} for i in range(2000)
+    ]
+    claim["metadata"]["labels"] = {f"example.com/k{i:05d}-{'k' * 50}": "v" * 63 for i in range(4000)}
+    return claim
+
+
+def test_a_claim_costs_the_cache_a_bounded_amount_whatever_its_session_or_a_tenant_writes(make_claim: Make) -> None:
+    """Attack (issue 49 item 2, every object the operator keeps): the claim the operator builds for a session
+    carries its env values (64 of 16 KiB) and pod annotations (32 of 4 KiB); a tenant allowed to create
+    SandboxClaims can label its own as ours and crowd their metadata. The cache kept every claim whole but
+    its managedFields (slim): 2.4 MB for such a claim, whatever the session's own cached copy saves."""
+    import json
+
+    cache = Cache()
+    cache.remember_claim(("ns", "small"), make_claim("small"))
+    cache.remember_claim(("ns", "crowded"), crowded_claim(make_claim))
+    small = len(json.dumps(cache.claims[("ns", "small")]))
+    large = len(json.dumps(cache.claims[("ns", "crowded")]))
+    assert large - small <= 32 * 1024, f"a crowded claim caches {large - small} bytes more than a plain one"
