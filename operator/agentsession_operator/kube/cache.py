@@ -10,7 +10,7 @@ from typing import Any
 from agentsession_operator.decisions import template_policy
 from agentsession_operator.decisions.network import host_network
 from agentsession_operator.kube.places import Places
-from agentsession_operator.kube.projection import session_projection, slim
+from agentsession_operator.kube.projection import child_projection, session_projection, slim
 
 Key = tuple[str, str]  # (namespace, name)
 
@@ -158,12 +158,12 @@ class Cache:
         server); storing the older answer left the session Provisioning for good (no later event came)."""
         if _newer_or_same(self.claims.get(key), body):
             return
-        self.claims[key] = slim(body)
+        self.claims[key] = child_projection(body)
 
     def remember_network_policy(self, key: Key, body: Mapping[str, Any]) -> None:
         if _newer_or_same(self.network_policies.get(key), body):
             return
-        self.network_policies[key] = slim(body)
+        self.network_policies[key] = child_projection(body)
 
     def remember_sandbox(self, key: Key, body: Mapping[str, Any]) -> None:
         if _newer_or_same(self.sandboxes.get(key), body):

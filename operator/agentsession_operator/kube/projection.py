@@ -4,6 +4,7 @@ the same shape as the cache (kube/client.list_sessions)."""
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Mapping
 from typing import Any
@@ -132,3 +133,68 @@ def _bounded_report(key: str, value: Any) -> Any:
         return value
     stripped = value.strip()
     return stripped if len(stripped) <= activity.MAX_LENGTH else activity.report_key(value)
+
+
+MAX_CACHED_OWNERS = 4
+"""Owner references a cached child keeps, ours only (AgentSession, this API group): a decision reads the
+one whose UID is its session's, and a tenant's claim may carry thousands."""
+
+
+MAX_CACHED_SPEC = 64 * 1024
+"""A cached child's spec, in JSON bytes, once projected: the operator's own claims and NetworkPolicies are a
+few KiB; a larger one (a tenant's labelled as ours, or one edited) is kept as TRUNCATED_SPEC, which differs
+from anything the operator builds, so a session's own is put back."""
+TRUNCATED_SPEC: dict[str, Any] = {"agentsession.dev/truncated": True}
+
+
+def child_projection(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The cached copy of a SandboxClaim or NetworkPolicy the operator watches (issue 49 item 2): what
+    :func:`slim` keeps, less what a session or a tenant can grow without bound. Labels are bounded as a
+    session's; annotations other than ours are dropped; only our owner references stay (at most
+    MAX_CACHED_OWNERS); a claim's env (read by no decision: a claim is built from the session) is dropped,
+    its pod annotations' values other than ours (copies of its session's) emptied; a spec still over
+    MAX_CACHED_SPEC is TRUNCATED_SPEC. The rest of the spec and the status stay: decisions read the
+    claim's lifecycle, pool and restore annotation and the NetworkPolicy's rules, and the controller
+    writes the status."""
+    meta = {k: v for k, v in (body.get("metadata") or {}).items() if k in SESSION_METADATA or k == "ownerReferences"}
+    if "labels" in meta:
+        meta["labels"] = _bounded_labels(meta["labels"])
+    annotations = meta.pop("annotations", None) or {}
+    ours = {k: v for k, v in annotations.items() if isinstance(k, str) and k.startswith(SESSION_ANNOTATION_PREFIX)}
+    if ours:
+        meta["annotations"] = ours
+    if "ownerReferences" in meta:
+        refs = meta["ownerReferences"] if isinstance(meta["ownerReferences"], list) else []
+        meta["ownerReferences"] = [
+            ref
+            for ref in refs
+            if isinstance(ref, Mapping)
+            and ref.get("kind") == names.SESSION_KIND
+            and str(ref.get("apiVersion", "")).startswith(SESSION_ANNOTATION_PREFIX)
+        ][:MAX_CACHED_OWNERS]
+    out = {k: v for k, v in body.items() if k in SESSION_TOP}
+    out["metadata"] = meta
+    spec = body.get("spec")
+    if isinstance(spec, Mapping):
+        child = _child_spec(spec)
+        out["spec"] = child if len(json.dumps(child, default=str)) <= MAX_CACHED_SPEC else TRUNCATED_SPEC
+    projected: dict[str, Any] = _compact(out)
+    return projected
+
+
+def _child_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
+    out = _spec_without_free_values(spec)
+    out.pop("env", None)
+    pod = spec.get("additionalPodMetadata")
+    if isinstance(pod, Mapping):
+        pod = dict(pod)
+        annotations = pod.get("annotations")
+        if isinstance(annotations, Mapping):
+            pod["annotations"] = {
+                k: (v if isinstance(k, str) and k.startswith(SESSION_ANNOTATION_PREFIX) else "")
+                for k, v in annotations.items()
+            }
+        if "labels" in pod:
+            pod["labels"] = _bounded_labels(pod["labels"])
+        out["additionalPodMetadata"] = pod
+    return out

@@ -192,9 +192,7 @@ class Resync:
         except Exception as exc:  # the periodic resync tries again
             logger().warning("cache resync failed", kind=kind, error=str(exc)[:300])
 
-    async def forever(
-        self, period: float = RESYNC_PERIOD, after: Callable[[], Awaitable[None]] | None = None
-    ) -> None:
+    async def forever(self, period: float = RESYNC_PERIOD, after: Callable[[], Awaitable[None]] | None = None) -> None:
         """Every `period`: a relist that found nothing of a kind (every policy deleted while the watch was
         down) delivers no event at all, so nothing else would notice. `after`: more upkeep of that period
         (the checkpoint sweep), awaited after the listings."""

@@ -210,3 +210,37 @@ def test_a_claim_costs_the_cache_a_bounded_amount_whatever_its_session_or_a_tena
     small = len(json.dumps(cache.claims[("ns", "small")]))
     large = len(json.dumps(cache.claims[("ns", "crowded")]))
     assert large - small <= 32 * 1024, f"a crowded claim caches {large - small} bytes more than a plain one"
+
+
+@pytest.mark.parametrize("case", range(5))
+def test_every_decision_on_projected_children_is_the_decision_on_the_full_bodies(
+    case: int, make_session: Make, make_claim: Make, make_policy: Make, now: Any
+) -> None:
+    """The claim's projection (kube/projection.child_projection) leaves every decision as it was."""
+    from agentsession_operator.kube.projection import child_projection
+
+    seen = _cases(make_session, make_claim, make_policy, now)[case]
+    if seen.claim is None:
+        seen = decide.Observed(**{**seen.__dict__, "claim": make_claim()})
+    claim = noisy(dict(seen.claim))  # type: ignore[arg-type]
+    claim["spec"]["env"] = [{"name": "V", "value": "x" * 1000}]
+    on_full = decide.decide(decide.Observed(**{**seen.__dict__, "claim": claim}))
+    on_projection = decide.decide(decide.Observed(**{**seen.__dict__, "claim": child_projection(claim)}))
+    for name in ("actions", "status", "planned", "activity", "retention", "progress", "missing_pool", "lineage"):
+        assert getattr(on_projection, name) == getattr(on_full, name), name
+
+
+def test_a_network_policy_crowded_with_rules_is_cached_as_truncated() -> None:
+    """A NetworkPolicy labelled as ours with 10,000 rules (a tenant's, or ours edited) is kept as
+    TRUNCATED_SPEC: it never equals what the operator builds, so a session's own is put back."""
+    from agentsession_operator.kube.projection import MAX_CACHED_SPEC, TRUNCATED_SPEC
+
+    rules = [{"from": [{"ipBlock": {"cidr": f"10.{i // 256 % 256}.{i % 256}.0/24"}}]} for i in range(10_000)]
+    body = {"metadata": {"name": "agentsession-x", "namespace": "ns"}, "spec": {"ingress": rules}}
+    cache = Cache()
+    cache.remember_network_policy(("ns", "agentsession-x"), body)
+    assert cache.network_policies[("ns", "agentsession-x")]["spec"] == TRUNCATED_SPEC
+    small = {"metadata": {"name": "agentsession-y", "namespace": "ns"}, "spec": {"ingress": rules[:10]}}
+    cache.remember_network_policy(("ns", "agentsession-y"), small)
+    assert cache.network_policies[("ns", "agentsession-y")]["spec"] == {"ingress": rules[:10]}
+    assert MAX_CACHED_SPEC >= 16 * 1024
