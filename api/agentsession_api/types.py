@@ -523,6 +523,19 @@ class AgentSessionStatus(_Status):
         ),
         max_length=names.MAX_LINEAGE,
     )
+    admitted_labels: dict[str, str] | None = Field(
+        None,
+        alias="admittedLabels",
+        description=(
+            "metadata.labels as the operator first judged the session, recorded at its first pass and never "
+            "changed: policies selecting them keep judging it, so a relabel that got past admission (no "
+            "webhook answering) lifts no policy and widens no egress."
+        ),
+        json_schema_extra={
+            "maxProperties": MAX_SESSION_LABELS,
+            "additionalProperties": {"type": "string", "maxLength": patterns.LABEL_VALUE_MAX},
+        },
+    )
     conditions: list[Condition] | None = conditions_field(
         "Ready, ClaimCreated, PolicyCompliant, NetworkIsolated, Expired and Failed."
     )

@@ -82,6 +82,7 @@ class SessionStatus(TypedDict, total=False):
     hibernation: dict[str, Any] | None
     resolved: ResolvedSettings | None
     lineage: list[LineageEntry] | None
+    admittedLabels: dict[str, str] | None
     conditions: list[Condition] | None
 
 

@@ -20,7 +20,7 @@ export const LABEL_SESSION = "agentsession.dev/session";
 export const LABEL_SESSION_UID = "agentsession.dev/session-uid";
 export const LABEL_SANDBOX_CLIENT = "agentsession.dev/sandbox-client";
 export const ANNOTATION_SCHEMA_REVISION = "agentsession.dev/schema-revision";
-export const SCHEMA_REVISION = 4;
+export const SCHEMA_REVISION = 5;
 export const ANNOTATION_ACTIVITY = "agentsession.dev/activity";
 export const ANNOTATION_VOLUME_COPY = "agentsession.dev/volume-copy";
 export const ANNOTATION_RESTORE_FROM = "agentsession.dev/restore-from";
@@ -201,6 +201,8 @@ export interface AgentSessionStatus {
   resolved?: ResolvedSettings | null;
   /** For a fork: its source, and the source's own lineage (a fork of a fork), recorded by the operator before the fork's claim is created; identical label sets are kept once, with the oldest createdAt. Policies selecting any of these labels judge the fork as if they selected it, so relabelling the fork drops none of them. */
   lineage?: Array<LineageEntry> | null;
+  /** metadata.labels as the operator first judged the session, recorded at its first pass and never changed: policies selecting them keep judging it, so a relabel that got past admission (no webhook answering) lifts no policy and widens no egress. */
+  admittedLabels?: Record<string, string> | null;
   /** Ready, ClaimCreated, PolicyCompliant, NetworkIsolated, Expired and Failed. */
   conditions?: Array<Condition> | null;
 }

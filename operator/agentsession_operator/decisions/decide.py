@@ -164,6 +164,10 @@ def _finish(decision: Decision, actions: Sequence[Action], planned: dict[str, An
     """The status written (the verdict's, with any activity fields), retention and progress from it."""
     activity: dict[str, Any] = dict(decision.activity)
     status = {**planned, **activity} if planned is not None else (activity or None)
+    # Recorded with the pass's first status write (no write of its own: a new session's only write is Ready).
+    admitted = policy.labels_to_admit(decision.view) if status is not None else None
+    if status is not None and admitted is not None and not lifecycle.is_deleting(decision.view):
+        status = {**status, "admittedLabels": admitted}
     before = status_of(decision.view).get("phase")
     progress = None if status is None else before == Phase.PROVISIONING == status.get("phase")
     return replace(

@@ -153,8 +153,32 @@ def selects(
         return False
     if matches(policy, meta.get("labels") or {}):
         return True
+    admitted = admitted_labels(session)
+    if admitted is not None and matches(policy, admitted):
+        return True
     found = lineage.ancestors(session) if ancestors is None else ancestors
     return any(matches(policy, ancestor.labels) for ancestor in found)
+
+
+def admitted_labels(session: Mapping[str, Any]) -> Mapping[str, str] | None:
+    """``status.admittedLabels``: the labels the operator first judged the session with (issue 49 item 6).
+    Policies selecting them keep selecting it: admission refuses a relabel that leaves a policy
+    (decisions/admission.departures), and this holds the same rule at reconcile when admission did not run."""
+    recorded = (session.get("status") or {}).get("admittedLabels")
+    if not isinstance(recorded, Mapping):
+        return None
+    return {str(k): str(v) for k, v in recorded.items()}
+
+
+def labels_to_admit(session: Mapping[str, Any]) -> dict[str, str] | None:
+    """The labels to record as ``status.admittedLabels`` at this pass: the session's own, once (None when
+    recorded already, or over MAX_SESSION_LABELS: such a session is refused, see violations)."""
+    if admitted_labels(session) is not None:
+        return None
+    labels = (session.get("metadata") or {}).get("labels") or {}
+    if not isinstance(labels, Mapping) or len(labels) > MAX_SESSION_LABELS:
+        return None
+    return {str(k): str(v) for k, v in labels.items()}
 
 
 def applicable_policies(session: Mapping[str, Any], policies: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
