@@ -144,7 +144,7 @@ bench: venv ## benchmarks (print tables of medians and ratios; installs benchmar
 	DEVCLUSTER_NODE=real $(PY) -m benchmarks.bench_first_call --rounds 24  # real node only (its NetworkPolicies; root)
 	$(PY) -m benchmarks.bench_restart --sessions 1000 --rounds 3  # a fresh operator taking over 1,000 sessions
 	$(PY) -m benchmarks.bench_waiting --points $(WAITING_POINTS) --rounds 2 --copy-status  # RSS over N waiting sessions (issue 28.2)
-	$(PY) -m benchmarks.bench_session_cost --sessions 200 --rounds 3  # memory per session, minimal vs maximal (issue 49.2)
+	$(PY) -m benchmarks.bench_session_cost --sessions 600 --rounds 5  # memory per session, minimal vs maximal (issue 49.2)
 	$(PY) -m benchmarks.bench_fairness --rounds 5 --samples 3 --tenant-a-user  # tenant B's create -> Ready while tenant A churns
 	$(PY) -m benchmarks.bench_transport
 	$(PY) -m benchmarks.bench_gvisor --rounds 10  # runc vs gVisor: starts the real node (root)
