@@ -77,6 +77,9 @@ REASON_CHECKPOINT_TOO_LARGE: Final = "CheckpointTooLarge"
 REASON_RESTORE_FAILED: Final = "RestoreFailed"
 REASON_HIBERNATE_FORBIDDEN: Final = "HibernateForbidden"
 """An AgentSessionPolicy has spec.limits.allowHibernate false: the session suspends as Suspend."""
+REASON_HIBERNATED_SIZE_EXCEEDED: Final = "HibernatedSizeExceeded"
+"""The namespace's hibernated sessions keep a policy's limits.maxHibernatedSize of checkpoints already (or
+this one would pass it): the session suspends as Suspend."""
 REASON_RESTORED: Final = "Restored"
 HIBERNATE_FALLBACK_REASONS: Final = frozenset(
     {
@@ -87,6 +90,7 @@ HIBERNATE_FALLBACK_REASONS: Final = frozenset(
         REASON_CHECKPOINT_TOO_LARGE,
         REASON_RESTORE_FAILED,
         REASON_HIBERNATE_FORBIDDEN,
+        REASON_HIBERNATED_SIZE_EXCEEDED,
     }
 )
 """Reasons of condition Hibernated False: the session suspended as Suspend (workspace kept, processes not)."""

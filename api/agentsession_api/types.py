@@ -700,6 +700,12 @@ class PolicyLimits(_Spec):
         "Largest Hibernate checkpoint image kept (a larger one is deleted and the session suspends as Suspend, "
         "reason CheckpointTooLarge); the smallest of the policies and the operator's --max-checkpoint-size wins"
     )
+    max_hibernated_size: QuantityText | None = quantity_field(
+        "Most checkpoint bytes the namespace's hibernated sessions keep together on nodes, checked when a "
+        "session this policy selects hibernates: once they reach it, or when its checkpoint would pass it "
+        "(then deleted), the session suspends as Suspend, reason HibernatedSizeExceeded. The smallest of the "
+        "policies wins."
+    )
 
 
 class LabelRules(_Spec):

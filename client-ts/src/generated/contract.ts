@@ -66,8 +66,9 @@ export const REASON_CHECKPOINT_FAILED = "CheckpointFailed";
 export const REASON_CHECKPOINT_TOO_LARGE = "CheckpointTooLarge";
 export const REASON_RESTORE_FAILED = "RestoreFailed";
 export const REASON_HIBERNATE_FORBIDDEN = "HibernateForbidden";
+export const REASON_HIBERNATED_SIZE_EXCEEDED = "HibernatedSizeExceeded";
 export const REASON_RESTORED = "Restored";
-export const HIBERNATE_FALLBACK_REASONS = ["CheckpointFailed", "CheckpointTooLarge", "HibernateForbidden", "HibernateUnavailable", "NodeAgentUnavailable", "NotGVisor", "RestoreFailed"] as const;
+export const HIBERNATE_FALLBACK_REASONS = ["CheckpointFailed", "CheckpointTooLarge", "HibernateForbidden", "HibernateUnavailable", "HibernatedSizeExceeded", "NodeAgentUnavailable", "NotGVisor", "RestoreFailed"] as const;
 export const REASON_SOURCE_NOT_FOUND = "SourceNotFound";
 export const REASON_SOURCE_NOT_READY = "SourceNotReady";
 export const REASON_SOURCE_FINISHED = "SourceFinished";
@@ -361,6 +362,8 @@ export interface PolicyLimits {
   allowHibernate?: boolean | null;
   /** Largest Hibernate checkpoint image kept (a larger one is deleted and the session suspends as Suspend, reason CheckpointTooLarge); the smallest of the policies and the operator's --max-checkpoint-size wins: a size such as 10Gi, 500Mi, 1G or a plain number of bytes (suffixes Ki Mi Gi Ti Pi Ei k M G T P E). */
   maxCheckpointSize?: string | null;
+  /** Most checkpoint bytes the namespace's hibernated sessions keep together on nodes, checked when a session this policy selects hibernates: once they reach it, or when its checkpoint would pass it (then deleted), the session suspends as Suspend, reason HibernatedSizeExceeded. The smallest of the policies wins.: a size such as 10Gi, 500Mi, 1G or a plain number of bytes (suffixes Ki Mi Gi Ti Pi Ei k M G T P E). */
+  maxHibernatedSize?: string | null;
 }
 
 /** The settings in force after AgentSessionPolicy defaults and limits. */

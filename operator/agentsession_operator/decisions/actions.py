@@ -69,6 +69,10 @@ class HibernateSandbox:
     suspend: dict[str, Any]
     max_bytes: int | None = None
     """The policies' limits.maxCheckpointSize (None: the operator's --max-checkpoint-size alone)."""
+    hibernated_budget: int | None = None
+    """The policies' limits.maxHibernatedSize: what the namespace's hibernated sessions keep together."""
+    budget_policy: str = ""
+    """The policy that sets it (named in the fallback's message)."""
 
 
 @dataclass(frozen=True)
@@ -276,7 +280,12 @@ def _mode_actions(
         if kept is None and hibernate.hibernates(resolved, bool((session.get("spec") or {}).get("suspend"))):
             meta = session.get("metadata") or {}
             name = hibernate.checkpoint_name(str(meta.get("name", "")), str(meta.get("uid", "")))
-            return [HibernateSandbox(bound, str(pod), name, mode_patch, resolved.max_checkpoint_bytes)]
+            budget, budget_policy = resolved.max_hibernated or (None, "")
+            return [
+                HibernateSandbox(
+                    bound, str(pod), name, mode_patch, resolved.max_checkpoint_bytes, budget, budget_policy
+                )
+            ]
         return [PatchSandbox(bound, mode_patch)]
     wake = hibernate.wake_patch(kept)
     if not wake:

@@ -112,6 +112,22 @@ def before_checkpoint(agent_reachable: bool) -> HibernateVerdict:
     return HibernateVerdict(True, phases.REASON_CHECKPOINTED, "checkpoint requested")
 
 
+def within_budget(used: int, size: int, budget: int | None, policy: str = "") -> HibernateVerdict | None:
+    """None when ``size`` more bytes keep the namespace's hibernated sessions within ``budget`` (a policy's
+    limits.maxHibernatedSize; ``used``: what they keep now), else the fallback saying so. Asked with size 0
+    before a checkpoint, with the image's size after."""
+    if budget is None or (used + size <= budget and used < budget):
+        return None
+    where = f" (AgentSessionPolicy {policy})" if policy else ""
+    taken = f"; this checkpoint ({size} bytes) would pass it and was deleted" if size else ""
+    return HibernateVerdict(
+        False,
+        phases.REASON_HIBERNATED_SIZE_EXCEEDED,
+        f"suspended as Suspend (workspace kept, processes not): the namespace's hibernated sessions keep "
+        f"{used} bytes of checkpoints, limits.maxHibernatedSize{where} is {budget}{taken}",
+    )
+
+
 def after_checkpoint(result: CheckpointResult, max_bytes: int = DEFAULT_MAX_CHECKPOINT_BYTES) -> HibernateVerdict:
     """The node agent's answer judged: hibernated, or a plain Suspend saying why (the image then deleted)."""
     if result.not_gvisor:

@@ -115,6 +115,8 @@ class EffectivePolicy:
     """limits.allowHibernate false in some applicable policy (the first by name)."""
     max_checkpoint: Sourced[int] | None = None
     """The smallest limits.maxCheckpointSize, in bytes."""
+    max_hibernated: Sourced[int] | None = None
+    """The smallest limits.maxHibernatedSize, in bytes (the namespace's hibernated sessions together)."""
     required_labels: tuple[Sourced[str], ...] = ()
     allowed_prefixes: tuple[Sourced[tuple[str, ...]], ...] = ()
     label_values: tuple[Sourced[tuple[str, str]], ...] = ()
@@ -286,6 +288,7 @@ class _Merger:
         )
         self.smallest("max_storage", self._quantity(name, limits.get("maxStorage")))
         self.smallest("max_checkpoint", self._quantity(name, limits.get("maxCheckpointSize"), "maxCheckpointSize"))
+        self.smallest("max_hibernated", self._quantity(name, limits.get("maxHibernatedSize"), "maxHibernatedSize"))
         self.smallest(
             "delete_finished_after",
             self.duration(name, "spec.cleanup.deleteFinishedAfter", cleanup.get("deleteFinishedAfter")),
@@ -548,6 +551,9 @@ def resolve(
         pod_labels={**{k: s.value for k, s in effective.default_pod_labels.items()}, **(spec.get("podLabels") or {})},
         hibernate_forbidden_by=effective.hibernate_denied.origin()[1:-1] if effective.hibernate_denied else None,
         max_checkpoint_bytes=effective.max_checkpoint.value if effective.max_checkpoint else None,
+        max_hibernated=(effective.max_hibernated.value, effective.max_hibernated.policy)
+        if effective.max_hibernated
+        else None,
     )
 
 

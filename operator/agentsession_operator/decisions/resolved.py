@@ -30,6 +30,12 @@ class Resolved:
     """The policies (``AgentSessionPolicy a``) whose limits.allowHibernate false forbids Hibernate, if any."""
     max_checkpoint_bytes: int | None = None
     """The smallest limits.maxCheckpointSize of the applicable policies (the operator's own bound still applies)."""
+    max_hibernated: tuple[int, str] | None = None
+    """The smallest limits.maxHibernatedSize of the applicable policies, in bytes, and its policy."""
+
+    @property
+    def max_hibernated_bytes(self) -> int | None:
+        return self.max_hibernated[0] if self.max_hibernated else None
 
     def to_status(self) -> dict[str, Any]:
         """``status.resolved`` (unset values are None so a merge patch clears them)."""

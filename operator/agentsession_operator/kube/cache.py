@@ -173,6 +173,18 @@ class Cache:
             small["spec"]["podTemplate"] = {"spec": {"hostNetwork": True}}
         self.sandboxes[key] = small
 
+    def hibernated_bytes(self, namespace: str, excluding_uid: str = "") -> int:
+        """The checkpoint bytes the namespace's hibernated sessions keep (status.hibernation.sizeBytes of
+        those hibernated), but the session ``excluding_uid``'s: a policy's limits.maxHibernatedSize bounds
+        them. Read only when a session hibernates under such a policy."""
+        total = 0
+        for body in self.scan_bodies_in(namespace):
+            record = (body.get("status") or {}).get("hibernation") or {}
+            if record.get("hibernated") and (body.get("metadata") or {}).get("uid") != excluding_uid:
+                size = record.get("sizeBytes")
+                total += size if isinstance(size, int) and size > 0 else 0
+        return total
+
     def remember_pool(self, key: Key, body: Mapping[str, Any]) -> None:
         self.pools[key] = _resource_version(body)
         template = ((body.get("spec") or {}).get("sandboxTemplateRef") or {}).get("name")

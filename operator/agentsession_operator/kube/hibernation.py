@@ -34,6 +34,7 @@ class Hibernator:
         max_bytes: int = hibernate.DEFAULT_MAX_CHECKPOINT_BYTES,
         spawn: Spawner | None = None,
         sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+        used_bytes: Callable[[str, str], int] | None = None,
     ) -> None:
         self.kube = kube
         self.agents = agents
@@ -41,6 +42,8 @@ class Hibernator:
         self.max_bytes = max_bytes
         self.spawn = spawn
         self.sleep = sleep
+        self.used_bytes = used_bytes
+        """(namespace, a session's UID): the checkpoint bytes the namespace's other hibernated sessions keep."""
         self.forgetting: set[str] = set()
         """UIDs of sessions whose image delete is under way or done (one per session and process)."""
 
@@ -61,14 +64,22 @@ class Hibernator:
         namespace = session["metadata"]["namespace"]
         now = utc(clock.now())
         verdict = hibernate.before_checkpoint(await self.agents.reachable())
+        budget, by = action.hibernated_budget, action.budget_policy
+        used = 0
+        if budget is not None and self.used_bytes is not None:
+            used = self.used_bytes(namespace, str(session["metadata"].get("uid") or ""))
+        if verdict.hibernate:
+            verdict = hibernate.within_budget(used, 0, budget, by) or verdict
         size: int | None = None
         if verdict.hibernate:
             # The wake's pod is named after the Sandbox (agent-sandbox), not after a warm pool's pod.
             result = await self.agents.checkpoint(namespace, action.pod, action.checkpoint, action.name)
             verdict = hibernate.after_checkpoint(result, hibernate.max_bytes_for(self.max_bytes, action.max_bytes))
             size = result.size_bytes
+            if verdict.hibernate:
+                verdict = hibernate.within_budget(used, result.size_bytes, budget, by) or verdict
             if not verdict.hibernate and result.ok:
-                await self.agents.delete(namespace, action.checkpoint)  # too large: not kept
+                await self.agents.delete(namespace, action.checkpoint)  # too large, or over budget: not kept
         await self._record(session, hibernate.record(verdict, action.checkpoint, size, now))
         log.info("hibernate", reason=verdict.reason, checkpoint=action.checkpoint, size_bytes=size)
         if verdict.hibernate:

@@ -96,7 +96,12 @@ class Reconciler:
         where = AgentSelector.parse(self.config.node_agent) if self.config.node_agent else None
         agents = NodeAgents(kube, where, self.config.node_agent_token) if where else None
         self.hibernator = Hibernator(
-            kube, agents, self._event, self.config.max_checkpoint_bytes, spawn=self.background.spawn
+            kube,
+            agents,
+            self._event,
+            self.config.max_checkpoint_bytes,
+            spawn=self.background.spawn,
+            used_bytes=self.cache.hibernated_bytes,
         )
         self.actor = Actor(kube, self.cache, self._fence, self._event, self.hibernator)
         self.writer = StatusWriter(kube, self._fence, self._event, self.remember_session, self.session_deleted)

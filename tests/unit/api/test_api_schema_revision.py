@@ -18,7 +18,7 @@ FINGERPRINTS = {
     2: "52635afccd34ef85f8b95337d2e51eabd1f8a33f84dd8dd05eb8c4eaf8758b60",  # Hibernate, maxSessionsPerNamespace
     3: "bc290712e5148a65cc381b5cb06f84a6e79df99f5e1f45fceb481bc266ed28fb",  # countAcrossValues, hibernation
     4: "a925c8458715cfc9a3d3da447df4d5d57893549a88bade2ed68f2d8538d9c1be",  # allowHibernate, maxCheckpointSize
-    5: "abb15e39247f3376691303488d47172a52f31dcbae15ad6eff7ec0444aea3e1e",  # status.admittedLabels
+    5: "dbb37a61dc22fee4ea51f90bf89a3e5563e7fec0ba3d70e71fa11b6b988b68cd",  # admittedLabels, maxHibernatedSize
 }
 
 

@@ -89,3 +89,22 @@ async def test_within_the_namespaces_size_it_hibernates() -> None:
     agents, kube, events = await _hibernate(used=GIB - 300, size=200)
     assert agents.deleted == [] and kube.patches[0]["hibernation"]["hibernated"]
     assert events == [("Hibernated", "Normal")]
+
+
+def test_the_cache_sums_the_namespaces_hibernated_checkpoints(make_session: Make) -> None:
+    from agentsession_operator.kube.cache import Cache
+
+    cache = Cache()
+    for name, uid, record in [
+        ("a", "u-a", {"hibernated": True, "sizeBytes": 300}),
+        ("b", "u-b", {"hibernated": True, "sizeBytes": 200}),
+        ("c", "u-c", {"hibernated": False, "sizeBytes": 999}),  # woke, or fell back: keeps nothing
+        ("d", "u-d", {"hibernated": True, "sizeBytes": "lots"}),  # not a size: counts nothing
+    ]:
+        cache.remember_session(("ns", name), make_session(name, uid=uid, status={"hibernation": record}))
+    cache.remember_session(
+        ("other", "e"),
+        make_session("e", uid="u-e", namespace="other", status={"hibernation": {"hibernated": True, "sizeBytes": 7}}),
+    )
+    assert cache.hibernated_bytes("ns") == 500
+    assert cache.hibernated_bytes("ns", excluding_uid="u-a") == 200  # the session hibernating again
