@@ -108,6 +108,14 @@ def _selector_keys(selector: Mapping[str, Any] | None) -> list[str]:
     return list(dict.fromkeys(keys))
 
 
+def _by_labels(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``obj`` as its labels (and lineage) select it: without status.admittedLabels."""
+    status = obj.get("status")
+    if not isinstance(status, Mapping) or "admittedLabels" not in status:
+        return obj
+    return {**obj, "status": {k: v for k, v in status.items() if k != "admittedLabels"}}
+
+
 def departures(session: Mapping[str, Any], old: Mapping[str, Any], policies: Iterable[Mapping[str, Any]]) -> list[str]:
     """On UPDATE: one sentence per policy that selected the stored object and would not select the new one.
 
@@ -115,11 +123,13 @@ def departures(session: Mapping[str, Any], old: Mapping[str, Any], policies: Ite
     counting), so it is refused; the sentence says which labels to put back.
     """
     policies = list(policies)
-    now = {id(p) for p in policy.applicable_policies(session, policies)}
+    # By labels: status.admittedLabels keeps the policies holding whatever the labels say (the reconcile
+    # backstop), and would hide the departure from the writer, who is told here what to put back.
+    now = {id(p) for p in policy.applicable_policies(_by_labels(session), policies)}
     old_labels: Mapping[str, str] = _meta(old).get("labels") or {}
     new_labels: Mapping[str, str] = _meta(session).get("labels") or {}
     found = []
-    for left in policy.applicable_policies(old, policies):
+    for left in policy.applicable_policies(_by_labels(old), policies):
         if id(left) in now:
             continue
         selector = (left.get("spec") or {}).get("selector")

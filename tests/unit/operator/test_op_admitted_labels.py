@@ -43,3 +43,19 @@ def test_a_relabelled_session_stays_under_the_policies_its_first_labels_selected
     )
     assert later.effective.max_idle_timeout == first.effective.max_idle_timeout, "the relabel lifted the policy"
     assert later.effective.egress == first.effective.egress, "the relabel widened the egress"
+
+
+def test_admission_still_refuses_the_relabel_and_then_takes_unrelated_writes(
+    make_session: Make, make_policy: Make
+) -> None:
+    """status.admittedLabels keeps the policy holding, but the writer of a departing relabel is still told
+    at admission what to put back; a session that departed before (past admission) takes unrelated writes."""
+    from agentsession_operator.decisions import admission
+
+    recorded = {"admittedLabels": {"team": "a"}}
+    stored = make_session(labels={"team": "a"}, status=recorded)
+    relabelled = make_session(labels={"team": "b"}, status=recorded)
+    found = admission.departures(relabelled, stored, [_tight(make_policy)])
+    assert len(found) == 1 and "team-a-tight" in found[0] and "restore team=a" in found[0], found
+    touched = make_session(labels={"team": "b", "note": "x"}, status=recorded)
+    assert admission.departures(touched, relabelled, [_tight(make_policy)]) == []
