@@ -26,7 +26,7 @@ import type { RuntimeExec } from "./transport.js";
 import { ActivityThrottle, intervalFor, parseSeconds } from "./activity.js";
 import { SessionNotReady } from "./errors.js";
 import { IdleAction, Phase, type AgentSession } from "./generated/contract.js";
-import { raiseForTerminal, SessionStore, viewOf, type SessionSpecOptions, type SessionView } from "./sessions.js";
+import { raiseForTerminal, SessionStore, viewOf, type SessionSpecOptions, type SessionView, type WaitProgress } from "./sessions.js";
 import { RuntimeTransport, type PodEndpoint, type ResponseLimits } from "./transport.js";
 import { checkConnection, endpointFor, type Connection } from "./endpoints.js";
 import { normalize, PathPolicy, PathRefused, type ResolvedPath } from "./paths.js";
@@ -62,6 +62,9 @@ export interface AgentSessionSandboxOptions extends Omit<SessionSpecOptions, "tt
   kubeConfig?: k8s.KubeConfig;
   /** Called with a warning when an activity report fails (the operation itself goes on). */
   onWarning?: (message: string) => void;
+  /** Called at each new step of a wait for Ready (the first operation's, a resume's, waitReady's): the phase,
+   * the Ready condition's reason and message, the seconds waited. `describeProgress` prints one. */
+  onProgress?: (step: WaitProgress) => void;
 }
 
 /** "2h" stays, 7200 becomes "7200s" (durations.normalize). */
@@ -194,8 +197,8 @@ export class AgentSessionSandbox extends BaseSandbox {
   }
 
   /** Wait until the session is Ready (typed errors otherwise). */
-  waitReady(timeout?: number): Promise<SessionView> {
-    return this.store.waitReady(this.namespace, this.id, timeout ?? this.options.readyTimeout ?? 180);
+  waitReady(timeout?: number, onProgress?: (step: WaitProgress) => void): Promise<SessionView> {
+    return this.store.waitReady(this.namespace, this.id, timeout ?? this.options.readyTimeout ?? 180, onProgress ?? this.options.onProgress);
   }
 
   private async resolveEndpoint(): Promise<PodEndpoint> {
@@ -537,7 +540,7 @@ export async function forkSession(source: string, name: string, options: ForkOpt
   const ours = suspendSource && !already;
   if (ours) await store.setSuspend(namespace, source, true);
   try {
-    if (suspendSource) await store.waitPhase(namespace, source, Phase.SUSPENDED, timeout);
+    if (suspendSource) await store.waitPhase(namespace, source, Phase.SUSPENDED, timeout, 0.5, options.onProgress);
     const forked = await AgentSessionSandbox.create(name, { ...rest, kubeConfig: store.kubeConfig, forkFrom: source });
     if (suspendSource) await forked.waitReady(); // Ready means its volumes are bound: the copy is made
     return forked;

@@ -94,6 +94,50 @@ export interface SessionView {
   finished: boolean;
 }
 
+/** One step of a long wait (Ready, a resume, a phase): what the status says now (langchain_k8s_client.WaitProgress). */
+export interface WaitProgress {
+  namespace: string;
+  name: string;
+  /** The status's phase, "Pending" before the operator wrote one. */
+  phase: string;
+  /** The Ready condition's reason and message ("" when there is none yet). */
+  reason: string;
+  message: string;
+  /** Seconds since the wait began. */
+  elapsed: number;
+}
+
+/** `agentsession/<name>: <phase> (<reason>: <message>) after <n> s`, as the Python client and the CLI print it. */
+export function describeProgress(p: WaitProgress): string {
+  const said = p.reason && p.message ? ` (${p.reason}: ${p.message})` : p.reason ? ` (${p.reason})` : "";
+  return `agentsession/${p.name}: ${p.phase}${said} after ${Math.round(p.elapsed)} s`;
+}
+
+/** Reports a wait's steps once each: a new phase, or a new Ready reason or message. */
+class ProgressReporter {
+  private readonly started = Date.now();
+  private last: WaitProgress | undefined;
+
+  constructor(private readonly callback?: (step: WaitProgress) => void) {}
+
+  see(view: SessionView): void {
+    if (!this.callback) return;
+    const ready = condition(view, COND_READY);
+    const step: WaitProgress = {
+      namespace: view.namespace,
+      name: view.name,
+      phase: view.phase ?? Phase.PENDING,
+      reason: ready?.reason ?? "",
+      message: ready?.message ?? "",
+      elapsed: (Date.now() - this.started) / 1000,
+    };
+    const last = this.last;
+    if (last && last.phase === step.phase && last.reason === step.reason && last.message === step.message) return;
+    this.last = step;
+    this.callback(step);
+  }
+}
+
 export function viewOf(body: AgentSession): SessionView {
   const meta = (body.metadata ?? {}) as { name?: string; namespace?: string; uid?: string };
   const status = body.status ?? {};
@@ -210,12 +254,15 @@ export class SessionStore {
     return { body: existing, created: false };
   }
 
-  /** Watch the session until it is Ready with a pod IP (typed errors for terminal states), at most `timeout` s. */
-  async waitReady(namespace: string, name: string, timeout: number): Promise<SessionView> {
+  /** Watch the session until it is Ready with a pod IP (typed errors for terminal states), at most `timeout` s;
+   * each new step (phase, Ready reason or message) goes to `onProgress`. */
+  async waitReady(namespace: string, name: string, timeout: number, onProgress?: (step: WaitProgress) => void): Promise<SessionView> {
     const deadline = Date.now() + timeout * 1000;
+    const progress = new ProgressReporter(onProgress);
     let body = await this.require(namespace, name);
     let view = viewOf(body);
     for (;;) {
+      progress.see(view);
       if (view.ready) return view;
       raiseForTerminal(view);
       const remaining = (deadline - Date.now()) / 1000;
@@ -225,7 +272,7 @@ export class SessionStore {
         throw new SessionNotReady(ready?.reason ?? view.phase ?? Phase.PENDING, `not Ready after ${Math.round(timeout)} s: ${said}`);
       }
       const rv = (body.metadata as { resourceVersion?: string }).resourceVersion;
-      const next = await this.watchOnce(namespace, name, rv, remaining);
+      const next = await this.watchOnce(namespace, name, rv, remaining, (seen) => progress.see(seen));
       if (next === "gone") body = await this.require(namespace, name); // history expired: start again from now
       else if (next !== null) body = next;
       view = viewOf(body);
@@ -233,7 +280,13 @@ export class SessionStore {
   }
 
   /** One watch until the session is Ready or finished, or `seconds` pass (null); "gone" on 410. */
-  private async watchOnce(namespace: string, name: string, resourceVersion: string | undefined, seconds: number): Promise<AgentSession | null | "gone"> {
+  private async watchOnce(
+    namespace: string,
+    name: string,
+    resourceVersion: string | undefined,
+    seconds: number,
+    onChange: (view: SessionView) => void = () => undefined,
+  ): Promise<AgentSession | null | "gone"> {
     const path = `/apis/${GROUP}/${VERSION}/namespaces/${namespace}/${SESSION_PLURAL}`;
     const watch = new k8s.Watch(this.kubeConfig);
     let latest: AgentSession | null = null;
@@ -258,6 +311,7 @@ export class SessionStore {
             latest = obj;
             const view = viewOf(obj);
             if (view.ready || view.finished) finish(() => resolve(latest));
+            else onChange(view);
           },
           (err: unknown) =>
             finish(() => {
@@ -275,10 +329,19 @@ export class SessionStore {
   }
 
   /** Poll until the session reaches `phase` (typed errors when it finishes instead), at most `timeout` s. */
-  async waitPhase(namespace: string, name: string, phase: string, timeout: number, interval = 0.5): Promise<SessionView> {
+  async waitPhase(
+    namespace: string,
+    name: string,
+    phase: string,
+    timeout: number,
+    interval = 0.5,
+    onProgress?: (step: WaitProgress) => void,
+  ): Promise<SessionView> {
     const deadline = Date.now() + timeout * 1000;
+    const progress = new ProgressReporter(onProgress);
     for (;;) {
       const view = viewOf(await this.require(namespace, name));
+      progress.see(view);
       if (view.phase === phase) return view;
       raiseForTerminal(view);
       if (Date.now() >= deadline) throw new SessionNotReady(view.phase ?? Phase.PENDING, `not ${phase} after ${Math.round(timeout)} s`);

@@ -25,6 +25,7 @@ from .errors import (
 )
 from .manager import SessionManager
 from .pod_sandbox import PodSandbox
+from .sessions import WaitProgress
 from .transport import PodEndpoint, ResponseLimits, RetryPolicy, RuntimeTransport
 
 try:
@@ -53,5 +54,6 @@ __all__ = [
     "SessionNotFound",
     "SessionNotReady",
     "TransportError",
+    "WaitProgress",
     "WrongPod",
 ]

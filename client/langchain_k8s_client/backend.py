@@ -21,7 +21,13 @@ from langchain_k8s_client.durations import normalize
 from langchain_k8s_client.endpoints import EndpointResolver
 from langchain_k8s_client.errors import SessionNotReady
 from langchain_k8s_client.pod_sandbox import PodSandbox
-from langchain_k8s_client.sessions import SessionSpec, SessionStore, SessionView, raise_for_terminal
+from langchain_k8s_client.sessions import (
+    ProgressCallback,
+    SessionSpec,
+    SessionStore,
+    SessionView,
+    raise_for_terminal,
+)
 from langchain_k8s_client.transport import PodEndpoint
 
 if TYPE_CHECKING:
@@ -48,6 +54,9 @@ class AgentSessionSandbox(PodSandbox):
         connection: a k8s-agent-sandbox connection config (default: the pod IP,
             `SandboxInClusterConnectionConfig`).
         ready_timeout: seconds to wait for Ready before `SessionNotReady`.
+        on_progress: called with a `WaitProgress` at each new step of a wait for Ready (the first
+            operation's, a resume's, `wait_ready`'s): phase, the Ready condition's reason and message, and
+            the seconds waited. Steps are logged at INFO on `langchain_k8s_client.sessions` either way.
         keep: as a context manager, keep a session this object created (default: delete it on exit).
         api_client: a `kubernetes.client.ApiClient` (default: in-cluster config, else kubeconfig).
         **options: the pod-side options of `PodSandbox` (max_output_size, command_timeout,
@@ -73,6 +82,7 @@ class AgentSessionSandbox(PodSandbox):
         fork_from: str | None = None,
         connection: Connection | None = None,
         ready_timeout: float = 180,
+        on_progress: ProgressCallback | None = None,
         keep: bool = False,
         api_client: Any = None,
         **options: Any,
@@ -94,6 +104,7 @@ class AgentSessionSandbox(PodSandbox):
         )
         self.namespace = namespace
         self.ready_timeout = ready_timeout
+        self.on_progress = on_progress
         self.keep = keep
         self._store = SessionStore(api_client)
         body, self.created = self._store.get_or_create(namespace, name, spec)
@@ -128,7 +139,7 @@ class AgentSessionSandbox(PodSandbox):
                 )
             # Idle-suspended: activity is what wakes it (keeping the busy window of the call in flight).
             self._send_activity(self._throttle.wake())
-        view = self._store.wait_ready(self.namespace, self.id, self.ready_timeout)
+        view = self._store.wait_ready(self.namespace, self.id, self.ready_timeout, self.on_progress)
         self._throttle.interval = interval_for(view.idle_timeout)
         return self._resolver.resolve(view)
 
@@ -160,13 +171,18 @@ class AgentSessionSandbox(PodSandbox):
             log.warning("could not report activity on AgentSession %s/%s: %s", self.namespace, self.id, exc)
             return None
 
-    def wait_ready(self, timeout: float | None = None) -> SessionView:
-        """Block until the session is Ready (typed errors otherwise) and return what its status says."""
-        return self._store.wait_ready(self.namespace, self.id, timeout or self.ready_timeout)
+    def wait_ready(self, timeout: float | None = None, on_progress: ProgressCallback | None = None) -> SessionView:
+        """Block until the session is Ready (typed errors otherwise) and return what its status says; each
+        step on the way goes to `on_progress` (default: the constructor's)."""
+        return self._store.wait_ready(
+            self.namespace, self.id, timeout or self.ready_timeout, on_progress or self.on_progress
+        )
 
-    async def await_ready(self, timeout: float | None = None) -> SessionView:
-        """`wait_ready` off the event loop (a worker thread watches the session)."""
-        return await asyncio.to_thread(self.wait_ready, timeout)
+    async def await_ready(
+        self, timeout: float | None = None, on_progress: ProgressCallback | None = None
+    ) -> SessionView:
+        """`wait_ready` off the event loop (a worker thread watches the session; `on_progress` runs there)."""
+        return await asyncio.to_thread(self.wait_ready, timeout, on_progress)
 
     @classmethod
     async def acreate(
@@ -200,6 +216,7 @@ class AgentSessionSandbox(PodSandbox):
             keep=keep,
             connection=self._resolver.connection,
             ready_timeout=self.ready_timeout,
+            on_progress=options.pop("on_progress", self.on_progress),
             **options,
         )
 
@@ -266,7 +283,7 @@ def fork_session(
         store.set_suspend(namespace, source, True)
     try:
         if suspend_source:
-            store.wait_phase(namespace, source, Phase.SUSPENDED, timeout)
+            store.wait_phase(namespace, source, Phase.SUSPENDED, timeout, options.get("on_progress"))
         forked = AgentSessionSandbox(name, namespace, fork_from=source, api_client=store.api_client, **options)
         if suspend_source:
             forked.wait_ready()  # Ready means its volumes are bound: the copy is made

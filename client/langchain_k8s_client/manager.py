@@ -82,7 +82,8 @@ class SessionManager:
         )
 
     async def aget(self, thread_id: str, *, wait: bool = False, **overrides: Any) -> AgentSessionSandbox:
-        """`get` for async code: the create-or-attach in a worker thread, never on the event loop."""
+        """`get` for async code: the create-or-attach in a worker thread, never on the event loop.
+        `wait`: return once Ready (`on_progress`, a default or an override, sees the steps)."""
         sandbox = await asyncio.to_thread(functools.partial(self.get, thread_id, **overrides))
         if wait:
             await sandbox.await_ready()
@@ -114,10 +115,22 @@ class SessionManager:
         root is `/`, which a non-root container (the upstream runtime runs as uid 1000) cannot write.
         `/tmp` is writable in every runtime image, and is where hardened templates mount an emptyDir.
         """
+        return self._deep_agent(model, self.get(thread_id), artifacts_root, agent_kwargs)
+
+    async def acreate_deep_agent(
+        self, model: Any, thread_id: str, *, artifacts_root: str = "/tmp", **agent_kwargs: Any
+    ) -> Any:
+        """`create_deep_agent` for async code (LangGraph Platform, `langgraph dev` without --allow-blocking):
+        the create-or-attach runs in a worker thread; run the agent with `ainvoke`/`astream`, whose sandbox
+        calls run off the event loop too."""
+        return self._deep_agent(model, await self.aget(thread_id), artifacts_root, agent_kwargs)
+
+    @staticmethod
+    def _deep_agent(model: Any, sandbox: AgentSessionSandbox, artifacts_root: str, agent_kwargs: Any) -> Any:
         from deepagents import create_deep_agent
         from deepagents.backends import CompositeBackend
 
-        backend = CompositeBackend(default=self.get(thread_id), routes={}, artifacts_root=artifacts_root)
+        backend = CompositeBackend(default=sandbox, routes={}, artifacts_root=artifacts_root)
         return create_deep_agent(model=model, backend=backend, **agent_kwargs)
 
     def list(self, labels: Mapping[str, str] | None = None) -> list[SessionView]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ from langchain_k8s_client.errors import (
 )
 
 GROUP, VERSION, PLURAL = names.GROUP, names.VERSION, names.SESSION_PLURAL
+log = logging.getLogger(__name__)
 
 
 def _alias(model: type[BaseModel], field_name: str) -> str:
@@ -214,6 +216,70 @@ def load_api_client(api_client: client.ApiClient | None = None) -> client.ApiCli
     return client.ApiClient()
 
 
+@dataclass(frozen=True)
+class WaitProgress:
+    """One step of a long wait (Ready, a resume, a phase): what the session's status says now.
+
+    Reported when the phase or the Ready condition's reason or message changes, the first view included."""
+
+    namespace: str
+    name: str
+    phase: str
+    """The status's phase, "Pending" before the operator wrote one."""
+    reason: str
+    """The Ready condition's reason ("" when there is none yet)."""
+    message: str
+    elapsed: float
+    """Seconds since the wait began."""
+
+    @classmethod
+    def of(cls, view: SessionView, elapsed: float) -> WaitProgress:
+        ready = view.condition(phases.COND_READY)
+        return cls(
+            view.namespace,
+            view.name,
+            view.phase or Phase.PENDING,
+            (ready.reason or "") if ready else "",
+            (ready.message or "") if ready else "",
+            elapsed,
+        )
+
+    def same_step(self, other: WaitProgress | None) -> bool:
+        return other is not None and (self.phase, self.reason, self.message) == (
+            other.phase,
+            other.reason,
+            other.message,
+        )
+
+    def __str__(self) -> str:
+        said = f" ({self.reason}: {self.message})" if self.reason and self.message else ""
+        said = said or (f" ({self.reason})" if self.reason else "")
+        return f"agentsession/{self.name}: {self.phase}{said} after {self.elapsed:.0f} s"
+
+
+ProgressCallback = Callable[[WaitProgress], None]
+"""Called with each new step of a wait, from the thread that waits (a worker thread for the async API):
+keep it quick. Every step is also logged at INFO on the `langchain_k8s_client.sessions` logger."""
+
+
+class ProgressReporter:
+    """Reports a wait's steps once each: to the logger, and to the caller's callback when given."""
+
+    def __init__(self, callback: ProgressCallback | None = None) -> None:
+        self.callback = callback
+        self.started = time.monotonic()
+        self.last: WaitProgress | None = None
+
+    def see(self, view: SessionView) -> None:
+        step = WaitProgress.of(view, time.monotonic() - self.started)
+        if step.same_step(self.last):
+            return
+        self.last = step
+        log.info("%s", step)
+        if self.callback is not None:
+            self.callback(step)
+
+
 class SessionStore:
     """AgentSession CRUD, the Ready wait (one watch) and the activity annotation."""
 
@@ -274,8 +340,11 @@ class SessionStore:
             raise SessionNotFound("NotFound", f"AgentSession {namespace}/{name} does not exist")
         return body
 
-    def wait_ready(self, namespace: str, name: str, timeout: float) -> SessionView:
-        """Watch the session until it is Ready (with a pod IP); typed errors for terminal states."""
+    def wait_ready(
+        self, namespace: str, name: str, timeout: float, on_progress: ProgressCallback | None = None
+    ) -> SessionView:
+        """Watch the session until it is Ready (with a pod IP); typed errors for terminal states. Each new
+        step (phase, Ready reason or message) is logged and given to `on_progress`."""
 
         def not_ready(view: SessionView) -> Exception:
             ready = view.condition(phases.COND_READY)
@@ -286,13 +355,15 @@ class SessionStore:
                 ready.reason if ready else view.phase or Phase.PENDING, f"not Ready after {timeout:.0f} s: {said}"
             )
 
-        return self._watch_until(namespace, name, timeout, lambda view: view.ready, not_ready)
+        return self._watch_until(namespace, name, timeout, lambda view: view.ready, not_ready, on_progress)
 
     def set_suspend(self, namespace: str, name: str, value: bool) -> None:
         """spec.suspend (a merge patch of that one field)."""
         self.api.patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name, {"spec": {"suspend": value}})
 
-    def wait_phase(self, namespace: str, name: str, phase: str, timeout: float) -> SessionView:
+    def wait_phase(
+        self, namespace: str, name: str, phase: str, timeout: float, on_progress: ProgressCallback | None = None
+    ) -> SessionView:
         """Watch the session until it reaches `phase` (typed errors when it finishes instead)."""
         return self._watch_until(
             namespace,
@@ -300,6 +371,7 @@ class SessionStore:
             timeout,
             lambda view: view.phase == phase,
             lambda view: SessionNotReady(view.phase or Phase.PENDING, f"not {phase} after {timeout:.0f} s"),
+            on_progress,
         )
 
     def _watch_until(
@@ -309,14 +381,17 @@ class SessionStore:
         timeout: float,
         done: Callable[[SessionView], bool],
         timed_out: Callable[[SessionView], Exception],
+        on_progress: ProgressCallback | None = None,
     ) -> SessionView:
         """One GET, then a watch of this one session from its resourceVersion until `done` (no polling: the
         change is seen when the API server sends it); typed errors for terminal states, `timed_out`'s at the
         deadline."""
         deadline = time.monotonic() + timeout
+        progress = ProgressReporter(on_progress)
         body = self.require(namespace, name)
         view = SessionView.of(body)
         while True:
+            progress.see(view)
             if done(view):
                 return view
             raise_for_terminal(view)
@@ -341,6 +416,7 @@ class SessionStore:
                     view = SessionView.of(body)
                     if done(view) or view.finished:
                         break
+                    progress.see(view)
             except ApiException as exc:
                 if exc.status != 410:
                     raise

@@ -5,6 +5,10 @@ thread's deep agent with :class:`SessionManager`: the AgentSession is named afte
 replica of the server finds the same sandbox for the same thread, and two threads never share one. The
 server's checkpointer keeps the conversation; the cluster keeps the sandbox (TTL, idle timeout).
 
+The node is async and never blocks the server's event loop (LangGraph Platform refuses blocking calls, and
+so does `langgraph dev` without --allow-blocking): the session's create-or-attach and every sandbox call run
+in worker threads (`acreate_deep_agent`, `ainvoke`).
+
 Settings (environment): AGENTSESSION_NAMESPACE (default "default"), AGENTSESSION_WARM_POOL ("python-pool"),
 AGENTSESSION_TTL ("1h"), AGENTSESSION_IDLE_TIMEOUT ("15m"). The model is a real one with ANTHROPIC_API_KEY
 or OPENAI_API_KEY (LANGGRAPH_EXAMPLE_MODEL names it), else a scripted one that writes and reads a file in the
@@ -13,6 +17,8 @@ thread's sandbox, so the example runs with no traffic leaving the machine.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
 from typing import Any
 
@@ -20,18 +26,35 @@ from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, MessagesState, StateGraph
 
-from langchain_k8s_client import SessionManager
+from langchain_k8s_client import SessionManager, WaitProgress
 from langchain_k8s_client.testing import ScriptedToolModel
 from langchain_k8s_client.testing import tool_call as call
 
+log = logging.getLogger("thread_sandbox_graph")
+_manager: SessionManager | None = None
 
-def manager() -> SessionManager:
+
+def _progress(step: WaitProgress) -> None:
+    """A cold session takes seconds to be Ready: the server's log says where it is."""
+    log.info("sandbox of the thread: %s", step)
+
+
+def _new_manager() -> SessionManager:
     return SessionManager(
         os.environ.get("AGENTSESSION_NAMESPACE", "default"),
         warm_pool=os.environ.get("AGENTSESSION_WARM_POOL", "python-pool"),
         ttl=os.environ.get("AGENTSESSION_TTL", "1h"),
         idle_timeout=os.environ.get("AGENTSESSION_IDLE_TIMEOUT", "15m"),
+        on_progress=_progress,
     )
+
+
+async def manager() -> SessionManager:
+    """One manager per server process, built in a worker thread (it reads the Kubernetes config files)."""
+    global _manager
+    if _manager is None:
+        _manager = await asyncio.to_thread(_new_manager)
+    return _manager
 
 
 def model(thread_id: str) -> Any:
@@ -53,13 +76,14 @@ def model(thread_id: str) -> Any:
     )
 
 
-def agent(state: MessagesState, config: RunnableConfig) -> dict[str, Any]:
+async def agent(state: MessagesState, config: RunnableConfig) -> dict[str, Any]:
     """Run this thread's deep agent on the conversation so far; only its new messages join the state."""
     thread_id = str((config.get("configurable") or {}).get("thread_id") or "")
     if not thread_id:
         raise ValueError("run this graph on a thread (langgraph dev: POST /threads, then /threads/{id}/runs)")
-    deep_agent = manager().create_deep_agent(model(thread_id), thread_id=thread_id)
-    result = deep_agent.invoke({"messages": state["messages"]}, {"recursion_limit": 50})
+    sessions = await manager()
+    deep_agent = await sessions.acreate_deep_agent(model(thread_id), thread_id=thread_id)
+    result = await deep_agent.ainvoke({"messages": state["messages"]}, {"recursion_limit": 50})
     return {"messages": result["messages"][len(state["messages"]) :]}
 
 

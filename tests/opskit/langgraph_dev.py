@@ -19,5 +19,6 @@ SECRETS = (
     "ANTHROPIC_API_KEY",
     "OPENAI_API_KEY",
 )
-# Loopback only, no browser; the sandbox backend's calls are synchronous.
-FLAGS = ("--host", "127.0.0.1", "--no-browser", "--allow-blocking")
+# Loopback only, no browser. No --allow-blocking: the example graph never blocks the event loop, as
+# LangGraph Platform requires.
+FLAGS = ("--host", "127.0.0.1", "--no-browser")

@@ -19,7 +19,7 @@ from langchain_k8s_client.backend import AgentSessionSandbox, fork_session
 from langchain_k8s_client.cli.output import render
 from langchain_k8s_client.cli.parser import parse, split_remote
 from langchain_k8s_client.errors import SandboxError
-from langchain_k8s_client.sessions import SessionSpec, SessionStore, SessionView
+from langchain_k8s_client.sessions import ProgressReporter, SessionSpec, SessionStore, SessionView
 
 GROUP, VERSION, PLURAL = names.GROUP, names.VERSION, names.SESSION_PLURAL
 
@@ -58,9 +58,10 @@ def _backend(store: SessionStore, namespace: str, name: str, timeout: float) -> 
 
 
 def wait_phase(store: SessionStore, namespace: str, name: str, phase: str, timeout: float) -> SessionView | None:
-    """Poll (one GET a second) until `phase`; progress on stderr when the phase changes."""
+    """Poll (one GET a second) until `phase`; progress on stderr at each new step (phase, or the Ready
+    condition's reason or message)."""
     deadline = time.monotonic() + timeout
-    seen: str | None = "?"
+    steps = ProgressReporter(lambda step: progress(str(step)))
     while True:
         body = store.get(namespace, name)
         if body is None:
@@ -68,9 +69,7 @@ def wait_phase(store: SessionStore, namespace: str, name: str, phase: str, timeo
                 return None
             raise CliError(f'agentsessions.{GROUP} "{name}" not found')
         view = SessionView.of(body)
-        if view.phase != seen:
-            seen = view.phase
-            progress(f"agentsession/{name}: {view.phase or 'Pending'}")
+        steps.see(view)
         if view.phase == phase and (phase != phases.Phase.READY or view.ready):
             return view
         if view.finished and phase not in (str(p) for p in phases.TERMINAL_PHASES):

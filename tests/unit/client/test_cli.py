@@ -125,3 +125,46 @@ def test_version_needs_no_verb_and_no_cluster(capsys: pytest.CaptureFixture[str]
     version, api = langchain_k8s_client.__version__, agentsession_api.__version__
     assert capsys.readouterr().out.strip() == f"kubectl agentsession {version} (agentsession-api {api})"
     assert version != "0+unknown"
+
+
+def test_waiting_shows_each_step_with_its_reason(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 52 item 4: `create --wait` and `resume --wait` say why a session is not Ready yet, not only its
+    phase: each new phase or Ready reason/message once, on stderr."""
+    import importlib
+
+    main = importlib.import_module("langchain_k8s_client.cli.main")
+
+    def waiting(reason: str) -> dict[str, object]:
+        cond = {
+            "type": "Ready",
+            "status": "False",
+            "reason": reason,
+            "message": "m",
+            "lastTransitionTime": "2026-12-01T11:55:00Z",
+        }
+        return {
+            **session(phase="Pending", conditions=[cond]),
+            "metadata": {"name": "demo", "namespace": "a", "uid": "u"},
+        }
+
+    ready = {
+        **session(phase="Ready", podIPs=["10.0.0.1"], podName="p"),
+        "metadata": {"name": "demo", "namespace": "a", "uid": "u"},
+    }
+    bodies = iter([waiting("WaitingForPool"), waiting("WaitingForPool"), waiting("ClaimPending"), ready])
+
+    class Store:
+        def get(self, namespace: str, name: str) -> object:
+            return next(bodies)
+
+    monkeypatch.setattr(main.time, "sleep", lambda _s: None)
+    view = main.wait_phase(Store(), "a", "demo", "Ready", 30)  # type: ignore[arg-type]
+    assert view is not None and view.ready
+    lines = capsys.readouterr().err.splitlines()
+    assert [line.split(" after ")[0] for line in lines] == [
+        "agentsession/demo: Pending (WaitingForPool: m)",
+        "agentsession/demo: Pending (ClaimPending: m)",
+        "agentsession/demo: Ready",
+    ]

@@ -115,7 +115,7 @@ class SlowCreateStore(SlowStore):
         time.sleep(BLOCKING_PATCH)
         return BODY, True
 
-    def wait_ready(self, namespace: str, name: str, timeout: float) -> Any:
+    def wait_ready(self, namespace: str, name: str, timeout: float, on_progress: Any = None) -> Any:
         time.sleep(BLOCKING_PATCH)
         from langchain_k8s_client.sessions import SessionView
 

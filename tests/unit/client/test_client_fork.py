@@ -30,7 +30,7 @@ class FakeStore:
     def set_suspend(self, namespace: str, name: str, value: bool) -> None:
         self.calls.append(("suspend", name, value))
 
-    def wait_phase(self, namespace: str, name: str, phase: str, timeout: float) -> None:
+    def wait_phase(self, namespace: str, name: str, phase: str, timeout: float, on_progress: Any = None) -> None:
         self.calls.append(("wait", name, phase))
 
 

@@ -203,6 +203,40 @@ def test_wait_ready_on_a_session_without_status_says_so(store: SessionStore, api
         store.wait_ready("n", "s", timeout=0)
 
 
+def test_wait_ready_reports_each_new_step_once(
+    store: SessionStore, api: FakeApi, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 52 item 4: a long wait says where it is. Each new phase or Ready reason/message is given to the
+    callback and logged, once (a status write that changes nothing else is not a step)."""
+
+    def pending(reason: str, message: str, rv: str) -> dict[str, Any]:
+        cond = {"type": "Ready", "status": "False", "reason": reason, "message": message, "lastTransitionTime": T}
+        return body("Pending", rv=rv, conditions=[cond])
+
+    api.stored = body(rv="1")
+    FakeWatch.scripts = [
+        [
+            {"type": "MODIFIED", "object": pending("WaitingForPool", "warm pool py has no ready pod", "2")},
+            {"type": "MODIFIED", "object": pending("WaitingForPool", "warm pool py has no ready pod", "3")},
+            {"type": "MODIFIED", "object": pending("ClaimPending", "pod is Pending", "4")},
+            {"type": "MODIFIED", "object": body("Ready", rv="5", **READY)},
+        ]
+    ]
+    steps: list[sessions.WaitProgress] = []
+    caplog.set_level("INFO", logger="langchain_k8s_client.sessions")
+    store.wait_ready("n", "s", timeout=30, on_progress=steps.append)
+    assert [(p.phase, p.reason) for p in steps] == [
+        ("Pending", ""),
+        ("Pending", "WaitingForPool"),
+        ("Pending", "ClaimPending"),
+        ("Ready", ""),
+    ]
+    assert all(p.name == "s" and p.namespace == "n" and p.elapsed >= 0 for p in steps)
+    assert str(steps[1]).startswith("agentsession/s: Pending (WaitingForPool: warm pool py has no ready pod) after ")
+    logged = [r.getMessage() for r in caplog.records if r.name == "langchain_k8s_client.sessions"]
+    assert logged == [str(p) for p in steps]
+
+
 # ---- endpoint resolution through the session -------------------------------------------------------
 class StoreOf:
     """A SessionStore for AgentSessionSandbox that serves fixed bodies and records activity."""
@@ -219,7 +253,7 @@ class StoreOf:
     def require(self, namespace: str, name: str) -> dict[str, Any]:
         return self.current
 
-    def wait_ready(self, namespace: str, name: str, timeout: float) -> sessions.SessionView:
+    def wait_ready(self, namespace: str, name: str, timeout: float, on_progress: Any = None) -> sessions.SessionView:
         return sessions.SessionView.of(self.ready)
 
     def report_activity(self, namespace: str, name: str, busy_seconds: float = 0) -> dict[str, Any] | None:
