@@ -7,7 +7,7 @@ export KUBECONFIG ?= $(CURDIR)/.cluster/kubeconfig
 NODE ?= $(or $(DEVCLUSTER_NODE),kwok)
 export DEVCLUSTER_NODE := $(NODE)
 
-.PHONY: release help venv cluster-up cluster-down cluster-status crds operator test test-full test-unit test-ts test-e2e test-faults test-hostile install uninstall lint bench demo dev
+.PHONY: release help venv cluster-up cluster-down cluster-status crds operator test test-full test-unit test-lowest test-ts test-e2e test-faults test-hostile install uninstall lint bench demo dev
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -74,6 +74,9 @@ test-unit: venv ## unit tests (no cluster)
 	$(PY) -m devcluster.prereqs ops shells  # lua5.1 and promtool (the operations kit), busybox and dash
 	$(PY) -m pytest tests/unit -q
 
+test-lowest: venv ## the unit tests with every dependency at the lowest version the packages declare (uv --resolution lowest-direct)
+	$(PY) -m tests.lowest_deps
+
 test-e2e: venv ## end-to-end tests on one kind of node (NODE=kwok|real; the tests start and stop the cluster)
 	$(PY) -m devcluster build
 	$(PY) -m pytest tests/e2e -q
@@ -99,6 +102,7 @@ test: venv client-ts/node_modules/.installed ## every test that proves the produ
 	@$(if $(STAGES_KEEP),,$(STAGE) --reset)
 	$(PY) -m devcluster.prereqs ops shells  # lua5.1 and promtool (the operations kit), busybox and dash
 	$(STAGE) unit -- $(PY) -m pytest tests/unit -q
+	$(STAGE) lowest-deps -- $(PY) -m tests.lowest_deps
 	$(STAGE) client-ts -- sh -c 'cd client-ts && CROSS_LANGUAGE=required PYTHON=$(CURDIR)/$(PY) npm test'
 	$(PY) -m devcluster.prereqs kwok real-node images  # every host package before any long build
 	$(STAGE) build-kwok -- env DEVCLUSTER_NODE=kwok $(PY) -m devcluster build
