@@ -17,13 +17,13 @@ from typing import Any
 import pytest
 
 from langchain_k8s_client import AgentSessionSandbox
-from testkit import manifests
+from testkit import manifests, openshift
+from testkit.openshift import UID
 from tests.e2e.conftest import RUNTIMES, Kube, OperatorProcess
 from tests.e2e.test_install import POOL_SAMPLE, TEMPLATE_SAMPLE, by_kind, load, restricted
 
 pytestmark = [pytest.mark.e2e, pytest.mark.realnode]
 
-UID = 1000680000  # what an OpenShift namespace's openshift.io/sa.scc.uid-range would start at
 ASSIGNED_IDS = ("runAsUser", "runAsGroup", "fsGroup")
 
 
@@ -36,43 +36,11 @@ def without_ids(template: dict[str, Any]) -> dict[str, Any]:
     return template
 
 
-def scc_like_policy(name: str, namespace: str) -> list[dict[str, Any]]:
-    """A MutatingAdmissionPolicy and its binding: every Pod created in `namespace` gets the range's UID and
-    fsGroup (and, as under the SCC, no runAsGroup: GID 0)."""
-    ids = f"runAsUser: {UID}, fsGroup: {UID}"
-    expression = "Object{spec: Object.spec{securityContext: Object.spec.securityContext{" + ids + "}}}"
-    policy = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "MutatingAdmissionPolicy",
-        "metadata": {"name": name},
-        "spec": {
-            "matchConstraints": {
-                "resourceRules": [
-                    {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}
-                ]
-            },
-            "failurePolicy": "Fail",
-            "reinvocationPolicy": "Never",
-            "mutations": [{"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": expression}}],
-        },
-    }
-    binding = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "MutatingAdmissionPolicyBinding",
-        "metadata": {"name": name},
-        "spec": {
-            "policyName": name,
-            "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}},
-        },
-    }
-    return [policy, binding]
-
-
 @pytest.fixture(params=RUNTIMES)
 def openshift_namespace(request: pytest.FixtureRequest, kube: Kube, operator: OperatorProcess) -> Iterator[str]:
     name = f"ocp-{uuid.uuid4().hex[:6]}"
     kube.run("create", "namespace", name)
-    scc = scc_like_policy(f"scc-{name}", name)
+    scc = openshift.assign_ids(f"scc-{name}", name)
     kube.apply(*scc)
     template = without_ids(by_kind(load(TEMPLATE_SAMPLE), "SandboxTemplate"))
     if request.param is None:
