@@ -1,7 +1,7 @@
 """The operator's pod passes OpenShift's restricted-v2 rules; the node agent's needs the privileged SCC
 (issue 52 item 5).
 
-testkit/openshift.py plays restricted-v2 for one namespace with admission policies (ids assigned, the SCC's
+tests/opskit/openshift.py plays restricted-v2 for one namespace with admission policies (ids assigned, the SCC's
 refusals). Here the API server judges, with a server-side dry run, the Pods the chart's Deployment and
 config/'s node agent DaemonSet would create there: what a ReplicaSet or DaemonSet controller would send.
 The rules themselves are checked first, so that an admitted Pod means the rules held, not that no rule ran.
@@ -20,9 +20,10 @@ import pytest
 import yaml
 
 from devcluster import build, versions
-from testkit import manifests, openshift
+from testkit import manifests
 from tests.e2e.conftest import Kube
 from tests.e2e.test_install import pod_from_template
+from tests.opskit import openshift
 
 pytestmark = [pytest.mark.e2e]
 

@@ -17,10 +17,11 @@ from typing import Any
 import pytest
 
 from langchain_k8s_client import AgentSessionSandbox
-from testkit import manifests, openshift
-from testkit.openshift import UID
+from testkit import manifests
 from tests.e2e.conftest import RUNTIMES, Kube, OperatorProcess
 from tests.e2e.test_install import POOL_SAMPLE, TEMPLATE_SAMPLE, by_kind, load, restricted
+from tests.opskit import openshift
+from tests.opskit.openshift import UID
 
 pytestmark = [pytest.mark.e2e, pytest.mark.realnode]
 
