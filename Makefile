@@ -130,7 +130,7 @@ lint: venv client-ts/node_modules/.installed ## ruff, mypy, shellcheck and tsc (
 	$(VENV)/bin/mypy devcluster testkit api/agentsession_api client/langchain_k8s_client operator/agentsession_operator benchmarks
 	cd client/langchain_k8s_client/scripts && shellcheck -x *.sh
 	cd client-ts && npm run --silent copy-scripts && npx tsc -p tsconfig.json --noEmit
-	shellcheck kind/*.sh .ci/run
+	shellcheck kind/*.sh .ci/run client/krew/kubectl-agentsession
 
 # The scale points (live sessions; cumulative, one operator): up to 10,000 about 50 minutes on the
 # shared 2 cores of docs/performance.md, claims created directly in every other round.

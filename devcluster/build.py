@@ -340,6 +340,7 @@ def _build_distribution(log: Path) -> None:
 
 # Tools beside the cluster (built on demand, never by build_all): helm for charts/agentsession.
 HELM = Component("helm", versions.HELM, ("helm",))
+KREW = Component("krew", versions.KREW, ("krew",))
 
 
 def _build_helm(log: Path) -> None:
@@ -348,6 +349,16 @@ def _build_helm(log: Path) -> None:
     src = _tools_module(HELM, gomod, log)
     _run(
         ["go", "build", "-trimpath", "-ldflags", "-s -w", "-o", str(HELM.bin_dir) + "/", "helm.sh/helm/v3/cmd/helm"],
+        src,
+        log,
+    )
+
+
+def _build_krew(log: Path) -> None:
+    gomod = f"module agentsession.dev/devcluster/krew-tools\n\ngo 1.26\n\nrequire sigs.k8s.io/krew {versions.KREW}\n"
+    src = _tools_module(KREW, gomod, log)
+    _run(
+        ["go", "build", "-trimpath", "-ldflags", "-s -w", "-o", str(KREW.bin_dir) + "/", "sigs.k8s.io/krew/cmd/krew"],
         src,
         log,
     )
@@ -366,6 +377,7 @@ _BUILDERS = {
     KUBE_ROUTER.name: _build_kube_router,
     GVISOR.name: _build_gvisor,
     HELM.name: _build_helm,
+    KREW.name: _build_krew,
 }
 
 

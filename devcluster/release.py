@@ -8,6 +8,8 @@
       install/    agentsession-VERSION.yaml: `kubectl kustomize config/` rendered whole (CRDs, RBAC, pins,
                   webhook, Deployment), the image named ghcr.io/agentsession/operator:VERSION
       chart/      agentsession-CHART_VERSION.tgz (helm package charts/agentsession)
+      krew/       kubectl-agentsession-VERSION.tar.gz (the plugin: client/krew's launcher, the api and client
+                  wheels) and agentsession.yaml, its krew manifest with the archive's sha256
       LICENSE, SHA256SUMS
 
 The version comes from one place, api/pyproject.toml (tests/unit/test_versions.py keeps the other
@@ -22,6 +24,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import tomllib
 from pathlib import Path
 
@@ -91,6 +94,28 @@ def operator_image(out: Path, tag: str) -> Path:
     return target
 
 
+def krew_plugin(out: Path, tag: str, wheels: list[Path]) -> list[Path]:
+    """The plugin's archive (launcher, VERSION, LICENSE, the api and client wheels) and its krew manifest."""
+    out.mkdir(parents=True, exist_ok=True)
+    source = REPO_ROOT / "client" / "krew"
+    archive = out / f"kubectl-agentsession-{tag}.tar.gz"
+    (out / "VERSION").write_text(tag + "\n")
+    mine = [w for w in wheels if w.name.startswith(("agentsession_api-", "langchain_k8s_client-"))]
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(source / "kubectl-agentsession", "kubectl-agentsession")
+        tar.add(out / "VERSION", "VERSION")
+        tar.add(REPO_ROOT / "LICENSE", "LICENSE")
+        for wheel in sorted(mine):
+            tar.add(wheel, f"wheels/{wheel.name}")
+    (out / "VERSION").unlink()
+    sha = hashlib.sha256(archive.read_bytes()).hexdigest()
+    manifest = (source / "agentsession.yaml").read_text()
+    manifest = manifest.replace("@VERSION@", tag).replace("@SHA256@", sha)
+    target = out / "agentsession.yaml"
+    target.write_text(manifest)
+    return [archive, target]
+
+
 def checksums(out: Path) -> Path:
     lines = []
     for path in sorted(p for p in out.rglob("*") if p.is_file() and p.name != "SHA256SUMS"):
@@ -105,6 +130,7 @@ def release(out: Path, with_images: bool = True) -> list[Path]:
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     made = [*python_distributions(out / "python"), npm_package(out / "npm")]
+    made += krew_plugin(out / "krew", tag, [p for p in made if p.suffix == ".whl"])
     made += [install_manifest(out / "install", tag), chart(out / "chart")]
     if with_images:
         made.append(operator_image(out / "images", tag))

@@ -34,3 +34,5 @@ GVISOR = "v0.0.0-20260527191743-a81fd9dd382e"
 
 # The Helm chart (charts/agentsession): helm template / install in tests. Not part of any cluster.
 HELM = "v3.22.0"
+# krew, to install the kubectl plugin from its release manifest in tests (dist/krew). Not part of any cluster.
+KREW = "v0.4.3"

@@ -10,6 +10,8 @@ checked for what they name: the files exist, the substitution hits the image.
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
 import shlex
 import subprocess
@@ -57,6 +59,7 @@ def test_every_artifact_is_there_with_its_checksum(dist: Path) -> None:
         for name in ("agentsession_api", "langchain_k8s_client", "agentsession_operator")
         for suffix in ("-py3-none-any.whl", ".tar.gz")
     } | {f"npm/agentsession-deepagents-{tag}.tgz", f"install/agentsession-{tag}.yaml", f"images/operator-{tag}.oci.tar"}
+    expected |= {f"krew/kubectl-agentsession-{tag}.tar.gz", "krew/agentsession.yaml"}
     present = {str(p.relative_to(dist)) for p in dist.rglob("*") if p.is_file()}
     assert expected <= present, expected - present
     assert any(p.startswith("chart/agentsession-") for p in present) and "LICENSE" in present
@@ -81,6 +84,48 @@ def test_the_readme_pip_line_installs_the_client_from_the_wheels(dist: Path, tmp
     code = "import langchain_k8s_client as c; print(c.__version__, c.AgentSessionSandbox.__name__)"
     out = subprocess.run([str(python), "-c", code], capture_output=True, text=True, timeout=300, cwd="/")
     assert out.stdout.split() == [release.version(), "AgentSessionSandbox"], out.stderr[-2000:]
+
+
+def test_the_readme_krew_line_installs_the_plugin_that_kubectl_runs(dist: Path, tmp_path: Path) -> None:
+    """A user's krew (its own KREW_ROOT, home and cache here) installs the plugin from the release's two files;
+    kubectl finds it on PATH, and its first run installs the client from the archive's wheels."""
+    tag = release.version()
+    manifest = yaml.safe_load((dist / "krew" / "agentsession.yaml").read_text())
+    archive = dist / "krew" / f"kubectl-agentsession-{tag}.tar.gz"
+    (platform,) = manifest["spec"]["platforms"]
+    assert platform["sha256"] == hashlib.sha256(archive.read_bytes()).hexdigest()
+    assert manifest["spec"]["version"] == f"v{tag}" and platform["bin"] == "kubectl-agentsession"
+    build.build(build.KREW)
+    build.build(build.KUBERNETES)
+    root = tmp_path / "krew"
+    env = {
+        "PATH": f"{root / 'bin'}:{os.environ['PATH']}",
+        "KREW_ROOT": str(root),
+        "HOME": str(tmp_path / "home"),
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+    }
+    words = _line("kubectl krew install")
+    installed = subprocess.run(
+        [str(build.KREW.path("krew")), *words[2:]],
+        cwd=dist.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+    )
+    assert installed.returncode == 0 and "Installed plugin: agentsession" in installed.stderr, installed.stderr
+    for _ in range(2):  # the first run installs the client, the second finds it
+        ran = subprocess.run(
+            [str(build.KUBERNETES.path("kubectl")), "agentsession", "--version"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        assert ran.returncode == 0 and ran.stdout.startswith(f"kubectl agentsession {tag} "), ran.stderr[-3000:]
+    (made,) = (tmp_path / "cache" / "kubectl-agentsession").iterdir()  # one, complete: no partial left
+    assert made.name.startswith(f"{tag}-py3.") and (made / "langchain_k8s_client").is_dir(), made
 
 
 def test_the_readme_npm_line_installs_the_package_with_its_peers(dist: Path, tmp_path: Path) -> None:
