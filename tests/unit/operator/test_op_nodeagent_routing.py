@@ -1,0 +1,75 @@
+"""Issue 49 items 4 and 5: a checkpoint request goes to the agent on the sandbox's node, and to no other.
+
+The operator asked every Ready agent in turn, each with its bearer token, until one had the pod: every
+agent of the cluster saw the operator's token and the tenant's pod name on every hibernation, and one
+unreachable agent (a node gone) added its whole timeout (180 s) to every hibernation on every other node.
+The Sandbox's status names the node (agent-sandbox copies the pod's spec.nodeName); the agents are pods,
+each with its own spec.nodeName.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from agentsession_operator.decisions.actions import HibernateSandbox, reconcile_actions
+from agentsession_operator.kube.hibernation import Hibernator
+from agentsession_operator.kube.node_agent import AgentSelector, NodeAgents
+from tests.unit.operator.test_op_actions import ready_claim, settle
+
+T0 = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
+Make = Callable[..., dict[str, Any]]
+LOG = type("Log", (), {"info": lambda *a, **k: None, "warning": lambda *a, **k: None})()
+
+
+def agent_pod(ip: str, node: str) -> dict[str, Any]:
+    return {
+        "spec": {"nodeName": node},
+        "status": {"podIP": ip, "conditions": [{"type": "Ready", "status": "True"}]},
+    }
+
+
+class Lister:
+    async def list_pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
+        return [agent_pod("10.0.1.1", "node-a"), agent_pod("10.0.2.1", "node-b")]
+
+
+class RecordingAgents(NodeAgents):
+    """The real NodeAgents, its HTTP replaced: node-a's agent never answers (its node is gone)."""
+
+    def __init__(self, token: Path) -> None:
+        super().__init__(Lister(), AgentSelector("agentsession-nodeagent", "app=agent"), token)
+        self.calls: list[tuple[str, str]] = []
+
+    async def _post(self, ip: str, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        self.calls.append((ip, path))
+        if ip == "10.0.1.1":
+            raise TimeoutError("node-a's agent does not answer")
+        if path == "/v1/checkpoint":
+            return 200, {"sizeBytes": 1000}
+        return 200, {"deleted": True}
+
+
+class Kube:
+    async def patch_session_status(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+
+async def test_a_checkpoint_asks_only_the_agent_on_the_sandboxs_node(
+    make_session: Make, make_claim: Make, make_sandbox: Make, tmp_path: Path
+) -> None:
+    spec = {"warmPoolRef": {"name": "p"}, "idleTimeout": "15m", "idleAction": "Hibernate"}
+    sandbox = make_sandbox()
+    sandbox["status"]["nodeName"] = "node-b"  # agent-sandbox copies the pod's spec.nodeName
+    session = settle(
+        make_session(spec=spec), reconcile_actions(make_session(spec=spec), ready_claim(make_claim), sandbox, T0)
+    )
+    idle = reconcile_actions(session, ready_claim(make_claim), sandbox, T0 + timedelta(minutes=20))
+    (action,) = [a for a in idle if isinstance(a, HibernateSandbox)]
+    token = tmp_path / "token"
+    token.write_text("operator-token")
+    agents = RecordingAgents(token)
+    await Hibernator(Kube(), agents, lambda *a: None).hibernate(action, session, LOG)
+    assert agents.calls == [("10.0.2.1", "/v1/checkpoint")]
