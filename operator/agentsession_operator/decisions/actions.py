@@ -73,6 +73,9 @@ class HibernateSandbox:
     """The policies' limits.maxHibernatedSize: what the namespace's hibernated sessions keep together."""
     budget_policy: str = ""
     """The policy that sets it (named in the fallback's message)."""
+    node: str = ""
+    """The sandbox's node (its Sandbox's status.nodeName): only that node's agent is asked. "" when the
+    Sandbox does not say (then every agent is asked, as before the node was known)."""
 
 
 @dataclass(frozen=True)
@@ -281,9 +284,10 @@ def _mode_actions(
             meta = session.get("metadata") or {}
             name = hibernate.checkpoint_name(str(meta.get("name", "")), str(meta.get("uid", "")))
             budget, budget_policy = resolved.max_hibernated or (None, "")
+            node = str((sandbox.get("status") or {}).get("nodeName") or "")
             return [
                 HibernateSandbox(
-                    bound, str(pod), name, mode_patch, resolved.max_checkpoint_bytes, budget, budget_policy
+                    bound, str(pod), name, mode_patch, resolved.max_checkpoint_bytes, budget, budget_policy, node
                 )
             ]
         return [PatchSandbox(bound, mode_patch)]

@@ -73,7 +73,9 @@ class Hibernator:
         size: int | None = None
         if verdict.hibernate:
             # The wake's pod is named after the Sandbox (agent-sandbox), not after a warm pool's pod.
-            result = await self.agents.checkpoint(namespace, action.pod, action.checkpoint, action.name)
+            result = await self.agents.checkpoint(
+                namespace, action.pod, action.checkpoint, action.name, node=action.node
+            )
             verdict = hibernate.after_checkpoint(result, hibernate.max_bytes_for(self.max_bytes, action.max_bytes))
             size = result.size_bytes
             if verdict.hibernate:

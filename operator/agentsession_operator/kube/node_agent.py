@@ -1,10 +1,13 @@
 """The operator's side of the node agent (issue 33): ask for one pod's checkpoint, delete one image, list
 the images of every node (the sweep of images whose session is gone).
 
-The agents are the Ready pods of ``--node-agent=<namespace>/<selector>`` (a DaemonSet); the operator
-reads no tenant pod, so it does not know the sandbox's node: it asks each agent in turn, and the one
-on the pod's node answers (the others 404). Every request carries the operator's projected token,
-bound to the agents' audience (the agent TokenReviews it and admits only the operator).
+The agents are the Ready pods of ``--node-agent=<namespace>/<selector>`` (a DaemonSet). A checkpoint goes
+to the agent on the sandbox's node only (the Sandbox's status.nodeName, matched with each agent pod's
+spec.nodeName): no other agent sees the operator's token or the tenant's pod name, and a gone node's agent
+delays no other node's hibernation (issue 49 items 4 and 5). Only when the Sandbox names no node is every
+agent asked in turn (the one on the pod's node answers, the others 404). Every request carries the
+operator's projected token, bound to the agents' audience (the agent TokenReviews it and admits only the
+operator).
 """
 
 from __future__ import annotations
@@ -41,15 +44,32 @@ class AgentSelector:
         return cls(namespace, selector)
 
 
-def ready_ips(pods: list[dict[str, Any]]) -> list[str]:
-    """The pod IPs of the agents that are Ready."""
-    ips = []
+@dataclass(frozen=True)
+class Agent:
+    ip: str
+    node: str
+    """The agent pod's spec.nodeName ("" before it is scheduled, which a Ready pod always is)."""
+
+
+def ready_agents(pods: list[dict[str, Any]]) -> list[Agent]:
+    """The agents that are Ready: their pod IP and node."""
+    agents = []
     for pod in pods:
         status = pod.get("status") or {}
         ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
         if ready and status.get("podIP"):
-            ips.append(status["podIP"])
-    return ips
+            agents.append(Agent(status["podIP"], str((pod.get("spec") or {}).get("nodeName") or "")))
+    return agents
+
+
+def ready_ips(pods: list[dict[str, Any]]) -> list[str]:
+    """The pod IPs of the agents that are Ready."""
+    return [agent.ip for agent in ready_agents(pods)]
+
+
+def agents_for(agents: list[Agent], node: str) -> list[Agent]:
+    """Whom to ask about a pod on ``node``: its node's agent alone when the node is known, else all."""
+    return [a for a in agents if a.node == node] if node else agents
 
 
 class NodeAgents:
@@ -61,8 +81,11 @@ class NodeAgents:
         self.token_path = token_path
         self.timeout = timeout
 
+    async def _ready(self) -> list[Agent]:
+        return ready_agents(await self.lister.list_pods(self.where.namespace, self.where.selector))
+
     async def _agents(self) -> list[str]:
-        return ready_ips(await self.lister.list_pods(self.where.namespace, self.where.selector))
+        return [agent.ip for agent in await self._ready()]
 
     async def reachable(self) -> bool:
         return bool(await self._agents())
@@ -79,12 +102,19 @@ class NodeAgents:
             data = await answer.json(content_type=None)
             return answer.status, data if isinstance(data, dict) else {}
 
-    async def checkpoint(self, namespace: str, pod: str, name: str, restore_into: str) -> CheckpointResult:
-        """The checkpoint of ``namespace/pod`` into image ``name``, from the agent on its node; only pod
-        ``restore_into`` (the one the wake creates) restores from it."""
+    async def checkpoint(
+        self, namespace: str, pod: str, name: str, restore_into: str, node: str = ""
+    ) -> CheckpointResult:
+        """The checkpoint of ``namespace/pod`` into image ``name``, from the agent on its node (``node``, when
+        known, is the only one asked); only pod ``restore_into`` (the one the wake creates) restores from it."""
         errors = []
         request = {"namespace": namespace, "pod": pod, "name": name, "restoreInto": restore_into}
-        for ip in await self._agents():
+        asked = agents_for(await self._ready(), node)
+        if node and not asked:
+            return CheckpointResult(
+                False, error=f"no Ready node agent on node {node}, where pod {namespace}/{pod} runs"
+            )
+        for ip in (agent.ip for agent in asked):
             try:
                 status, body = await self._post(ip, "/v1/checkpoint", request)
             except UNREACHABLE as e:

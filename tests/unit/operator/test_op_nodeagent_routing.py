@@ -73,3 +73,16 @@ async def test_a_checkpoint_asks_only_the_agent_on_the_sandboxs_node(
     agents = RecordingAgents(token)
     await Hibernator(Kube(), agents, lambda *a: None).hibernate(action, session, LOG)
     assert agents.calls == [("10.0.2.1", "/v1/checkpoint")]
+
+
+async def test_without_a_node_every_agent_is_asked_and_a_nodes_missing_agent_fails_at_once(tmp_path: Path) -> None:
+    """A Sandbox that names no node (an older agent-sandbox): every agent in turn, as before. A node whose
+    agent is not Ready: the checkpoint fails at once, saying which node (the session suspends as Suspend)."""
+    token = tmp_path / "token"
+    token.write_text("operator-token")
+    agents = RecordingAgents(token)
+    result = await agents.checkpoint("team-a", "pod-1", "img", "sbx")
+    assert result.ok and agents.calls == [("10.0.1.1", "/v1/checkpoint"), ("10.0.2.1", "/v1/checkpoint")]
+    agents.calls.clear()
+    result = await agents.checkpoint("team-a", "pod-1", "img", "sbx", node="node-c")
+    assert not result.ok and "no Ready node agent on node node-c" in result.error and agents.calls == []
