@@ -228,3 +228,28 @@ def test_the_operator_may_not_open_a_claims_pod_to_everyone(
     }
     proc = _as_operator(kube, operator, "create", "--dry-run=server", "-f", "-", input=policy("shaped", shaped))
     assert proc.returncode == 0, proc.stderr
+
+
+def test_the_operator_may_delete_only_finished_sessions(kube: Kube, namespace: str, operator: OperatorProcess) -> None:
+    """Issue 51 item 3: the operator deletes a session only for cleanup.deleteFinishedAfter, once it is
+    Expired or Failed. Attack, with its token: delete a Ready session (a tenant's running sandbox and its
+    volumes go with it). Then its own write: a finished session is deleted by the policy's retention."""
+    _ready_session(kube, namespace, "running")
+    proc = _as_operator(kube, operator, "delete", "agentsession", "running", "-n", namespace, "--wait=false")
+    _refused(proc, "may delete only finished AgentSessions")
+    assert kube.get("agentsession", "running", namespace) is not None
+    kube.apply(
+        {
+            "apiVersion": "agentsession.dev/v1alpha1",
+            "kind": "AgentSessionPolicy",
+            "metadata": {"name": "retention"},
+            "spec": {"selector": {"matchLabels": {"retire": "yes"}}, "cleanup": {"deleteFinishedAfter": "1s"}},
+        },
+        namespace=namespace,
+    )
+    kube.apply(manifests.session("brief", "pool", meta_labels={"retire": "yes"}, ttl="2s"), namespace=namespace)
+    kube.wait_for(
+        "the expired session deleted by its retention",
+        lambda: kube.get("agentsession", "brief", namespace) is None,
+        timeout=90,
+    )
