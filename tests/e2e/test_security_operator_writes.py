@@ -253,3 +253,37 @@ def test_the_operator_may_delete_only_finished_sessions(kube: Kube, namespace: s
         lambda: kube.get("agentsession", "brief", namespace) is None,
         timeout=90,
     )
+
+
+def test_the_operator_may_change_only_a_claims_shutdown_time(
+    kube: Kube, namespace: str, operator: OperatorProcess
+) -> None:
+    """Issue 51 item 3: the operator patches a claim's lifecycle.shutdownTime (the TTL) and the restore
+    annotation of a hibernated session's wake, nothing else. Attack, with its token: an env var the pod
+    starts with (LD_PRELOAD), another warm pool (template), pod labels a foreign NetworkPolicy selects, the
+    claim's own labels. Then its own write: a longer TTL moves the shutdown time, under the same pin."""
+    claim = _ready_session(kube, namespace, "claimed")["claimName"]
+    for patch, refusal in (
+        ({"spec": {"env": [{"name": "LD_PRELOAD", "value": "/tmp/x.so"}]}}, "may change only spec.lifecycle"),
+        ({"spec": {"warmPoolRef": {"name": "another"}}}, "may change only spec.lifecycle"),
+        ({"spec": {"additionalPodMetadata": {"labels": {"sandbox.users.io/open": "yes"}}}}, "spec.lifecycle"),
+        ({"metadata": {"labels": {"example.com/open": "yes"}}}, "may not change a SandboxClaim's labels"),
+    ):
+        proc = _as_operator(
+            kube, operator, "patch", "sandboxclaim", claim, "-n", namespace, "--type=merge", "-p", json.dumps(patch)
+        )
+        _refused(proc, refusal)
+    kept = kube.get("sandboxclaim", claim, namespace) or {}
+    assert not kept["spec"].get("env") and kept["spec"]["warmPoolRef"] == {"name": "pool"}, kept["spec"]
+    before = kept["spec"]["lifecycle"].get("shutdownTime")
+    kube.run("patch", "agentsession", "claimed", "-n", namespace, "--type=merge", "-p", '{"spec":{"ttl":"3h"}}')
+    kube.wait_for(
+        "the operator to move the claim's shutdown time",
+        lambda: (
+            ((kube.get("sandboxclaim", claim, namespace) or {}).get("spec") or {})
+            .get("lifecycle", {})
+            .get("shutdownTime")
+            not in (None, before)
+        ),
+        timeout=60,
+    )
