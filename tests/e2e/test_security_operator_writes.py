@@ -287,3 +287,19 @@ def test_the_operator_may_change_only_a_claims_shutdown_time(
         ),
         timeout=60,
     )
+
+
+def test_the_claim_pin_names_every_field_of_the_installed_claim_spec(kube: Kube) -> None:
+    """As the Sandbox pin: every field of the installed SandboxClaim spec is in the pin's list, or is one
+    the operator may change (lifecycle.shutdownTime, the restore annotation); a new one fails here."""
+    policy = next(
+        doc for doc in yaml.safe_load_all(PINS.read_text()) if doc["metadata"]["name"].endswith("claim-writes")
+    )
+    expression = policy["spec"]["validations"][0]["expression"]
+    crd = kube.get("crd", "sandboxclaims.extensions.agents.x-k8s.io") or {}
+    for version in crd["spec"]["versions"]:
+        spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+        assert set(re.findall(r"object\.spec\.\?(\w+)", expression)) == set(spec), version["name"]
+        lifecycle = set(re.findall(r"object\.spec\.\?lifecycle\.\?(\w+)", expression))
+        assert lifecycle | {"shutdownTime"} == set(spec["lifecycle"]["properties"]), version["name"]
+        assert set(spec["additionalPodMetadata"]["properties"]) == {"labels", "annotations"}, version["name"]
