@@ -86,3 +86,57 @@ async def test_without_a_node_every_agent_is_asked_and_a_nodes_missing_agent_fai
     agents.calls.clear()
     result = await agents.checkpoint("team-a", "pod-1", "img", "sbx", node="node-c")
     assert not result.ok and "no Ready node agent on node node-c" in result.error and agents.calls == []
+
+
+class FakeHttp:
+    """aiohttp.ClientSession as NodeAgents uses it, recording each request's URL and Authorization header."""
+
+    sent: list[tuple[str, str]] = []
+
+    def __init__(self, **kwargs: Any) -> None:
+        pass
+
+    async def __aenter__(self) -> FakeHttp:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        pass
+
+    def post(self, url: str, json: Any = None, headers: dict[str, str] | None = None) -> Any:
+        FakeHttp.sent.append((url, (headers or {}).get("Authorization", "")))
+
+        class Answer:
+            status = 200
+
+            async def __aenter__(self) -> Answer:
+                return self
+
+            async def __aexit__(self, *exc: object) -> None:
+                pass
+
+            async def json(self, content_type: Any = None) -> dict[str, Any]:
+                return {"deleted": False, "images": []}
+
+        return Answer()
+
+
+def operator_agents(tmp_path: Path) -> NodeAgents:
+    """The operator's NodeAgents as the dev cluster configures it (the audience-bound token file)."""
+    token = tmp_path / "token"
+    token.write_text("the-operators-agent-token")
+    return NodeAgents(Lister(), AgentSelector("agentsession-nodeagent", "app=agent"), token)
+
+
+async def test_what_one_nodes_agent_receives_is_no_key_to_another_nodes_agent(tmp_path: Path, monkeypatch: Any) -> None:
+    """Issue 49 item 5: a node's agent (a compromised node) sees the token the operator sends it; that token
+    must be useless against every other node's agent. The operator sent one token, bound to one audience
+    that every agent accepts, to all of them."""
+    from agentsession_operator.kube import node_agent
+
+    monkeypatch.setattr(node_agent.aiohttp, "ClientSession", FakeHttp)
+    FakeHttp.sent = []
+    agents = operator_agents(tmp_path)
+    await agents.delete_outcome("team-a", "img")  # a delete goes to every agent
+    sent = dict(FakeHttp.sent)
+    to_a, to_b = sent["http://10.0.1.1:8490/v1/delete"], sent["http://10.0.2.1:8490/v1/delete"]
+    assert to_a != to_b, "node-a's agent received the very token node-b's agent accepts"
