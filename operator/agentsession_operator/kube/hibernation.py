@@ -73,8 +73,10 @@ class Hibernator:
         size: int | None = None
         if verdict.hibernate:
             # The wake's pod is named after the Sandbox (agent-sandbox), not after a warm pool's pod.
-            result = await self.agents.checkpoint(namespace, action.pod, action.checkpoint, action.name)
-            verdict = hibernate.after_checkpoint(result, hibernate.max_bytes_for(self.max_bytes, action.max_bytes))
+            bound = hibernate.max_bytes_for(self.max_bytes, action.max_bytes)
+            # The bound goes with the request: the agent refuses a sandbox holding more memory before writing.
+            result = await self.agents.checkpoint(namespace, action.pod, action.checkpoint, action.name, bound)
+            verdict = hibernate.after_checkpoint(result, bound)
             size = result.size_bytes
             if verdict.hibernate:
                 verdict = hibernate.within_budget(used, result.size_bytes, budget, by) or verdict

@@ -36,7 +36,9 @@ class Agents:
     async def reachable(self) -> bool:
         return True
 
-    async def checkpoint(self, namespace: str, pod: str, name: str, restore_into: str) -> h.CheckpointResult:
+    async def checkpoint(
+        self, namespace: str, pod: str, name: str, restore_into: str, max_bytes: int | None = None
+    ) -> h.CheckpointResult:
         self.checkpoints.append(name)
         return h.CheckpointResult(True, size_bytes=self.size)
 

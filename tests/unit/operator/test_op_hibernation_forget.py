@@ -122,7 +122,9 @@ async def test_an_image_over_the_policys_bound_is_deleted_and_the_session_falls_
         async def reachable(self) -> bool:
             return True
 
-        async def checkpoint(self, namespace: str, pod: str, name: str, restore_into: str) -> h.CheckpointResult:
+        async def checkpoint(
+            self, namespace: str, pod: str, name: str, restore_into: str, max_bytes: int | None = None
+        ) -> h.CheckpointResult:
             return h.CheckpointResult(True, size_bytes=2048)
 
     agents = Checkpointing(h.DeleteOutcome(True, 1, 0))
@@ -200,7 +202,9 @@ async def test_the_image_restores_only_into_the_pod_the_wake_creates() -> None:
         async def reachable(self) -> bool:
             return True
 
-        async def checkpoint(self, namespace: str, pod: str, name: str, restore_into: str) -> h.CheckpointResult:
+        async def checkpoint(
+            self, namespace: str, pod: str, name: str, restore_into: str, max_bytes: int | None = None
+        ) -> h.CheckpointResult:
             asked.append((pod, restore_into))
             return h.CheckpointResult(True, size_bytes=10)
 

@@ -90,7 +90,9 @@ class _TooLarge:
     async def reachable(self) -> bool:
         return True
 
-    async def checkpoint(self, namespace: str, pod: str, name: str, restore_into: str) -> Any:
+    async def checkpoint(
+        self, namespace: str, pod: str, name: str, restore_into: str, max_bytes: int | None = None
+    ) -> Any:
         from agentsession_operator.decisions.hibernate import CheckpointResult
 
         self.checkpoints.append(pod)
