@@ -69,6 +69,11 @@ def manifests(
             for volume in volumes:
                 volume["hostPath"]["path"] = paths[volume["name"]]
             assert {v["name"] for v in volumes} == set(paths), "the component's volumes changed: update host_paths"
+            # The tag stays while the image changes (install pushes this checkout's build under it): with the
+            # component's IfNotPresent, a node that pulled it once (a cluster kept between runs) kept running
+            # the first build after every restart. From the cluster's own registry, a pull is cheap.
+            for container in doc["spec"]["template"]["spec"]["containers"]:
+                container["imagePullPolicy"] = "Always"
         elif doc["kind"] == "NetworkPolicy":
             ingress = doc["spec"]["ingress"]
             assert len(ingress) == 1, "the component's NetworkPolicy changed: update manifests"

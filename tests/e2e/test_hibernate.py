@@ -208,6 +208,104 @@ def test_a_runc_session_with_idle_action_hibernate_suspends(
     backend.delete_session()
 
 
+def test_a_namespace_over_its_hibernated_size_suspends_and_keeps_no_image(
+    kube: Kube, cluster: Cluster, namespace: str, hibernating_operator: OperatorProcess
+) -> None:
+    """Issue 49 item 3: a policy's limits.maxHibernatedSize bounds the checkpoints a namespace's hibernated
+    sessions keep together. Under 1 KiB no gVisor checkpoint fits: the image is taken, judged, deleted from
+    the node, and the session suspends as Suspend saying which policy and how much."""
+    _pool(kube, namespace, "gv-budget", manifests.GVISOR)
+    kube.apply(
+        {
+            "apiVersion": "agentsession.dev/v1alpha1",
+            "kind": "AgentSessionPolicy",
+            "metadata": {"name": "tiny-budget"},
+            "spec": {"selector": {"matchLabels": {"budget": "tiny"}}, "limits": {"maxHibernatedSize": "1Ki"}},
+        },
+        namespace=namespace,
+    )
+    backend = AgentSessionSandbox(
+        "budgeted",
+        namespace,
+        warm_pool="gv-budget",
+        ttl="20m",
+        idle_timeout="4s",
+        idle_action="Hibernate",
+        session_labels={"budget": "tiny"},
+    )
+    pod = backend.wait_ready().pod_name or ""
+    suspended = kube.wait_for(
+        "suspended as Suspend over the budget",
+        lambda: (
+            (s := _status(kube, "budgeted", namespace)).get("phase") == phases.Phase.SUSPENDED
+            and s.get("hibernation")
+            and kube.get("pod", pod, namespace) is None
+            and s
+        ),
+        timeout=120,
+    )
+    record = suspended["hibernation"]
+    assert record["hibernated"] is False and record["reason"] == phases.REASON_HIBERNATED_SIZE_EXCEEDED, record
+    assert "tiny-budget" in record["message"] and "maxHibernatedSize" in record["message"], record
+    images = NodeDirs(cluster.paths.root / "node").checkpoints / namespace
+    assert not any(p.name.startswith("budgeted-") for p in images.iterdir()) if images.is_dir() else True
+    backend.delete_session()
+
+
+# A process holding 200 MiB of touched memory, in the background; the command returns once it holds it.
+HOG = (
+    "nohup python3 -c \"import time; b = bytearray(200 << 20); b[::4096] = b'x' * len(b[::4096]); "
+    "open('/tmp/held', 'w').write('1'); time.sleep(100000)\" >/dev/null 2>&1 & "
+    "for i in $(seq 100); do [ -f /tmp/held ] && echo held && break; sleep 0.1; done"
+)
+
+
+def test_a_sandbox_over_its_bound_suspends_and_nothing_is_written(
+    kube: Kube, cluster: Cluster, namespace: str, hibernating_operator: OperatorProcess
+) -> None:
+    """Issue 49 item 3: a sandbox holding more memory (200 MiB) than its bound (a policy's maxCheckpointSize,
+    64 MiB) was checkpointed in full onto the node's disk before the operator judged the image's size. Now the
+    operator sends the bound and the node agent measures the sandbox first: nothing is written, the session
+    suspends as Suspend, CheckpointTooLarge, saying the measured memory and the bound."""
+    _pool(kube, namespace, "gv-hog", manifests.GVISOR)
+    kube.apply(
+        {
+            "apiVersion": "agentsession.dev/v1alpha1",
+            "kind": "AgentSessionPolicy",
+            "metadata": {"name": "small-image"},
+            "spec": {"selector": {"matchLabels": {"mem": "big"}}, "limits": {"maxCheckpointSize": "64Mi"}},
+        },
+        namespace=namespace,
+    )
+    backend = AgentSessionSandbox(
+        "hog",
+        namespace,
+        warm_pool="gv-hog",
+        ttl="20m",
+        idle_timeout="4s",
+        idle_action="Hibernate",
+        session_labels={"mem": "big"},
+    )
+    pod = backend.wait_ready().pod_name or ""
+    assert _run(backend, HOG, timeout=15) == "held"
+    suspended = kube.wait_for(
+        "suspended as Suspend over the bound",
+        lambda: (
+            (s := _status(kube, "hog", namespace)).get("phase") == phases.Phase.SUSPENDED
+            and s.get("hibernation")
+            and kube.get("pod", pod, namespace) is None
+            and s
+        ),
+        timeout=120,
+    )
+    record = suspended["hibernation"]
+    assert record["hibernated"] is False and record["reason"] == phases.REASON_CHECKPOINT_TOO_LARGE, record
+    assert "nothing was written" in record["message"] and str(64 << 20) in record["message"], record
+    images = NodeDirs(cluster.paths.root / "node").checkpoints / namespace
+    assert not any(p.name.lstrip(".").startswith("hog-") for p in images.iterdir()) if images.is_dir() else True
+    backend.delete_session()
+
+
 def _hibernated(kube: Kube, cluster: Cluster, namespace: str, name: str, pod: str) -> Path:
     """Wait for the session's hibernate (its pod gone); the image's directory on the node."""
     status = kube.wait_for(

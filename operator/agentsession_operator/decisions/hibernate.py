@@ -42,6 +42,8 @@ class CheckpointResult:
     error: str = ""
     not_gvisor: bool = False
     """The agent found the pod but not under runsc (the template's runtime is not gVisor)."""
+    measured_bytes: int | None = None
+    """The agent refused before writing: the sandbox holds this much memory, over the bound it was sent."""
 
 
 def hibernates(resolved: Resolved, suspend_requested: bool) -> bool:
@@ -134,6 +136,14 @@ def after_checkpoint(result: CheckpointResult, max_bytes: int = DEFAULT_MAX_CHEC
         verdict = template_verdict(None)
         assert verdict is not None
         return HibernateVerdict(False, verdict.reason, f"{verdict.message} ({result.error[:200]})")
+    if result.measured_bytes is not None:
+        return HibernateVerdict(
+            False,
+            phases.REASON_CHECKPOINT_TOO_LARGE,
+            f"suspended as Suspend (workspace kept, processes not): the sandbox holds {result.measured_bytes} "
+            f"bytes of memory, over the bound of {max_bytes} bytes on its checkpoint: not checkpointed, nothing "
+            "was written",
+        )
     if not result.ok:
         return HibernateVerdict(
             False,

@@ -89,11 +89,15 @@ class Actor:
         self, action: PatchSandbox, session: Mapping[str, Any], log: Any, deadline_lag: float | None
     ) -> None:
         namespace = session["metadata"]["namespace"]
+        written = await self.kube.patch_sandbox(namespace, action.name, action.patch)
+        if written is not None:
+            # Cached as written: the next pass may come before the watch shows it (a hibernate's own status
+            # write brings one at once), and one that saw the Sandbox still Running would act again on a pod
+            # being stopped (checkpoint it, the fallback's reason overwritten by the agent's refusal).
+            self.cache.remember_sandbox((namespace, action.name), written)
         if "operatingMode" not in (action.patch.get("spec") or {}):
-            await self.kube.patch_sandbox(namespace, action.name, action.patch)
             log.info("sandbox patched", sandbox=action.name, patch=action.patch)
             return
-        await self.kube.patch_sandbox(namespace, action.name, action.patch)
         mode = (action.patch.get("spec") or {}).get("operatingMode", "")
         log.info("sandbox operating mode set", sandbox=action.name, mode=mode)
         if deadline_lag is not None and mode == c.OPERATING_MODE_SUSPENDED:

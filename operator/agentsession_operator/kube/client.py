@@ -342,8 +342,9 @@ class Kube:
     async def get_sandbox(self, namespace: str, name: str) -> dict[str, Any] | None:
         return await self._get(c.SANDBOX_GROUP, c.SANDBOX_VERSION, c.SANDBOX_PLURAL, namespace, name)
 
-    async def patch_sandbox(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
-        await self.custom.patch_namespaced_custom_object(
+    async def patch_sandbox(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any] | None:
+        """The Sandbox as the API server wrote it (the caller caches it: the watch may show it later)."""
+        written = await self.custom.patch_namespaced_custom_object(
             c.SANDBOX_GROUP,
             c.SANDBOX_VERSION,
             namespace,
@@ -352,6 +353,7 @@ class Kube:
             patch,
             _content_type=_MERGE["Content-Type"],
         )
+        return dict(written) if isinstance(written, dict) else None
 
     # ---- a fork's source volumes (read only) ---------------------------------------------------
     async def get_pvc(self, namespace: str, name: str) -> dict[str, Any] | None:

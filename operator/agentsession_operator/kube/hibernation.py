@@ -73,10 +73,12 @@ class Hibernator:
         size: int | None = None
         if verdict.hibernate:
             # The wake's pod is named after the Sandbox (agent-sandbox), not after a warm pool's pod.
+            bound = hibernate.max_bytes_for(self.max_bytes, action.max_bytes)
+            # The bound goes with the request: the agent refuses a sandbox holding more memory before writing.
             result = await self.agents.checkpoint(
-                namespace, action.pod, action.checkpoint, action.name, node=action.node
+                namespace, action.pod, action.checkpoint, action.name, bound, node=action.node
             )
-            verdict = hibernate.after_checkpoint(result, hibernate.max_bytes_for(self.max_bytes, action.max_bytes))
+            verdict = hibernate.after_checkpoint(result, bound)
             size = result.size_bytes
             if verdict.hibernate:
                 verdict = hibernate.within_budget(used, result.size_bytes, budget, by) or verdict

@@ -103,12 +103,23 @@ class NodeAgents:
             return answer.status, data if isinstance(data, dict) else {}
 
     async def checkpoint(
-        self, namespace: str, pod: str, name: str, restore_into: str, node: str = ""
+        self,
+        namespace: str,
+        pod: str,
+        name: str,
+        restore_into: str,
+        max_bytes: int | None = None,
+        node: str = "",
     ) -> CheckpointResult:
         """The checkpoint of ``namespace/pod`` into image ``name``, from the agent on its node (``node``, when
-        known, is the only one asked); only pod ``restore_into`` (the one the wake creates) restores from it."""
+        known, is the only one asked); only pod ``restore_into`` (the one the wake creates) restores from it.
+        ``max_bytes``, the session's bound, goes with it: the agent measures the sandbox's memory first and
+        refuses one over it without writing (an agent older than that ignores the field; the image is then
+        judged after, as before)."""
         errors = []
-        request = {"namespace": namespace, "pod": pod, "name": name, "restoreInto": restore_into}
+        request: dict[str, Any] = {"namespace": namespace, "pod": pod, "name": name, "restoreInto": restore_into}
+        if max_bytes is not None:
+            request["maxBytes"] = max_bytes
         asked = agents_for(await self._ready(), node)
         if node and not asked:
             return CheckpointResult(
@@ -126,6 +137,9 @@ class NodeAgents:
                 continue
             if status == 409:
                 return CheckpointResult(False, error=str(body.get("error", "")), not_gvisor=True)
+            measured = body.get("measuredBytes")
+            if status == 413 and isinstance(measured, int) and not isinstance(measured, bool):
+                return CheckpointResult(False, error=str(body.get("error", "")), measured_bytes=measured)
             return CheckpointResult(False, error=f"node agent {ip} answered {status}: {body.get('error', '')}")
         return CheckpointResult(False, error="; ".join(errors) or f"no node agent has pod {namespace}/{pod}")
 

@@ -1,8 +1,10 @@
 """The agent's HTTP interface: three requests, each authenticated (TokenReview) and authorized (one identity).
 
-- ``POST /v1/checkpoint`` ``{"namespace", "pod", "name", "restoreInto"}``: checkpoint that pod's sandbox into
-  ``<root>/<namespace>/<name>``, restorable only into pod ``restoreInto`` (default: ``pod``); answers
-  ``{"sizeBytes", "seconds"}``, 404 when the pod is not on this node.
+- ``POST /v1/checkpoint`` ``{"namespace", "pod", "name", "restoreInto", "maxBytes"}``: checkpoint that pod's
+  sandbox into ``<root>/<namespace>/<name>``, restorable only into pod ``restoreInto`` (default: ``pod``);
+  answers ``{"sizeBytes", "seconds"}``, 404 when the pod is not on this node, 413 ``{"error", "measuredBytes",
+  "maxBytes"}`` when the sandbox holds more memory than ``maxBytes`` (nothing written; without ``maxBytes``,
+  an older operator's request, the memory is not measured).
 - ``POST /v1/delete`` ``{"namespace", "name"}``: delete that image; answers ``{"deleted": bool,
   "restoreFailed": str | null}``, the latter the shim's record of a restore from it that failed (the pod
   then started fresh), deleted with it.
@@ -53,9 +55,12 @@ class Agent:
     def handle(self, path: str, body: dict[str, Any]) -> tuple[HTTPStatus, dict[str, Any]]:
         namespace, name = str(body.get("namespace", "")), str(body.get("name", ""))
         if path == "/v1/checkpoint":
+            bound = body.get("maxBytes")
+            if bound is not None and (not isinstance(bound, int) or isinstance(bound, bool) or bound < 0):
+                raise images.RequestError(f"maxBytes must be a number of bytes, got {bound!r}")
             with self.lock:
                 taken = checkpointer.checkpoint(
-                    self.node, namespace, str(body.get("pod", "")), name, str(body.get("restoreInto", ""))
+                    self.node, namespace, str(body.get("pod", "")), name, str(body.get("restoreInto", "")), bound
                 )
             return HTTPStatus.OK, {"sizeBytes": taken.size_bytes, "seconds": round(taken.seconds, 3)}
         if path == "/v1/delete":
@@ -113,6 +118,15 @@ def handler_for(agent: Agent, socket_timeout: float = SOCKET_TIMEOUT) -> type[Ba
                 answer = HTTPStatus.BAD_REQUEST, {"error": str(e)}
             except checkpointer.NotOnThisNode as e:
                 answer = HTTPStatus.NOT_FOUND, {"error": str(e)}
+            except checkpointer.OverBound as e:
+                answer = (
+                    HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+                    {
+                        "error": str(e),
+                        "measuredBytes": e.measured,
+                        "maxBytes": e.bound,
+                    },
+                )
             except checkpointer.NodeFull as e:
                 answer = HTTPStatus.INSUFFICIENT_STORAGE, {"error": str(e)}
             except checkpointer.CheckpointError as e:

@@ -179,9 +179,10 @@ class FakeKube:
     async def get_sandbox(self, namespace: str, name: str) -> dict[str, Any] | None:
         return copy.deepcopy(self.sandboxes.get((namespace, name)))
 
-    async def patch_sandbox(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
+    async def patch_sandbox(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any] | None:
         self.writes.append(("patch-sandbox", name))
         self.sandboxes[(namespace, name)] = self._merged(self.sandboxes.get((namespace, name)), patch)
+        return copy.deepcopy(self.sandboxes[(namespace, name)])
 
     @staticmethod
     def _merged(body: dict[str, Any] | None, patch: dict[str, Any]) -> dict[str, Any]:

@@ -185,3 +185,56 @@ def test_finish_restore_reports_what_the_node_agent_answered(
     assert (name, kind) == event
     if failure:
         assert failure in message and failure in patch["hibernation"]["message"]
+
+
+def test_the_operator_sends_the_bound_and_reads_the_agents_refusal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 49 item 3: the bound goes with the checkpoint request (maxBytes), so the agent refuses a sandbox
+    over it before writing; its 413 is a plain Suspend, CheckpointTooLarge, saying nothing was written."""
+    from agentsession_operator.kube.node_agent import AgentSelector, NodeAgents
+
+    sent: list[dict[str, Any]] = []
+
+    class Lister:
+        async def list_pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
+            ready = [{"type": "Ready", "status": "True"}]
+            return [{"status": {"podIP": "10.0.0.1", "conditions": ready}}]
+
+    agents = NodeAgents(Lister(), AgentSelector("ns", "app=agent"))
+
+    async def post(ip: str, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        sent.append(body)
+        return 413, {"error": "over", "measuredBytes": 10 << 30, "maxBytes": 1 << 20}
+
+    monkeypatch.setattr(agents, "_post", post)
+    result = asyncio.run(agents.checkpoint("team-a", "pod-1", "s-1", "s", max_bytes=1 << 20))
+    assert sent[0]["maxBytes"] == 1 << 20
+    verdict = h.after_checkpoint(result, max_bytes=1 << 20)
+    assert (verdict.hibernate, verdict.reason) == (False, phases.REASON_CHECKPOINT_TOO_LARGE)
+    assert str(10 << 30) in verdict.message and str(1 << 20) in verdict.message
+    assert "nothing was written" in verdict.message and not result.ok
+
+
+def test_the_hibernator_asks_with_the_sessions_bound() -> None:
+    """The bound sent is the one the image is judged by: the operator's, lowered by the policies'."""
+    from agentsession_operator.decisions.actions import HibernateSandbox
+
+    asked: list[int | None] = []
+
+    class Agents:
+        async def reachable(self) -> bool:
+            return True
+
+        async def checkpoint(
+            self, namespace: str, pod: str, name: str, restore_into: str, max_bytes: int | None = None, node: str = ""
+        ) -> h.CheckpointResult:
+            asked.append(max_bytes)
+            return h.CheckpointResult(True, size_bytes=10)
+
+        async def delete(self, namespace: str, name: str) -> bool:
+            return True
+
+    hibernator = Hibernator(_Kube(), Agents(), lambda *a: None, max_bytes=1000)  # type: ignore[arg-type]
+    for policy_bound, expected in ((None, 1000), (100, 100), (5000, 1000)):
+        action = HibernateSandbox("sb", "pod", "s-1", {}, max_bytes=policy_bound)
+        asyncio.run(hibernator.hibernate(action, SESSION, _Log()))
+        assert asked[-1] == expected

@@ -37,7 +37,7 @@ class Agents:
         return True
 
     async def checkpoint(
-        self, namespace: str, pod: str, name: str, restore_into: str, node: str = ""
+        self, namespace: str, pod: str, name: str, restore_into: str, max_bytes: int | None = None, node: str = ""
     ) -> h.CheckpointResult:
         self.checkpoints.append(name)
         return h.CheckpointResult(True, size_bytes=self.size)

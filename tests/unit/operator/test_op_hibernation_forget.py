@@ -123,7 +123,7 @@ async def test_an_image_over_the_policys_bound_is_deleted_and_the_session_falls_
             return True
 
         async def checkpoint(
-            self, namespace: str, pod: str, name: str, restore_into: str, node: str = ""
+            self, namespace: str, pod: str, name: str, restore_into: str, max_bytes: int | None = None, node: str = ""
         ) -> h.CheckpointResult:
             return h.CheckpointResult(True, size_bytes=2048)
 
@@ -203,7 +203,7 @@ async def test_the_image_restores_only_into_the_pod_the_wake_creates() -> None:
             return True
 
         async def checkpoint(
-            self, namespace: str, pod: str, name: str, restore_into: str, node: str = ""
+            self, namespace: str, pod: str, name: str, restore_into: str, max_bytes: int | None = None, node: str = ""
         ) -> h.CheckpointResult:
             asked.append((pod, restore_into))
             return h.CheckpointResult(True, size_bytes=10)

@@ -301,3 +301,57 @@ def test_a_silent_connection_is_closed_not_held(node: checkpointer.Node) -> None
         httpd.shutdown()
         httpd.server_close()
         thread.join(timeout=5)
+
+
+def _measuring_runsc(node: checkpointer.Node, usage: int) -> Path:
+    """runsc standing in for the real one: `events --stats` answers ``usage`` bytes of memory for the pod's
+    container (the sandbox's own pause container answers none, as the real one does), `checkpoint` writes
+    the image; every call is logged."""
+    calls = node.runsc.parent / "runsc-calls"
+    node.runsc.write_text(
+        f'#!/bin/sh\necho "$@" >> {calls}\n'
+        'case " $* " in *" events "*)\n'
+        "  for a; do id=$a; done\n"
+        '  if [ "$id" = sbx1 ]; then echo \'{"type":"stats","id":"sbx1","data":{"memory":{"usage":{"limit":0}}}}\'\n'
+        f'  else echo \'{{"type":"stats","id":"\'$id\'","data":{{"memory":{{"usage":{{"usage":{usage}}}}}}}}}\'; fi\n'
+        "  exit 0;;\nesac\n"
+        "for a; do case $a in --image-path=*) d=${a#--image-path=};; esac; done\n"
+        'head -c 1000 /dev/zero > "$d/pages.img"\n'
+    )
+    (node.runsc_root / "app1_sandbox:sbx1.state").write_text("{}")  # the pod's container in the sandbox
+    return calls
+
+
+def test_a_sandbox_over_its_bound_is_refused_before_anything_is_written(url: str, node: checkpointer.Node) -> None:
+    """Attack (issue 49 item 3): a session whose sandbox holds 10 GiB of memory hibernates under a bound of
+    1 MiB (the operator's --max-checkpoint-size, a policy's maxCheckpointSize). The agent wrote the whole
+    image (10 GiB on the node's disk) and only then did the operator compare its size with the bound and
+    delete it. Now the operator sends the bound (maxBytes) and the agent measures the sandbox's memory
+    first: over the bound it refuses (413, measured bytes and the bound), runsc checkpoint never runs and
+    nothing is written."""
+    calls = _measuring_runsc(node, 10 << 30)
+    status, body = post(url, "/v1/checkpoint", {**CHECKPOINT, "maxBytes": 1 << 20}, "operator-token")
+    assert status == 413, (status, body)
+    assert body["measuredBytes"] == 10 << 30 and body["maxBytes"] == 1 << 20, body
+    assert str(10 << 30) in body["error"] and str(1 << 20) in body["error"], body
+    assert " checkpoint " not in f" {calls.read_text()} ", calls.read_text()
+    assert not (node.checkpoint_root / "team-a" / "s-1").exists()
+    assert (
+        not list((node.checkpoint_root / "team-a").glob(".*")) if (node.checkpoint_root / "team-a").is_dir() else True
+    )
+
+
+def test_a_sandbox_within_its_bound_and_an_old_operators_request_are_checkpointed(
+    url: str, node: checkpointer.Node
+) -> None:
+    """At the bound the image is taken; a request without maxBytes (an operator older than the pre-check) is
+    served as before, without measuring."""
+    calls = _measuring_runsc(node, 1 << 20)
+    status, body = post(url, "/v1/checkpoint", {**CHECKPOINT, "maxBytes": 1 << 20}, "operator-token")
+    assert status == 200 and body["sizeBytes"] > 0, body
+    assert " events --stats app1" in f" {calls.read_text()}"
+    calls.write_text("")
+    status, _ = post(url, "/v1/checkpoint", {**CHECKPOINT, "name": "s-2"}, "operator-token")
+    assert status == 200 and " events " not in f" {calls.read_text()} "
+    for bad in (-1, "1Gi", True, 1.5):
+        assert post(url, "/v1/checkpoint", {**CHECKPOINT, "name": "s-3", "maxBytes": bad}, "operator-token")[0] == 400
