@@ -17,10 +17,8 @@ import argparse
 import io
 import os
 import statistics
-import tempfile
 import time
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("DEVCLUSTER_NODE", "real")
@@ -98,12 +96,11 @@ def main() -> None:
         doc["metadata"]["namespace"] = NS
     cluster.apply(docs)
     nodeagent.install(cluster)
-    token = nodeagent.write_operator_token(cluster, Path(tempfile.mkdtemp()) / "token")
     operator = start_operator(
         f"--cluster-cidr={network.POD_CIDR}",
         f"--cluster-cidr={network.SERVICE_CIDR}",
         f"--client-cidr={network.HOST_IP}/32",
-        *nodeagent.operator_args(token),
+        *nodeagent.operator_args(),
         "--namespace",
         NS,
         "--lease-name",
@@ -125,7 +122,6 @@ def main() -> None:
             loads.append(load_average())
     finally:
         stop_operator(operator)
-        token.unlink(missing_ok=True)
         cluster.kubectl("delete", "namespace", NS, "--wait=false", check=False)
         if started_cluster:
             cluster.down()

@@ -16,9 +16,9 @@ component's ServiceAccount, RBAC, DaemonSet and NetworkPolicy with:
   the node's pods from the host's end of the node's veth, so that address, not the operator's pods, is
   admitted (as install.narrow_webhook_ingress does for the API server).
 
-The operator then takes `operator_args(token)`: `--node-agent=...` and the audience-bound token of its
-ServiceAccount written to a file (`kubectl create token --audience agentsession-nodeagent`), which in a
-cluster the component's projected volume mounts.
+The operator then takes `operator_args()`: `--node-agent=...` and `--node-agent-account=...`, its own
+ServiceAccount, for which it mints each node's agent a token of that node's audience (TokenRequest; the
+component's Role allows exactly that), as it does in a cluster.
 """
 
 from __future__ import annotations
@@ -40,7 +40,6 @@ NAMESPACE = "agentsession-nodeagent"
 OPERATOR_NAMESPACE = "agentsession-system"
 NAME = "agentsession-nodeagent"
 SELECTOR = f"{NAMESPACE}/app.kubernetes.io/name={NAME}"
-AUDIENCE = "agentsession-nodeagent"
 OPERATOR_ACCOUNT = "agentsession-operator"
 CONTAINERD_NAMESPACE = "k8s.io"
 # The component's files the cluster gets (operator_token.yaml patches the operator's Deployment: not here).
@@ -127,21 +126,5 @@ def uninstall(cluster: Cluster) -> None:
     )
 
 
-def write_operator_token(cluster: Cluster, path: Path, duration: str = "2h") -> Path:
-    """The operator's ServiceAccount token for the agents' audience, in a root-only file."""
-    proc = cluster.kubectl(
-        "-n",
-        OPERATOR_NAMESPACE,
-        "create",
-        "token",
-        OPERATOR_ACCOUNT,
-        f"--audience={AUDIENCE}",
-        f"--duration={duration}",
-    )
-    path.touch(mode=0o600)
-    path.write_text(proc.stdout.strip())
-    return path
-
-
-def operator_args(token: Path) -> list[str]:
-    return [f"--node-agent={SELECTOR}", f"--node-agent-token={token}"]
+def operator_args() -> list[str]:
+    return [f"--node-agent={SELECTOR}", f"--node-agent-account={OPERATOR_NAMESPACE}/{OPERATOR_ACCOUNT}"]

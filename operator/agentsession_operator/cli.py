@@ -93,6 +93,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "config/components/nodeagent mounts; an operator outside the cluster names a file)",
     )
     parser.add_argument(
+        "--node-agent-account",
+        default=os.environ.get("NODE_AGENT_ACCOUNT") or _own_account(),
+        help="NAMESPACE/SERVICEACCOUNT: the operator's own account, for which it mints each node's agent a "
+        "token of that node's audience (TokenRequest; default in a pod: $POD_NAMESPACE/$POD_SERVICE_ACCOUNT); "
+        "empty: --node-agent-token goes to every agent",
+    )
+    parser.add_argument(
         "--max-checkpoint-size",
         type=int,
         default=int(os.environ.get("MAX_CHECKPOINT_BYTES") or 512 * 1024 * 1024),
@@ -302,6 +309,13 @@ def election(args: argparse.Namespace) -> Election | None:
     return Election(namespace, args.lease_name, default_identity(), timing, shards=args.shards)
 
 
+def _own_account() -> str:
+    """In a pod given $POD_NAMESPACE and $POD_SERVICE_ACCOUNT (config/'s Deployment sets both from the
+    downward API): "NAMESPACE/ACCOUNT", for the node agents' per-node tokens; else ""."""
+    namespace, account = os.environ.get("POD_NAMESPACE", ""), os.environ.get("POD_SERVICE_ACCOUNT", "")
+    return f"{namespace}/{account}" if namespace and account else ""
+
+
 def _own_namespace() -> str:
     """In a pod, the service account's namespace; outside, the kubeconfig context's; else default."""
     try:
@@ -383,6 +397,7 @@ def main(argv: list[str] | None = None) -> None:
                     resync_period=args.resync_period,
                     node_agent=args.node_agent,
                     node_agent_token=Path(args.node_agent_token),
+                    node_agent_account=args.node_agent_account,
                     max_checkpoint_bytes=args.max_checkpoint_size,
                     max_sessions_per_namespace=args.max_sessions_per_namespace,
                 )

@@ -75,8 +75,7 @@ def hibernating_operator(
 ) -> Iterator[OperatorProcess]:
     """The shared operator restarted with the node agent (and the agent installed); as before afterwards."""
     nodeagent.install(cluster)
-    token = nodeagent.write_operator_token(cluster, tmp_path_factory.mktemp("nodeagent") / "token")
-    extra = nodeagent.operator_args(token)
+    extra = nodeagent.operator_args()
     operator.stop()
     operator.extra_args += extra
     operator.start()
@@ -489,3 +488,36 @@ def test_the_node_agent_killed_mid_checkpoint_leaves_a_suspended_session(
     assert _run(backend, "cat /workspace/note.txt") == "workspace-kept"
     kube.run("rollout", "status", "-n", nodeagent.NAMESPACE, f"daemonset/{nodeagent.NAME}", "--timeout=120s")
     backend.delete_session()
+
+
+def test_a_token_for_another_nodes_agent_is_refused_by_this_one(
+    cluster: Cluster, kube: Kube, hibernating_operator: OperatorProcess
+) -> None:
+    """Issue 49 item 5: the operator mints each node's agent its own token (audience
+    agentsession-nodeagent:<node>); what one node's agent receives opens no other. Asked as the operator asks
+    (its ServiceAccount's tokens, from the address the agent's NetworkPolicy admits): a token minted for
+    another node's agent, or for the audience every agent shared before, is refused; this node's is served."""
+    import urllib.error
+    import urllib.request
+
+    from agentsession_operator.decisions.hibernate import node_agent_audience
+
+    (agent,) = kube.list("pod", nodeagent.NAMESPACE, f"app.kubernetes.io/name={nodeagent.NAME}")
+    node, ip = agent["spec"]["nodeName"], agent["status"]["podIP"]
+
+    def listing(audience: str) -> int:
+        token = kube.run(
+            "create", "token", nodeagent.OPERATOR_ACCOUNT, "-n", nodeagent.OPERATOR_NAMESPACE, f"--audience={audience}"
+        ).stdout.strip()
+        request = urllib.request.Request(
+            f"http://{ip}:8490/v1/list", data=b"{}", headers={"Authorization": f"Bearer {token}"}, method="POST"
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=30) as answer:
+                return int(answer.status)
+        except urllib.error.HTTPError as e:
+            return int(e.code)
+
+    assert listing(node_agent_audience(f"{node}-other")) == 403
+    assert listing(node_agent_audience("")) == 403  # the one audience every agent accepted before
+    assert listing(node_agent_audience(node)) == 200

@@ -26,6 +26,17 @@ DEFAULT_MAX_CHECKPOINT_BYTES = 512 * 1024 * 1024
 """The bound on one checkpoint image when no policy sets one: larger ones are deleted, the session suspends."""
 
 
+NODE_AGENT_AUDIENCE: Final = "agentsession-nodeagent"
+"""The audience of the operator's tokens for the node agents: a token for the API server (or any other) is
+refused. The agent (nodeagent/authz.py) and the operator (kube/node_agent.py) both take it from here."""
+
+
+def node_agent_audience(node: str) -> str:
+    """The audience of one node's agent (issue 49 item 5): the operator mints each node's token for it, so a
+    token one agent receives is refused by every other node's agent. "" (no node known): the shared one."""
+    return f"{NODE_AGENT_AUDIENCE}:{node}" if node else NODE_AGENT_AUDIENCE
+
+
 @dataclass(frozen=True)
 class HibernateVerdict:
     hibernate: bool

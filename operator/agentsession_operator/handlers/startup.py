@@ -70,6 +70,7 @@ async def startup(
         expiry_warning=state.expiry_warning,
         node_agent=state.node_agent,
         node_agent_token=state.node_agent_token,
+        node_agent_account=state.node_agent_account,
         max_checkpoint_bytes=state.max_checkpoint_bytes,
         max_sessions_per_namespace=state.max_sessions_per_namespace,
     )

@@ -282,6 +282,17 @@ class Kube:
             if exc.status not in (404, 409):
                 raise
 
+    async def request_token(self, namespace: str, account: str, audience: str, seconds: int) -> str:
+        """A token of ServiceAccount ``namespace/account`` for ``audience`` (the TokenRequest API): the
+        operator's own, for one node agent (kube/node_agent.NodeTokens)."""
+        request: dict[str, Any] = {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"audiences": [audience], "expirationSeconds": seconds},
+        }
+        answer = await self.core.create_namespaced_service_account_token(account, namespace, request)
+        return str(answer.status.token)
+
     async def list_policies(self, namespace: str | None) -> list[dict[str, Any]]:
         return await self._list(names.GROUP, names.VERSION, names.POLICY_PLURAL, namespace)
 

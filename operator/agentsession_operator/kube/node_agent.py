@@ -12,6 +12,8 @@ operator).
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -19,16 +21,75 @@ from typing import Any, Protocol
 import aiohttp
 
 from agentsession_operator.decisions.hibernate import CheckpointResult, DeleteOutcome
+from agentsession_operator.decisions.hibernate import node_agent_audience as audience_for
 from agentsession_operator.infra.logs import logger
 
 AGENT_PORT = 8490
 TOKEN_PATH = Path("/var/run/secrets/agentsession-nodeagent/token")
-UNREACHABLE = (aiohttp.ClientError, TimeoutError, OSError, ValueError)
-"""What a request to an agent raises when it got no answer (refused, timed out, not JSON)."""
+
+
+class NoToken(RuntimeError):
+    """The operator could not mint the token for an agent's node (the TokenRequest failed)."""
+
+
+UNREACHABLE = (aiohttp.ClientError, TimeoutError, OSError, ValueError, NoToken)
+"""What a request to an agent raises when it got no answer (refused, timed out, not JSON, no token)."""
+
+
+TOKEN_SECONDS = 600
+"""A node's token lives 10 minutes (the API server's floor); a new one is minted after two thirds of it."""
 
 
 class PodLister(Protocol):
     async def list_pods(self, namespace: str, selector: str) -> list[dict[str, Any]]: ...
+
+
+class TokenMinter(Protocol):
+    async def request_token(self, namespace: str, account: str, audience: str, seconds: int) -> str: ...
+
+
+class TokenSource(Protocol):
+    async def token(self, node: str) -> str: ...
+
+
+@dataclass(frozen=True)
+class FileToken:
+    """One token for every agent, read from a file at each request (the kubelet rotates a projected one):
+    an operator without an account to mint per-node tokens for (``--node-agent-token``)."""
+
+    path: Path
+
+    async def token(self, node: str) -> str:
+        return self.path.read_text().strip()
+
+
+class NodeTokens:
+    """A token per node, minted for the operator's own ServiceAccount and bound to that node's agent's
+    audience; kept until two thirds of its life, then minted again."""
+
+    def __init__(
+        self,
+        minter: TokenMinter,
+        account: str,
+        seconds: int = TOKEN_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.minter = minter
+        self.namespace, _, self.account = account.partition("/")
+        if not self.namespace or not self.account:
+            raise ValueError(f"--node-agent-account wants <namespace>/<ServiceAccount>, got {account!r}")
+        self.seconds = seconds
+        self.clock = clock
+        self.minted: dict[str, tuple[str, float]] = {}
+        """node -> (token, when to mint the next)."""
+
+    async def token(self, node: str) -> str:
+        kept = self.minted.get(node)
+        if kept is not None and self.clock() < kept[1]:
+            return kept[0]
+        token = await self.minter.request_token(self.namespace, self.account, audience_for(node), self.seconds)
+        self.minted[node] = (token, self.clock() + self.seconds * 2 / 3)
+        return token
 
 
 @dataclass(frozen=True)
@@ -74,24 +135,32 @@ def agents_for(agents: list[Agent], node: str) -> list[Agent]:
 
 class NodeAgents:
     def __init__(
-        self, lister: PodLister, where: AgentSelector, token_path: Path = TOKEN_PATH, timeout: float = 180.0
+        self,
+        lister: PodLister,
+        where: AgentSelector,
+        tokens: TokenSource | Path = TOKEN_PATH,
+        timeout: float = 180.0,
     ) -> None:
         self.lister = lister
         self.where = where
-        self.token_path = token_path
+        self.tokens: TokenSource = FileToken(tokens) if isinstance(tokens, Path) else tokens
         self.timeout = timeout
 
     async def _ready(self) -> list[Agent]:
         return ready_agents(await self.lister.list_pods(self.where.namespace, self.where.selector))
 
-    async def _agents(self) -> list[str]:
-        return [agent.ip for agent in await self._ready()]
-
     async def reachable(self) -> bool:
-        return bool(await self._agents())
+        return bool(await self._ready())
 
-    async def _post(self, ip: str, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        token = self.token_path.read_text().strip()  # re-read: the kubelet rotates it
+    async def _ask(self, agent: Agent, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        """One request to one agent, with the token for its node alone."""
+        try:
+            token = await self.tokens.token(agent.node)
+        except Exception as e:  # the API server's refusal or absence: this agent is not asked
+            raise NoToken(f"no token for node {agent.node or '?'}: {type(e).__name__} {e}") from e
+        return await self._post(agent.ip, path, body, token)
+
+    async def _post(self, ip: str, path: str, body: dict[str, Any], token: str) -> tuple[int, dict[str, Any]]:
         timeout = aiohttp.ClientTimeout(total=self.timeout)
         async with (
             aiohttp.ClientSession(timeout=timeout) as http,
@@ -125,9 +194,10 @@ class NodeAgents:
             return CheckpointResult(
                 False, error=f"no Ready node agent on node {node}, where pod {namespace}/{pod} runs"
             )
-        for ip in (agent.ip for agent in asked):
+        for agent in asked:
+            ip = agent.ip
             try:
-                status, body = await self._post(ip, "/v1/checkpoint", request)
+                status, body = await self._ask(agent, "/v1/checkpoint", request)
             except UNREACHABLE as e:
                 errors.append(f"{ip}: {type(e).__name__} {e}")
                 continue
@@ -146,9 +216,10 @@ class NodeAgents:
     async def images(self) -> list[tuple[str, str]]:
         """Every Ready agent's images, (namespace, name); an agent that does not answer adds none."""
         found: set[tuple[str, str]] = set()
-        for ip in await self._agents():
+        for agent in await self._ready():
+            ip = agent.ip
             try:
-                status, body = await self._post(ip, "/v1/list", {})
+                status, body = await self._ask(agent, "/v1/list", {})
             except UNREACHABLE as e:
                 logger(agent=ip).warning("node agent unreachable for a listing", error=str(e))
                 continue
@@ -171,11 +242,12 @@ class NodeAgents:
         """Delete image ``name`` of ``namespace`` on every Ready agent: whether one had it, how many answered,
         and the shim's record of a restore from it that failed, if a node had one."""
         deleted, failure = False, None
-        agents = await self._agents()
+        agents = await self._ready()
         unreachable = 0
-        for ip in agents:
+        for agent in agents:
+            ip = agent.ip
             try:
-                status, body = await self._post(ip, "/v1/delete", {"namespace": namespace, "name": name})
+                status, body = await self._ask(agent, "/v1/delete", {"namespace": namespace, "name": name})
             except UNREACHABLE as e:
                 logger(agent=ip).warning("node agent unreachable for a delete", error=str(e))
                 unreachable += 1

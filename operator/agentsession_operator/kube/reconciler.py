@@ -17,6 +17,7 @@ import functools
 import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any, Protocol
 
 from agentsession_operator.decisions import quota
@@ -31,7 +32,7 @@ from agentsession_operator.kube.cache import Cache, Key
 from agentsession_operator.kube.client import Kube
 from agentsession_operator.kube.fairness import ACTIVITY_INTERVAL, FairSlots, only_activity_changed
 from agentsession_operator.kube.hibernation import Hibernator
-from agentsession_operator.kube.node_agent import AgentSelector, NodeAgents
+from agentsession_operator.kube.node_agent import AgentSelector, NodeAgents, NodeTokens, TokenSource
 from agentsession_operator.kube.places import Admitted
 from agentsession_operator.kube.policy_status import PolicyStatus
 from agentsession_operator.kube.primed_watch import PrimedVersions
@@ -94,7 +95,15 @@ class Reconciler:
         self._activity_only: set[Key] = set()
         self._activity_passed: dict[Key, float] = {}
         where = AgentSelector.parse(self.config.node_agent) if self.config.node_agent else None
-        agents = NodeAgents(kube, where, self.config.node_agent_token) if where else None
+        tokens: TokenSource | Path = self.config.node_agent_token
+        if where and self.config.node_agent_account:
+            tokens = NodeTokens(kube, self.config.node_agent_account)
+        elif where:
+            logger().warning(
+                "node agents get one token, not one per node: --node-agent-account is not set",
+                token_file=str(self.config.node_agent_token),
+            )
+        agents = NodeAgents(kube, where, tokens) if where else None
         self.hibernator = Hibernator(
             kube,
             agents,

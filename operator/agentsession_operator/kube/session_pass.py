@@ -52,7 +52,9 @@ class Config:
     node_agent: str | None = None
     """NAMESPACE/selector of the node agent's pods (idleAction Hibernate's checkpoints); None: off."""
     node_agent_token: Path = TOKEN_PATH
-    """The operator's token for the node agents (audience-bound)."""
+    """The operator's token for every node agent (audience-bound), when it has no account to mint per node."""
+    node_agent_account: str = ""
+    """NAMESPACE/ServiceAccount: the operator mints each node's agent its own token (kube/node_agent.py)."""
     max_checkpoint_bytes: int = 512 * 1024 * 1024
     max_sessions_per_namespace: int = quota.DEFAULT_MAX_SESSIONS_PER_NAMESPACE
     """The cap of a namespace no AgentSessionPolicy caps (0: none)."""

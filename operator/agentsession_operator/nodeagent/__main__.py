@@ -18,7 +18,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--task-state", type=Path, required=True)
     p.add_argument("--checkpoint-root", type=Path, required=True)
     p.add_argument("--allowed-user", required=True, help="system:serviceaccount:<ns>:<operator's ServiceAccount>")
-    p.add_argument("--audience", default=authz.AUDIENCE)
+    p.add_argument(
+        "--node-name",
+        default=os.environ.get("NODE_NAME", ""),
+        help="this node's name (the DaemonSet's spec.nodeName): the agent admits only tokens for its own node",
+    )
+    p.add_argument("--audience", default=None, help="default: agentsession-nodeagent:<node name>")
     p.add_argument("--max-bytes", type=int, default=None, help="budget of every image on this node together")
     p.add_argument("--min-free-bytes", type=int, default=2 << 30, help="free space the disk keeps (default 2 GiB)")
     args = p.parse_args(argv)
@@ -30,10 +35,11 @@ def main(argv: list[str] | None = None) -> None:
         max_bytes=args.max_bytes,
         min_free_bytes=args.min_free_bytes,
     )
-    agent = server.Agent(node, reviewer.Reviewer().review, args.allowed_user, args.audience)
+    audience = args.audience or authz.audience_for(args.node_name)
+    agent = server.Agent(node, reviewer.Reviewer().review, args.allowed_user, audience)
     httpd = server.serve(agent, args.listen, args.port)
     swept = f", {agent.partials_swept} partial images swept" if agent.partials_swept else ""
-    print(f"node agent on {args.listen}:{args.port}, for {args.allowed_user}{swept}", flush=True)
+    print(f"node agent on {args.listen}:{args.port}, for {args.allowed_user} ({audience}){swept}", flush=True)
     httpd.serve_forever()
 
 

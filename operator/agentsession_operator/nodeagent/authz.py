@@ -5,8 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-AUDIENCE = "agentsession-nodeagent"
-"""The audience of the operator's projected token: a token for the API server (or any other) is refused."""
+from agentsession_operator.decisions.hibernate import NODE_AGENT_AUDIENCE as AUDIENCE
+from agentsession_operator.decisions.hibernate import node_agent_audience as audience_for
+
+__all__ = ["AUDIENCE", "AuthzResult", "audience_for", "bearer_token", "judge", "token_review"]
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,7 @@ def test_the_agent_has_a_namespace_of_its_own_privileged_one() -> None:
 
 
 def test_the_operator_is_told_where_the_agents_are() -> None:
-    assert nodeagent.operator_args(Path("/t/token")) == [
+    assert nodeagent.operator_args() == [
         "--node-agent=agentsession-nodeagent/app.kubernetes.io/name=agentsession-nodeagent",
-        "--node-agent-token=/t/token",
+        "--node-agent-account=agentsession-system/agentsession-operator",
     ]

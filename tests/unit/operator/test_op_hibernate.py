@@ -199,9 +199,13 @@ def test_the_operator_sends_the_bound_and_reads_the_agents_refusal(monkeypatch: 
             ready = [{"type": "Ready", "status": "True"}]
             return [{"status": {"podIP": "10.0.0.1", "conditions": ready}}]
 
-    agents = NodeAgents(Lister(), AgentSelector("ns", "app=agent"))
+    class Tokens:
+        async def token(self, node: str) -> str:
+            return "operator-token"
 
-    async def post(ip: str, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    agents = NodeAgents(Lister(), AgentSelector("ns", "app=agent"), Tokens())
+
+    async def post(ip: str, path: str, body: dict[str, Any], token: str) -> tuple[int, dict[str, Any]]:
         sent.append(body)
         return 413, {"error": "over", "measuredBytes": 10 << 30, "maxBytes": 1 << 20}
 

@@ -16,7 +16,8 @@ from typing import Any
 
 from agentsession_operator.decisions.actions import HibernateSandbox, reconcile_actions
 from agentsession_operator.kube.hibernation import Hibernator
-from agentsession_operator.kube.node_agent import AgentSelector, NodeAgents
+from agentsession_operator.kube.node_agent import AgentSelector, NodeAgents, NodeTokens
+from agentsession_operator.nodeagent import authz
 from tests.unit.operator.test_op_actions import ready_claim, settle
 
 T0 = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
@@ -43,7 +44,7 @@ class RecordingAgents(NodeAgents):
         super().__init__(Lister(), AgentSelector("agentsession-nodeagent", "app=agent"), token)
         self.calls: list[tuple[str, str]] = []
 
-    async def _post(self, ip: str, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    async def _post(self, ip: str, path: str, body: dict[str, Any], token: str) -> tuple[int, dict[str, Any]]:
         self.calls.append((ip, path))
         if ip == "10.0.1.1":
             raise TimeoutError("node-a's agent does not answer")
@@ -120,11 +121,21 @@ class FakeHttp:
         return Answer()
 
 
-def operator_agents(tmp_path: Path) -> NodeAgents:
-    """The operator's NodeAgents as the dev cluster configures it (the audience-bound token file)."""
-    token = tmp_path / "token"
-    token.write_text("the-operators-agent-token")
-    return NodeAgents(Lister(), AgentSelector("agentsession-nodeagent", "app=agent"), token)
+class Minter:
+    """The TokenRequest API: a token names the account and audience it was minted for."""
+
+    def __init__(self) -> None:
+        self.minted: list[str] = []
+
+    async def request_token(self, namespace: str, account: str, audience: str, seconds: int) -> str:
+        self.minted.append(audience)
+        return f"{namespace}/{account}@{audience}"
+
+
+def operator_agents(tmp_path: Path, minter: Minter | None = None) -> NodeAgents:
+    """The operator's NodeAgents as the reconciler builds it with --node-agent-account (config/ sets it)."""
+    tokens = NodeTokens(minter or Minter(), "agentsession-system/agentsession-operator")
+    return NodeAgents(Lister(), AgentSelector("agentsession-nodeagent", "app=agent"), tokens)
 
 
 async def test_what_one_nodes_agent_receives_is_no_key_to_another_nodes_agent(tmp_path: Path, monkeypatch: Any) -> None:
@@ -140,3 +151,34 @@ async def test_what_one_nodes_agent_receives_is_no_key_to_another_nodes_agent(tm
     sent = dict(FakeHttp.sent)
     to_a, to_b = sent["http://10.0.1.1:8490/v1/delete"], sent["http://10.0.2.1:8490/v1/delete"]
     assert to_a != to_b, "node-a's agent received the very token node-b's agent accepts"
+    # Each bound to its own node's agent's audience, which is all that agent accepts (nodeagent.__main__).
+    assert to_a == f"Bearer agentsession-system/agentsession-operator@{authz.audience_for('node-a')}"
+    assert to_b == f"Bearer agentsession-system/agentsession-operator@{authz.audience_for('node-b')}"
+    assert authz.audience_for("node-a") == "agentsession-nodeagent:node-a"
+
+
+async def test_a_nodes_token_is_minted_once_per_two_thirds_of_its_life() -> None:
+    minter, now = Minter(), [0.0]
+    tokens = NodeTokens(minter, "ns/op", seconds=600, clock=lambda: now[0])
+    assert await tokens.token("node-a") == await tokens.token("node-a")
+    await tokens.token("node-b")
+    now[0] = 401.0  # past 2/3 of 600 s
+    await tokens.token("node-a")
+    assert minter.minted == [authz.audience_for(n) for n in ("node-a", "node-b", "node-a")]
+
+
+async def test_a_failed_token_request_skips_that_agent_only(tmp_path: Path, monkeypatch: Any) -> None:
+    """The TokenRequest refused (RBAC missing, the API server away): that node's agent is not asked."""
+    from agentsession_operator.kube import node_agent
+
+    class Refusing(Minter):
+        async def request_token(self, namespace: str, account: str, audience: str, seconds: int) -> str:
+            if audience.endswith("node-a"):
+                raise PermissionError("serviceaccounts/token is forbidden")
+            return await super().request_token(namespace, account, audience, seconds)
+
+    monkeypatch.setattr(node_agent.aiohttp, "ClientSession", FakeHttp)
+    FakeHttp.sent = []
+    outcome = await operator_agents(tmp_path, Refusing()).delete_outcome("team-a", "img")
+    assert [url for url, _ in FakeHttp.sent] == ["http://10.0.2.1:8490/v1/delete"]
+    assert outcome.unreachable == 1 and outcome.asked == 2
