@@ -244,3 +244,24 @@ def test_a_network_policy_crowded_with_rules_is_cached_as_truncated() -> None:
     cache.remember_network_policy(("ns", "agentsession-y"), small)
     assert cache.network_policies[("ns", "agentsession-y")]["spec"] == {"ingress": rules[:10]}
     assert MAX_CACHED_SPEC >= 16 * 1024
+
+
+def test_a_sandbox_costs_the_cache_a_bounded_amount_whatever_a_tenant_writes_on_it(make_sandbox: Make) -> None:
+    """Attack (issue 49 item 2, the Sandbox left): a tenant allowed to patch the Sandboxes of its namespace
+    (their pods are its sandboxes) crowds one's metadata past anything a decision reads: 2,000 owner
+    references, 4,000 labels, 250 KiB of annotations (about 1.4 MiB, under etcd's limit). The cache kept every
+    Sandbox's metadata whole (slim drops only managedFields and the pod template): 1.5 MB for one Sandbox."""
+    import json
+
+    cache = Cache()
+    cache.remember_sandbox(("ns", "small"), make_sandbox("small"))
+    crowded = make_sandbox("crowded")
+    crowded["metadata"]["ownerReferences"] += [
+        {"apiVersion": "v1", "kind": "ConfigMap", "name": "o" * 253, "uid": f"{i:036d}"} for i in range(2000)
+    ]
+    crowded["metadata"]["labels"] = {f"example.com/k{i:05d}-{'k' * 50}": "v" * 63 for i in range(4000)}
+    crowded["metadata"]["annotations"] = {"example.com/a": "y" * (250 << 10)}  # the API server's total: 256 KiB
+    cache.remember_sandbox(("ns", "crowded"), crowded)
+    small = len(json.dumps(cache.sandboxes[("ns", "small")]))
+    large = len(json.dumps(cache.sandboxes[("ns", "crowded")]))
+    assert large - small <= 32 * 1024, f"a crowded Sandbox caches {large - small} bytes more than a plain one"
