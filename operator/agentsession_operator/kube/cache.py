@@ -10,7 +10,7 @@ from typing import Any
 from agentsession_operator.decisions import template_policy
 from agentsession_operator.decisions.network import host_network
 from agentsession_operator.kube.places import Places
-from agentsession_operator.kube.projection import child_projection, session_projection, slim
+from agentsession_operator.kube.projection import child_projection, sandbox_projection, session_projection
 
 Key = tuple[str, str]  # (namespace, name)
 
@@ -168,7 +168,7 @@ class Cache:
     def remember_sandbox(self, key: Key, body: Mapping[str, Any]) -> None:
         if _newer_or_same(self.sandboxes.get(key), body):
             return
-        small = slim(body, SANDBOX_SPEC_UNUSED)
+        small = sandbox_projection(body, SANDBOX_SPEC_UNUSED)
         if host_network(body):  # the one field of the pod template a decision reads (NetworkIsolated)
             small["spec"]["podTemplate"] = {"spec": {"hostNetwork": True}}
         self.sandboxes[key] = small

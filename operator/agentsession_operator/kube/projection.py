@@ -182,6 +182,37 @@ def child_projection(body: Mapping[str, Any]) -> dict[str, Any]:
     return projected
 
 
+SANDBOX_LABEL_PREFIXES = ("agents.x-k8s.io/", SESSION_ANNOTATION_PREFIX)
+"""The Sandbox labels a cached copy keeps: agent-sandbox's (its launch type, read for the Ready message) and
+ours. Any other is a tenant's, read by no decision (issue 49 item 2)."""
+
+
+def sandbox_projection(body: Mapping[str, Any], drop_spec: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The cached copy of a Sandbox: :func:`slim`'s, with metadata a tenant allowed to patch its namespace's
+    Sandboxes cannot grow (issue 49 item 2): labels agent-sandbox's and ours only (bounded as a session's),
+    annotations ours only, owner references the SandboxClaim ones only (at most MAX_CACHED_OWNERS: a decision
+    reads the one whose UID is its claim's)."""
+    small = slim({**body, "metadata": {}}, drop_spec)
+    meta = {k: v for k, v in (body.get("metadata") or {}).items() if k in SESSION_METADATA or k == "ownerReferences"}
+    labels = meta.pop("labels", None)
+    if isinstance(labels, Mapping):
+        kept = {k: v for k, v in labels.items() if isinstance(k, str) and k.startswith(SANDBOX_LABEL_PREFIXES)}
+        if kept:
+            meta["labels"] = _bounded_labels(kept)
+    annotations = meta.pop("annotations", None)
+    if isinstance(annotations, Mapping):
+        ours = {k: v for k, v in annotations.items() if isinstance(k, str) and k.startswith(SESSION_ANNOTATION_PREFIX)}
+        if ours:
+            meta["annotations"] = ours
+    if "ownerReferences" in meta:
+        refs = meta["ownerReferences"] if isinstance(meta["ownerReferences"], list) else []
+        meta["ownerReferences"] = [
+            ref for ref in refs if isinstance(ref, Mapping) and ref.get("kind") == "SandboxClaim"
+        ][:MAX_CACHED_OWNERS]
+    small["metadata"] = _compact(meta)
+    return small
+
+
 def _child_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
     out = _spec_without_free_values(spec)
     out.pop("env", None)

@@ -4,6 +4,7 @@ in kube/cache.py) and drops the rest; every decision on the projection is the de
 from __future__ import annotations
 
 import copy
+import datetime as dt
 from collections.abc import Callable
 from typing import Any
 
@@ -265,3 +266,27 @@ def test_a_sandbox_costs_the_cache_a_bounded_amount_whatever_a_tenant_writes_on_
     small = len(json.dumps(cache.sandboxes[("ns", "small")]))
     large = len(json.dumps(cache.sandboxes[("ns", "crowded")]))
     assert large - small <= 32 * 1024, f"a crowded Sandbox caches {large - small} bytes more than a plain one"
+
+
+@pytest.mark.parametrize("mode", [None, "Suspended"])
+def test_every_decision_on_a_projected_sandbox_is_the_decision_on_the_full_one(
+    mode: str | None, make_session: Make, make_claim: Make, make_sandbox: Make, now: Any
+) -> None:
+    """The Sandbox's projection (kube/projection.sandbox_projection) keeps what decisions read: its claim
+    owner, agent-sandbox's launch-type label, the generation, the status."""
+    from agentsession_operator.decisions.actions import reconcile_actions
+    from agentsession_operator.kube.cache import SANDBOX_SPEC_UNUSED
+    from agentsession_operator.kube.projection import sandbox_projection
+    from tests.unit.operator.test_op_actions import ready_claim
+
+    spec = {"warmPoolRef": {"name": "p"}, "idleTimeout": "15m", "idleAction": "Hibernate"}
+    sandbox = noisy(make_sandbox(mode=mode, launch="warm", generation=2, ready_generation=2))
+    sandbox["metadata"]["labels"].update({f"a{i}.example.com/x": "y" for i in range(100)})  # sorted first
+    sandbox["metadata"]["ownerReferences"] = [
+        {"apiVersion": "v1", "kind": "ConfigMap", "name": "c", "uid": f"u{i}"} for i in range(10)
+    ] + sandbox["metadata"]["ownerReferences"]
+    session, claim = make_session(spec=spec), ready_claim(make_claim)
+    projected = sandbox_projection(sandbox, SANDBOX_SPEC_UNUSED)
+    assert projected["metadata"]["labels"] == {"agents.x-k8s.io/launch-type": "warm"}
+    for at in (now, now + dt.timedelta(minutes=20)):
+        assert reconcile_actions(session, claim, projected, at) == reconcile_actions(session, claim, sandbox, at)
