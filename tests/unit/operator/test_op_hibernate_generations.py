@@ -1,0 +1,41 @@
+"""Issue 49 item 7: an image belongs to one hibernation of one session, named by the wake and by nothing else."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from agentsession_operator.decisions.actions import HibernateSandbox, reconcile_actions
+from tests.unit.operator.test_op_actions import ready_claim, settle
+
+T0 = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
+Make = Callable[..., dict[str, Any]]
+
+
+def test_each_hibernation_has_an_image_of_its_own(make_session: Make, make_claim: Make, make_sandbox: Make) -> None:
+    """Issue 49 item 7 (attack): a session hibernates on node A, wakes, and the image's delete misses node A
+    (its agent down). It hibernates again later, on node B. Every image of a session had one name (its name
+    and UID): the wake's pod, landing on node A, restored the stale first image there; and the sweep kept it
+    (the live session owned that name). Each hibernation's image must have a name of its own, which the wake
+    names, and the sweep must take the one the session no longer records."""
+    from agentsession_operator.decisions import hibernate
+
+    spec = {"warmPoolRef": {"name": "p"}, "idleTimeout": "15m", "idleAction": "Hibernate"}
+    sandbox = make_sandbox()
+    session = settle(
+        make_session(spec=spec), reconcile_actions(make_session(spec=spec), ready_claim(make_claim), sandbox, T0)
+    )
+    hibernations = []
+    for later in (timedelta(minutes=20), timedelta(hours=2)):
+        (action,) = [
+            a
+            for a in reconcile_actions(session, ready_claim(make_claim), sandbox, T0 + later)
+            if isinstance(a, HibernateSandbox)
+        ]
+        hibernations.append(action.checkpoint)
+    first, second = hibernations
+    assert first != second, "two hibernations of one session wrote one image name: the stale one can be restored"
+    recorded = {"hibernated": True, "reason": "Checkpointed", "checkpoint": second, "sizeBytes": 1, "takenAt": "x"}
+    session = {**session, "status": {**session["status"], "hibernation": recorded}}
+    assert hibernate.images_to_sweep([("ns", first)], {"ns": [session]}) == [("ns", first)]
