@@ -76,6 +76,8 @@ class HibernateSandbox:
     node: str = ""
     """The sandbox's node (its Sandbox's status.nodeName): only that node's agent is asked. "" when the
     Sandbox does not say (then every agent is asked, as before the node was known)."""
+    taken_at: str = ""
+    """The record's takenAt, from which ``checkpoint`` is named (issue 49 item 7); "" : the time of the write."""
 
 
 @dataclass(frozen=True)
@@ -282,12 +284,22 @@ def _mode_actions(
         # suspend): suspend only, never checkpoint a sandbox that is gone and overwrite the record.
         if kept is None and hibernate.hibernates(resolved, bool((session.get("spec") or {}).get("suspend"))):
             meta = session.get("metadata") or {}
-            name = hibernate.checkpoint_name(str(meta.get("name", "")), str(meta.get("uid", "")))
+            # The image's name is this hibernation's own: the record's takenAt, which the wake recomputes it from.
+            taken_at = format_time(now)
+            name = hibernate.checkpoint_name(str(meta.get("name", "")), str(meta.get("uid", "")), taken_at)
             budget, budget_policy = resolved.max_hibernated or (None, "")
             node = str((sandbox.get("status") or {}).get("nodeName") or "")
             return [
                 HibernateSandbox(
-                    bound, str(pod), name, mode_patch, resolved.max_checkpoint_bytes, budget, budget_policy, node
+                    bound,
+                    str(pod),
+                    name,
+                    mode_patch,
+                    resolved.max_checkpoint_bytes,
+                    budget,
+                    budget_policy,
+                    node,
+                    taken_at,
                 )
             ]
         return [PatchSandbox(bound, mode_patch)]

@@ -80,10 +80,34 @@ def max_bytes_for(operator_bound: int, policy_bound: int | None) -> int:
     return operator_bound if policy_bound is None else min(operator_bound, policy_bound)
 
 
-def checkpoint_name(session_name: str, session_uid: str) -> str:
-    """The image's name under ``<root>/<namespace>/``: one per session (its UID), a DNS label."""
+def checkpoint_name(session_name: str, session_uid: str, taken_at: str = "") -> str:
+    """The image's name under ``<root>/<namespace>/``, a DNS label: one per hibernation of one session (issue
+    49 item 7), ``<name>-<UID digest>-<digest of UID and takenAt>``. The wake recomputes it from the
+    session's name, UID and recorded ``takenAt``, so an older image of the session (a delete that missed a
+    node) is never named again, and the sweep takes it. Without ``taken_at``: the one name every hibernation
+    had before (images taken by an older operator)."""
     digest = hashlib.sha256(session_uid.encode()).hexdigest()[:10]
-    return f"{session_name[:52].rstrip('-')}-{digest}"
+    if not taken_at:
+        return f"{session_name[:52].rstrip('-')}-{digest}"
+    taken = hashlib.sha256(f"{session_uid}@{taken_at}".encode()).hexdigest()[:8]
+    return f"{checkpoint_prefix(session_name, session_uid)}{taken}"
+
+
+def checkpoint_prefix(session_name: str, session_uid: str) -> str:
+    """What every image of one session's hibernations begins with (the sweep keeps them while one is being
+    taken: the status names it only after)."""
+    digest = hashlib.sha256(session_uid.encode()).hexdigest()[:10]
+    return f"{session_name[:43].rstrip('-')}-{digest}-"
+
+
+def own_checkpoints(session: Mapping[str, Any]) -> tuple[str, ...]:
+    """The names the session's recorded hibernation may have: this one's (from its takenAt) and, for an
+    image an older operator took, the one name of old."""
+    meta = session.get("metadata") or {}
+    name, uid = str(meta.get("name", "")), str(meta.get("uid", ""))
+    taken_at = ((session.get("status") or {}).get("hibernation") or {}).get("takenAt")
+    names_ = [checkpoint_name(name, uid, taken_at)] if isinstance(taken_at, str) and taken_at else []
+    return (*names_, checkpoint_name(name, uid))
 
 
 def is_valid_checkpoint_name(name: str) -> bool:
@@ -248,10 +272,8 @@ def kept_checkpoint(session: Mapping[str, Any]) -> str | None:
     session's) restores nothing and is not this session's to delete (issue 49 item 1)."""
     hibernation = (session.get("status") or {}).get("hibernation") or {}
     name = hibernation.get("checkpoint")
-    meta = session.get("metadata") or {}
-    own = checkpoint_name(str(meta.get("name", "")), str(meta.get("uid", "")))
-    if hibernation.get("hibernated") and name == own and is_valid_checkpoint_name(own):
-        return own
+    if hibernation.get("hibernated") and name in own_checkpoints(session) and is_valid_checkpoint_name(str(name)):
+        return str(name)
     return None
 
 
@@ -333,17 +355,37 @@ class DeleteOutcome:
     """Why the shim's restore from the image failed (the pod then started fresh), None when it did not."""
 
 
-def owned_checkpoints(sessions: Iterable[Mapping[str, Any]]) -> set[str]:
+@dataclass(frozen=True)
+class Owned:
+    """The images a namespace's live sessions may still wake from, or are taking."""
+
+    names: frozenset[str]
+    """Each hibernated session's recorded image (issue 49 item 7: its older ones are not)."""
+    prefixes: tuple[str, ...]
+    """Each session not hibernated: any image of its (one may be being taken: the status names it after)."""
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and (name in self.names or name.startswith(self.prefixes))
+
+
+def owned_checkpoints(sessions: Iterable[Mapping[str, Any]]) -> Owned:
     """The image names the listed sessions may still wake from: every session's but an ended one's (expired,
-    failed, or being deleted): a session mid-checkpoint owns its image before its status says so."""
-    owned = set()
+    failed, or being deleted). A hibernated session owns the image its status records; one that is not
+    (running, or mid-checkpoint) owns every image of its, since one may be being taken."""
+    names_: set[str] = set()
+    prefixes: list[str] = []
     for session in sessions:
         meta = session.get("metadata") or {}
         phase = (session.get("status") or {}).get("phase")
         if meta.get("deletionTimestamp") or phase in phases.TERMINAL_PHASES:
             continue
-        owned.add(checkpoint_name(str(meta.get("name", "")), str(meta.get("uid", ""))))
-    return owned
+        kept = kept_checkpoint(session)
+        if kept is not None:
+            names_.add(kept)
+        else:
+            prefixes.append(checkpoint_prefix(str(meta.get("name", "")), str(meta.get("uid", ""))))
+            names_.add(checkpoint_name(str(meta.get("name", "")), str(meta.get("uid", ""))))
+    return Owned(frozenset(names_), tuple(prefixes))
 
 
 def images_to_sweep(

@@ -11,7 +11,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any
 
-from agentsession_api.timestamps import utc
+from agentsession_api.timestamps import parse_time, utc
 from agentsession_operator.decisions import hibernate
 from agentsession_operator.decisions.actions import FinishRestore, HibernateSandbox
 from agentsession_operator.infra import metrics
@@ -84,7 +84,8 @@ class Hibernator:
                 verdict = hibernate.within_budget(used, result.size_bytes, budget, by) or verdict
             if not verdict.hibernate and result.ok:
                 await self.agents.delete(namespace, action.checkpoint)  # too large, or over budget: not kept
-        await self._record(session, hibernate.record(verdict, action.checkpoint, size, now))
+        taken = parse_time(action.taken_at) if action.taken_at else None
+        await self._record(session, hibernate.record(verdict, action.checkpoint, size, taken or now))
         log.info("hibernate", reason=verdict.reason, checkpoint=action.checkpoint, size_bytes=size)
         if verdict.hibernate:
             self.event(session, "Hibernated", verdict.message, "Normal")
@@ -106,12 +107,6 @@ class Hibernator:
         else:
             log.warning("restore failed, started fresh", checkpoint=action.checkpoint, error=failure[:300])
             self.event(session, "RestoreFailed", record["message"], "Warning")
-
-    async def forget(self, namespace: str, session_name: str, session_uid: str) -> bool:
-        """A deleted session's image, deleted (it holds the sandbox's memory)."""
-        if self.agents is None:
-            return False
-        return await self.agents.delete(namespace, hibernate.checkpoint_name(session_name, session_uid))
 
     def forget_soon(self, session: Mapping[str, Any], still_there: bool = False) -> bool:
         """The image of a session deleted (or, ``still_there``, expired or being deleted), deleted in the

@@ -227,8 +227,13 @@ def test_idle_hibernate_checkpoints_then_wakes_restoring_then_clears(
     idle = reconcile_actions(session, ready_claim(make_claim), make_sandbox(), T0 + timedelta(minutes=20))
     (hib,) = [a for a in idle if isinstance(a, HibernateSandbox)]
     meta = session["metadata"]
+    taken_at = "2025-01-01T12:20:00Z"  # the pass's time: the record's takenAt, which names the image
     assert hib == HibernateSandbox(
-        "demo", "demo", checkpoint_name(meta["name"], meta["uid"]), {"spec": {"operatingMode": "Suspended"}}
+        "demo",
+        "demo",
+        checkpoint_name(meta["name"], meta["uid"], taken_at),
+        {"spec": {"operatingMode": "Suspended"}},
+        taken_at=taken_at,
     )
     assert not [a for a in idle if isinstance(a, PatchSandbox)]
     session = settle(session, idle)

@@ -26,7 +26,7 @@ def test_each_hibernation_has_an_image_of_its_own(make_session: Make, make_claim
     session = settle(
         make_session(spec=spec), reconcile_actions(make_session(spec=spec), ready_claim(make_claim), sandbox, T0)
     )
-    hibernations = []
+    hibernations, taken = [], []
     for later in (timedelta(minutes=20), timedelta(hours=2)):
         (action,) = [
             a
@@ -34,8 +34,10 @@ def test_each_hibernation_has_an_image_of_its_own(make_session: Make, make_claim
             if isinstance(a, HibernateSandbox)
         ]
         hibernations.append(action.checkpoint)
+        taken.append(action.taken_at)
     first, second = hibernations
     assert first != second, "two hibernations of one session wrote one image name: the stale one can be restored"
-    recorded = {"hibernated": True, "reason": "Checkpointed", "checkpoint": second, "sizeBytes": 1, "takenAt": "x"}
+    recorded = {"hibernated": True, "reason": "Checkpointed", "checkpoint": second, "sizeBytes": 1, "takenAt": taken[1]}
     session = {**session, "status": {**session["status"], "hibernation": recorded}}
-    assert hibernate.images_to_sweep([("ns", first)], {"ns": [session]}) == [("ns", first)]
+    assert hibernate.kept_checkpoint(session) == second  # the wake names the second, recomputed
+    assert hibernate.images_to_sweep([("ns", first), ("ns", second)], {"ns": [session]}) == [("ns", first)]
