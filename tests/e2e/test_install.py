@@ -169,7 +169,11 @@ def test_config_objects(rendered: list[dict[str, Any]]) -> None:
             *(
                 (kind, f"agentsession-operator-{what}-writes", OPERATOR_NS)
                 for kind in ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
-                for what in ("sandbox", "webhook", "network-policy")
+                for what in ("sandbox", "webhook", "network-policy", "claim")
+            ),
+            *(
+                (kind, "agentsession-operator-session-deletes", OPERATOR_NS)
+                for kind in ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
             ),
             # Who may name a checkpoint image (issue 33): config/admission/restore_annotation.yaml.
             *(
