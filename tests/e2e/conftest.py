@@ -190,7 +190,8 @@ class OperatorProcess:
 
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            assert self.proc.poll() is None, f"operator exited; log {self.log}"
+            # The log's end in the message: CI removes the cluster's folder, and with it the log.
+            assert self.proc.poll() is None, f"operator exited; log {self.log}:\n{self.log.read_text()[-3000:]}"
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{self.health_port}/healthz", timeout=1):
                     return
