@@ -13,7 +13,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,7 +25,7 @@ from devcluster.realnode import network
 from langchain_k8s_client import AgentSessionSandbox
 from langchain_k8s_client.manager import MANAGER_LABEL, MANAGER_VALUE, session_name
 from tests.e2e.conftest import Kube, OperatorProcess
-from tests.opskit.langgraph_dev import FLAGS, OFFLINE, SECRETS
+from tests.opskit.langgraph_dev import FLAGS, OFFLINE, SECRETS, user_venv
 
 pytestmark = [pytest.mark.e2e, pytest.mark.node]  # a deep agent in a real pod: both nodes
 
@@ -58,7 +57,8 @@ def server(kube: Kube, namespace: str, operator: OperatorProcess, tmp_path: Path
         NETGUARD_ALLOW=f"{network.POD_CIDR},{network.SERVICE_CIDR}",
         PYTHONPATH=os.pathsep.join([str(NETGUARD), env.get("PYTHONPATH", "")]).rstrip(os.pathsep),
     )
-    langgraph = Path(sys.executable).parent / "langgraph"
+    # The user's own install (pip from the package index), not this repository's virtualenv.
+    langgraph = user_venv(ROOT, ROOT / ".cluster")
     # A copy: the graph path is relative to the working directory, where the in-memory runtime also
     # persists its state (.langgraph_api/), which must not land in the repository.
     app = tmp_path / "app"
