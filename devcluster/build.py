@@ -343,25 +343,21 @@ HELM = Component("helm", versions.HELM, ("helm",))
 KREW = Component("krew", versions.KREW, ("krew",))
 
 
+def _build_go_tool(component: Component, module: str, package: str, log: Path) -> None:
+    """A command of one Go module at the component's exact version (a tools module, like agent-sandbox: only
+    that version is asked of the proxy)."""
+    name = component.name
+    gomod = f"module agentsession.dev/devcluster/{name}-tools\n\ngo 1.26\n\nrequire {module} {component.version}\n"
+    src = _tools_module(component, gomod, log)
+    _run(["go", "build", "-trimpath", "-ldflags", "-s -w", "-o", str(component.bin_dir) + "/", package], src, log)
+
+
 def _build_helm(log: Path) -> None:
-    # A tools module, like agent-sandbox: only the exact version is asked of the proxy.
-    gomod = f"module agentsession.dev/devcluster/helm-tools\n\ngo 1.26\n\nrequire helm.sh/helm/v3 {versions.HELM}\n"
-    src = _tools_module(HELM, gomod, log)
-    _run(
-        ["go", "build", "-trimpath", "-ldflags", "-s -w", "-o", str(HELM.bin_dir) + "/", "helm.sh/helm/v3/cmd/helm"],
-        src,
-        log,
-    )
+    _build_go_tool(HELM, "helm.sh/helm/v3", "helm.sh/helm/v3/cmd/helm", log)
 
 
 def _build_krew(log: Path) -> None:
-    gomod = f"module agentsession.dev/devcluster/krew-tools\n\ngo 1.26\n\nrequire sigs.k8s.io/krew {versions.KREW}\n"
-    src = _tools_module(KREW, gomod, log)
-    _run(
-        ["go", "build", "-trimpath", "-ldflags", "-s -w", "-o", str(KREW.bin_dir) + "/", "sigs.k8s.io/krew/cmd/krew"],
-        src,
-        log,
-    )
+    _build_go_tool(KREW, "sigs.k8s.io/krew", "sigs.k8s.io/krew/cmd/krew", log)
 
 
 _BUILDERS = {

@@ -19,10 +19,11 @@ from typing import Any
 import pytest
 import yaml
 
-from devcluster import build, versions
+from devcluster import build
 from testkit import manifests
 from tests.e2e.conftest import Kube
 from tests.e2e.test_install import pod_from_template
+from tests.integration.helm.test_chart import _template
 from tests.opskit import openshift
 
 pytestmark = [pytest.mark.e2e]
@@ -100,24 +101,9 @@ def test_each_rule_refuses_what_restricted_v2_refuses(kube: Kube, ocp: str, pod:
 
 
 def _chart_pod(namespace: str) -> dict[str, Any]:
-    chart = ROOT / "charts" / "agentsession"
+    """The Pod the chart's Deployment would create, rendered with its defaults (test_chart's helm template)."""
     build.build(build.HELM)  # cached after the first time
-    rendered = subprocess.run(
-        [
-            str(build.HELM.path("helm")),
-            "template",
-            "agentsession",
-            str(chart),
-            "--kube-version",
-            versions.KUBERNETES,
-            "--namespace",
-            namespace,
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=120,
-    ).stdout
+    rendered = _template(build.HELM.path("helm"), namespace=namespace)
     (deployment,) = [d for d in yaml.safe_load_all(rendered) if d and d["kind"] == "Deployment"]
     return pod_from_template("operator", deployment["spec"]["template"])
 

@@ -123,11 +123,6 @@ def ready_agents(pods: list[dict[str, Any]]) -> list[Agent]:
     return agents
 
 
-def ready_ips(pods: list[dict[str, Any]]) -> list[str]:
-    """The pod IPs of the agents that are Ready."""
-    return [agent.ip for agent in ready_agents(pods)]
-
-
 def agents_for(agents: list[Agent], node: str) -> list[Agent]:
     """Whom to ask about a pod on ``node``: its node's agent alone when the node is known, else all."""
     return [a for a in agents if a.node == node] if node else agents

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from agentsession_api import activity, names
@@ -147,6 +147,27 @@ from anything the operator builds, so a session's own is put back."""
 TRUNCATED_SPEC: dict[str, Any] = {"agentsession.dev/truncated": True}
 
 
+def _is_session_owner(ref: Mapping[str, Any]) -> bool:
+    return ref.get("kind") == names.SESSION_KIND and str(ref.get("apiVersion", "")).startswith(
+        SESSION_ANNOTATION_PREFIX
+    )
+
+
+def _bounded_metadata(body: Mapping[str, Any], owner: Callable[[Mapping[str, Any]], bool]) -> dict[str, Any]:
+    """A child's metadata as the cache keeps it: the session's kept keys, our annotations only, and the owner
+    references ``owner`` accepts (at most MAX_CACHED_OWNERS). Labels are the caller's to bound."""
+    meta = {k: v for k, v in (body.get("metadata") or {}).items() if k in SESSION_METADATA or k == "ownerReferences"}
+    annotations = meta.pop("annotations", None)
+    if isinstance(annotations, Mapping):
+        ours = {k: v for k, v in annotations.items() if isinstance(k, str) and k.startswith(SESSION_ANNOTATION_PREFIX)}
+        if ours:
+            meta["annotations"] = ours
+    if "ownerReferences" in meta:
+        refs = meta["ownerReferences"] if isinstance(meta["ownerReferences"], list) else []
+        meta["ownerReferences"] = [ref for ref in refs if isinstance(ref, Mapping) and owner(ref)][:MAX_CACHED_OWNERS]
+    return meta
+
+
 def child_projection(body: Mapping[str, Any]) -> dict[str, Any]:
     """The cached copy of a SandboxClaim or NetworkPolicy the operator watches (issue 49 item 2): what
     :func:`slim` keeps, less what a session or a tenant can grow without bound. Labels are bounded as a
@@ -156,22 +177,9 @@ def child_projection(body: Mapping[str, Any]) -> dict[str, Any]:
     MAX_CACHED_SPEC is TRUNCATED_SPEC. The rest of the spec and the status stay: decisions read the
     claim's lifecycle, pool and restore annotation and the NetworkPolicy's rules, and the controller
     writes the status."""
-    meta = {k: v for k, v in (body.get("metadata") or {}).items() if k in SESSION_METADATA or k == "ownerReferences"}
+    meta = _bounded_metadata(body, _is_session_owner)
     if "labels" in meta:
         meta["labels"] = _bounded_labels(meta["labels"])
-    annotations = meta.pop("annotations", None) or {}
-    ours = {k: v for k, v in annotations.items() if isinstance(k, str) and k.startswith(SESSION_ANNOTATION_PREFIX)}
-    if ours:
-        meta["annotations"] = ours
-    if "ownerReferences" in meta:
-        refs = meta["ownerReferences"] if isinstance(meta["ownerReferences"], list) else []
-        meta["ownerReferences"] = [
-            ref
-            for ref in refs
-            if isinstance(ref, Mapping)
-            and ref.get("kind") == names.SESSION_KIND
-            and str(ref.get("apiVersion", "")).startswith(SESSION_ANNOTATION_PREFIX)
-        ][:MAX_CACHED_OWNERS]
     out = {k: v for k, v in body.items() if k in SESSION_TOP}
     out["metadata"] = meta
     spec = body.get("spec")
@@ -193,22 +201,12 @@ def sandbox_projection(body: Mapping[str, Any], drop_spec: tuple[str, ...] = ())
     annotations ours only, owner references the SandboxClaim ones only (at most MAX_CACHED_OWNERS: a decision
     reads the one whose UID is its claim's)."""
     small = slim({**body, "metadata": {}}, drop_spec)
-    meta = {k: v for k, v in (body.get("metadata") or {}).items() if k in SESSION_METADATA or k == "ownerReferences"}
+    meta = _bounded_metadata(body, lambda ref: ref.get("kind") == "SandboxClaim")
     labels = meta.pop("labels", None)
     if isinstance(labels, Mapping):
         kept = {k: v for k, v in labels.items() if isinstance(k, str) and k.startswith(SANDBOX_LABEL_PREFIXES)}
         if kept:
             meta["labels"] = _bounded_labels(kept)
-    annotations = meta.pop("annotations", None)
-    if isinstance(annotations, Mapping):
-        ours = {k: v for k, v in annotations.items() if isinstance(k, str) and k.startswith(SESSION_ANNOTATION_PREFIX)}
-        if ours:
-            meta["annotations"] = ours
-    if "ownerReferences" in meta:
-        refs = meta["ownerReferences"] if isinstance(meta["ownerReferences"], list) else []
-        meta["ownerReferences"] = [
-            ref for ref in refs if isinstance(ref, Mapping) and ref.get("kind") == "SandboxClaim"
-        ][:MAX_CACHED_OWNERS]
     small["metadata"] = _compact(meta)
     return small
 
