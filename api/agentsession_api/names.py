@@ -26,6 +26,18 @@ LABEL_SANDBOX_CLIENT: Final = f"{GROUP}/sandbox-client"
 """On an application's pods (value ``"true"``): the session NetworkPolicy admits such pods of the session's own
 namespace, and no others."""
 
+POD_IDENTITY_AUDIENCE: Final = f"{GROUP}/pod-identity"
+"""The audience of the token a sandbox pod shows its clients to prove which pod it is: a projected
+ServiceAccount token that the kubelet mints for that pod alone (its name, UID and namespace are claims the
+API server signs), and that the API server itself refuses (not its audience), so showing it grants nothing."""
+POD_IDENTITY_VOLUME: Final = "agentsession-pod-identity"
+"""The SandboxTemplate volume (a projected serviceAccountToken of :data:`POD_IDENTITY_AUDIENCE`) that gives a
+sandbox pod its identity token; clients refuse a pod without one unless told to trust addresses alone."""
+POD_IDENTITY_DIR: Final = f"/var/run/secrets/{GROUP}/pod-identity"
+"""Where the sandbox container mounts :data:`POD_IDENTITY_VOLUME` (read-only)."""
+POD_IDENTITY_TOKEN_PATH: Final = f"{POD_IDENTITY_DIR}/token"
+"""The token file the clients' probe reads in the pod."""
+
 ANNOTATION_SCHEMA_REVISION: Final = f"{GROUP}/schema-revision"
 """On the generated CRDs: the revision of their schema (:data:`SCHEMA_REVISION`)."""
 SCHEMA_REVISION: Final = 5
@@ -35,10 +47,10 @@ server prunes fields its CRD does not know, so an old CRD silently drops a new p
 ANNOTATION_ACTIVITY: Final = f"{GROUP}/activity"
 """Written by the client, read by the operator: see :mod:`agentsession_api.activity`."""
 
-ANNOTATION_VOLUME_COPY: Final = f"{GROUP}/volume-copy"
 ANNOTATION_RESTORE_FROM: Final = f"{GROUP}/restore-from"
 """On a gVisor pod: the checkpoint (under the node's checkpoint root, in the pod's namespace) its shim restores
 it from (devcluster/gvisor/restoreext); set by the operator on a hibernated session's wake (issue 33)."""
+ANNOTATION_VOLUME_COPY: Final = f"{GROUP}/volume-copy"
 """On a StorageClass, set by the cluster admin: how its volumes can be copied for a fork. ``Clone``: the
 driver clones a PVC named in dataSource (CSI CLONE_VOLUME). Kubernetes advertises no such capability, so
 a class without this annotation is never assumed to clone."""

@@ -5,10 +5,14 @@ from __future__ import annotations
 import base64
 import json
 import shlex
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import httpx
+
+from agentsession_api.names import POD_IDENTITY_AUDIENCE
 
 from langchain_k8s_client import commands
 from langchain_k8s_client.pod_sandbox import PodSandbox
@@ -110,3 +114,88 @@ class FakeRuntime:
     def sandbox(self, **kwargs: object) -> PodSandbox:
         transport_kwargs = {k: kwargs.pop(k) for k in ("resolve_endpoint", "endpoint") if k in kwargs}
         return PodSandbox(sandbox_id="fake", transport=self.transport(**transport_kwargs), **kwargs)  # type: ignore[arg-type]
+
+
+class ClusterSigner:
+    """The cluster's ServiceAccount token signer, as far as a client sees it: the keys the API server serves at
+    /openid/v1/jwks (`api_client()` answers that one request) and pod identity tokens signed with them."""
+
+    def __init__(self, kind: str = "EC", kid: str = "k1") -> None:
+        from cryptography.hazmat.primitives.asymmetric import ec, rsa
+
+        self.kind, self.kid = kind, kid
+        self.key: Any = (
+            ec.generate_private_key(ec.SECP256R1()) if kind == "EC" else rsa.generate_private_key(65537, 2048)
+        )
+        self.jwks_requests = 0
+
+    def jwks(self) -> dict[str, Any]:
+        numbers = self.key.public_key().public_numbers()
+        if self.kind == "EC":
+            return {"keys": [{"kty": "EC", "crv": "P-256", "kid": self.kid, "alg": "ES256", "use": "sig",
+                              "x": _b64(numbers.x.to_bytes(32, "big")), "y": _b64(numbers.y.to_bytes(32, "big"))}]}
+        n = numbers.n.to_bytes((numbers.n.bit_length() + 7) // 8, "big")
+        return {"keys": [{"kty": "RSA", "kid": self.kid, "alg": "RS256", "use": "sig", "n": _b64(n),
+                          "e": _b64(numbers.e.to_bytes(3, "big"))}]}
+
+    def token(
+        self,
+        namespace: str,
+        pod: str,
+        *,
+        audience: str = POD_IDENTITY_AUDIENCE,
+        lifetime: float = 3600,
+        issued: float | None = None,
+        **extra: Any,
+    ) -> str:
+        from cryptography.hazmat.primitives import hashes
+        from cryptography.hazmat.primitives.asymmetric import ec, padding
+        from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
+
+        now = time.time() if issued is None else issued
+        alg = "ES256" if self.kind == "EC" else "RS256"
+        header = {"alg": alg, "kid": self.kid}
+        claims = {
+            "aud": [audience],
+            "iss": "https://kubernetes.default.svc.cluster.local",
+            "iat": int(now),
+            "nbf": int(now),
+            "exp": int(now + lifetime),
+            "sub": f"system:serviceaccount:{namespace}:default",
+            "kubernetes.io": {
+                "namespace": namespace,
+                "pod": {"name": pod, "uid": "3f1c"},
+                "serviceaccount": {"name": "default", "uid": "9a2b"},
+            },
+            **extra,
+        }
+        signing_input = f"{_b64(json.dumps(header).encode())}.{_b64(json.dumps(claims).encode())}".encode()
+        if self.kind == "EC":
+            r, s = decode_dss_signature(self.key.sign(signing_input, ec.ECDSA(hashes.SHA256())))
+            signature = r.to_bytes(32, "big") + s.to_bytes(32, "big")
+        else:
+            signature = self.key.sign(signing_input, padding.PKCS1v15(), hashes.SHA256())
+        return f"{signing_input.decode()}.{_b64(signature)}"
+
+    def api_client(self) -> Any:
+        """A stand-in for `kubernetes.client.ApiClient` that serves this signer's JWKS."""
+        signer = self
+
+        class _Response:
+            def __init__(self) -> None:
+                self.data = json.dumps(signer.jwks()).encode()
+                self.status = 200
+
+        class _ApiClient:
+            configuration = type("Configuration", (), {"host": f"https://cluster-{id(signer)}"})()
+
+            def call_api(self, path: str, method: str, **_: Any) -> Any:
+                assert (path, method) == ("/openid/v1/jwks", "GET"), (path, method)
+                signer.jwks_requests += 1
+                return _Response()
+
+        return _ApiClient()
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()

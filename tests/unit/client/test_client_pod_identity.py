@@ -10,15 +10,16 @@ the API), and refuses with both sides named.
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 
 import pytest
 
-from langchain_k8s_client import WrongPod, commands
+from langchain_k8s_client import PodSandbox, WrongPod, commands
 from langchain_k8s_client.endpoints import EndpointResolver
 from langchain_k8s_client.sessions import SessionView
 from langchain_k8s_client.transport import PodEndpoint
-from tests.unit.client.fakes import BASE, FakeRuntime, wrapped
+from tests.unit.client.fakes import BASE, ClusterSigner, FakeRuntime, wrapped
 
 SESSION_POD, SESSION_IP = "s-7f3k2", "10.244.1.17"
 
@@ -90,3 +91,35 @@ def test_a_pod_showing_no_address_of_the_family_is_judged_by_its_name() -> None:
         impostor.transport(
             endpoint=PodEndpoint(BASE, expected_hostname=SESSION_POD, expected_ips=(SESSION_IP,))
         ).execute("true", timeout=5, max_output=10)
+
+
+# ---- issue 51 item 1: a namesake that holds the IP the status names (a stale status) -----------------------
+
+AT_SESSION_IP = f"v4={SESSION_IP}/32 127.0.0.0/8 127.0.0.1/32"
+
+
+def _reached(pod: FakeRuntime, signer: ClusterSigner) -> PodSandbox:
+    """The client's own path: the endpoint the resolver makes from the status, pointed at the fake pod."""
+    endpoint = EndpointResolver(None, "team-a", signer.api_client()).resolve(_view([SESSION_IP]))
+    return pod.sandbox(endpoint=dataclasses.replace(endpoint, base_url=BASE))
+
+
+def test_a_namesake_at_the_sessions_ip_without_an_identity_token_gets_nothing() -> None:
+    impostor = FakeRuntime(hostname=SESSION_POD, addresses=AT_SESSION_IP)
+    sandbox = _reached(impostor, ClusterSigner())
+    with pytest.raises(WrongPod) as info:
+        sandbox.execute("cat ~/.secrets")
+    assert "identity" in str(info.value), info.value
+    with pytest.raises(WrongPod):
+        sandbox.upload_files([("/tmp/f", b"the session's file")])
+    assert impostor.argvs() == [] and [p for p in impostor.paths() if p != "POST /execute"] == []
+
+
+def test_a_namesake_with_the_clusters_token_for_its_own_namespace_gets_nothing() -> None:
+    signer = ClusterSigner()
+    token = signer.token("team-b", SESSION_POD)  # minted by the cluster, for tenant B's namesake pod
+    impostor = FakeRuntime(hostname=SESSION_POD, addresses=f"{AT_SESSION_IP}\nidtoken={token}")
+    with pytest.raises(WrongPod) as info:
+        _reached(impostor, signer).execute("cat ~/.secrets")
+    assert "team-b" in str(info.value) and "team-a" in str(info.value), info.value
+    assert impostor.argvs() == []
