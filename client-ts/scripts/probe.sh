@@ -1,4 +1,4 @@
-# Run once per (re)connection, as `sh -c <this> lkc .lkc-staging`. It learns the base dir (the
+# Run once per (re)connection, as `sh -c <this> lkc .lkc-staging <token path>`. It learns the base dir (the
 # runtime's cwd), the pod's name (the pod runner sets HOSTNAME to it), how to enforce timeouts, and
 # sweeps staging files that a broken connection left behind; `wrappers=` lists the staged command
 # wrappers. `grep=gnu`: grep() may use it.
@@ -49,6 +49,11 @@ if [ -r /proc/net/if_inet6 ]; then
   while read -r x _; do a="$a $x"; done </proc/net/if_inet6
 fi
 echo "v6=$a"
+# The pod's identity token (agentsession_api.names.POD_IDENTITY_TOKEN_PATH, a projected ServiceAccount token
+# the kubelet mints for this pod alone): the client verifies it before it sends the session anything.
+t=
+[ -r "$2" ] && read -r t <"$2" 2>/dev/null
+[ -n "$t" ] && echo "idtoken=$t"
 # The staged command wrappers (commands.UserCommand) stay: named by their content, shared by every
 # client, never changed; a client whose wrapper went missing stages it again.
 w=

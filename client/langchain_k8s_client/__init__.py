@@ -21,6 +21,7 @@ from .errors import (
     SessionNotFound,
     SessionNotReady,
     TransportError,
+    UnverifiedPod,
     WrongPod,
 )
 from .manager import SessionManager
@@ -54,6 +55,7 @@ __all__ = [
     "SessionNotFound",
     "SessionNotReady",
     "TransportError",
+    "UnverifiedPod",
     "WaitProgress",
     "WrongPod",
 ]

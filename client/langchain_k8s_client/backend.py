@@ -20,6 +20,7 @@ from langchain_k8s_client.activity import ActivityThrottle, interval_for
 from langchain_k8s_client.durations import normalize
 from langchain_k8s_client.endpoints import EndpointResolver
 from langchain_k8s_client.errors import SessionNotReady
+from langchain_k8s_client.pod_identity import PodIdentityMode
 from langchain_k8s_client.pod_sandbox import PodSandbox
 from langchain_k8s_client.sessions import (
     ProgressCallback,
@@ -53,6 +54,10 @@ class AgentSessionSandbox(PodSandbox):
             copies of the source's; see `fork()`.
         connection: a k8s-agent-sandbox connection config (default: the pod IP,
             `SandboxInClusterConnectionConfig`).
+        pod_identity: "token" (default): before it is sent anything, the pod must show the identity token its
+            template mounts (`agentsession_api.names.POD_IDENTITY_VOLUME`), signed by the cluster and naming
+            the session's namespace and pod; else `UnverifiedPod`. "address": trust the pod's name and
+            addresses alone (a template without that volume; a namesake at a reused IP is not told apart).
         ready_timeout: seconds to wait for Ready before `SessionNotReady`.
         on_progress: called with a `WaitProgress` at each new step of a wait for Ready (the first
             operation's, a resume's, `wait_ready`'s): phase, the Ready condition's reason and message, and
@@ -81,6 +86,7 @@ class AgentSessionSandbox(PodSandbox):
         session_labels: Mapping[str, str] | None = None,
         fork_from: str | None = None,
         connection: Connection | None = None,
+        pod_identity: PodIdentityMode = "token",
         ready_timeout: float = 180,
         on_progress: ProgressCallback | None = None,
         keep: bool = False,
@@ -111,7 +117,7 @@ class AgentSessionSandbox(PodSandbox):
         self.uid: str = body["metadata"]["uid"]
         raise_for_terminal(SessionView.of(body))
         self._throttle = ActivityThrottle(interval_for(SessionView.of(body).idle_timeout))
-        self._resolver = EndpointResolver(connection, namespace, self._store.api_client)
+        self._resolver = EndpointResolver(connection, namespace, self._store.api_client, pod_identity)
         super().__init__(
             _UNRESOLVED,
             sandbox_id=name,
@@ -215,6 +221,7 @@ class AgentSessionSandbox(PodSandbox):
             suspend_source=suspend_source,
             keep=keep,
             connection=self._resolver.connection,
+            pod_identity=options.pop("pod_identity", self._resolver.pod_identity),
             ready_timeout=self.ready_timeout,
             on_progress=options.pop("on_progress", self.on_progress),
             **options,

@@ -31,6 +31,8 @@ from importlib import resources
 from operator import itemgetter
 from typing import Final, Literal, NamedTuple
 
+from agentsession_api.names import POD_IDENTITY_TOKEN_PATH
+
 from .errors import MalformedResponse
 
 STAGING_DIRNAME: Final = ".lkc-staging"
@@ -113,6 +115,8 @@ class RuntimeInfo:
     addresses: tuple[str, ...] = ()
     """The pod's own addresses, as networks (`10.244.1.17/32`, a shared loopback range `127.0.0.0/8`);
     empty when its kernel shows none (the identity check then rests on the pod name)."""
+    identity_token: str = ""
+    """The pod's identity token (`pod_identity`), empty when the pod has none."""
 
     def holds(self, ip: str) -> bool:
         """`ip` is one of the pod's own addresses."""
@@ -149,7 +153,7 @@ class RuntimeInfo:
 
 
 def build_probe() -> str:
-    return sh_command(_PROBE_SCRIPT, STAGING_DIRNAME)
+    return sh_command(_PROBE_SCRIPT, STAGING_DIRNAME, POD_IDENTITY_TOKEN_PATH)
 
 
 def parse_probe(stdout: str) -> RuntimeInfo:
@@ -171,6 +175,7 @@ def parse_probe(stdout: str) -> RuntimeInfo:
         wrappers=frozenset(fields.get("wrappers", "").split()),
         stages_wrappers=fields.get("sh") == "dash",
         addresses=_addresses(fields.get("v4", ""), fields.get("v6", "")),
+        identity_token=fields.get("idtoken", ""),
     )
 
 

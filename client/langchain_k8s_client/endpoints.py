@@ -7,6 +7,9 @@
 The SDK's own connection strategies find the router URL (gateway address, tunnel); the sandbox
 lookup itself comes from the session status, never from reading Sandboxes or claims.
 
+Whichever the mode, the endpoint names the pod the status names and, unless `pod_identity="address"`, the
+identity token that pod must show (`pod_identity`): a router or a stale IP that leads elsewhere gets nothing.
+
 The pod IP needs nothing beyond this package; the other modes take the SDK's configs and strategies,
 from the optional `langchain-k8s-client[agent-sandbox]` (the SDK pulls prometheus-client, which the
 client itself never does).
@@ -17,7 +20,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Final
 
 from langchain_k8s_client.errors import RouterUnreachable
-from langchain_k8s_client.sessions import SessionView
+from langchain_k8s_client.pod_identity import ClusterKeys, PodIdentity, PodIdentityMode
+from langchain_k8s_client.sessions import SessionView, load_api_client
 from langchain_k8s_client.transport import PodEndpoint
 
 if TYPE_CHECKING:
@@ -57,11 +61,27 @@ def router_headers(view: SessionView, port: int) -> dict[str, str]:
 class EndpointResolver:
     """Per-connection-mode resolution; keeps the router URL (and tunnel process) across pod changes."""
 
-    def __init__(self, connection: Connection | None, namespace: str, api_client: Any = None) -> None:
+    def __init__(
+        self,
+        connection: Connection | None,
+        namespace: str,
+        api_client: Any = None,
+        pod_identity: PodIdentityMode = "token",
+    ) -> None:
+        if pod_identity not in ("token", "address"):
+            raise ValueError(f"pod_identity must be 'token' or 'address', got {pod_identity!r}")
         self.connection = connection  # None: the pod IP on the runtime's port
         self.namespace = namespace
         self.api_client = api_client
+        self.pod_identity = pod_identity
         self._strategy: Any = None
+
+    def _identity(self, view: SessionView) -> PodIdentity | None:
+        if self.pod_identity == "address":
+            return None
+        if self.api_client is None:
+            self.api_client = load_api_client()
+        return PodIdentity(view.namespace, view.pod_name or "", ClusterKeys.of(self.api_client))
 
     def _router_url(self, view: SessionView) -> str:
         if self._strategy is None:
@@ -97,12 +117,19 @@ class EndpointResolver:
             ip = view.pod_ips[0]
             host = f"[{ip}]" if ":" in ip else ip
             return PodEndpoint(
-                f"http://{host}:{port}", expected_hostname=view.pod_name, expected_ips=tuple(view.pod_ips)
+                f"http://{host}:{port}",
+                expected_hostname=view.pod_name,
+                expected_ips=tuple(view.pod_ips),
+                identity=self._identity(view),
             )
         headers = router_headers(view, port)
         headers.update(getattr(conn, "extra_headers", None) or {})  # SandboxDirectConnectionConfig
         return PodEndpoint(
-            self._router_url(view), headers=headers, expected_hostname=view.pod_name, expected_ips=tuple(view.pod_ips)
+            self._router_url(view),
+            headers=headers,
+            expected_hostname=view.pod_name,
+            expected_ips=tuple(view.pod_ips),
+            identity=self._identity(view),
         )
 
     def close(self) -> None:

@@ -118,3 +118,13 @@ class WrongPod(SandboxError):
         super().__init__(
             f"endpoint answers as pod {actual!r}{has}, expected the session's pod {expected!r}{where} (from the API)"
         )
+
+
+class UnverifiedPod(WrongPod):
+    """The runtime at the endpoint could not prove with its identity token that it is the session's pod
+    (`pod_identity`): nothing of the session was sent to it."""
+
+    def __init__(self, message: str) -> None:
+        SandboxError.__init__(self, message)
+        self.expected = self.actual = ""
+        self.expected_ips = self.actual_addresses = ()

@@ -17,6 +17,7 @@ from typing import Final, TypeVar
 from . import commands, wire
 from .commands import CommandResult, RuntimeInfo
 from .errors import SandboxError, WrongPod
+from .pod_identity import PodIdentity
 from .wire import HttpRequest, HttpResponse, RuntimeExec
 
 T = TypeVar("T")
@@ -50,9 +51,15 @@ class RuntimeProtocol:
     `invalidate()` so the next operation probes (and checks identity) again.
     """
 
-    def __init__(self, expected_hostname: str | None = None, expected_ips: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        expected_hostname: str | None = None,
+        expected_ips: tuple[str, ...] = (),
+        identity: PodIdentity | None = None,
+    ) -> None:
         self.expected_hostname = expected_hostname
         self.expected_ips = expected_ips
+        self.identity = identity
         self.info: RuntimeInfo | None = None
         # Capture files are named per client (and per call number), so one client's sweep never
         # touches another's; the probe sweeps what a vanished client left (files over 2 hours old).
@@ -70,6 +77,9 @@ class RuntimeProtocol:
         """Probe the runtime and verify it is the expected pod (raises WrongPod)."""
         result = yield from self.script(commands.build_probe(), idempotent=True)
         info = commands.parse_probe(result.stdout)
+        if self.identity is not None:
+            self.info = None
+            self.identity.check(info.identity_token)  # raises UnverifiedPod: nothing of the session was sent
         if self.expected_hostname and info.hostname != self.expected_hostname:
             self.info = None
             raise WrongPod(self.expected_hostname, info.hostname, self.expected_ips, info.addresses)

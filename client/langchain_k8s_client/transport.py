@@ -44,6 +44,7 @@ from .errors import TransportError, WrongPod
 from .flows import Call, Flow, run_async, run_sync
 from .http11 import AsyncPodHTTPTransport, PodHTTPTransport
 from .limits import DEFAULT_MAX_RESPONSE_BYTES, IDENTITY, ResponseLimits, aread_bounded, read_bounded
+from .pod_identity import PodIdentity
 from .runtime import Downloaded, Op, RuntimeProtocol
 from .wire import HttpRequest, HttpResponse, RuntimeExec
 
@@ -63,12 +64,15 @@ class PodEndpoint:
     `expected_hostname`: the pod name; checked on every (re)connection when set.
     `expected_ips`: the pod's IPs as the API has them (the session's status.podIPs); the pod reached must
     hold one of them (names are unique only within a namespace, IPs in the cluster).
+    `identity`: the identity token the pod must show before it is sent anything (`pod_identity`); None: its
+    name and addresses alone are checked.
     """
 
     base_url: str
     headers: Mapping[str, str] = field(default_factory=dict)
     expected_hostname: str | None = None
     expected_ips: tuple[str, ...] = ()
+    identity: PodIdentity | None = None
 
     def __post_init__(self) -> None:
         parts = urlsplit(self.base_url)
@@ -177,7 +181,7 @@ class RuntimeTransport:
     ) -> None:
         self._endpoint = endpoint
         self._limits = limits or ResponseLimits()
-        self._protocol = RuntimeProtocol(endpoint.expected_hostname, endpoint.expected_ips)
+        self._protocol = RuntimeProtocol(endpoint.expected_hostname, endpoint.expected_ips, endpoint.identity)
         self._retry = retry or RetryPolicy()
         self._resolve_endpoint = resolve_endpoint
         self._stale = False
@@ -211,7 +215,7 @@ class RuntimeTransport:
         """Point at another endpoint; the next operation probes and checks identity."""
         with self._lock:
             self._endpoint = endpoint
-            self._protocol = RuntimeProtocol(endpoint.expected_hostname, endpoint.expected_ips)
+            self._protocol = RuntimeProtocol(endpoint.expected_hostname, endpoint.expected_ips, endpoint.identity)
             self._stale = False
 
     def set_limits(self, limits: ResponseLimits) -> None:

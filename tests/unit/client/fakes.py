@@ -13,7 +13,6 @@ from typing import Any
 import httpx
 
 from agentsession_api.names import POD_IDENTITY_AUDIENCE
-
 from langchain_k8s_client import commands
 from langchain_k8s_client.pod_sandbox import PodSandbox
 from langchain_k8s_client.transport import PodEndpoint, RetryPolicy, RuntimeTransport
@@ -132,11 +131,32 @@ class ClusterSigner:
     def jwks(self) -> dict[str, Any]:
         numbers = self.key.public_key().public_numbers()
         if self.kind == "EC":
-            return {"keys": [{"kty": "EC", "crv": "P-256", "kid": self.kid, "alg": "ES256", "use": "sig",
-                              "x": _b64(numbers.x.to_bytes(32, "big")), "y": _b64(numbers.y.to_bytes(32, "big"))}]}
+            return {
+                "keys": [
+                    {
+                        "kty": "EC",
+                        "crv": "P-256",
+                        "kid": self.kid,
+                        "alg": "ES256",
+                        "use": "sig",
+                        "x": _b64(numbers.x.to_bytes(32, "big")),
+                        "y": _b64(numbers.y.to_bytes(32, "big")),
+                    }
+                ]
+            }
         n = numbers.n.to_bytes((numbers.n.bit_length() + 7) // 8, "big")
-        return {"keys": [{"kty": "RSA", "kid": self.kid, "alg": "RS256", "use": "sig", "n": _b64(n),
-                          "e": _b64(numbers.e.to_bytes(3, "big"))}]}
+        return {
+            "keys": [
+                {
+                    "kty": "RSA",
+                    "kid": self.kid,
+                    "alg": "RS256",
+                    "use": "sig",
+                    "n": _b64(n),
+                    "e": _b64(numbers.e.to_bytes(3, "big")),
+                }
+            ]
+        }
 
     def token(
         self,

@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import dataclasses
 import subprocess
+import time
+from pathlib import Path
 
 import pytest
 
-from langchain_k8s_client import PodSandbox, WrongPod, commands
+from agentsession_api import names
+from langchain_k8s_client import PodSandbox, UnverifiedPod, WrongPod, commands, pod_identity
 from langchain_k8s_client.endpoints import EndpointResolver
 from langchain_k8s_client.sessions import SessionView
 from langchain_k8s_client.transport import PodEndpoint
@@ -34,7 +37,7 @@ def _view(pod_ips: list[str]) -> SessionView:
 
 def test_a_namesake_pod_at_another_address_is_refused_before_any_command() -> None:
     impostor = FakeRuntime(hostname=SESSION_POD, addresses="v4=10.244.2.9/32 127.0.0.0/8 127.0.0.1/32")
-    endpoint = EndpointResolver(None, "team-a").resolve(_view([SESSION_IP]))
+    endpoint = EndpointResolver(None, "team-a", pod_identity="address").resolve(_view([SESSION_IP]))
     transport = impostor.transport(
         endpoint=PodEndpoint(BASE, expected_hostname=endpoint.expected_hostname, expected_ips=endpoint.expected_ips)
     )
@@ -46,7 +49,7 @@ def test_a_namesake_pod_at_another_address_is_refused_before_any_command() -> No
 
 
 def test_the_endpoint_expects_the_ips_the_status_names_in_every_mode() -> None:
-    endpoint = EndpointResolver(None, "team-a").resolve(_view([SESSION_IP, "fd00::17"]))
+    endpoint = EndpointResolver(None, "team-a", pod_identity="address").resolve(_view([SESSION_IP, "fd00::17"]))
     assert endpoint.expected_hostname == SESSION_POD
     assert endpoint.expected_ips == (SESSION_IP, "fd00::17")
 
@@ -123,3 +126,100 @@ def test_a_namesake_with_the_clusters_token_for_its_own_namespace_gets_nothing()
         _reached(impostor, signer).execute("cat ~/.secrets")
     assert "team-b" in str(info.value) and "team-a" in str(info.value), info.value
     assert impostor.argvs() == []
+
+
+@pytest.mark.parametrize("kind", ["EC", "RSA"])
+def test_the_sessions_own_pod_proves_itself_with_its_token(kind: str) -> None:
+    signer = ClusterSigner(kind)
+    own = FakeRuntime(
+        hostname=SESSION_POD,
+        addresses=f"{AT_SESSION_IP}\nidtoken={signer.token('team-a', SESSION_POD)}",
+        answers=[wrapped(b"ok\n")],
+    )
+    assert _reached(own, signer).execute("echo ok").output == "ok\n"
+
+
+def _refused(token: str, signer: ClusterSigner) -> str:
+    impostor = FakeRuntime(hostname=SESSION_POD, addresses=f"{AT_SESSION_IP}\nidtoken={token}")
+    with pytest.raises(WrongPod) as info:
+        _reached(impostor, signer).execute("cat ~/.secrets")
+    assert impostor.argvs() == []
+    return str(info.value)
+
+
+def test_a_token_of_another_signer_is_refused() -> None:
+    forged = ClusterSigner(kid="k1").token("team-a", SESSION_POD)  # the same key ID, another key
+    assert "bad signature" in _refused(forged, ClusterSigner(kid="k1"))
+
+
+def test_a_token_for_another_audience_is_refused() -> None:
+    """The pod's API token (the API server's audience) proves nothing here, and is not asked for."""
+    signer = ClusterSigner()
+    assert "not agentsession.dev/pod-identity" in _refused(
+        signer.token("team-a", SESSION_POD, audience="https://kubernetes.default.svc.cluster.local"), signer
+    )
+
+
+def test_an_expired_token_is_refused() -> None:
+    signer = ClusterSigner()
+    old = signer.token("team-a", SESSION_POD, issued=time.time() - 7200, lifetime=600)
+    assert "expired" in _refused(old, signer)
+
+
+def test_a_malformed_or_oversized_token_is_refused() -> None:
+    signer = ClusterSigner()
+    assert "malformed" in _refused("not.a-token", signer)
+    assert "too large" in _refused("a" * 20000, signer)
+
+
+def test_a_key_the_set_lacks_fetches_the_keys_again_on_the_next_resolution() -> None:
+    """Key rotation: a token signed by a key added since the fetch is refused once, then the next endpoint
+    resolution fetches the keys again (at most every REFETCH_INTERVAL)."""
+    signer = ClusterSigner(kid="rotated")
+    api = signer.api_client()
+    first = pod_identity.ClusterKeys.of(api)
+    assert signer.jwks_requests == 1 and "rotated" in first.keys
+    assert pod_identity.ClusterKeys.of(api) is first  # cached
+    with pytest.raises(UnverifiedPod, match="not one of the cluster's"):
+        pod_identity.verify(ClusterSigner(kid="newer").token("team-a", SESSION_POD), first)
+    later = dataclasses.replace(first, fetched_at=first.fetched_at - pod_identity.REFETCH_INTERVAL - 1)
+    pod_identity._CACHE[first.host] = later
+    pod_identity.ClusterKeys.of(api)
+    assert signer.jwks_requests == 2
+
+
+def test_keys_that_cannot_be_read_say_what_to_allow() -> None:
+    class Forbidden:
+        configuration = type("C", (), {"host": "https://forbidden"})()
+
+        def call_api(self, *args: object, **kwargs: object) -> object:
+            raise RuntimeError("(403) Forbidden")
+
+    with pytest.raises(UnverifiedPod, match=r"/openid/v1/jwks.*allow `get`"):
+        EndpointResolver(None, "team-a", Forbidden()).resolve(_view([SESSION_IP]))
+
+
+def test_address_mode_trusts_name_and_addresses_alone() -> None:
+    pod = FakeRuntime(hostname=SESSION_POD, addresses=AT_SESSION_IP, answers=[wrapped(b"ok\n")])
+    endpoint = EndpointResolver(None, "team-a", pod_identity="address").resolve(_view([SESSION_IP]))
+    assert endpoint.identity is None
+    assert pod.sandbox(endpoint=dataclasses.replace(endpoint, base_url=BASE)).execute("echo ok").output == "ok\n"
+    with pytest.raises(ValueError, match="'token' or 'address'"):
+        EndpointResolver(None, "team-a", pod_identity="none")  # type: ignore[arg-type]
+
+
+def test_the_probe_reports_the_token_file_it_is_given(tmp_path: Path) -> None:
+    """The probe script itself: the token file's one line (kubelet writes no newline), nothing without one."""
+    token = tmp_path / "token"
+    token.write_text("eyJh.eyJi.c2ln")
+    script = commands.load_script("probe.sh")
+    for path, expected in ((token, "eyJh.eyJi.c2ln"), (tmp_path / "none", "")):
+        out = subprocess.run(
+            ["sh", "-c", script, "lkc", ".lkc-staging", str(path)],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            check=True,
+        )
+        assert commands.parse_probe(out.stdout).identity_token == expected
+    assert names.POD_IDENTITY_TOKEN_PATH in commands.build_probe()

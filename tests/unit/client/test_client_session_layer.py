@@ -141,7 +141,7 @@ def test_view_and_terminal_errors() -> None:
 
 def test_endpoints_from_status() -> None:
     view = SessionView.of(_body("Ready", podIPs=["127.1.0.5"], podName="pod-a", sandboxName="pod-a"))
-    endpoint = EndpointResolver(None, "n").resolve(view)
+    endpoint = EndpointResolver(None, "n", pod_identity="address").resolve(view)
     assert endpoint.base_url == "http://127.1.0.5:8888" and endpoint.expected_hostname == "pod-a"
     assert router_headers(view, 8888) == {
         "X-Sandbox-ID": "pod-a",
@@ -156,6 +156,7 @@ def test_endpoints_from_status() -> None:
             api_url="http://router.example:8080", extra_headers={"Authorization": "Bearer t"}
         ),
         "n",
+        pod_identity="address",
     )
     endpoint = routed.resolve(view)
     assert endpoint.base_url == "http://router.example:8080"

@@ -263,7 +263,7 @@ class StoreOf:
 
 def test_endpoint_comes_from_the_status_and_suspension_is_handled(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(backend_module, "SessionStore", StoreOf)
-    sandbox = AgentSessionSandbox("s", "n")
+    sandbox = AgentSessionSandbox("s", "n", pod_identity="address")
     store = sandbox._store
     assert isinstance(store, StoreOf)
     endpoint = sandbox._resolve_endpoint()
@@ -291,7 +291,7 @@ def test_a_call_after_a_suspension_asks_where_the_pod_is_before_calling_it(monke
             return self.current
 
     monkeypatch.setattr(backend_module, "SessionStore", Answering)
-    sandbox = AgentSessionSandbox("s", "n")
+    sandbox = AgentSessionSandbox("s", "n", pod_identity="address")
     store = sandbox._store
     assert isinstance(store, Answering)
     sandbox.transport.set_endpoint(sandbox._resolve_endpoint())
