@@ -5,11 +5,23 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentsession_api import names
+
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 PYTHON_RUNTIME_IMAGE = "registry.k8s.io/agent-sandbox/python-runtime-sandbox:v1.0.3"
 EXT = "extensions.agents.x-k8s.io/v1beta1"
 GVISOR = "gvisor"
 """The RuntimeClass the real node has (devcluster.realnode.configs.GVISOR_RUNTIME_CLASS; GKE Sandbox's name)."""
+
+
+def pod_identity_volume(expiration_seconds: int = 3600) -> dict[str, Any]:
+    """The volume that gives a sandbox pod its identity token (`agentsession_api.names.POD_IDENTITY_VOLUME`):
+    what the clients check before they send the session anything."""
+    token = {"audience": names.POD_IDENTITY_AUDIENCE, "expirationSeconds": expiration_seconds, "path": "token"}
+    return {"name": names.POD_IDENTITY_VOLUME, "projected": {"sources": [{"serviceAccountToken": token}]}}
+
+
+POD_IDENTITY_MOUNT = {"name": names.POD_IDENTITY_VOLUME, "mountPath": names.POD_IDENTITY_DIR, "readOnly": True}
 
 
 def template(
@@ -23,8 +35,14 @@ def template(
     volume_mounts: list[dict[str, Any]] | None = None,
     volumes: list[dict[str, Any]] | None = None,
     runtime_class: str | None = None,
+    pod_identity: bool = True,
 ) -> dict[str, Any]:
+    """`pod_identity`: a runtime image's pods get the identity volume clients ask for (the pause image serves
+    no client)."""
     container: dict[str, Any] = {"name": "sandbox", "image": image}
+    if pod_identity and image != PAUSE_IMAGE:
+        volume_mounts = [*(volume_mounts or []), POD_IDENTITY_MOUNT]
+        volumes = [*(volumes or []), pod_identity_volume()]
     if image != PAUSE_IMAGE:
         container["ports"] = [{"containerPort": 8888, "name": "http"}]
         if readiness_path:

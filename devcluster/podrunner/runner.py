@@ -150,6 +150,9 @@ class PodWorker:
         if "configMap" in volume or "secret" in volume:
             self._materialize(volume, path)
             return path, True
+        if "projected" in volume:
+            self._project_tokens(volume["projected"], path)
+            return path, True
         if "emptyDir" not in volume:
             log.warning(
                 "pod %s/%s volume %s: type not supported here, using an empty directory",
@@ -168,6 +171,31 @@ class PodWorker:
             items = {k: base64.b64decode(v) for k, v in (secret.data or {}).items()}
         for key, value in items.items():
             (path / key).write_bytes(value)
+
+    def _project_tokens(self, projected: dict[str, Any], path: Path) -> None:
+        """A projected volume's serviceAccountToken sources, as a kubelet writes them: a token the API server
+        mints for the pod's ServiceAccount, bound to this pod (its name and UID are claims). Minted once, at
+        the container's start: a kubelet also rotates it at 80% of its life, which no test here outlives."""
+        meta = self.pod["metadata"]
+        for source in projected.get("sources") or []:
+            token = source.get("serviceAccountToken")
+            if token is None:
+                log.warning("pod %s/%s: only serviceAccountToken sources are projected here", self.namespace, self.name)
+                continue
+            request = {
+                "apiVersion": "authentication.k8s.io/v1",
+                "kind": "TokenRequest",
+                "spec": {
+                    "audiences": [token["audience"]] if token.get("audience") else [],
+                    "expirationSeconds": int(token.get("expirationSeconds", 3600)),
+                    "boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": meta["name"], "uid": meta["uid"]},
+                },
+            }
+            account = self.pod["spec"].get("serviceAccountName") or "default"
+            minted = self.api.create_namespaced_service_account_token(account, self.namespace, request)
+            target = path / token["path"]
+            target.write_text(minted.status.token)
+            target.chmod(0o644)
 
     def _prepare(self, runtime: runtimes.Runtime) -> ContainerSandbox:
         uid, gid, groups = self._user()

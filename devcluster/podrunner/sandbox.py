@@ -40,6 +40,16 @@ def _top_level(path: str) -> list[str]:
     return []
 
 
+def _through_links(target: str) -> str:
+    """Where a mount under the host's /var/run symlink lands: bwrap makes mount points before the new root is
+    the root, so an absolute link in a bound system dir (/var/run -> /run) does not lead there by itself. Inside,
+    the link leads to the mount as in a container (a projected token at /var/run/secrets/...)."""
+    link = Path("/var/run")
+    if link.is_symlink() and (target == "/var/run" or target.startswith("/var/run/")):
+        return str(link.readlink()) + target.removeprefix("/var/run")
+    return target
+
+
 def bwrap_command(box: ContainerSandbox, argv: list[str]) -> list[str]:
     """bwrap keeps its own tmpfs root; system dirs are bound read-only, the pod's dirs read-write.
 
@@ -60,9 +70,9 @@ def bwrap_command(box: ContainerSandbox, argv: list[str]) -> list[str]:
             cmd += ["--ro-bind", d, d]
     for d in TOP_LEVEL_LINKS:
         cmd += _top_level(d)
-    cmd += ["--dev", "/dev", "--proc", "/proc"]
+    cmd += ["--dev", "/dev", "--proc", "/proc", "--dir", "/run"]  # /run: the image's own, empty
     for mount in box.root_binds:
-        cmd += ["--ro-bind" if mount.read_only else "--bind", str(mount.source), mount.target]
+        cmd += ["--ro-bind" if mount.read_only else "--bind", str(mount.source), _through_links(mount.target)]
     cmd += ["--chdir", box.workdir, "--clearenv"]
     for key, value in box.env.items():
         cmd += ["--setenv", key, value]

@@ -198,21 +198,17 @@ class ClusterSigner:
         return f"{signing_input.decode()}.{_b64(signature)}"
 
     def api_client(self) -> Any:
-        """A stand-in for `kubernetes.client.ApiClient` that serves this signer's JWKS."""
+        """A stand-in for `kubernetes.client.ApiClient` of this signer's cluster: `pod_identity.read_jwks` reads
+        its keys through `read_jwks` (the `cluster_keys` fixture; test_client_pod_identity reads a real
+        ApiClient's from a local server)."""
         signer = self
-
-        class _Response:
-            def __init__(self) -> None:
-                self.data = json.dumps(signer.jwks()).encode()
-                self.status = 200
 
         class _ApiClient:
             configuration = type("Configuration", (), {"host": f"https://cluster-{id(signer)}"})()
 
-            def call_api(self, path: str, method: str, **_: Any) -> Any:
-                assert (path, method) == ("/openid/v1/jwks", "GET"), (path, method)
+            def read_jwks(self) -> bytes:
                 signer.jwks_requests += 1
-                return _Response()
+                return json.dumps(signer.jwks()).encode()
 
         return _ApiClient()
 

@@ -11,6 +11,7 @@ the API), and refuses with both sides named.
 from __future__ import annotations
 
 import dataclasses
+import json
 import subprocess
 import time
 from pathlib import Path
@@ -99,6 +100,14 @@ def test_a_pod_showing_no_address_of_the_family_is_judged_by_its_name() -> None:
 # ---- issue 51 item 1: a namesake that holds the IP the status names (a stale status) -----------------------
 
 AT_SESSION_IP = f"v4={SESSION_IP}/32 127.0.0.0/8 127.0.0.1/32"
+
+
+@pytest.fixture(autouse=True)
+def cluster_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ClusterSigner's stand-in API clients serve their keys; the cache starts empty."""
+    monkeypatch.setattr(pod_identity, "read_jwks", lambda api: api.read_jwks())
+    monkeypatch.setattr(pod_identity, "_CACHE", {})
+    monkeypatch.setattr(pod_identity, "_STALE", set())
 
 
 def _reached(pod: FakeRuntime, signer: ClusterSigner) -> PodSandbox:
@@ -192,7 +201,7 @@ def test_keys_that_cannot_be_read_say_what_to_allow() -> None:
     class Forbidden:
         configuration = type("C", (), {"host": "https://forbidden"})()
 
-        def call_api(self, *args: object, **kwargs: object) -> object:
+        def read_jwks(self) -> bytes:
             raise RuntimeError("(403) Forbidden")
 
     with pytest.raises(UnverifiedPod, match=r"/openid/v1/jwks.*allow `get`"):
@@ -223,3 +232,42 @@ def test_the_probe_reports_the_token_file_it_is_given(tmp_path: Path) -> None:
         )
         assert commands.parse_probe(out.stdout).identity_token == expected
     assert names.POD_IDENTITY_TOKEN_PATH in commands.build_probe()
+
+
+def test_the_keys_are_read_through_a_real_api_client(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`read_jwks` with the installed kubernetes client (its call signatures changed between majors; the
+    lowest-deps stage runs this at the floor) against a local server answering /openid/v1/jwks."""
+    import http.server
+    import threading
+
+    from kubernetes import client
+
+    monkeypatch.undo()  # the real read_jwks
+    signer = ClusterSigner()
+    seen: list[str] = []
+
+    class Keys(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append(f"{self.path} {self.headers.get('Authorization')}")
+            body = json.dumps(signer.jwks()).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/jwk-set+json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Keys)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        configuration = client.Configuration(host=f"http://127.0.0.1:{server.server_address[1]}")
+        configuration.api_key = {"authorization": "t0ken"}
+        configuration.api_key_prefix = {"authorization": "Bearer"}
+        keys = pod_identity.ClusterKeys.of(client.ApiClient(configuration))
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert seen == ["/openid/v1/jwks Bearer t0ken"]
+    pod_identity.verify(signer.token("team-a", SESSION_POD), keys)
