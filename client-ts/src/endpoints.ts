@@ -2,6 +2,11 @@
 // port by default, or the sandbox router's URL plus the X-Sandbox-* headers it routes by (the router mode of
 // the Python client, SandboxDirectConnectionConfig). The Python client's tunnel and gateway modes only find
 // the router's URL (kubectl port-forward, a Gateway's address); here the caller gives the URL they found.
+//
+// Whichever the mode, the endpoint names the pod the status names and, unless `podIdentity: "address"`, the
+// identity token that pod must show (identity.ts): a router or a stale IP that leads elsewhere gets nothing.
+import type * as k8s from "@kubernetes/client-node";
+import { ClusterKeys, PodIdentity, type PodIdentityMode } from "./identity.js";
 import type { SessionView } from "./sessions.js";
 import type { PodEndpoint } from "./transport.js";
 
@@ -44,4 +49,15 @@ export function endpointFor(view: SessionView, connection?: Connection): PodEndp
   }
   const headers = { ...routerHeaders(view, port), ...(connection.extraHeaders ?? {}) };
   return { baseUrl: connection.url, headers, expectedHostname: view.podName ?? undefined, expectedIPs: [...view.podIPs] };
+}
+
+/** endpointFor, plus the identity the pod must prove unless `podIdentity` is "address": the session's namespace
+ * and pod, and the cluster's keys (fetched through `kubeConfig`, cached; UnverifiedPod when they cannot be read). */
+export async function resolveEndpoint(
+  view: SessionView,
+  o: { connection?: Connection; podIdentity?: PodIdentityMode; kubeConfig: k8s.KubeConfig },
+): Promise<PodEndpoint> {
+  const endpoint = endpointFor(view, o.connection);
+  if (o.podIdentity === "address") return endpoint;
+  return { ...endpoint, identity: new PodIdentity(view.namespace, view.podName ?? "", await ClusterKeys.of(o.kubeConfig)) };
 }

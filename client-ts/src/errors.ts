@@ -72,3 +72,12 @@ export class WrongPod extends SandboxError {
     super(`endpoint answers as pod '${actual}'${has}, expected the session's pod '${expected}'${where} (from the API)`);
   }
 }
+
+/** The runtime at the endpoint could not prove with its identity token that it is the session's pod
+ * (`podIdentity`): nothing of the session was sent to it. */
+export class UnverifiedPod extends WrongPod {
+  constructor(message: string) {
+    super("", "");
+    this.message = message;
+  }
+}

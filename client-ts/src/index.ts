@@ -5,5 +5,6 @@ export { AgentSessionSandbox, type AgentSessionSandboxOptions, type ForkOptions,
 export { SessionManager, type SessionManagerOptions, createDeepAgent, sessionName, threadHash, THREAD_LABEL, MANAGER_LABEL, MANAGER_VALUE } from "./manager.js";
 export { SessionStore, type SessionView, type SessionSpecOptions, type WaitProgress, conflicts, describeProgress, toSpec, viewOf } from "./sessions.js";
 export { RuntimeTransport, type PodEndpoint, type ResponseLimits, DEFAULT_LIMITS } from "./transport.js";
-export { type Connection, endpointFor, routerHeaders } from "./endpoints.js";
+export { type Connection, endpointFor, resolveEndpoint, routerHeaders } from "./endpoints.js";
+export { ClusterKeys, PodIdentity, type PodIdentityMode, verifyToken } from "./identity.js";
 export { PathPolicy, PathRefused, type PathPolicyOptions, type ResolvedPath } from "./paths.js";

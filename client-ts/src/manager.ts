@@ -5,6 +5,7 @@ import { createHash } from "node:crypto";
 import type * as k8s from "@kubernetes/client-node";
 import { createDeepAgent as createAgent } from "deepagents";
 import { GROUP } from "./generated/contract.js";
+import { checkPodIdentity } from "./identity.js";
 import { AgentSessionSandbox, forkSession, type AgentSessionSandboxOptions } from "./sandbox.js";
 import { SessionStore, viewOf, type SessionView } from "./sessions.js";
 
@@ -35,7 +36,7 @@ export interface SessionManagerOptions {
   /** Put on every AgentSession it creates. */
   labels?: Record<string, string>;
   kubeConfig?: k8s.KubeConfig;
-  /** AgentSessionSandbox options for new sessions (warmPool, ttl, idleTimeout, env, ...). */
+  /** AgentSessionSandbox options for new sessions (warmPool, ttl, idleTimeout, env, connection, podIdentity, ...). */
   defaults?: AgentSessionSandboxOptions;
 }
 
@@ -47,6 +48,7 @@ export class SessionManager {
   constructor(private readonly options: SessionManagerOptions = {}) {
     this.namespace = options.namespace ?? "default";
     this.prefix = options.prefix ?? "thread";
+    checkPodIdentity(options.defaults?.podIdentity);
     this.store = new SessionStore(options.kubeConfig);
   }
 

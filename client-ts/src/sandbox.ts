@@ -1,8 +1,8 @@
 // AgentSessionSandbox: the deepagents JS sandbox backend over an AgentSession (the twin of
 // langchain_k8s_client.backend.AgentSessionSandbox). Creating one creates the AgentSession when absent or
 // attaches to it when present; the first operation waits for Ready (one watch), then talks to the pod the
-// status names, after checking the runtime's hostname is that pod's name. Every operation reports activity
-// on this session (throttled, busy window before a command); a session idle-suspended is woken on use.
+// status names, after checking it is that pod (its identity token, name and addresses). Every operation reports
+// activity on this session (throttled, busy window before a command); a session idle-suspended is woken on use.
 import { AsyncLocalStorage } from "node:async_hooks";
 import type * as k8s from "@kubernetes/client-node";
 import {
@@ -28,7 +28,8 @@ import { SessionNotReady } from "./errors.js";
 import { IdleAction, Phase, type AgentSession } from "./generated/contract.js";
 import { raiseForTerminal, SessionStore, viewOf, type SessionSpecOptions, type SessionView, type WaitProgress } from "./sessions.js";
 import { RuntimeTransport, type PodEndpoint, type ResponseLimits } from "./transport.js";
-import { checkConnection, endpointFor, type Connection } from "./endpoints.js";
+import { checkConnection, resolveEndpoint, type Connection } from "./endpoints.js";
+import { checkPodIdentity, type PodIdentityMode } from "./identity.js";
 import { normalize, PathPolicy, PathRefused, type ResolvedPath } from "./paths.js";
 
 export { RUNTIME_PORT } from "./endpoints.js";
@@ -56,6 +57,11 @@ export interface AgentSessionSandboxOptions extends Omit<SessionSpecOptions, "tt
   rootDir?: string;
   /** How to reach the runtime (default: the status's pod IP); `{ mode: "router", url }` goes through the sandbox router. */
   connection?: Connection;
+  /** "token" (default): before it is sent anything, the pod must show the identity token its template mounts
+   * (the `agentsession-pod-identity` volume), signed by the cluster and naming the session's namespace and pod;
+   * else UnverifiedPod. "address": trust the pod's name and addresses alone (a namesake at a reused IP is not
+   * told apart). */
+  podIdentity?: PodIdentityMode;
   /** Bounds on every answer of the pod (default 256 MiB, read timeout + 30 s). */
   responseLimits?: ResponseLimits;
   /** Default: in-cluster config, else $KUBECONFIG / ~/.kube/config. */
@@ -184,6 +190,7 @@ export class AgentSessionSandbox extends BaseSandbox {
     if (options.workingDir !== undefined && !options.workingDir.startsWith("/")) throw new RangeError("workingDir must be absolute");
     new PathPolicy({ virtualMode: options.virtualMode, rootDir: options.rootDir, allowPrefixes: options.allowPrefixes }); // bad rules fail before a create
     checkConnection(options.connection);
+    checkPodIdentity(options.podIdentity);
     const store = new SessionStore(options.kubeConfig);
     const spec: SessionSpecOptions = { ...options, ttl: normalizeDuration(options.ttl), idleTimeout: normalizeDuration(options.idleTimeout) };
     const { body, created } = await store.getOrCreate(options.namespace ?? "default", name, spec);
@@ -211,7 +218,7 @@ export class AgentSessionSandbox extends BaseSandbox {
     }
     view = await this.waitReady();
     this.throttle.interval = intervalFor(view.idleTimeout);
-    return endpointFor(view, this.options.connection);
+    return resolveEndpoint(view, { connection: this.options.connection, podIdentity: this.options.podIdentity, kubeConfig: this.store.kubeConfig });
   }
 
   private async reportActivity(busySeconds: number | null): Promise<void> {
@@ -492,7 +499,7 @@ export class AgentSessionSandbox extends BaseSandbox {
     }, resolved);
   }
 
-  /** Probe the runtime now; WrongPod when it is not the pod the status names. */
+  /** Probe the runtime now; WrongPod when it is not the pod the status names (UnverifiedPod: not by its token). */
   async checkIdentity() {
     await this.transport.run(async () => undefined, true);
     return this.transport.checkIdentity();
@@ -506,6 +513,7 @@ export class AgentSessionSandbox extends BaseSandbox {
     return forkSession(this.id, name, {
       namespace: this.namespace,
       connection: this.options.connection,
+      podIdentity: this.options.podIdentity,
       readyTimeout: this.options.readyTimeout,
       kubeConfig: this.store.kubeConfig,
       ...options,

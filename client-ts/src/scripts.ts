@@ -5,6 +5,7 @@ import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import * as addresses from "./addresses.js";
 import { MalformedResponse } from "./errors.js";
+import { POD_IDENTITY_TOKEN_PATH } from "./generated/contract.js";
 
 const SCRIPTS_DIR = new URL("../../scripts/", import.meta.url);
 const SH_INCLUDE = /^\s*\. \.\/([a-z_]+\.sh)\s*$/;
@@ -78,6 +79,8 @@ export interface RuntimeInfo {
   /** The pod's own addresses, as networks (`10.244.1.17/32`, a shared loopback range `127.0.0.0/8`); empty
    * when its kernel shows none (the identity check then rests on the pod name). */
   addresses: string[];
+  /** The pod's identity token (identity.ts), "" when the pod has none. */
+  identityToken: string;
 }
 
 /** `ip` is one of the pod's own addresses. */
@@ -101,7 +104,7 @@ export function runnerFor(info: RuntimeInfo, timeout: number): Runner {
 let probeScript: string | undefined;
 export function buildProbe(): string {
   probeScript ??= loadScript("probe.sh");
-  return shCommand(probeScript, STAGING_DIRNAME);
+  return shCommand(probeScript, STAGING_DIRNAME, POD_IDENTITY_TOKEN_PATH);
 }
 
 export function parseProbe(stdout: string): RuntimeInfo {
@@ -125,6 +128,7 @@ export function parseProbe(stdout: string): RuntimeInfo {
     wrappers: new Set((fields.get("wrappers") ?? "").split(/\s+/).filter(Boolean)),
     stagesWrappers: fields.get("sh") === "dash",
     addresses: addresses.probeAddresses(fields.get("v4") ?? "", fields.get("v6") ?? ""),
+    identityToken: fields.get("idtoken") ?? "",
   };
 }
 

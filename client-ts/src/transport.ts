@@ -6,6 +6,7 @@ import { randomUUID } from "node:crypto";
 import http from "node:http";
 import https from "node:https";
 import { MalformedResponse, ResponseTooLarge, ResponseTooSlow, SandboxError, TransportError, WrongPod } from "./errors.js";
+import type { PodIdentity } from "./identity.js";
 import * as scripts from "./scripts.js";
 import type { CommandResult, RuntimeInfo } from "./scripts.js";
 
@@ -26,6 +27,9 @@ export interface PodEndpoint {
   /** The pod's IPs as the API has them (the session's status.podIPs): the pod reached must hold one of them
    * (names are unique only within a namespace, IPs in the cluster). */
   expectedIPs?: readonly string[];
+  /** The identity token the pod must show before it is sent anything (`podIdentity: "token"`, identity.ts);
+   * absent: its name and addresses alone are checked. */
+  identity?: PodIdentity;
 }
 
 /** Bounds on one answer of the pod: bytes, and in total the request's read timeout plus `slackSeconds`. */
@@ -259,11 +263,13 @@ export class RuntimeTransport {
     return resp.status === 200 ? null : `staging upload failed: HTTP ${resp.status} ${resp.content.subarray(0, 120)}`;
   }
 
-  /** Probe the runtime and check it is the pod the session names (WrongPod otherwise). */
+  /** Probe the runtime and check it is the pod the session names (WrongPod otherwise; UnverifiedPod when it
+   * cannot prove it with its identity token). Nothing else is sent to a pod before this passes. */
   async probe(): Promise<RuntimeInfo> {
     this.info = null;
     const raw = await this.script(scripts.buildProbe(), true);
     const info = scripts.parseProbe(raw.stdout);
+    this.endpoint.identity?.check(info.identityToken);
     const expected = this.endpoint.expectedHostname;
     const ips = this.endpoint.expectedIPs ?? [];
     if (expected && info.hostname !== expected) throw new WrongPod(expected, info.hostname, ips, info.addresses);

@@ -7,10 +7,14 @@ import { createInterface } from "node:readline";
 import { after, test as nodeTest } from "node:test";
 import { fileURLToPath } from "node:url";
 import { formatActivity } from "../src/activity.js";
+import { UnverifiedPod } from "../src/errors.js";
+import { POD_IDENTITY_AUDIENCE } from "../src/generated/contract.js";
+import { ClusterKeys, PodIdentity } from "../src/identity.js";
 import { sessionName, threadHash } from "../src/manager.js";
 import * as scripts from "../src/scripts.js";
 import { toSpec } from "../src/sessions.js";
 import { PathPolicy, PathRefused } from "../src/paths.js";
+import { ClusterSigner } from "../testing/cluster-signer.js";
 
 const repo = fileURLToPath(new URL("../../../", import.meta.url));
 const reference = fileURLToPath(new URL("../../test/reference.py", import.meta.url));
@@ -248,4 +252,65 @@ test("a user command's answer is read alike: a timeout, a SIGKILL before it (the
   assert.deepEqual(ours, await pythonAnswers(cases));
   assert.equal(ours[1]!.output, scripts.SIGKILLED_NOTE);
   assert.match(ours[1]!.output, /out of memory \(OOM\) killer/);
+});
+
+test("both clients accept and refuse the same pod identity tokens, signed by either (EC and RSA keys)", async () => {
+  const now = Date.now() / 1000;
+  const pod = "s-7f3k2";
+  // Signed by both clients' test signers (tests/unit/client/fakes.ClusterSigner and testing/cluster-signer.ts).
+  const specs = [
+    { namespace: "team-a", pod },
+    { namespace: "team-b", pod },
+    { namespace: "team-a", pod: "s-other" },
+    { namespace: "team-a", pod, audience: "https://kubernetes.default.svc.cluster.local" },
+    { namespace: "team-a", pod, offset: -7200, lifetime: 600 },
+    { namespace: "team-a", pod, offset: -630, lifetime: 600 }, // expired 30 s ago: within the clock skew
+    { namespace: "team-a", pod, offset: 600 },
+    { namespace: "team-a", pod, offset: 30 }, // valid in 30 s: within the clock skew
+    { namespace: "team-a", pod, forged: true },
+  ];
+  const sets = (await pythonAnswers([{ op: "identity_tokens", args: { specs, now } }]))[0] as Array<{ jwks: unknown; tokens: string[] }>;
+  for (const kind of ["EC", "RSA"] as const) {
+    const signer = new ClusterSigner(kind);
+    const forger = new ClusterSigner(kind);
+    const tokens = specs.map((s) =>
+      (s.forged ? forger : signer).token(s.namespace, s.pod, { audience: s.audience, lifetime: s.lifetime, issued: now + (s.offset ?? 0) }),
+    );
+    const valid = tokens[0]!;
+    const [head, , signature] = valid.split(".");
+    tokens.push(
+      "",
+      "not.a-token",
+      "a".repeat(20000),
+      `W10.${valid.split(".")[1]}.${signature}`, // a header that is no object
+      `${head}.${tokens[1]!.split(".")[1]}.${signature}`, // another pod's claims under the session pod's signature
+      new ClusterSigner(kind, "k9").token("team-a", pod),
+      signer.token("team-a", pod, { alg: kind === "EC" ? "RS256" : "ES256" }),
+      signer.token("team-a", pod, { extra: { aud: POD_IDENTITY_AUDIENCE } }), // one audience, not a list
+      signer.token("team-a", pod, { extra: { nbf: undefined } }),
+      signer.token("team-a", pod, { extra: { exp: "never" } }),
+      signer.token("team-a", pod, { extra: { "kubernetes.io": undefined } }),
+    );
+    sets.push({ jwks: signer.jwks(), tokens });
+  }
+  const cases = sets.map(({ jwks, tokens }) => ({ op: "identity_verdicts", args: { jwks, tokens, namespace: "team-a", pod, now } }));
+  const ours = sets.map(({ jwks, tokens }) => {
+    const identity = new PodIdentity("team-a", pod, ClusterKeys.parse(jwks));
+    return tokens.map((token) => {
+      try {
+        identity.check(token, now);
+        return "ok";
+      } catch (err) {
+        if (!(err instanceof UnverifiedPod)) throw err;
+        return err.message;
+      }
+    });
+  });
+  const theirs = (await pythonAnswers(cases)) as string[][];
+  // The same verdict for every token; the same words but where each language names its option or its parser.
+  const worded = (m: string) => (m.includes("showed no identity token") ? "no token" : m.includes("is malformed") ? "malformed" : m);
+  assert.deepEqual(ours.map((v) => v.map(worded)), theirs.map((v) => v.map(worded)));
+  assert.deepEqual(ours[0]!.map((v) => v === "ok"), [true, false, false, false, false, true, false, true, false]);
+  // The TypeScript-signed set: the same three, then one audience alone and no nbf.
+  assert.deepEqual(ours[2]!.flatMap((v, i) => (v === "ok" ? [i] : [])), [0, 5, 7, 16, 17]);
 });

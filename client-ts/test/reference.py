@@ -1,7 +1,8 @@
 """What the Python client sends and computes for the cases on stdin (JSON lists, one a line), as JSON lines.
 
 test/cross-language.test.ts runs this with the repository's venv and compares the TypeScript client's
-answers byte for byte: the same in-pod scripts, the same session names, the same activity values.
+answers byte for byte: the same in-pod scripts, the same session names, the same activity values, the same
+pod identity tokens accepted and refused.
 """
 
 from __future__ import annotations
@@ -9,11 +10,42 @@ from __future__ import annotations
 import datetime as dt
 import json
 import sys
+from pathlib import Path
 
 from agentsession_api.activity import format_activity
-from langchain_k8s_client import commands, manager, pyscripts
+from langchain_k8s_client import UnverifiedPod, commands, manager, pod_identity, pyscripts
 from langchain_k8s_client.paths import PathPolicy, PathRefused
 from langchain_k8s_client.sessions import SessionSpec
+
+
+def identity_tokens(a: dict) -> list[dict]:
+    """Per kind of key, the cluster's keys and tokens signed as tests/unit/client/fakes.ClusterSigner signs them."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository: its tests package
+    from tests.unit.client.fakes import ClusterSigner
+
+    out = []
+    for kind in ("EC", "RSA"):
+        signer, other = ClusterSigner(kind), ClusterSigner(kind)  # the same key ID, another key
+        tokens = []
+        for spec in a["specs"]:
+            by = other if spec.get("forged") else signer
+            options = {k: spec[k] for k in ("audience", "lifetime") if k in spec}
+            tokens.append(by.token(spec["namespace"], spec["pod"], issued=a["now"] + spec.get("offset", 0), **options))
+        out.append({"jwks": signer.jwks(), "tokens": tokens})
+    return out
+
+
+def identity_verdicts(a: dict) -> list[str]:
+    """For each token: "ok" when it proves the pod is the session's (the keys given), else the refusal's message."""
+    identity = pod_identity.PodIdentity(a["namespace"], a["pod"], pod_identity.ClusterKeys.parse(a["jwks"]))
+    verdicts = []
+    for token in a["tokens"]:
+        try:
+            identity.check(token, now=a["now"])
+            verdicts.append("ok")
+        except UnverifiedPod as refusal:
+            verdicts.append(str(refusal))
+    return verdicts
 
 
 def answer(case: dict) -> object:
@@ -95,6 +127,10 @@ def answer(case: dict) -> object:
         return format_activity(dt.datetime.fromisoformat(a["at"]), a["busy"])
     if op == "to_spec":
         return SessionSpec(**a).to_spec()
+    if op == "identity_tokens":
+        return identity_tokens(a)
+    if op == "identity_verdicts":
+        return identity_verdicts(a)
     raise ValueError(f"unknown case {op!r}")
 
 

@@ -29,12 +29,20 @@ export interface FakeRuntime {
   close(): void;
 }
 
-/** Listen on 127.0.0.1 (a free port); `handler` gets each request's command once its body is in. */
+/** Listen on 127.0.0.1 (a free port); `handler` gets each request's command ("" for an upload) once its body is in. */
 export async function startRuntime(handler: Handler): Promise<FakeRuntime> {
   const server = http.createServer((req, res) => {
     let body = "";
     req.on("data", (c) => (body += c));
-    req.on("end", () => handler((JSON.parse(body || "{}") as { command?: string }).command ?? "", res, req));
+    req.on("end", () => {
+      let command = "";
+      try {
+        command = (JSON.parse(body || "{}") as { command?: string }).command ?? "";
+      } catch {
+        // an upload (multipart): no command
+      }
+      handler(command, res, req);
+    });
   });
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
   return { base: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, close: () => server.close() };
