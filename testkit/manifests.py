@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentsession_api import names
+from agentsession_api.names import POD_IDENTITY_AUDIENCE, POD_IDENTITY_DIR, POD_IDENTITY_VOLUME
 
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 PYTHON_RUNTIME_IMAGE = "registry.k8s.io/agent-sandbox/python-runtime-sandbox:v1.0.3"
@@ -15,13 +15,13 @@ GVISOR = "gvisor"
 
 
 def pod_identity_volume(expiration_seconds: int = 3600) -> dict[str, Any]:
-    """The volume that gives a sandbox pod its identity token (`agentsession_api.names.POD_IDENTITY_VOLUME`):
+    """The volume that gives a sandbox pod its identity token (`agentsession_api.POD_IDENTITY_VOLUME`):
     what the clients check before they send the session anything."""
-    token = {"audience": names.POD_IDENTITY_AUDIENCE, "expirationSeconds": expiration_seconds, "path": "token"}
-    return {"name": names.POD_IDENTITY_VOLUME, "projected": {"sources": [{"serviceAccountToken": token}]}}
+    token = {"audience": POD_IDENTITY_AUDIENCE, "expirationSeconds": expiration_seconds, "path": "token"}
+    return {"name": POD_IDENTITY_VOLUME, "projected": {"sources": [{"serviceAccountToken": token}]}}
 
 
-POD_IDENTITY_MOUNT = {"name": names.POD_IDENTITY_VOLUME, "mountPath": names.POD_IDENTITY_DIR, "readOnly": True}
+POD_IDENTITY_MOUNT = {"name": POD_IDENTITY_VOLUME, "mountPath": POD_IDENTITY_DIR, "readOnly": True}
 
 
 def template(
