@@ -9,7 +9,7 @@ its own, minted by the cluster for it: everything but the namespace is right.
 The client now refuses any pod that does not show an identity token signed by the cluster's own
 ServiceAccount keys for the audience agentsession.dev/pod-identity and naming the session's namespace and
 pod, before it sends the session anything (the identity probe carries nothing of the session). The session's
-own pod, under gVisor, proves itself with the token its template mounts.
+own pod, on runc and under gVisor, proves itself with the token its template mounts.
 """
 
 from __future__ import annotations
@@ -23,8 +23,9 @@ from agentsession_api import names
 from langchain_k8s_client import AgentSessionSandbox, PodSandbox, WrongPod
 from langchain_k8s_client.endpoints import EndpointResolver
 from langchain_k8s_client.sessions import SessionView
+from testkit import manifests
 from testkit.manifests import PYTHON_RUNTIME_IMAGE
-from tests.e2e.conftest import Kube
+from tests.e2e.conftest import RUNTIMES, Kube
 
 pytestmark = [pytest.mark.e2e, pytest.mark.realnode]
 
@@ -78,19 +79,23 @@ def _ready_ip(kube: Kube, name: str, namespace: str) -> str:
     return str(kube.wait_for(f"pod {namespace}/{name} Ready", check, timeout=180, interval=0.5))
 
 
+@pytest.mark.parametrize("runtime", RUNTIMES)
 def test_a_namesake_pod_at_the_ip_the_status_names_never_receives_a_command_or_a_file(
-    kube: Kube, pool_namespace: str, namespace: str
+    kube: Kube, pool_namespace: str, namespace: str, runtime: str | None
 ) -> None:
-    with AgentSessionSandbox("identity-victim", pool_namespace, warm_pool="python-pool", ttl="30m") as victim:
+    pool = f"identity-{runtime or 'runc'}"
+    template = manifests.template(pool, PYTHON_RUNTIME_IMAGE, runtime_class=runtime)  # with the identity volume
+    kube.apply(template, manifests.warm_pool(pool, pool, replicas=1), namespace=pool_namespace)
+    with AgentSessionSandbox(f"victim-{pool}", pool_namespace, warm_pool=pool, ttl="30m") as victim:
         assert victim.execute("echo own-pod").output.strip() == "own-pod"  # the session's pod proves itself
-        body = kube.get("agentsession", "identity-victim", pool_namespace)
+        body = kube.get("agentsession", f"victim-{pool}", pool_namespace)
         pod_name = body["status"]["podName"]
 
         kube.apply(_namesake(pod_name), namespace=namespace)  # tenant B's namespace
         stale = copy.deepcopy(body)
         stale["status"]["podIPs"] = [_ready_ip(kube, pod_name, namespace)]
         endpoint = EndpointResolver(None, pool_namespace).resolve(SessionView.of(stale))
-        reached = PodSandbox(endpoint, sandbox_id="identity-victim")
+        reached = PodSandbox(endpoint, sandbox_id=f"victim-{pool}")
 
         with pytest.raises(WrongPod) as refused:
             reached.execute(f"echo command > {RECEIVED}-command")

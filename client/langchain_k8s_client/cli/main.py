@@ -51,10 +51,17 @@ def connect(args: argparse.Namespace) -> tuple[client.ApiClient, str]:
     return api_client, args.namespace or default_ns
 
 
-def _backend(store: SessionStore, namespace: str, name: str, timeout: float) -> AgentSessionSandbox:
+def _backend(store: SessionStore, namespace: str, name: str, args: argparse.Namespace) -> AgentSessionSandbox:
     if store.get(namespace, name) is None:  # attach only: never create from exec or cp
         raise CliError(f'agentsessions.{GROUP} "{name}" not found')
-    return AgentSessionSandbox(name, namespace, keep=True, api_client=store.api_client, ready_timeout=timeout)
+    return AgentSessionSandbox(
+        name,
+        namespace,
+        keep=True,
+        api_client=store.api_client,
+        ready_timeout=args.request_timeout,
+        pod_identity=args.pod_identity or "token",
+    )
 
 
 def wait_phase(store: SessionStore, namespace: str, name: str, phase: str, timeout: float) -> SessionView | None:
@@ -139,7 +146,7 @@ def cmd_exec(args: argparse.Namespace, store: SessionStore, ns: str) -> int:
         raise CliError("exec needs a command after --, e.g. exec NAME -- ls /")
     import shlex
 
-    with _backend(store, ns, args.name, args.request_timeout) as backend:
+    with _backend(store, ns, args.name, args) as backend:
         # The runtime answers once the command has finished: output comes at the end, not as it arrives.
         result = backend.execute(shlex.join(cmd) if len(cmd) > 1 else cmd[0], timeout=args.timeout)
     sys.stdout.write(result.output)
@@ -185,7 +192,7 @@ def cmd_cp(args: argparse.Namespace, store: SessionStore, ns: str) -> int:
         raise CliError("cp copies between a local path and NAME:PATH (exactly one side remote)")
     name = src_name or dst_name
     assert name is not None
-    with _backend(store, ns, name, args.request_timeout) as backend:
+    with _backend(store, ns, name, args) as backend:
         if dst_name is not None:  # upload
             local = Path(src)
             if not local.exists():

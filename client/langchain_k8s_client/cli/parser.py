@@ -42,6 +42,13 @@ def _common(default: str | None) -> argparse.ArgumentParser:
     common.add_argument(
         "--request-timeout", type=float, default=default, help="seconds to wait for Ready (default 180)"
     )
+    common.add_argument(
+        "--pod-identity",
+        choices=["token", "address"],
+        default=default,
+        help="how exec and cp know they reached the session's pod: its identity token (default), or its name "
+        "and addresses alone (a template without the agentsession-pod-identity volume)",
+    )
     return common
 
 
