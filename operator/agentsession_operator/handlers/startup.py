@@ -99,8 +99,14 @@ async def startup(
             election.timing,
             on_started_leading=lambda: reconciler.take_over(),
         )
-    single = elector.is_leader if isinstance(elector, LeaderElector) else None
-    reconciler = state.reconciler = Reconciler(kube, config, is_leader=single, shards=shards)
+    single = elector if isinstance(elector, LeaderElector) else None
+    reconciler = state.reconciler = Reconciler(
+        kube,
+        config,
+        is_leader=single.is_leader if single else None,
+        shards=shards,
+        hold=single.hold if single else None,
+    )
     primed_watch.install(reconciler.primed_versions)  # kopf watches from the prime's listings, no second one
     await reconciler.prime(state.namespaces)  # before any watch event: none judged without its policies
     reconciler.scheduler.start()

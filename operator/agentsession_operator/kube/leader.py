@@ -26,6 +26,7 @@ from agentsession_operator.infra.logs import logger
 from agentsession_operator.kube import lease as rules
 from agentsession_operator.kube import transport
 from agentsession_operator.kube.client import without_env_lookups
+from agentsession_operator.kube.hold import IN_FLIGHT, Hold
 
 _log = logger()
 LEASE_USER_AGENT = "leader-election"  # tells the lease client's requests from the reconciler's
@@ -146,6 +147,12 @@ class LeaderElector:
     def is_leader(self) -> bool:
         return rules.holds(self._renewed_at, self._clock(), self.timing)
 
+    def hold(self) -> Hold | None:
+        """This Lease's hold for a write (kube/hold.py), None while not leader."""
+        if self._renewed_at is None or not self.is_leader():
+            return None
+        return Hold(self.name, self._renewed_at + self.timing.renew_deadline)
+
     def live_holder(self) -> str | None:
         """Who holds the Lease as of the last round: this replica while it leads, else the holder whose
         record changed less than its lease_duration ago (by our clock); None when free or expired."""
@@ -250,10 +257,14 @@ class LeaderElector:
         await self.release()
 
     async def release(self) -> None:
-        held = self.is_leader()
-        self._renewed_at = None  # stop acting first, then let go
-        if not held:
+        held = self.hold()
+        self._renewed_at = None  # stop acting first (no write is sent from now), then drain, then let go
+        if held is None:
             return
+        # The writes already sent end by the hold's end (their timeout on both sides): a standby that takes
+        # the released Lease at once must find none of ours still landing.
+        if not await IN_FLIGHT.drain(self.name, max(0.0, held.until - self._clock())):
+            _log.warning("writes still under way at the hold's end", lease=self.name)
         try:
             await asyncio.wait_for(self._release(), self.timing.round_timeout)
         except Exception as exc:  # the standby then takes over after lease_duration instead

@@ -24,7 +24,7 @@ from agentsession_operator.decisions import quota
 from agentsession_operator.decisions.selectors import watched
 from agentsession_operator.infra import metrics
 from agentsession_operator.infra.logs import logger
-from agentsession_operator.kube import clock, forks, orphans, owners, sharding
+from agentsession_operator.kube import clock, forks, hold, orphans, owners, sharding
 from agentsession_operator.kube import resync as relists
 from agentsession_operator.kube.acting import Actor
 from agentsession_operator.kube.background import Background
@@ -32,6 +32,7 @@ from agentsession_operator.kube.cache import Cache, Key
 from agentsession_operator.kube.client import Kube
 from agentsession_operator.kube.fairness import ACTIVITY_INTERVAL, FairSlots, only_activity_changed
 from agentsession_operator.kube.hibernation import Hibernator
+from agentsession_operator.kube.hold import Hold, HoldOf, NotLeader
 from agentsession_operator.kube.node_agent import AgentSelector, NodeAgents, NodeTokens, TokenSource
 from agentsession_operator.kube.places import Admitted
 from agentsession_operator.kube.policy_status import PolicyStatus
@@ -50,16 +51,14 @@ _acting_in: contextvars.ContextVar[str | None] = contextvars.ContextVar("acting_
 """The namespace of the pass under way (its writes are fenced by that namespace's shard)."""
 
 
-class NotLeader(Exception):
-    """This replica is (no longer) the leader: it must not write; the leader's pass covers it."""
-
-
 class Shards(Protocol):
     """Which shards this replica holds now (kube/shard_elector.py)."""
 
     count: int
 
     def held(self, shard: int) -> bool: ...
+
+    def hold(self, shard: int) -> Hold | None: ...
 
 
 class Reconciler:
@@ -69,12 +68,14 @@ class Reconciler:
         config: Config | None = None,
         is_leader: Callable[[], bool] | None = None,
         shards: Shards | None = None,
+        hold: HoldOf | None = None,
     ) -> None:
         self.kube = kube
         self.config = config or Config()
         self.cache = Cache()
         # Leadership (kube/leader.py): a standby keeps its cache current but never writes.
         self.is_leader: Callable[[], bool] = is_leader or (lambda: True)
+        self._hold = hold  # the single Lease's hold a pass's writes are bound to (kube/hold.py); None: no election
         # Sharding (kube/shard_elector.py): only the namespaces of held shards are cached and acted on,
         # and a shard only once its take-over listing is done (ready).
         self.shards = shards
@@ -143,6 +144,15 @@ class Reconciler:
             return True
         shard = self._shard_of(namespace)
         return shard in self.ready_shards and self.shards.held(shard)
+
+    def hold_of(self, namespace: str) -> HoldOf | None:
+        """What a pass in `namespace` binds its writes to: its shard's hold once the shard is ready, or the
+        single Lease's; None without election (the only replica)."""
+        shards = self.shards
+        if shards is None:
+            return self._hold
+        shard = self._shard_of(namespace)
+        return lambda: shards.hold(shard) if shard in self.ready_shards else None
 
     def _fence(self) -> None:
         namespace = _acting_in.get()
@@ -434,7 +444,8 @@ class Reconciler:
         started = time.monotonic()
         acting = _acting_in.set(key[0])
         try:
-            await self.session_pass.run(key, cause, deadline_lag, fresh or deadline_lag is not None)
+            with hold.bind(self.hold_of(key[0])):  # every write of the pass, retries and Events included
+                await self.session_pass.run(key, cause, deadline_lag, fresh or deadline_lag is not None)
             self._failures.pop(key, None)
         except NotLeader:
             logger(namespace=key[0], session=key[1]).info("not leader: pass abandoned before writing", cause=cause)

@@ -21,6 +21,7 @@ from agentsession_operator.infra import metrics
 from agentsession_operator.infra.logs import logger
 from agentsession_operator.kube import lease as rules
 from agentsession_operator.kube import sharding
+from agentsession_operator.kube.hold import Hold
 from agentsession_operator.kube.leader import LeaderElector, LeaseAPI, utcnow
 
 _log = logger()
@@ -79,6 +80,10 @@ class ShardElector:
     def held(self, shard: int) -> bool:
         return self.shards[shard].is_leader()
 
+    def hold(self, shard: int) -> Hold | None:
+        """The shard's hold for a write (kube/hold.py), None while not held."""
+        return self.shards[shard].hold()
+
     def held_shards(self) -> list[int]:
         return [i for i in range(self.count) if self.held(i)]
 
@@ -109,11 +114,14 @@ class ShardElector:
         share = 0 if foreign else sharding.target(self.count, self.replicas())
         held = self.held_shards()
         released = sharding.to_release(held, self.order, share)
+        renewals = [self.shards[i].try_once(leases[self.shards[i].name], take=False) for i in held if i not in released]
         for shard in released:
             _log.info("shard released", shard=shard, share=share, replicas=self.replicas())
-            await self.shards[shard].release()
-        renewals = [self.shards[i].try_once(leases[self.shards[i].name], take=False) for i in held if i not in released]
-        await asyncio.gather(*renewals, return_exceptions=True)  # one failed renewal must not stop the others
+        # Renewals first, releases beside them: a release waits for its shard's writes under way (kube/hold.py),
+        # and the other shards' renewals must not wait behind it.
+        await asyncio.gather(
+            *renewals, *(self.shards[shard].release() for shard in released), return_exceptions=True
+        )  # one failed renewal must not stop the others
         budget = sharding.may_take(len(held) - len(released), share)
         if self._first_round is None:
             self._first_round = self._clock()

@@ -10,7 +10,10 @@ Wrapped around `RESTClientObject.request` (every call of every API class goes th
 - a 429 (or a 5xx carrying Retry-After) closes a gate for the whole client until Retry-After has
   passed (capped), and the request is sent again then: the API server's flow control throttles the
   client, not one request, so no request of ours goes out before the time it asked for;
-- a GET whose connection broke (reset, closed, timed out) is sent again after a short backoff.
+- a GET whose connection broke (reset, closed, timed out) is sent again after a short backoff;
+- a write made under a leadership hold (kube/hold.py: `bind`) is sent only while the hold lasts, checked
+  before every attempt and after every wait, with the rest of the hold as its timeout on both sides; a
+  gate that opens after the hold ends refuses it at once (NotLeader).
 
 Everything else surfaces to the caller (a pass fails and is retried with its own backoff): a 500
 without Retry-After or a broken write may have been applied, and only the pass knows whether doing it
@@ -20,6 +23,7 @@ again is safe (claim names are deterministic, so it is, through a 409).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import time
 from collections.abc import Awaitable, Callable
@@ -30,6 +34,7 @@ from kubernetes_asyncio.client.rest import ApiException
 
 from agentsession_operator.infra import metrics
 from agentsession_operator.infra.logs import logger
+from agentsession_operator.kube import hold as holds
 
 REQUEST_TIMEOUT = 30.0  # seconds, the whole exchange (kopf's own requests: settings.networking)
 MAX_RETRY_AFTER = 30.0  # an absurd Retry-After must not park the operator
@@ -81,23 +86,45 @@ _BROKEN = (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, asyncio.Ti
 def wrap(request: Callable[..., Awaitable[Any]], gate: Gate, timeout: float = REQUEST_TIMEOUT) -> Callable[..., Any]:
     """`request` (RESTClientObject.request's signature) sent with the rules above."""
 
+    def should_retry(exc: ApiException, method: str, attempt: int) -> bool:
+        """A 429, or a 5xx carrying Retry-After: the gate closes for the time asked, and the request goes again."""
+        wait = retry_after(exc)
+        status = int(exc.status or 0)
+        if status == 429 and wait is None:
+            wait = DEFAULT_RETRY_AFTER
+        if wait is None or not (status == 429 or status >= 500) or attempt >= MAX_ATTEMPTS:
+            return False
+        metrics.API_RETRIES.labels(reason=str(status)).inc()
+        _log.info("API server asked to retry later", status=status, retry_after=wait, method=method)
+        gate.close_for(wait)
+        return True
+
     async def send(method: str, url: str, *args: Any, _request_timeout: Any = None, **kwargs: Any) -> Any:
+        hold_of = holds.bound() if method != "GET" else None
+        lease: str | None = None
         attempt = 0
         while True:
             attempt += 1
+            limit = _request_timeout or timeout
+            sent = kwargs
+            if hold_of is not None:
+                held = holds.check(hold_of, lease, gate.clock())
+                lease = held.lease
+                if gate.not_before - gate.clock() >= held.remaining(gate.clock()):
+                    raise holds.NotLeader(f"the API server asked to wait past the hold of Lease {lease}")
             await gate.wait()
+            if hold_of is not None:
+                held = holds.check(hold_of, lease, gate.clock())  # after the wait: lost, or now too short
+                remaining = held.remaining(gate.clock())
+                limit = min(limit, remaining)
+                deadline = ("timeout", holds.server_timeout(remaining))
+                sent = {**kwargs, "query_params": [*(kwargs.get("query_params") or []), deadline]}
             try:
-                return await request(method, url, *args, _request_timeout=_request_timeout or timeout, **kwargs)
+                with holds.IN_FLIGHT.writing(lease) if lease is not None else contextlib.nullcontext():
+                    return await request(method, url, *args, _request_timeout=limit, **sent)
             except ApiException as exc:
-                wait = retry_after(exc)
-                status = int(exc.status or 0)
-                if status == 429 and wait is None:
-                    wait = DEFAULT_RETRY_AFTER
-                if wait is None or not (status == 429 or status >= 500) or attempt >= MAX_ATTEMPTS:
+                if not should_retry(exc, method, attempt):
                     raise
-                metrics.API_RETRIES.labels(reason=str(status)).inc()
-                _log.info("API server asked to retry later", status=status, retry_after=wait, method=method)
-                gate.close_for(wait)
             except _BROKEN as exc:
                 if method != "GET" or attempt >= MAX_ATTEMPTS:
                     raise
