@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import ssl
 import subprocess
 import sys
@@ -29,7 +28,7 @@ from typing import Any
 
 import yaml
 
-from devcluster import build, kubeconfig, pki, processes, runtimes, versions
+from devcluster import build, kubeconfig, pki, ports, processes, runtimes, versions
 from devcluster.errors import DevclusterError
 from devcluster.kwoknode import NODE_NAME, POD_CIDR, KwokNode
 from devcluster.nodes import AGENT_SANDBOX_NAMESPACE, Node
@@ -62,9 +61,7 @@ class ClusterError(DevclusterError):
 
 
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return ports.free_port()
 
 
 def _wait(what: str, check: Callable[[], bool], timeout: float, log: Path | None, pid: int | None = None) -> None:

@@ -10,7 +10,6 @@ upstream registry name, to pull from it over plain HTTP and never from the real 
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import time
 import urllib.error
@@ -18,7 +17,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from devcluster import build
+from devcluster import build, ports
 from devcluster.errors import DevclusterError
 
 # The registries our manifests and the upstream images name. `_default` catches every other
@@ -112,9 +111,7 @@ def config_yaml(storage: Path, address: str) -> str:
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    return ports.free_port()
 
 
 @dataclass

@@ -157,15 +157,11 @@ class OperatorProcess:
         self.webhook_port = 0
 
     def start(self) -> None:
-        import socket
         import sys
 
-        ports = []
-        for _ in range(3):
-            with socket.socket() as s:
-                s.bind(("127.0.0.1", 0))
-                ports.append(s.getsockname()[1])
-        self.health_port, self.metrics_port, self.webhook_port = ports
+        from devcluster.ports import free_port
+
+        self.health_port, self.metrics_port, self.webhook_port = free_port(), free_port(), free_port()
         if "--webhook-port" not in self.extra_args:  # it serves a webhook: the configuration it patches
             from tests.e2e import install
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -21,6 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
+from devcluster import ports
 from devcluster.realnode import network
 from langchain_k8s_client import AgentSessionSandbox
 from langchain_k8s_client.manager import MANAGER_LABEL, MANAGER_VALUE, session_name
@@ -35,9 +35,7 @@ NETGUARD = ROOT / "tests" / "opskit" / "netguard"
 
 
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return ports.free_port()
 
 
 @pytest.fixture
