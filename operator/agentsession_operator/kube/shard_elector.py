@@ -22,10 +22,10 @@ from agentsession_operator.infra.logs import logger
 from agentsession_operator.kube import lease as rules
 from agentsession_operator.kube import sharding
 from agentsession_operator.kube.hold import Hold
+from agentsession_operator.kube.layout_guard import LAYOUT_ANNOTATION
 from agentsession_operator.kube.leader import LeaderElector, LeaseAPI, utcnow
 
 _log = logger()
-LAYOUT_ANNOTATION = "agentsession.dev/shards"  # the shard count a Lease was written under
 
 
 class ShardElector:

@@ -14,7 +14,8 @@ import pytest
 
 from agentsession_operator.kube import lease as rules
 from agentsession_operator.kube import sharding
-from agentsession_operator.kube.leader import Conflict
+from agentsession_operator.kube.layout_guard import LayoutGuard
+from agentsession_operator.kube.leader import Conflict, LeaderElector
 from agentsession_operator.kube.reconciler import NotLeader, Reconciler, _acting_in
 from agentsession_operator.kube.shard_elector import LAYOUT_ANNOTATION, ShardElector
 
@@ -68,6 +69,10 @@ class FakeLeases:
 
     async def get(self, namespace: str, name: str) -> dict[str, Any] | None:
         return copy.deepcopy(self.objs.get(name))
+
+    async def list(self, namespace: str, selector: str) -> list[dict[str, Any]]:
+        key, _, value = selector.partition("=")
+        return [copy.deepcopy(o) for o in self.objs.values() if (o["metadata"].get("labels") or {}).get(key) == value]
 
     async def create(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         if body["metadata"]["name"] in self.objs:
@@ -178,6 +183,70 @@ def test_a_held_single_lease_blocks_every_shard() -> None:
             await new.try_once()
             clock.t += T.retry_period
         assert not new.held_shards()
+
+    asyncio.run(scenario())
+
+
+# ---- issue 54 item 1: every Lease of the operator in one labelled list ------------------------------------
+
+
+def _held_by(api: FakeLeases, clock: Clock, name: str, holder: str, layout: str | None) -> None:
+    """A Lease a replica of another layout holds and renews (as it writes them: labelled as the operator's)."""
+    body: dict[str, Any] = {
+        "metadata": {"name": name, "labels": {"agentsession.dev/lease-of": "op"}},
+        "spec": {"holderIdentity": holder, "leaseDurationSeconds": 10, "renewTime": clock.wall().isoformat()},
+    }
+    if layout is not None:
+        body["metadata"]["annotations"] = {LAYOUT_ANNOTATION: layout}
+    if name in api.objs:
+        body["metadata"]["resourceVersion"] = api.objs[name]["metadata"]["resourceVersion"]
+        api._store(body)
+    else:
+        api._store(body)
+
+
+def test_a_replica_of_fewer_shards_takes_nothing_beside_one_of_more_holding_only_the_high_shards() -> None:
+    """`--shards 4 -> 2`: the old replica holds shards 2 and 3 (and slot 2), which the new layout never names.
+    Both layouts map some namespaces to a shard each holds: two leaders for those sessions."""
+
+    async def scenario() -> None:
+        api, clock = FakeLeases(), Clock()
+        new = replica(api, clock, "new_2", count=2)
+        for _ in range(8):
+            for name in ("op-shard-2", "op-shard-3", "op-member-2"):
+                _held_by(api, clock, name, "old_1", "4")
+            await new.try_once()
+            clock.t += T.retry_period
+            assert not new.held_shards()
+
+    asyncio.run(scenario())
+
+
+def test_a_single_lease_replica_takes_nothing_beside_a_sharded_one() -> None:
+    """A default replica (one Lease) started beside sharded ones: it leads every namespace while they lead theirs."""
+
+    async def scenario() -> None:
+        api, clock = FakeLeases(), Clock()
+        single = LeaderElector(
+            api,
+            "ns",
+            "op",
+            "default_3",
+            T,
+            clock=clock,
+            wall=clock.wall,
+            guard=LayoutGuard(api, "ns", "op", "default_3", 1, T, clock=clock),
+        )
+        for _ in range(8):
+            _held_by(api, clock, "op-shard-0", "sharded_1", "2")
+            await single.round()
+            clock.t += T.retry_period
+            assert not single.is_leader()
+        for _ in range(6):  # the sharded replica gone: its Lease expires, then the single one is taken
+            await single.round()
+            clock.t += T.retry_period
+        assert single.is_leader()
+        assert api.objs["op"]["metadata"]["labels"] == {"agentsession.dev/lease-of": "op"}
 
     asyncio.run(scenario())
 
