@@ -19,8 +19,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
+from langchain_k8s_client.cluster_keys import keys_of
 from langchain_k8s_client.errors import RouterUnreachable
-from langchain_k8s_client.pod_identity import ClusterKeys, PodIdentity, PodIdentityMode
+from langchain_k8s_client.pod_identity import PodIdentity, PodIdentityMode
 from langchain_k8s_client.sessions import SessionView, load_api_client
 from langchain_k8s_client.transport import PodEndpoint
 
@@ -81,7 +82,7 @@ class EndpointResolver:
             return None
         if self.api_client is None:
             self.api_client = load_api_client()
-        return PodIdentity(view.namespace, view.pod_name or "", ClusterKeys.of(self.api_client))
+        return PodIdentity(view.namespace, view.pod_name or "", keys_of(self.api_client))
 
     def _router_url(self, view: SessionView) -> str:
         if self._strategy is None:

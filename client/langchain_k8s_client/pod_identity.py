@@ -8,9 +8,8 @@ with the cluster's ServiceAccount keys, naming its namespace and pod. Its audien
 itself refuses it: showing it to a client grants nothing.
 
 The client checks the signature against the keys the API server publishes (`/openid/v1/jwks`, readable by
-every ServiceAccount by default), the audience, the validity window, and that the namespace and pod named are
-the session's. Everything here is pure but the key fetch (`ClusterKeys.of`, sync: the async API resolves
-endpoints in a worker thread).
+every ServiceAccount by default; fetched by `cluster_keys`), the audience, the validity window, and that the
+namespace and pod named are the session's. Pure: no I/O here.
 """
 
 from __future__ import annotations
@@ -18,7 +17,6 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Final, Literal
@@ -31,22 +29,20 @@ PodIdentityMode = Literal["token", "address"]
 """`token` (default): the pod must show its identity token. `address`: trust its name and addresses alone
 (templates without the identity volume; a namesake at a reused IP is then not told apart)."""
 
-JWKS_PATH: Final = "/openid/v1/jwks"
-KEYS_MAX_AGE: Final = 600.0
-"""Seconds a fetched key set is used before it is fetched again (the API server rotates keys rarely; a token
-signed by a key not in the set fetches it again at once, at most every `REFETCH_INTERVAL`)."""
-REFETCH_INTERVAL: Final = 10.0
 CLOCK_SKEW: Final = 60.0
 MAX_TOKEN_BYTES: Final = 16 * 1024
 
 
-@dataclass(frozen=True)
+@dataclass
 class ClusterKeys:
-    """The cluster's ServiceAccount token verification keys, by key ID, as fetched from `host` at `fetched_at`."""
+    """The cluster's ServiceAccount token verification keys, by key ID, as fetched from `host` at `fetched_at`
+    (`cluster_keys.keys_of` fetches and caches them). `stale`: a token named a key the set lacks, so the
+    cluster may have added one; the next fetch comes sooner."""
 
     keys: dict[str, Any]
     fetched_at: float = 0.0
     host: str = ""
+    stale: bool = False
 
     @classmethod
     def parse(cls, jwks: Any, fetched_at: float = 0.0, host: str = "") -> ClusterKeys:
@@ -56,45 +52,6 @@ class ClusterKeys:
             if key is not None:
                 keys[str(jwk.get("kid", ""))] = key
         return cls(keys, fetched_at, host)
-
-    @classmethod
-    def of(cls, api_client: Any) -> ClusterKeys:
-        """The key set of `api_client`'s cluster, cached per API server for `KEYS_MAX_AGE` (sooner after a token
-        named a key the set lacks: the cluster may have added one)."""
-        host = str(getattr(getattr(api_client, "configuration", None), "host", ""))
-        now = time.monotonic()
-        with _LOCK:
-            cached = _CACHE.get(host)
-            stale = host in _STALE
-        if cached is not None:
-            age = now - cached.fetched_at
-            if age < REFETCH_INTERVAL or (age < KEYS_MAX_AGE and not stale):
-                return cached
-        try:
-            keys = cls.parse(json.loads(read_jwks(api_client)), now, host)
-        except Exception as exc:  # the API client's own errors: the check cannot be made, so nothing is sent
-            raise UnverifiedPod(
-                f"could not read the cluster's ServiceAccount keys at {JWKS_PATH} to verify the sandbox pod's "
-                f"identity ({exc}); allow `get` on that URL (docs/security.md, pod identity)"
-            ) from exc
-        with _LOCK:
-            _CACHE[host] = keys
-            _STALE.discard(host)
-        return keys
-
-
-def read_jwks(api_client: Any) -> bytes:
-    """The API server's `/openid/v1/jwks` (the kubernetes client's OpenidApi: its call signatures differ
-    between the client's major versions, this one does not)."""
-    from kubernetes import client
-
-    response = client.OpenidApi(api_client).get_service_account_issuer_open_id_keyset(_preload_content=False)
-    return bytes(response.data)
-
-
-_CACHE: dict[str, ClusterKeys] = {}
-_STALE: set[str] = set()
-_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -137,8 +94,7 @@ def verify(token: str, keys: ClusterKeys, *, now: float | None = None) -> dict[s
         raise UnverifiedPod("the pod's identity token is malformed")
     key = keys.keys.get(str(header.get("kid", "")))
     if key is None:
-        with _LOCK:
-            _STALE.add(keys.host)  # the next endpoint resolution fetches the keys again
+        keys.stale = True  # the next endpoint resolution fetches the keys again
         raise UnverifiedPod(
             f"the pod's identity token is signed by key {header.get('kid')!r}, not one of the cluster's"
         )

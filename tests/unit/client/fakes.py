@@ -199,7 +199,7 @@ class ClusterSigner:
 
     def api_client(self) -> Any:
         """A stand-in for `kubernetes.client.ApiClient` of this signer's cluster: `pod_identity.read_jwks` reads
-        its keys through `read_jwks` (the `cluster_keys` fixture; test_client_pod_identity reads a real
+        its keys through `read_jwks` (test_client_pod_identity's `stand_in_keys` fixture; it also reads a real
         ApiClient's from a local server)."""
         signer = self
 

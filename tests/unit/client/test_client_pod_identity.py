@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from agentsession_api import names
-from langchain_k8s_client import PodSandbox, UnverifiedPod, WrongPod, commands, pod_identity
+from langchain_k8s_client import PodSandbox, UnverifiedPod, WrongPod, cluster_keys, commands, pod_identity
 from langchain_k8s_client.endpoints import EndpointResolver
 from langchain_k8s_client.sessions import SessionView
 from langchain_k8s_client.transport import PodEndpoint
@@ -103,11 +103,10 @@ AT_SESSION_IP = f"v4={SESSION_IP}/32 127.0.0.0/8 127.0.0.1/32"
 
 
 @pytest.fixture(autouse=True)
-def cluster_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+def stand_in_keys(monkeypatch: pytest.MonkeyPatch) -> None:
     """ClusterSigner's stand-in API clients serve their keys; the cache starts empty."""
-    monkeypatch.setattr(pod_identity, "read_jwks", lambda api: api.read_jwks())
-    monkeypatch.setattr(pod_identity, "_CACHE", {})
-    monkeypatch.setattr(pod_identity, "_STALE", set())
+    monkeypatch.setattr(cluster_keys, "read_jwks", lambda api: api.read_jwks())
+    monkeypatch.setattr(cluster_keys, "_CACHE", {})
 
 
 def _reached(pod: FakeRuntime, signer: ClusterSigner) -> PodSandbox:
@@ -186,14 +185,14 @@ def test_a_key_the_set_lacks_fetches_the_keys_again_on_the_next_resolution() -> 
     resolution fetches the keys again (at most every REFETCH_INTERVAL)."""
     signer = ClusterSigner(kid="rotated")
     api = signer.api_client()
-    first = pod_identity.ClusterKeys.of(api)
+    first = cluster_keys.keys_of(api)
     assert signer.jwks_requests == 1 and "rotated" in first.keys
-    assert pod_identity.ClusterKeys.of(api) is first  # cached
+    assert cluster_keys.keys_of(api) is first  # cached
     with pytest.raises(UnverifiedPod, match="not one of the cluster's"):
         pod_identity.verify(ClusterSigner(kid="newer").token("team-a", SESSION_POD), first)
-    later = dataclasses.replace(first, fetched_at=first.fetched_at - pod_identity.REFETCH_INTERVAL - 1)
-    pod_identity._CACHE[first.host] = later
-    pod_identity.ClusterKeys.of(api)
+    assert first.stale  # marked by the unknown key
+    first.fetched_at -= cluster_keys.REFETCH_INTERVAL + 1
+    cluster_keys.keys_of(api)
     assert signer.jwks_requests == 2
 
 
@@ -235,7 +234,7 @@ def test_the_probe_reports_the_token_file_it_is_given(tmp_path: Path) -> None:
 
 
 def test_the_keys_are_read_through_a_real_api_client(monkeypatch: pytest.MonkeyPatch) -> None:
-    """`read_jwks` with the installed kubernetes client (its call signatures changed between majors; the
+    """`cluster_keys.read_jwks` with the installed kubernetes client (its call signatures changed between majors; the
     lowest-deps stage runs this at the floor) against a local server answering /openid/v1/jwks."""
     import http.server
     import threading
@@ -265,7 +264,7 @@ def test_the_keys_are_read_through_a_real_api_client(monkeypatch: pytest.MonkeyP
         configuration = client.Configuration(host=f"http://127.0.0.1:{server.server_address[1]}")
         configuration.api_key = {"authorization": "t0ken"}
         configuration.api_key_prefix = {"authorization": "Bearer"}
-        keys = pod_identity.ClusterKeys.of(client.ApiClient(configuration))
+        keys = cluster_keys.keys_of(client.ApiClient(configuration))
     finally:
         server.shutdown()
         server.server_close()
