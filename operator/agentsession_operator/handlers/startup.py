@@ -15,6 +15,7 @@ from agentsession_operator.handlers.state import of
 from agentsession_operator.infra import memory, webhook_server
 from agentsession_operator.kube import primed_watch, webhook
 from agentsession_operator.kube.client import LIST_PAGE, Kube
+from agentsession_operator.kube.layout_guard import LayoutGuard
 from agentsession_operator.kube.leader import KubeLeaseAPI, LeaderElector
 from agentsession_operator.kube.reconciler import Config, Reconciler
 from agentsession_operator.kube.shard_elector import ShardElector
@@ -98,6 +99,9 @@ async def startup(
             election.identity,
             election.timing,
             on_started_leading=lambda: reconciler.take_over(),
+            guard=LayoutGuard(
+                state.lease_api, election.namespace, election.name, election.identity, 1, election.timing
+            ),
         )
     single = elector if isinstance(elector, LeaderElector) else None
     reconciler = state.reconciler = Reconciler(

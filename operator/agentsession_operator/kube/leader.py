@@ -27,6 +27,7 @@ from agentsession_operator.kube import lease as rules
 from agentsession_operator.kube import transport
 from agentsession_operator.kube.client import without_env_lookups
 from agentsession_operator.kube.hold import IN_FLIGHT, Hold
+from agentsession_operator.kube.layout_guard import LEASE_OF_LABEL, LayoutGuard
 
 _log = logger()
 LEASE_USER_AGENT = "leader-election"  # tells the lease client's requests from the reconciler's
@@ -46,6 +47,7 @@ class Conflict(Exception):
 
 class LeaseAPI(Protocol):
     async def get(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+    async def list(self, namespace: str, selector: str) -> list[dict[str, Any]]: ...
     async def create(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]: ...
     async def replace(self, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]: ...
 
@@ -83,6 +85,12 @@ class KubeLeaseAPI:
             if exc.status == 404:
                 return None
             raise
+
+    async def list(self, namespace: str, selector: str) -> list[dict[str, Any]]:
+        listed = await self.api.list_namespaced_custom_object(
+            _GROUP, _VERSION, namespace, _PLURAL, label_selector=selector
+        )
+        return [dict(item) for item in listed.get("items") or []]
 
     async def create(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         try:
@@ -125,6 +133,8 @@ class LeaderElector:
         on_started_leading: Callable[[], Awaitable[None] | None] | None = None,
         on_stopped_leading: Callable[[], None] | None = None,
         annotations: dict[str, str] | None = None,
+        base: str | None = None,
+        guard: LayoutGuard | None = None,
     ) -> None:
         self.api = api
         self.namespace = namespace
@@ -136,6 +146,8 @@ class LeaderElector:
         self._on_started = on_started_leading
         self._on_stopped = on_stopped_leading
         self.annotations = annotations  # written on the Lease with every write (a shard's layout)
+        self.labels = {LEASE_OF_LABEL: base or name}  # one list finds every Lease of the operator (layout_guard)
+        self.guard = guard  # run() takes nothing while a Lease of another layout is held (the single Lease's)
         self._renewed_at: float | None = None  # monotonic time at which our last successful write was *sent*
         self._seen: tuple[tuple[Any, ...], float] | None = None  # (the record's fingerprint, when first seen)
         self._record: rules.Record | None = None
@@ -187,6 +199,7 @@ class LeaderElector:
             "metadata": {"name": self.name, "namespace": self.namespace},
             "spec": spec,
         }
+        body["metadata"]["labels"] = dict(self.labels)
         if self.annotations:
             body["metadata"]["annotations"] = dict(self.annotations)
         try:
@@ -229,12 +242,20 @@ class LeaderElector:
                 self._on_stopped()
         self._was_leader = leader
 
+    async def round(self) -> None:
+        """One round of the single Lease: nothing is taken (and a hold is let go) while the guard sees a Lease
+        of another layout held; else try_once."""
+        if self.guard is not None and await self.guard.blocked():
+            await self.release()
+            return
+        await self.try_once()
+
     async def run(self) -> None:
         while True:
             started = self._clock()
             try:
                 # Bounded: a stalled request must not outlive the hold (see Timing.round_timeout).
-                await asyncio.wait_for(self.try_once(), self.timing.round_timeout)
+                await asyncio.wait_for(self.round(), self.timing.round_timeout)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # the API is down or slow: keep trying; is_leader() expires by itself
@@ -282,6 +303,7 @@ class LeaderElector:
             "namespace": self.namespace,
             "resourceVersion": record.resource_version,
         }
+        metadata["labels"] = dict(self.labels)
         if self.annotations:
             metadata["annotations"] = dict(self.annotations)
         body = {

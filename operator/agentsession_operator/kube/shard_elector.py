@@ -22,7 +22,7 @@ from agentsession_operator.infra.logs import logger
 from agentsession_operator.kube import lease as rules
 from agentsession_operator.kube import sharding
 from agentsession_operator.kube.hold import Hold
-from agentsession_operator.kube.layout_guard import LAYOUT_ANNOTATION
+from agentsession_operator.kube.layout_guard import LAYOUT_ANNOTATION, LayoutGuard
 from agentsession_operator.kube.leader import LeaderElector, LeaseAPI, utcnow
 
 _log = logger()
@@ -56,7 +56,16 @@ class ShardElector:
 
         def elector(name: str, **kwargs: Any) -> LeaderElector:
             return LeaderElector(
-                api, namespace, name, identity, self.timing, clock=clock, wall=wall, annotations=layout, **kwargs
+                api,
+                namespace,
+                name,
+                identity,
+                self.timing,
+                clock=clock,
+                wall=wall,
+                annotations=layout,
+                base=base,
+                **kwargs,
             )
 
         self.shards = [
@@ -70,6 +79,7 @@ class ShardElector:
         # As many slots as shards: a replica beyond that would get no shard anyway.
         self.slots = [elector(sharding.member_lease_name(base, j)) for j in range(count)]
         self.single = elector(base)  # the single-Lease layout's Lease: only watched, never taken
+        self.guard = LayoutGuard(api, namespace, base, identity, count, self.timing, clock=clock)
         self._gained: set[int] = set()
         self._lost: set[int] = set()
         self._foreign = False  # a live Lease of another layout was seen last round
@@ -102,7 +112,7 @@ class ShardElector:
     async def try_once(self) -> None:
         """One round: read, renew, count the replicas, release above the share, take up to it."""
         everyone = [*self.shards, *self.slots, self.single]
-        read = await asyncio.gather(*(self._read(e) for e in everyone))
+        read, blocked = await asyncio.gather(asyncio.gather(*(self._read(e) for e in everyone)), self.guard.blocked())
         leases = dict(zip((e.name for e in everyone), read, strict=True))
         await self.single.try_once(leases[self.single.name], take=False)
         has_slot = any(slot.is_leader() for slot in self.slots)
@@ -110,7 +120,7 @@ class ShardElector:
             slot = self.slots[j]
             took = await slot.try_once(leases[slot.name], take=not has_slot)
             has_slot = has_slot or took
-        foreign = self._foreign_layout(leases)
+        foreign = self._foreign_layout(leases) or blocked
         share = 0 if foreign else sharding.target(self.count, self.replicas())
         held = self.held_shards()
         released = sharding.to_release(held, self.order, share)

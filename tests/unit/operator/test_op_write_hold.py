@@ -16,7 +16,7 @@ from kubernetes_asyncio.client.rest import ApiException
 from agentsession_operator.kube import hold as holds
 from agentsession_operator.kube import transport
 from agentsession_operator.kube.hold import Hold, NotLeader
-from tests.unit.operator.test_op_lease import T, Clock, FakeLeases, elector
+from tests.unit.operator.test_op_lease import Clock, FakeLeases, T, elector
 from tests.unit.operator.test_op_transport import Clock as GateClock
 from tests.unit.operator.test_op_transport import Upstream, _exc
 
