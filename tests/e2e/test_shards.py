@@ -59,7 +59,7 @@ def namespaces(kube: Kube) -> Iterator[dict[int, list[str]]]:
 
 
 @pytest.fixture
-def sharded(operator: OperatorProcess) -> Iterator[dict[str, Replica]]:
+def sharded(operator: OperatorProcess, kube: Kube) -> Iterator[dict[str, Replica]]:
     """Replicas a and b with --shards 2 instead of the suite's single operator."""
     operator.stop()
     pair = {name: Replica(operator, name) for name in ("shard-a", "shard-b")}
@@ -72,6 +72,9 @@ def sharded(operator: OperatorProcess) -> Iterator[dict[str, Replica]]:
     finally:
         for replica in pair.values():
             replica.stop()
+        # A killed replica's Leases stay held by it until they expire; a single-Lease operator started beside
+        # them waits for that (kube/layout_guard.py). Gone with the layout, as docs/operations.md says.
+        kube.run("delete", "lease", "-n", LEASE_NAMESPACE, "-l", "agentsession.dev/lease-of", check=False)
         operator.start()
 
 

@@ -246,7 +246,10 @@ class LeaderElector:
         """One round of the single Lease: nothing is taken (and a hold is let go) while the guard sees a Lease
         of another layout held; else try_once."""
         if self.guard is not None and await self.guard.blocked():
-            await self.release()
+            if self.is_leader():
+                await self.release()
+            else:
+                await self.try_once(take=False)  # still watched: an expired Lease is taken as soon as unblocked
             return
         await self.try_once()
 
