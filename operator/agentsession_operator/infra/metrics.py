@@ -34,6 +34,12 @@ REAP_LAG = Histogram(
 API_RETRIES = Counter(
     "agentsession_api_retries_total", "Requests sent again (429 / 5xx with Retry-After, broken GETs)", ["reason"]
 )
+HELD_WRITES = Counter(
+    "agentsession_held_writes_total",
+    "Writes sent under a leadership hold, by Lease (a shard's, or the single one): with the replica's identity "
+    "as a target label, two replicas' counts rising in one Lease during one term is two leaders",
+    ["lease"],
+)
 CACHE_RESYNC_DROPPED = Counter(
     "agentsession_cache_resync_dropped_total", "Cached objects a relist no longer had (deleted unseen)", ["kind"]
 )

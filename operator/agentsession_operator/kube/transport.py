@@ -119,6 +119,8 @@ def wrap(request: Callable[..., Awaitable[Any]], gate: Gate, timeout: float = RE
                 limit = min(limit, remaining)
                 deadline = ("timeout", holds.server_timeout(remaining))
                 sent = {**kwargs, "query_params": [*(kwargs.get("query_params") or []), deadline]}
+            if lease is not None:
+                metrics.HELD_WRITES.labels(lease=lease).inc()
             try:
                 with holds.IN_FLIGHT.writing(lease) if lease is not None else contextlib.nullcontext():
                     return await request(method, url, *args, _request_timeout=limit, **sent)

@@ -151,3 +151,14 @@ async def test_a_refused_write_surfaces_the_api_error_not_a_hold_error() -> None
     upstream = Upstream(clock, [ApiException(status=422, reason="Invalid")])
     with holds.bind(hold), pytest.raises(ApiException):
         await transport.wrap(upstream, transport.Gate(clock, clock.sleep))("POST", "/claims")
+
+
+async def test_every_write_under_a_hold_is_counted_by_lease() -> None:
+    from agentsession_operator.infra import metrics
+
+    clock = GateClock()
+    before = metrics.HELD_WRITES.labels(lease="shard-7")._value.get()
+    send = transport.wrap(Upstream(clock, [_exc(429, "1")]), transport.Gate(clock, clock.sleep))
+    with holds.bind(Held(clock, until=clock() + 30.0, lease="shard-7")):
+        await send("POST", "/claims")
+    assert metrics.HELD_WRITES.labels(lease="shard-7")._value.get() - before == 2  # each attempt sent
