@@ -12,7 +12,7 @@ import kopf
 from agentsession_operator import constants as c
 from agentsession_operator.handlers import admission
 from agentsession_operator.handlers.state import of
-from agentsession_operator.infra import memory, webhook_server
+from agentsession_operator.infra import memory, metrics, webhook_server
 from agentsession_operator.kube import primed_watch, webhook
 from agentsession_operator.kube.client import LIST_PAGE, Kube
 from agentsession_operator.kube.layout_guard import LayoutGuard
@@ -111,6 +111,10 @@ async def startup(
         shards=shards,
         hold=single.hold if single else None,
     )
+    if shards is not None:
+        metrics.report_shard_readiness(
+            shards.count, lambda shard: shards.held(shard) and shard in reconciler.ready_shards
+        )
     primed_watch.install(reconciler.primed_versions)  # kopf watches from the prime's listings, no second one
     await reconciler.prime(state.namespaces)  # before any watch event: none judged without its policies
     reconciler.scheduler.start()

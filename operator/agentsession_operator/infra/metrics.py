@@ -53,6 +53,11 @@ SHARD_LEADER = Gauge(
     "agentsession_shard_leader", "1 while this replica holds the shard's Lease (--shards above 1), else 0", ["shard"]
 )
 SHARDS_HELD = Gauge("agentsession_shards_held", "Shards whose Lease this replica holds (--shards above 1)")
+SHARD_READY = Gauge(
+    "agentsession_shard_ready",
+    "1 while this replica holds the shard and its take-over listing is done (it acts there), else 0",
+    ["shard"],
+)
 FIRST_PASS_DONE = Gauge(
     "agentsession_first_pass_done_timestamp_seconds",
     "When the last take-over's first pass over every session it gained ended (unix time; 0: not yet); "
@@ -99,6 +104,12 @@ def report_shards(count: int, held: Callable[[int], bool]) -> None:
         SHARD_LEADER.labels(shard=str(shard)).set_function(functools.partial(_held, held, shard))
     SHARDS_HELD.set_function(lambda: float(sum(held(shard) for shard in range(count))))
     LEADER.set_function(lambda: sum(held(shard) for shard in range(count)) / count)
+
+
+def report_shard_readiness(count: int, ready: Callable[[int], bool]) -> None:
+    """Per shard, read at every scrape: held and listed (agentsession_shard_leader without this: not acting)."""
+    for shard in range(count):
+        SHARD_READY.labels(shard=str(shard)).set_function(functools.partial(_held, ready, shard))
 
 
 def serve(port: int, addr: str = "127.0.0.1") -> None:
