@@ -123,3 +123,20 @@ def test_the_agents_root_filesystem_is_read_only(kube: Kube, agent: str) -> None
         "try:\n    p.write_text('')\n    print('written')\nexcept OSError as e:\n    print('refused', e)",
     ).stdout.strip()
     assert answer.startswith("refused") and "Read-only file system" in answer, answer
+
+
+def test_the_agent_runs_only_on_a_node_labelled_for_gvisor(kube: Kube, agent: str) -> None:
+    """The agent (root, runsc's and containerd's state mounted) ran on every node, gVisor or not. Now only on
+    nodes labelled agentsession.dev/gvisor=true (the chart's nodeAgent.nodeSelector): take the label off the
+    node and its agent goes; put it back and it returns. Before: it stayed. (Last in the module: the agent
+    fixture's pod is replaced.)"""
+    from devcluster.realnode.node import NODE_NAME
+
+    selector = f"app.kubernetes.io/name={nodeagent.NAME}"
+    kube.run("label", "node", NODE_NAME, "agentsession.dev/gvisor-")
+    try:
+        kube.wait_for("the agent gone from the node", lambda: not kube.list("pod", nodeagent.NAMESPACE, selector), 90)
+    finally:
+        kube.run("label", "node", NODE_NAME, "agentsession.dev/gvisor=true", "--overwrite")
+    kube.run("rollout", "status", "-n", nodeagent.NAMESPACE, f"daemonset/{nodeagent.NAME}", "--timeout=120s")
+    assert kube.list("pod", nodeagent.NAMESPACE, selector)

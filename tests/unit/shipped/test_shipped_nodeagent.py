@@ -47,3 +47,17 @@ def test_the_agent_shares_no_host_namespace_and_mounts_only_its_four_paths() -> 
     mounts = {m["name"]: m for m in container["volumeMounts"]}
     assert set(mounts) == {"runsc", "runsc-root", "task-state", "checkpoints"}
     assert mounts["runsc"].get("readOnly") and mounts["task-state"].get("readOnly")
+
+
+GVISOR_NODE = {"agentsession.dev/gvisor": "true"}
+"""The label of a node whose containerd has gVisor's runsc handler: the agent runs there and nowhere else."""
+
+
+def test_the_agent_lands_only_on_gvisor_nodes() -> None:
+    """A root container with runsc's and containerd's state mounted ran on every node of the cluster, gVisor or
+    not (and made those host directories where there were none). Now only on nodes labelled as gVisor's;
+    devcluster's real node carries the label (its kubelet's --node-labels)."""
+    from devcluster.realnode import node
+
+    assert _pod().get("nodeSelector") == GVISOR_NODE
+    assert all(node.NODE_LABELS.get(k) == v for k, v in GVISOR_NODE.items()), node.NODE_LABELS
