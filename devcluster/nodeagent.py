@@ -10,8 +10,8 @@ component's ServiceAccount, RBAC, DaemonSet and NetworkPolicy with:
   never uses abstract sockets, so no hostNetwork is needed), containerd's task bundles (the agent finds a
   pod's sandbox id in their config.json) and `.cluster/node/checkpoints/` (the shim's restore extension
   reads the images there);
-- its own namespace, agentsession-nodeagent (Pod Security privileged: the agent is; the operator's namespace
-  is restricted);
+- its own namespace, agentsession-nodeagent (Pod Security privileged, for its hostPath volumes: the agent
+  runs as root without any capability; the operator's namespace is restricted);
 - the NetworkPolicy's peer: the operator here runs on the host (tests, `make operator`), whose packets reach
   the node's pods from the host's end of the node's veth, so that address, not the operator's pods, is
   admitted (as install.narrow_webhook_ingress does for the API server).
@@ -36,7 +36,7 @@ from devcluster.realnode import configs, network
 
 COMPONENT = REPO_ROOT / "config" / "components" / "nodeagent"
 NAMESPACE = "agentsession-nodeagent"
-"""The agent's own namespace (Pod Security privileged); the operator's is restricted."""
+"""The agent's own namespace (Pod Security privileged, for the hostPath volumes); the operator's is restricted."""
 OPERATOR_NAMESPACE = "agentsession-system"
 NAME = "agentsession-nodeagent"
 SELECTOR = f"{NAMESPACE}/app.kubernetes.io/name={NAME}"

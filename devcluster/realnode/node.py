@@ -23,6 +23,9 @@ from devcluster.nodes import AGENT_SANDBOX_NAMESPACE, ControlPlane
 from devcluster.realnode import configs, network
 
 NODE_NAME = "devcluster-real-1"
+NODE_LABELS = {"agentsession.dev/node": "real", "agentsession.dev/gvisor": "true"}
+"""The node's labels (its kubelet's --node-labels): agentsession.dev/gvisor, its containerd has the runsc
+handler, is where the node agent's DaemonSet runs (config/components/nodeagent's nodeSelector)."""
 # Inside the node's namespace, containerd pulls from here; the forwarder carries it to the host's registry.
 NODE_REGISTRY = "127.0.0.1:5000"
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -142,7 +145,7 @@ class RealNode:
                 f"--cert-dir={self.dirs.kubelet / 'pki'}",
                 f"--hostname-override={NODE_NAME}",
                 f"--node-ip={network.NODE_IP}",
-                "--node-labels=agentsession.dev/node=real",
+                "--node-labels=" + ",".join(f"{k}={v}" for k, v in NODE_LABELS.items()),
                 "--v=1",
             ],
         )

@@ -10,3 +10,10 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- define "agentsession.namespace" -}}{{ .Values.namespace.name | default .Release.Namespace }}{{- end -}}
 {{/* The operator's ServiceAccount, the one RBAC and the admission pins name: the chart's or one you made. */}}
 {{- define "agentsession.serviceAccountName" -}}{{ .Values.serviceAccount.name | default "agentsession-operator" }}{{- end -}}
+{{/* Labels of the node agent's objects (config/components/nodeagent's own, plus Helm's). */}}
+{{- define "agentsession.nodeAgentLabels" -}}
+app.kubernetes.io/name: agentsession-nodeagent
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}

@@ -16,8 +16,11 @@ Anything else is 404; a caller that is not the operator 401/403 before the body 
 
 from __future__ import annotations
 
+import io
 import json
+import socket
 import threading
+import time
 from collections.abc import Callable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -73,18 +76,46 @@ class Agent:
 
 
 SOCKET_TIMEOUT = 30.0
-"""Seconds a read or write on a connection may take: a caller that sends nothing is dropped, not served by a
-thread forever (issue 49 item 5). A checkpoint's own time (runsc, up to Node.timeout) is not a socket wait."""
+"""Seconds the whole request (line, header, body) may take to arrive from the connection's start, and a write
+of the answer: a caller that sends nothing, or a byte at a time, is dropped, not served by a thread for ever
+(issue 49 item 5). A checkpoint's own time (runsc, up to Node.timeout) is not a socket wait."""
+
+
+class DeadlineReader(io.RawIOBase):
+    """A connection's bytes, each read waiting only what is left of the request's time: a per-read timeout
+    alone restarts at every byte, so a client dripping its request held the thread as long as it liked."""
+
+    def __init__(self, connection: socket.socket, deadline: float) -> None:
+        self.connection = connection
+        self.deadline = deadline
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the request did not arrive within the agent's socket timeout")
+        self.connection.settimeout(left)
+        return self.connection.recv_into(buffer)
 
 
 def handler_for(agent: Agent, socket_timeout: float = SOCKET_TIMEOUT) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         timeout = socket_timeout  # StreamRequestHandler sets it on the connection
 
+        def setup(self) -> None:
+            super().setup()
+            # The request is read through a deadline of its own (the whole request within socket_timeout);
+            # a TimeoutError there is handle_one_request's: the connection is closed, nothing answered.
+            self.rfile.close()  # the socket's makefile: an open one would keep the connection from closing
+            self.rfile = io.BufferedReader(DeadlineReader(self.connection, time.monotonic() + socket_timeout))
+
         def log_message(self, format: str, *args: Any) -> None:
             pass
 
         def _answer(self, status: HTTPStatus, body: dict[str, Any]) -> None:
+            self.connection.settimeout(socket_timeout)  # the answer's writes: their own timeout, not what is left
             data = json.dumps(body).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")

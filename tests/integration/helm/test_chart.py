@@ -11,6 +11,7 @@ chart lacks.
 from __future__ import annotations
 
 import fnmatch
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -140,14 +141,22 @@ def _template(helm: Path, *args: str, namespace: str = NAMESPACE) -> str:
     return proc.stdout
 
 
-def _kustomize() -> str:
+def _kustomize(directory: Path = ROOT / "config") -> str:
     build.build(build.KUBERNETES)
     kubectl = build.KUBERNETES.path("kubectl")
-    proc = subprocess.run(
-        [str(kubectl), "kustomize", str(ROOT / "config")], capture_output=True, text=True, timeout=120
-    )
+    proc = subprocess.run([str(kubectl), "kustomize", str(directory)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
+
+
+def _kustomize_with_node_agent(tmp_path: Path) -> str:
+    """config/ with its node agent component, as its kustomization.yaml says to include it."""
+    config = os.path.relpath(ROOT / "config", tmp_path)  # kustomize takes relative roots only
+    (tmp_path / "kustomization.yaml").write_text(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
+        f"resources:\n- {config}\ncomponents:\n- {config}/components/nodeagent\n"
+    )
+    return _kustomize(tmp_path)
 
 
 def test_default_values_render_config(helm: Path) -> None:
@@ -157,6 +166,35 @@ def test_default_values_render_config(helm: Path) -> None:
     assert not found, "the chart and config/ differ (bring the chart in line, or allow it in ALLOWED):\n" + "\n".join(
         found
     )
+
+
+def test_node_agent_enabled_renders_config_with_its_component(helm: Path, tmp_path: Path) -> None:
+    """nodeAgent.enabled: the chart renders what config/ with components/nodeagent renders (the DaemonSet, its
+    namespace, RBAC and NetworkPolicy, the operator's --node-agent and its ServiceAccount's name)."""
+    config = _objects(_kustomize_with_node_agent(tmp_path))
+    chart = _objects(_template(helm, "--set", "nodeAgent.enabled=true"))
+    assert "DaemonSet/agentsession-nodeagent/agentsession-nodeagent" in config
+    found = differences(config, chart)
+    assert not found, "the chart and config/ with the node agent differ:\n" + "\n".join(found)
+
+
+def test_the_node_agent_lands_only_where_its_node_selector_says(helm: Path) -> None:
+    """Off by default; on, only on nodes labelled agentsession.dev/gvisor=true, or what nodeAgent.nodeSelector
+    names instead (GKE Sandbox's node pools: sandbox.gke.io/runtime=gvisor)."""
+
+    def rendered(*args: str) -> dict[str, dict[str, Any]]:
+        return _objects(_template(helm, *args))
+
+    default = rendered()
+    assert not [k for k in default if k.startswith("DaemonSet/")]
+    (operator,) = [d for d in default.values() if d["kind"] == "Deployment"]
+    assert not [a for a in operator["spec"]["template"]["spec"]["containers"][0]["args"] if "node-agent" in a]
+    on = rendered("--set", "nodeAgent.enabled=true")["DaemonSet/agentsession-nodeagent/agentsession-nodeagent"]
+    assert on["spec"]["template"]["spec"]["nodeSelector"] == {"agentsession.dev/gvisor": "true"}
+    gke = rendered(
+        "--set", "nodeAgent.enabled=true", "--set-json", 'nodeAgent.nodeSelector={"sandbox.gke.io/runtime":"gvisor"}'
+    )["DaemonSet/agentsession-nodeagent/agentsession-nodeagent"]
+    assert gke["spec"]["template"]["spec"]["nodeSelector"] == {"sandbox.gke.io/runtime": "gvisor"}
 
 
 def test_the_router_is_admitted_only_when_set_and_said_to_authorize(helm: Path) -> None:
