@@ -285,10 +285,13 @@ class LeaderElector:
         self._renewed_at = None  # stop acting first (no write is sent from now), then drain, then let go
         if held is None:
             return
-        # The writes already sent end by the hold's end (their timeout on both sides): a standby that takes
-        # the released Lease at once must find none of ours still landing.
-        if not await IN_FLIGHT.drain(self.name, max(0.0, held.until - self._clock())):
-            _log.warning("writes still under way at the hold's end", lease=self.name)
+        # A standby takes a released Lease at once, so it must find none of our writes still landing. The wait
+        # is short (a round's renewals of other shards run beside it); writes still under way after it keep the
+        # Lease unreleased: it expires by itself, lease_duration after our last renewal, past their deadlines.
+        wait = min(max(0.0, held.until - self._clock()), self.timing.round_timeout / 2)
+        if not await IN_FLIGHT.drain(self.name, wait):
+            _log.warning("writes still under way: the Lease is left to expire", lease=self.name)
+            return
         try:
             await asyncio.wait_for(self._release(), self.timing.round_timeout)
         except Exception as exc:  # the standby then takes over after lease_duration instead

@@ -162,3 +162,14 @@ async def test_every_write_under_a_hold_is_counted_by_lease() -> None:
     with holds.bind(Held(clock, until=clock() + 30.0, lease="shard-7")):
         await send("POST", "/claims")
     assert metrics.HELD_WRITES.labels(lease="shard-7")._value.get() - before == 2  # each attempt sent
+
+
+async def test_a_release_with_writes_still_under_way_leaves_the_lease_to_expire() -> None:
+    """A write that outlasts the drain must not land after a standby took the released Lease: not released."""
+    api, clock = FakeLeases(), Clock()
+    leader = elector(api, clock, "a")
+    assert await leader.try_once()
+    with holds.IN_FLIGHT.writing(leader.name):
+        await leader.release()  # the fake clock never moves: the real drain timeout (round_timeout / 2) passes
+    assert not leader.is_leader()
+    assert api.obj is not None and api.obj["spec"]["holderIdentity"] == "a"  # expires by itself
