@@ -59,8 +59,14 @@ class LayoutGuard:
         self._blocked_by: list[str] = []
 
     async def blocked(self) -> bool:
-        """One list: whether a live Lease of another layout, held by another replica, is there now."""
-        leases = await self.api.list(self.namespace, self.selector)
+        """One list: whether a live Lease of another layout, held by another replica, is there now. A list that
+        fails keeps the last verdict: a round's renewal must not depend on one more request's luck (the
+        guard is against a layout change rolling out, which lasts far longer than one round)."""
+        try:
+            leases = await self.api.list(self.namespace, self.selector)
+        except Exception as exc:  # the API's own errors: judged again next round
+            _log.info("Lease list failed; the last verdict stands", error=str(exc)[:200], blocked=self._blocked_by)
+            return bool(self._blocked_by)
         return bool(self.foreign(leases))
 
     def foreign(self, leases: list[dict[str, Any]]) -> list[str]:

@@ -245,13 +245,16 @@ class LeaderElector:
     async def round(self) -> None:
         """One round of the single Lease: nothing is taken (and a hold is let go) while the guard sees a Lease
         of another layout held; else try_once."""
-        if self.guard is not None and await self.guard.blocked():
-            if self.is_leader():
-                await self.release()
-            else:
-                await self.try_once(take=False)  # still watched: an expired Lease is taken as soon as unblocked
+        if self.guard is None:
+            await self.try_once()
             return
-        await self.try_once()
+        blocked, lease = await asyncio.gather(self.guard.blocked(), self.api.get(self.namespace, self.name))
+        if not blocked:
+            await self.try_once(lease)
+        elif self.is_leader():
+            await self.release()
+        else:
+            await self.try_once(lease, take=False)  # still watched: an expired Lease is taken once unblocked
 
     async def run(self) -> None:
         while True:

@@ -47,6 +47,7 @@ __all__ = ["Config", "NotLeader", "Reconciler", "SessionGone"]
 MAX_RETRY_DELAY = 60.0
 PACING_SLACK = 0.05  # seconds: a paced pass due this soon runs now (the scheduler's clock is the wall clock)
 SHARD_RETRY = 2.0  # seconds before a shard's failed take-over listing is tried again
+HOLD_RETRY = 1.0  # seconds before a pass abandoned for a hold too short to write goes again (still leading)
 _acting_in: contextvars.ContextVar[str | None] = contextvars.ContextVar("acting_in", default=None)
 """The namespace of the pass under way (its writes are fenced by that namespace's shard)."""
 
@@ -449,6 +450,11 @@ class Reconciler:
             self._failures.pop(key, None)
         except NotLeader:
             logger(namespace=key[0], session=key[1]).info("not leader: pass abandoned before writing", cause=cause)
+            if self.leads(key[0]):
+                # Still leading: a write found the hold too short to go (kube/hold.py), and the renewal that
+                # comes next is no new term, so no take-over would pass the session again. A lost hold does
+                # not come here (leads() is False; the next take-over passes every session).
+                self.scheduler.schedule(key, clock.now() + dt.timedelta(seconds=HOLD_RETRY))
         except SessionGone:
             logger(namespace=key[0], session=key[1]).info("session deleted: pass abandoned", cause=cause)
         except Exception as exc:

@@ -295,3 +295,23 @@ def test_losing_a_shard_forgets_its_namespaces_and_keeps_the_others() -> None:
     reconciler.shards_changed(set(), {1})
     assert list(reconciler.cache.sessions) == [(mine, "s")] and list(reconciler.cache.claims) == [(mine, "s")]
     assert reconciler.ready_shards == {0}
+
+
+def test_a_lease_list_that_fails_keeps_the_last_verdict() -> None:
+    """A round's renewal must not hang on one more request's luck (test_api_faults: connections reset)."""
+
+    async def scenario() -> None:
+        api, clock = FakeLeases(), Clock()
+        guard = LayoutGuard(api, "ns", "op", "me", 1, T, clock=clock)
+        _held_by(api, clock, "op-shard-0", "sharded_1", "2")
+        assert await guard.blocked()
+
+        async def reset(namespace: str, selector: str) -> list[dict[str, Any]]:
+            raise ConnectionResetError("reset by peer")
+
+        api.list = reset  # type: ignore[method-assign]
+        assert await guard.blocked()  # blocked still: the last verdict
+        guard._blocked_by = []
+        assert not await guard.blocked()  # and not blocked when it last was not
+
+    asyncio.run(scenario())
