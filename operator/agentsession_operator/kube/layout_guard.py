@@ -12,6 +12,8 @@ lease_duration, by this replica's own clock, is expired.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 from collections.abc import Callable
 from typing import Any, Final, Protocol
@@ -57,17 +59,36 @@ class LayoutGuard:
         self._clock = clock
         self._seen: dict[str, tuple[tuple[Any, ...], float]] = {}  # name -> (fingerprint, first seen)
         self._blocked_by: list[str] = []
+        self._listed = False  # a list has answered at least once
+        self._listing: asyncio.Task[None] | None = None
 
     async def blocked(self) -> bool:
-        """One list: whether a live Lease of another layout, held by another replica, is there now. A list that
-        fails keeps the last verdict: a round's renewal must not depend on one more request's luck (the
-        guard is against a layout change rolling out, which lasts far longer than one round)."""
+        """Whether a live Lease of another layout, held by another replica, was there at the last list. Each
+        call starts the next list in the background (one at a time) and answers at once from the last one, so
+        a round's renewal never waits on it (under a slow or faulty API server, an extra request in the round
+        cost rounds their deadline, and the leader its Lease); only the first call waits for the first list,
+        at most half a retry period. A list that fails keeps the last verdict (the guard is against a layout
+        change rolling out, which lasts far longer than a round)."""
+        if self._listing is None or self._listing.done():
+            self._listing = asyncio.create_task(self._list(), name="lease-layout-guard")
+        if not self._listed:
+            await asyncio.wait({self._listing}, timeout=self.timing.retry_period / 2)
+        return bool(self._blocked_by)
+
+    async def _list(self) -> None:
         try:
-            leases = await self.api.list(self.namespace, self.selector)
-        except Exception as exc:  # the API's own errors: judged again next round
-            _log.info("Lease list failed; the last verdict stands", error=str(exc)[:200], blocked=self._blocked_by)
-            return bool(self._blocked_by)
-        return bool(self.foreign(leases))
+            leases = await asyncio.wait_for(self.api.list(self.namespace, self.selector), self.timing.round_timeout)
+        except Exception as exc:  # the API's own errors, a timeout: judged again at the next call
+            _log.info("Lease list failed; the last verdict stands", error=str(exc)[:200] or type(exc).__name__)
+            return
+        self._listed = True
+        self.foreign(leases)
+
+    async def close(self) -> None:
+        if self._listing is not None and not self._listing.done():
+            self._listing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._listing
 
     def foreign(self, leases: list[dict[str, Any]]) -> list[str]:
         """The live Leases of another layout held by another replica, by name."""

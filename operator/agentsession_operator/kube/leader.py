@@ -281,6 +281,8 @@ class LeaderElector:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+        if self.guard is not None:
+            await self.guard.close()
         await self.release()
 
     async def release(self) -> None:

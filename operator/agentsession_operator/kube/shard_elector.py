@@ -199,4 +199,5 @@ class ShardElector:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+        await self.guard.close()
         await asyncio.gather(*(e.release() for e in [*self.shards, *self.slots]))
