@@ -186,24 +186,31 @@ def test_watch_relist_410_drops_deleted_policy_and_pool(
     )
     long_ttl = manifests.session("long", "pool", ttl="1h")
     kube.wait_for("the doomed policy in force", lambda: _refusal(kube, long_ttl, namespace), timeout=30)
+    # Taken before the cuts: kopf reconnects within milliseconds of its watch's reset, possibly before
+    # cut_watches() has even returned here (the clean-clone CI of 3b2c0bd timed out waiting for a
+    # reconnection that had come before a timestamp taken after the cuts).
+    cut = time.monotonic()
     for fragment in ("agentsessionpolicies", "sandboxwarmpools"):
         proxy.hold_watches(fragment)
         assert proxy.cut_watches(fragment) >= 1, f"no open watch of {fragment}"
-    cut = time.monotonic()
     kube.run("delete", "agentsessionpolicy", "doomed", "-n", namespace)
     kube.run("delete", "sandboxwarmpool", "doomed-pool", "-n", namespace)
+
     # Both watches try to resume from their resourceVersion (held): they would replay the DELETEDs.
-    kube.wait_for(
-        "the watches reconnecting",
-        lambda: all(
-            any(
+    def not_reconnected() -> list[str]:
+        return [
+            f
+            for f in ("agentsessionpolicies", "sandboxwarmpools")
+            if not any(
                 f in r.target and "watch=true" in r.target and "resourceVersion" in r.target and r.arrived > cut
                 for r in proxy.snapshot()
             )
-            for f in ("agentsessionpolicies", "sandboxwarmpools")
-        ),
-        timeout=30,
-    )
+        ]
+
+    try:
+        kube.wait_for("the watches reconnecting", lambda: not not_reconnected(), timeout=30)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; no watch with a resourceVersion since the cut: {not_reconnected()}") from exc
     for fragment in ("agentsessionpolicies", "sandboxwarmpools"):
         proxy.release_watches(fragment, gone=True)
     kube.wait_for(
