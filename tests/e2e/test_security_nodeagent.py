@@ -125,6 +125,8 @@ def test_the_agents_root_filesystem_is_read_only(kube: Kube, agent: str) -> None
     assert answer.startswith("refused") and "Read-only file system" in answer, answer
 
 
+# In make test-full only: the DaemonSet leaves and comes back (a minute), and CI is near its 40 minutes.
+@pytest.mark.slow
 def test_the_agent_runs_only_on_a_node_labelled_for_gvisor(kube: Kube, agent: str) -> None:
     """The agent (root, runsc's and containerd's state mounted) ran on every node, gVisor or not. Now only on
     nodes labelled agentsession.dev/gvisor=true (the chart's nodeAgent.nodeSelector): take the label off the
