@@ -303,3 +303,59 @@ def test_the_claim_pin_names_every_field_of_the_installed_claim_spec(kube: Kube)
         lifecycle = set(re.findall(r"object\.spec\.\?lifecycle\.\?(\w+)", expression))
         assert lifecycle | {"shutdownTime"} == set(spec["lifecycle"]["properties"]), version["name"]
         assert set(spec["additionalPodMetadata"]["properties"]) == {"labels", "annotations"}, version["name"]
+
+
+def _claim(name: str, owner: dict[str, str] | None, **spec: Any) -> str:
+    """A SandboxClaim as the operator's token could write it (apiVersion of agent-sandbox v1.0)."""
+    meta: dict[str, Any] = {"name": name, "labels": {"app.kubernetes.io/managed-by": "agentsession-operator"}}
+    if owner is not None:
+        meta["labels"]["agentsession.dev/session-uid"] = owner["uid"]
+        meta["ownerReferences"] = [
+            {"apiVersion": "agentsession.dev/v1alpha1", "kind": "AgentSession", "controller": True, **owner}
+        ]
+    body = {
+        "apiVersion": "extensions.agents.x-k8s.io/v1beta1",
+        "kind": "SandboxClaim",
+        "metadata": meta,
+        "spec": {"lifecycle": {"shutdownPolicy": "Retain"}, **spec},
+    }
+    return yaml.safe_dump(body)
+
+
+def test_the_operator_may_create_only_the_claim_its_session_describes(
+    kube: Kube, namespace: str, operator: OperatorProcess
+) -> None:
+    """Issue 51 item 3: a claim's creation was not pinned. Attack, with the operator's token (server-side
+    dry runs, so nothing is left behind when admitted): for a tenant's session, a claim with an env var
+    the session does not have (LD_PRELOAD), another warm pool (another template), the client label that
+    opens every sandbox of the namespace to its pod, a second claim under another name; a claim owned by
+    no session, or by one that does not exist, with that label. Then its own write: the session's claim."""
+    kube.apply(manifests.template("pause"), manifests.warm_pool("other", "pause", 0), namespace=namespace)
+    # Its pool does not exist yet: the operator creates no claim until it does.
+    kube.apply(manifests.session("owner", "later", podLabels={"sandbox.users.io/team": "a"}), namespace=namespace)
+    session = kube.get("agentsession", "owner", namespace) or {}
+    owner = {"name": "owner", "uid": session["metadata"]["uid"]}
+    ghost = {"name": "ghost", "uid": "00000000-0000-4000-8000-000000000000"}
+    client = {"additionalPodMetadata": {"labels": {"agentsession.dev/sandbox-client": "true"}}}
+    pool = {"warmPoolRef": {"name": "later"}}
+    attacks = [
+        ("owner", owner, {**pool, "env": [{"name": "LD_PRELOAD", "value": "/tmp/x.so"}]}, "carries its session's"),
+        ("owner", owner, {"warmPoolRef": {"name": "other"}}, "carries its session's"),
+        (
+            "owner",
+            owner,
+            {**pool, "additionalPodMetadata": {"labels": {"sandbox.users.io/team": "b"}}},
+            "its session's",
+        ),
+        ("owner", owner, {**pool, **client}, "pod labels outside the agentsession.dev and agents.x-k8s.io"),
+        ("second", owner, pool, "named after it"),
+        ("ghost", ghost, {**pool, **client}, "pod labels outside the agentsession.dev and agents.x-k8s.io"),
+        ("orphan", None, pool, "only for the one AgentSession that owns it"),
+    ]
+    for name, by, spec, refusal in attacks:
+        proc = _as_operator(
+            kube, operator, "create", "--dry-run=server", "-n", namespace, "-f", "-", input=_claim(name, by, **spec)
+        )
+        _refused(proc, refusal)
+    kube.apply(manifests.warm_pool("later", "pause", 0), namespace=namespace)
+    kube.wait_for("owner Ready", lambda: status_of(kube, "owner", namespace).get("phase") == "Ready", timeout=90)
