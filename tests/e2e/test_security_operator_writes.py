@@ -347,9 +347,9 @@ def test_the_operator_may_create_only_the_claim_its_session_describes(
             {**pool, "additionalPodMetadata": {"labels": {"sandbox.users.io/team": "b"}}},
             "its session's",
         ),
-        ("owner", owner, {**pool, **client}, "pod labels outside the agentsession.dev and agents.x-k8s.io"),
+        ("owner", owner, {**pool, **client}, "may not give its pods labels in the agentsession.dev"),
         ("second", owner, pool, "named after it"),
-        ("ghost", ghost, {**pool, **client}, "pod labels outside the agentsession.dev and agents.x-k8s.io"),
+        ("ghost", ghost, {**pool, **client}, "may not give its pods labels in the agentsession.dev"),
         ("orphan", None, pool, "only for the one AgentSession that owns it"),
     ]
     for name, by, spec, refusal in attacks:
