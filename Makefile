@@ -145,6 +145,7 @@ bench: venv ## benchmarks (print tables of medians and ratios; installs benchmar
 	$(PY) -m benchmarks.bench_ts_client  # client-ts against Node's raw POST (builds client-ts)
 	$(PY) -m benchmarks.bench_operator --rounds 25
 	$(PY) -m benchmarks.bench_webhook_connection --rounds 9  # a TLS handshake per admission review (Connection: close)
+	$(PY) -m benchmarks.bench_claim_pin --points 100,1000,4000 --rounds 5 --creates 20  # the opt-in claim-conformity pin: a check per session of the namespace
 	DEVCLUSTER_NODE=real $(PY) -m benchmarks.bench_first_call --rounds 24  # real node only (its NetworkPolicies; root)
 	$(PY) -m benchmarks.bench_restart --sessions 1000 --rounds 3  # a fresh operator taking over 1,000 sessions
 	$(PY) -m benchmarks.bench_waiting --points $(WAITING_POINTS) --rounds 2 --copy-status  # RSS over N waiting sessions (issue 28.2)

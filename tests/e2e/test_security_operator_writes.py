@@ -24,6 +24,7 @@ from tests.e2e.test_policy import status_of
 pytestmark = pytest.mark.e2e
 
 PINS = install.CONFIG / "admission" / "operator_write_pins.yaml"
+CLAIM_CONFORMITY = install.CONFIG / "components" / "claim-conformity" / "claim_conformity.yaml"
 
 
 def _ready_session(kube: Kube, namespace: str, name: str = "pinned") -> dict[str, Any]:
@@ -331,14 +332,23 @@ def test_the_operator_may_create_only_the_claim_its_session_describes(
     opens every sandbox of the namespace to its pod, a second claim under another name; a claim owned by
     no session, or by one that does not exist, with that label. Then its own write: the session's claim."""
     kube.apply(manifests.template("pause"), manifests.warm_pool("other", "pause", 0), namespace=namespace)
+    # The opt-in pin (components/claim-conformity) for this test; config/ alone installs the other one.
+    kube.run("apply", "-f", str(CLAIM_CONFORMITY))
+    try:
+        _claims_for_a_session(kube, namespace, operator)
+    finally:
+        kube.run("delete", "-f", str(CLAIM_CONFORMITY), "--ignore-not-found")
+
+
+def _claims_for_a_session(kube: Kube, namespace: str, operator: OperatorProcess) -> None:
     # Its pool does not exist yet: the operator creates no claim until it does.
     kube.apply(manifests.session("owner", "later", podLabels={"sandbox.users.io/team": "a"}), namespace=namespace)
     session = kube.get("agentsession", "owner", namespace) or {}
     owner = {"name": "owner", "uid": session["metadata"]["uid"]}
     ghost = {"name": "ghost", "uid": "00000000-0000-4000-8000-000000000000"}
-    client = {"additionalPodMetadata": {"labels": {"agentsession.dev/sandbox-client": "true"}}}
-    pool = {"warmPoolRef": {"name": "later"}}
-    attacks = [
+    client: dict[str, Any] = {"additionalPodMetadata": {"labels": {"agentsession.dev/sandbox-client": "true"}}}
+    pool: dict[str, Any] = {"warmPoolRef": {"name": "later"}}
+    attacks: list[tuple[str, dict[str, str] | None, dict[str, Any], str]] = [
         ("owner", owner, {**pool, "env": [{"name": "LD_PRELOAD", "value": "/tmp/x.so"}]}, "carries its session's"),
         ("owner", owner, {"warmPoolRef": {"name": "other"}}, "carries its session's"),
         (
@@ -352,10 +362,14 @@ def test_the_operator_may_create_only_the_claim_its_session_describes(
         ("ghost", ghost, {**pool, **client}, "may not give its pods labels in the agentsession.dev"),
         ("orphan", None, pool, "only for the one AgentSession that owns it"),
     ]
+
+    def attempt(name: str, by: dict[str, str] | None, spec: dict[str, Any]) -> Any:
+        claim = _claim(name, by, **spec)
+        return _as_operator(kube, operator, "create", "--dry-run=server", "-n", namespace, "-f", "-", input=claim)
+
+    # The API server acts on a policy applied a moment ago once its admission plugin has loaded it.
+    kube.wait_for("the conformity pin in force", lambda: attempt(*attacks[0][:3]).returncode != 0, timeout=30)
     for name, by, spec, refusal in attacks:
-        proc = _as_operator(
-            kube, operator, "create", "--dry-run=server", "-n", namespace, "-f", "-", input=_claim(name, by, **spec)
-        )
-        _refused(proc, refusal)
+        _refused(attempt(name, by, spec), refusal)
     kube.apply(manifests.warm_pool("later", "pause", 0), namespace=namespace)
     kube.wait_for("owner Ready", lambda: status_of(kube, "owner", namespace).get("phase") == "Ready", timeout=90)

@@ -149,12 +149,12 @@ def _kustomize(directory: Path = ROOT / "config") -> str:
     return proc.stdout
 
 
-def _kustomize_with_node_agent(tmp_path: Path) -> str:
-    """config/ with its node agent component, as its kustomization.yaml says to include it."""
+def _kustomize_with(tmp_path: Path, component: str) -> str:
+    """config/ with one of its components, as the component's kustomization.yaml says to include it."""
     config = os.path.relpath(ROOT / "config", tmp_path)  # kustomize takes relative roots only
     (tmp_path / "kustomization.yaml").write_text(
         "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
-        f"resources:\n- {config}\ncomponents:\n- {config}/components/nodeagent\n"
+        f"resources:\n- {config}\ncomponents:\n- {config}/components/{component}\n"
     )
     return _kustomize(tmp_path)
 
@@ -171,11 +171,22 @@ def test_default_values_render_config(helm: Path) -> None:
 def test_node_agent_enabled_renders_config_with_its_component(helm: Path, tmp_path: Path) -> None:
     """nodeAgent.enabled: the chart renders what config/ with components/nodeagent renders (the DaemonSet, its
     namespace, RBAC and NetworkPolicy, the operator's --node-agent and its ServiceAccount's name)."""
-    config = _objects(_kustomize_with_node_agent(tmp_path))
+    config = _objects(_kustomize_with(tmp_path, "nodeagent"))
     chart = _objects(_template(helm, "--set", "nodeAgent.enabled=true"))
     assert "DaemonSet/agentsession-nodeagent/agentsession-nodeagent" in config
     found = differences(config, chart)
     assert not found, "the chart and config/ with the node agent differ:\n" + "\n".join(found)
+
+
+def test_the_claim_conformity_pin_renders_config_with_its_component(helm: Path, tmp_path: Path) -> None:
+    """claimConformityPin (off by default): the chart renders what config/ with components/claim-conformity
+    renders (issue 51 item 3: the policy whose parameters are the namespace's AgentSessions)."""
+    config = _objects(_kustomize_with(tmp_path, "claim-conformity"))
+    chart = _objects(_template(helm, "--set", "claimConformityPin=true"))
+    name = "ValidatingAdmissionPolicy//agentsession-operator-claim-conforms"
+    assert name in config and name not in _objects(_template(helm))
+    found = differences(config, chart)
+    assert not found, "the chart and config/ with the claim-conformity pin differ:\n" + "\n".join(found)
 
 
 def test_the_node_agent_lands_only_where_its_node_selector_says(helm: Path) -> None:
