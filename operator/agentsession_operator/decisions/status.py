@@ -489,7 +489,7 @@ STRING_BOUNDS: Final[dict[str, int]] = {
     "podName": 253,
     "serviceFQDN": 512,
 }
-"""The schema's maxLength of each status string copied from other objects (api/agentsession_api/types.py)."""
+"""The schema's maxLength of each status string copied from other objects (api/agentsession_api/types_session.py)."""
 POD_IP_MAX: Final = 64
 CONDITION_REASON_MAX: Final = 1024
 CONDITION_MESSAGE_MAX: Final = 32_768
