@@ -22,7 +22,8 @@ from agentsession_operator.decisions import desired, hibernate, lifecycle, netwo
 from agentsession_operator.decisions.conditions import find_condition, set_condition
 from agentsession_operator.decisions.fork import ForkBlocked
 from agentsession_operator.decisions.ownership import is_owned_by
-from agentsession_operator.decisions.policy import EMPTY_POLICY, EffectivePolicy, resolve
+from agentsession_operator.decisions.policy_merge import EMPTY_POLICY, EffectivePolicy
+from agentsession_operator.decisions.policy_resolve import resolve
 from agentsession_operator.decisions.resolved import Resolved
 from agentsession_operator.decisions.status import compute_status
 
@@ -467,14 +468,14 @@ def reconcile_actions(
     """Everything to do for ``session`` now, in order: claim and Sandbox work, status, next check.
 
     ``claim`` is whatever SandboxClaim carries the session's claim name (a foreign one is never touched),
-    ``sandbox`` the Sandbox named in its status. ``violations`` come from policy.violations; they block
+    ``sandbox`` the Sandbox named in its status. ``violations`` come from policy_violations.violations; they block
     creating a claim, and stop a running one (phase Failed, reason PolicyViolation, the Sandbox suspended,
     claim and volumes kept) until the session or the policy is fixed. PolicyCompliant reports them.
     A fork comes here as fork.expand made it (the source's volumes as its own); ``fork`` says why one
     cannot have its claim yet, and then none is created. ``isolation`` (what is seen of the session's
     NetworkPolicy; None: leave networking alone) adds the NetworkPolicy of decisions.network and the
     NetworkIsolated condition. ``progress_written``: when the last progress of this provisioning session
-    was written (progress_deferred_until). ``resolved``: the pass's own ``policy.resolve(session,
+    was written (progress_deferred_until). ``resolved``: the pass's own ``policy_resolve.resolve(session,
     effective, now)`` (None: resolved here, from ``effective``).
     """
     now = utc(now)

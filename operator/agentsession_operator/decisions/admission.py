@@ -1,11 +1,11 @@
 """AgentSessionPolicy at admission: the reconciler's own rules, decided before the object is stored.
 
 Pure (no API calls): the webhook handler (handlers/admission.py) gathers the inputs and refuses a
-request when :func:`review` returns anything. Every sentence comes from policy.py, the same code that writes the
-``PolicyCompliant`` condition, so admission and reconciliation can never disagree on a rule; the
-reconciler stays the backstop for whatever slips past (operator down, a policy not yet seen).
+request when :func:`review` returns anything. Every sentence comes from policy_violations.py, the same
+code that writes the ``PolicyCompliant`` condition, so admission and reconciliation can never disagree on
+a rule; the reconciler stays the backstop for whatever slips past (operator down, a policy not yet seen).
 
-* CREATE: every violation of :func:`policy.violations`, plus ``cleanup.maxSessionsPerLabel`` counted
+* CREATE: every violation of :func:`policy_violations.violations`, plus ``cleanup.maxSessionsPerLabel`` counted
   over the places other sessions of the namespace hold (:mod:`quota`: unfinished, waiting ones included).
 * UPDATE: only violations the change introduces. Immutable fields (warmPoolRef, env,
   volumeClaimTemplates) cannot change, but ttl, idleTimeout, idleAction, labels, podLabels,
@@ -14,10 +14,10 @@ reconciler stays the backstop for whatever slips past (operator down, a policy n
   standing violations are reported as warnings (:func:`standing_violations`), never as refusals.
   An UPDATE that puts the session into a capped label group it was not in (a label added or changed)
   is counted as a CREATE would be (:func:`quota.over_cap`), since the reconciler counts it at every pass.
-  A spec UPDATE is judged by the same sentences as a CREATE (policy.violations), so another pool, a
+  A spec UPDATE is judged by the same sentences as a CREATE (policy_violations.violations), so another pool, a
   denied env or annotation, a ttl or idleTimeout over a maximum are refused before they are stored; once
   the sandbox exists the maxima recorded in ``status.resolved`` still bound spec.ttl/idleTimeout after
-  a policy is loosened (policy.recorded_maxima), as they do at reconcile.
+  a policy is loosened (policy_resolve.recorded_maxima), as they do at reconcile.
   A session may only become more constrained: a label change that takes it out of a policy that
   selected it (``kubectl label ags s1 team-``) is refused (:func:`departures`), naming the policy and
   the labels to restore; to move a session elsewhere, delete it and create it anew.
@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from agentsession_operator.decisions import policy, quota
+from agentsession_operator.decisions import policy, policy_violations, quota
 
 REFUSAL_PREFIX = "AgentSession refused by AgentSessionPolicy: "
 
@@ -85,7 +85,8 @@ def review(
         return []
     policies = list(policies)
     effective = policy.effective_policy_for(session, policies)
-    found = policy.violations(session, effective, label_domains) + policy.hibernate_refusals(session, effective)
+    found = policy_violations.violations(session, effective, label_domains)
+    found += policy_violations.hibernate_refusals(session, effective)
     if operation == "CREATE":
         found += quota.over_cap(session, effective, sessions_in_namespace, newcomer=True)
         return found + quota.over_namespace_cap(session, policies, places, newcomer=True, default=namespace_default)
@@ -162,7 +163,8 @@ def standing_violations(
 def _refusals(session: Mapping[str, Any], policies: list[Mapping[str, Any]], label_domains: Sequence[str]) -> list[str]:
     """What :func:`review` refuses a session for, quotas and departures aside."""
     effective = policy.effective_policy_for(session, policies)
-    return policy.violations(session, effective, label_domains) + policy.hibernate_refusals(session, effective)
+    found = policy_violations.violations(session, effective, label_domains)
+    return found + policy_violations.hibernate_refusals(session, effective)
 
 
 FORK_REFUSAL_PREFIX = "AgentSession fork refused: "

@@ -2,7 +2,7 @@
 
 The shell (kube/session_pass.py) reads the session, its claim, its Sandbox, a fork's source, the
 namespace's policies and warm pools, and calls :func:`decide` once. It resolves the settings in force
-once (``policy.resolve``); every rule below reads that one :class:`Resolved`. Two later observations
+once (``policy_resolve.resolve``); every rule below reads that one :class:`Resolved`. Two later observations
 come back here rather than being judged in the shell: the claim a create returned (:func:`after_create`)
 and an API server's refusal of a claim write (:func:`refused`).
 """
@@ -19,7 +19,19 @@ from agentsession_api.activity import report_key
 from agentsession_api.phases import Phase
 from agentsession_api.timestamps import utc
 from agentsession_api.views import SessionStatus, status_of
-from agentsession_operator.decisions import fork, lifecycle, lineage, network, policy, quota, refusals, retention
+from agentsession_operator.decisions import (
+    fork,
+    lifecycle,
+    lineage,
+    network,
+    policy,
+    policy_merge,
+    policy_resolve,
+    policy_violations,
+    quota,
+    refusals,
+    retention,
+)
 from agentsession_operator.decisions.actions import (
     DEFAULT_EXPIRY_WARNING,
     Action,
@@ -96,7 +108,7 @@ class Decision:
     view: dict[str, Any]
     """The session as judged: activity stamped, a fork's volumes and pool, its lineage."""
     resolved: Resolved
-    effective: policy.EffectivePolicy
+    effective: policy_merge.EffectivePolicy
     lineage: list[dict[str, Any]] | None
     """status.lineage to write before anything else (None: as recorded)."""
     actions: list[Action]
@@ -148,7 +160,7 @@ def _fork_view(seen: Observed) -> tuple[dict[str, Any], fork.ForkBlocked | None]
 
 
 def _retention(
-    view: Mapping[str, Any], status: Mapping[str, Any] | None, effective: policy.EffectivePolicy, now: datetime
+    view: Mapping[str, Any], status: Mapping[str, Any] | None, effective: policy_merge.EffectivePolicy, now: datetime
 ) -> DeleteSession | ScheduleCheck | None:
     after = effective.delete_finished_after.value if effective.delete_finished_after else None
     if after is None:
@@ -187,7 +199,7 @@ def decide(seen: Observed) -> Decision:
     recorded = lineage.recorded(view)
     lineage_patch = recorded if recorded != lineage.recorded(seen.session) else None
     effective = policy.effective_policy_for(view, seen.policies)
-    resolved = policy.resolve(view, effective, now)
+    resolved = policy_resolve.resolve(view, effective, now)
     activity = _activity(view, now, resolved)
     if activity:
         view = {**view, "status": {**(view.get("status") or {}), **activity}}
@@ -195,7 +207,9 @@ def decide(seen: Observed) -> Decision:
     missing = pool if seen.claim is None and pool and pool not in seen.pools else None
     # Every pass, claim or not: PolicyCompliant is always the current verdict, and a running session that
     # breaks a policy is stopped. maxSessionsPerLabel likewise, ranked by creation order (decisions.quota).
-    found = policy.violations(view, effective, seen.label_domains, running=seen.claim is not None, resolved=resolved)
+    found = policy_violations.violations(
+        view, effective, seen.label_domains, running=seen.claim is not None, resolved=resolved
+    )
     found += quota.over_cap(view, effective, seen.peers)
     found += quota.over_namespace_cap(view, seen.policies, seen.places, default=seen.namespace_cap)
     actions = reconcile_actions(
@@ -243,7 +257,9 @@ def after_create(decision: Decision, created: Mapping[str, Any]) -> Decision:
     if not is_owned_by(created, view["metadata"]["uid"]):
         return replace(decision, actions=[])
     seen = decision.observed
-    running = policy.violations(view, decision.effective, seen.label_domains, running=True, resolved=decision.resolved)
+    running = policy_violations.violations(
+        view, decision.effective, seen.label_domains, running=True, resolved=decision.resolved
+    )
     follow = reconcile_actions(
         view,
         created,

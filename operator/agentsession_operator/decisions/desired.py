@@ -67,7 +67,7 @@ def desired_claim(session: Mapping[str, Any], resolved: Resolved, expires_at: da
         "volumeClaimTemplates": spec.get("volumeClaimTemplates"),
         "additionalPodMetadata": {
             "labels": dict(resolved.pod_labels),
-            # Never the restore annotation (policy.violations refuses such a session; this is the backstop):
+            # Never the restore annotation (policy_violations.violations refuses such a session; this is the backstop):
             # only a hibernated session's wake sets it, on the Sandbox (decisions/hibernate.py).
             "annotations": {
                 k: v for k, v in (spec.get("podAnnotations") or {}).items() if k != names.ANNOTATION_RESTORE_FROM

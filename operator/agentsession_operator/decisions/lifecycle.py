@@ -21,7 +21,7 @@ from agentsession_operator.decisions.resolved import Resolved
 
 
 # --- TTL ---------------------------------------------------------------------------------------------
-# Every rule takes the settings in force (policy.resolve under the session's policies) as an argument:
+# Every rule takes the settings in force (policy_resolve.resolve under the session's policies) as an argument:
 # a rule that resolved on its own would judge the session without its policies.
 def created_at(session: Mapping[str, Any]) -> datetime | None:
     """metadata.creationTimestamp, parsed."""

@@ -40,7 +40,7 @@ from agentsession_api import names
 from agentsession_operator import constants
 from agentsession_operator.decisions.desired import identifying_labels
 from agentsession_operator.decisions.ownership import is_owned_by, session_owner_reference
-from agentsession_operator.decisions.policy import Sourced
+from agentsession_operator.decisions.policy_merge import Sourced
 from agentsession_operator.decisions.template_policy import TemplatePolicy
 
 API_VERSION: Final = "networking.k8s.io/v1"

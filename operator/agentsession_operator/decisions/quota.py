@@ -42,6 +42,7 @@ from agentsession_api import phases
 from agentsession_api.phases import Phase
 from agentsession_operator.decisions import policy
 from agentsession_operator.decisions.conditions import find_condition
+from agentsession_operator.decisions.policy_merge import EffectivePolicy, SessionLimit
 from agentsession_operator.decisions.status import TERMINAL_CLAIM_REASONS
 
 NAMES_SHOWN = 5  # sessions named in a sentence; more are counted
@@ -104,7 +105,7 @@ def members(
     return sorted(found, key=rank)
 
 
-def sentence(ahead: Sequence[Mapping[str, Any]], limit: policy.SessionLimit, value: str) -> str:
+def sentence(ahead: Sequence[Mapping[str, Any]], limit: SessionLimit, value: str) -> str:
     """Why a session is over the cap, naming the sessions holding the places (same namespace)."""
     names = [str(_meta(s).get("name")) for s in ahead[:NAMES_SHOWN]]
     more = f" and {len(ahead) - NAMES_SHOWN} more" if len(ahead) > NAMES_SHOWN else ""
@@ -120,7 +121,7 @@ def sentence(ahead: Sequence[Mapping[str, Any]], limit: policy.SessionLimit, val
 
 def over_cap(
     session: Mapping[str, Any],
-    effective: policy.EffectivePolicy,
+    effective: EffectivePolicy,
     sessions: Iterable[Mapping[str, Any]],
     *,
     newcomer: bool = False,

@@ -1,4 +1,4 @@
-"""The settings in force for one session after policy defaults and limits (see policy.resolve)."""
+"""The settings in force for one session after policy defaults and limits (see policy_resolve.resolve)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,8 @@ class Resolved:
     max_ttl: timedelta | None = None
     max_idle_timeout: timedelta | None = None
     pending_max_ttl: timedelta | None = None
-    """A lowered maxTtl in its grace period (policy.max_ttl_in_force); ``ttl`` ends by ``pending_max_ttl_at``."""
+    """A lowered maxTtl in its grace period (policy_resolve.max_ttl_in_force); ``ttl`` ends by
+    ``pending_max_ttl_at``."""
     pending_max_ttl_at: datetime | None = None
     hibernate_forbidden_by: str | None = None
     """The policies (``AgentSessionPolicy a``) whose limits.allowHibernate false forbids Hibernate, if any."""

@@ -320,8 +320,8 @@ def compute_status(
 
     ``claim`` is the SandboxClaim with the session's claim name (owned or not: a foreign one is a
     conflict), ``sandbox`` the Sandbox named in the claim's status. ``resolved`` is the settings in force
-    (policy.resolve under the session's policies: never defaulted, which would drop them); pass
-    ``violations`` (from policy.violations) to get a PolicyCompliant condition, and ``fork`` (from
+    (policy_resolve.resolve under the session's policies: never defaulted, which would drop them); pass
+    ``violations`` (from policy_violations.violations) to get a PolicyCompliant condition, and ``fork`` (from
     fork.plan_fork) when a fork without a claim cannot have one yet.
     """
     now = utc(now)
@@ -489,7 +489,7 @@ STRING_BOUNDS: Final[dict[str, int]] = {
     "podName": 253,
     "serviceFQDN": 512,
 }
-"""The schema's maxLength of each status string copied from other objects (api/agentsession_api/types.py)."""
+"""The schema's maxLength of each status string copied from other objects (api/agentsession_api/types_session.py)."""
 POD_IP_MAX: Final = 64
 CONDITION_REASON_MAX: Final = 1024
 CONDITION_MESSAGE_MAX: Final = 32_768

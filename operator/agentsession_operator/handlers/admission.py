@@ -1,9 +1,9 @@
 """The validating webhook's handler: AgentSessionPolicy enforced when an AgentSession is written.
 
 It gathers what the reconciler already keeps (its cache of policies, agent-sandbox's label allowlist)
-and decides with decisions/admission.py, which reuses decisions/policy.py: one source of truth for
-every rule. The shipped configuration fails closed (config/webhook/: failurePolicy Fail) when no
-operator answers, and so does this handler when the check itself fails: the request is refused (500),
+and decides with decisions/admission.py, which reuses decisions/policy.py and policy_violations.py: one
+source of truth for every rule. The shipped configuration fails closed (config/webhook/: failurePolicy Fail)
+when no operator answers, and so does this handler when the check itself fails: the request is refused (500),
 saying so, and the writer tries again; the reconciler re-checks each session at every pass besides.
 """
 

@@ -94,7 +94,7 @@ def session_projection(body: Mapping[str, Any]) -> dict[str, Any]:
 
 def _bounded_labels(labels: Any) -> Any:
     """At most MAX_SESSION_LABELS + 1 labels (the first by key): a session over the bound is refused
-    (decisions/policy), which the one extra label still shows; it is never judged on its labels."""
+    (decisions/policy_violations), which the one extra label still shows; it is never judged on its labels."""
     if not isinstance(labels, Mapping) or len(labels) <= MAX_SESSION_LABELS:
         return labels
     return {key: labels[key] for key in sorted(labels)[: MAX_SESSION_LABELS + 1]}

@@ -180,16 +180,16 @@ def make_policy() -> Callable[..., Obj]:
 
 @pytest.fixture
 def resolves(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Counts policy.resolve calls (a pass resolves the settings in force once, whatever rules read them)."""
-    from agentsession_operator.decisions import actions, policy
+    """Counts policy_resolve.resolve calls (a pass resolves the settings in force once, whatever rules read them)."""
+    from agentsession_operator.decisions import actions, policy_resolve
 
     count = [0]
-    real = policy.resolve
+    real = policy_resolve.resolve
 
     def counting(*args: Any, **kwargs: Any) -> Any:
         count[0] += 1
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(policy, "resolve", counting)
+    monkeypatch.setattr(policy_resolve, "resolve", counting)
     monkeypatch.setattr(actions, "resolve", counting)
     return count

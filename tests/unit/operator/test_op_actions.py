@@ -16,7 +16,7 @@ from agentsession_operator.decisions.actions import (
     patch_changes,
     reconcile_actions,
 )
-from agentsession_operator.decisions.policy import merge_policies
+from agentsession_operator.decisions.policy_merge import merge_policies
 
 T0 = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
 Make = Callable[..., dict[str, Any]]

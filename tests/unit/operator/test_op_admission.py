@@ -11,7 +11,8 @@ import kopf
 import pytest
 
 from agentsession_operator.decisions import admission
-from agentsession_operator.decisions.policy import effective_policy_for, violations
+from agentsession_operator.decisions.policy import effective_policy_for
+from agentsession_operator.decisions.policy_violations import violations
 from agentsession_operator.decisions.selectors import namespace_matches
 from agentsession_operator.handlers import admission as admission_handler
 from agentsession_operator.handlers.state import OperatorState

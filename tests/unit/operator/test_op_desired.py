@@ -15,7 +15,7 @@ from agentsession_operator.decisions.desired import (
     sandbox_patch_for_mode,
 )
 from agentsession_operator.decisions.naming import claim_name
-from agentsession_operator.decisions.policy import resolve
+from agentsession_operator.decisions.policy_resolve import resolve
 from agentsession_operator.decisions.resolved import Resolved
 
 EXPIRES = datetime(2025, 1, 1, 13, 0, 0, 500000, tzinfo=UTC)

@@ -12,7 +12,9 @@ from agentsession_api import names, phases
 from agentsession_operator.decisions import admission, fork
 from agentsession_operator.decisions.actions import CreateClaim, PatchStatus, reconcile_actions
 from agentsession_operator.decisions.desired import desired_claim
-from agentsession_operator.decisions.policy import effective_policy_for, resolve, violations
+from agentsession_operator.decisions.policy import effective_policy_for
+from agentsession_operator.decisions.policy_resolve import resolve
+from agentsession_operator.decisions.policy_violations import violations
 
 NOW = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
 SRC_UID, SRC_CLAIM_UID, SRC_SANDBOX_UID = "src-uid", "src-claim-uid", "src-sandbox-uid"

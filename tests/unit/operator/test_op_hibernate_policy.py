@@ -11,7 +11,8 @@ from agentsession_api import phases
 from agentsession_operator.decisions import admission, hibernate
 from agentsession_operator.decisions.actions import HibernateSandbox, PatchSandbox, PatchStatus, reconcile_actions
 from agentsession_operator.decisions.conditions import find_condition
-from agentsession_operator.decisions.policy import merge_policies, resolve
+from agentsession_operator.decisions.policy_merge import merge_policies
+from agentsession_operator.decisions.policy_resolve import resolve
 
 Make = Callable[..., dict[str, Any]]
 T0 = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)

@@ -11,7 +11,7 @@ from typing import Any
 
 from agentsession_api import phases
 from agentsession_operator.decisions import hibernate as h
-from agentsession_operator.decisions import policy
+from agentsession_operator.decisions import policy, policy_resolve
 from agentsession_operator.decisions.actions import HibernateSandbox
 from agentsession_operator.kube.hibernation import Hibernator
 
@@ -23,7 +23,7 @@ def test_a_policy_sets_the_namespaces_hibernated_size(make_session: Make, make_p
     session = make_session()
     budget = make_policy("budget", {"limits": {"maxHibernatedSize": "1Gi"}})
     looser = make_policy("looser", {"limits": {"maxHibernatedSize": "5Gi"}})
-    resolved = policy.resolve(session, policy.effective_policy_for(session, [budget, looser]), now)
+    resolved = policy_resolve.resolve(session, policy.effective_policy_for(session, [budget, looser]), now)
     assert resolved.max_hibernated_bytes == GIB  # the smallest wins
 
 

@@ -16,7 +16,7 @@ from agentsession_operator.decisions.lifecycle import (
     is_expired,
     should_create_claim,
 )
-from agentsession_operator.decisions.policy import resolve
+from agentsession_operator.decisions.policy_resolve import resolve
 from agentsession_operator.decisions.resolved import Resolved
 
 T0 = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)

@@ -13,7 +13,7 @@ from agentsession_api import names, phases
 from agentsession_operator import cli
 from agentsession_operator.decisions import network
 from agentsession_operator.decisions.actions import ApplyNetworkPolicy, PatchStatus, reconcile_actions
-from agentsession_operator.decisions.policy import merge_policies
+from agentsession_operator.decisions.policy_merge import merge_policies
 
 T0 = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
 Make = Callable[..., dict[str, Any]]

@@ -9,17 +9,15 @@ from typing import Any
 import pytest
 
 from agentsession_operator.decisions.policy import (
-    EMPTY_POLICY,
-    SessionLimit,
     applicable_policies,
     effective_policy_for,
     matches,
-    merge_policies,
     policy_errors,
-    resolve,
     session_limits_for,
-    violations,
 )
+from agentsession_operator.decisions.policy_merge import EMPTY_POLICY, SessionLimit, merge_policies
+from agentsession_operator.decisions.policy_resolve import resolve
+from agentsession_operator.decisions.policy_violations import violations
 
 Make = Callable[..., dict[str, Any]]
 GI = 2**30

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from agentsession_operator.decisions.actions import PROGRESS_DELAY, PatchStatus, ScheduleCheck, reconcile_actions
-from agentsession_operator.decisions.policy import resolve
+from agentsession_operator.decisions.policy_resolve import resolve
 from agentsession_operator.decisions.status import compute_status
 
 Make = Callable[..., dict[str, Any]]

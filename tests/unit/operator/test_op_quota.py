@@ -89,7 +89,7 @@ def test_a_deleting_session_keeps_its_place_while_its_claim_exists(cap: list[Obj
     """Issue 28 item 5: a tenant adds its own finalizer and deletes its session. The object lingers; so
     does its claim until the operator's delete completes. Until the status says the claim is gone, the
     place stays held: a deletion never lets a second sandbox run beside the first."""
-    from agentsession_operator.decisions.policy import resolve
+    from agentsession_operator.decisions.policy_resolve import resolve
     from agentsession_operator.decisions.status import compute_status
 
     now = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)

@@ -8,7 +8,7 @@ from typing import Any
 
 from agentsession_api.timestamps import format_time, parse_time
 from agentsession_operator.decisions import lifecycle
-from agentsession_operator.decisions.policy import resolve
+from agentsession_operator.decisions.policy_resolve import resolve
 from agentsession_operator.decisions.resolved import Resolved
 from agentsession_operator.decisions.status import compute_status
 
@@ -59,22 +59,22 @@ def test_catastrophic_label_regex_is_evaluated_fast(make_session: Make, make_pol
     """Attack: a policy pattern with nested quantifiers stalled the operator's event loop (minutes of CPU)."""
     import time
 
-    from agentsession_operator.decisions import policy
+    from agentsession_operator.decisions import policy_merge, policy_violations
 
     session = make_session(labels={"team": HOSTILE_VALUE})
-    effective = policy.merge_policies([make_policy("p", spec={"labels": {"values": {"team": CATASTROPHIC}}})])
+    effective = policy_merge.merge_policies([make_policy("p", spec={"labels": {"values": {"team": CATASTROPHIC}}})])
     started = time.monotonic()
-    found = policy.violations(session, effective)
+    found = policy_violations.violations(session, effective)
     assert time.monotonic() - started < 1.0
     assert any("does not match the pattern" in v for v in found)
 
 
 def test_valid_and_invalid_regexes_still_judged(make_session: Make, make_policy: Make) -> None:
-    from agentsession_operator.decisions import policy
+    from agentsession_operator.decisions import policy, policy_merge, policy_violations
 
-    effective = policy.merge_policies([make_policy("p", spec={"labels": {"values": {"team": "[a-z]+"}}})])
-    assert policy.violations(make_session(labels={"team": "abc"}), effective) == []
-    assert policy.violations(make_session(labels={"team": "ABC"}), effective)
+    effective = policy_merge.merge_policies([make_policy("p", spec={"labels": {"values": {"team": "[a-z]+"}}})])
+    assert policy_violations.violations(make_session(labels={"team": "abc"}), effective) == []
+    assert policy_violations.violations(make_session(labels={"team": "ABC"}), effective)
     assert policy.policy_errors(make_policy("p", spec={"labels": {"values": {"team": "([a-z"}}}))
 
 
@@ -88,27 +88,27 @@ import pytest  # noqa: E402
 def test_loader_and_interpreter_hooks_are_denied_by_default(make_session: Make, variable: str) -> None:
     """Attack: spec.env LD_PRELOAD / PYTHONPATH / BASH_ENV run the tenant's code inside every process of
     the sandbox's runtime, with no policy needed to allow it."""
-    from agentsession_operator.decisions import policy
+    from agentsession_operator.decisions import policy_violations
 
     session = make_session(spec={"warmPoolRef": {"name": "p"}, "env": [{"name": variable, "value": "/tmp/x"}]})
-    assert any(variable in v and "denied" in v for v in policy.violations(session))
+    assert any(variable in v and "denied" in v for v in policy_violations.violations(session))
 
 
 def test_ordinary_env_still_allowed(make_session: Make) -> None:
-    from agentsession_operator.decisions import policy
+    from agentsession_operator.decisions import policy_violations
 
     session = make_session(spec={"warmPoolRef": {"name": "p"}, "env": [{"name": "OPENAI_MODEL", "value": "x"}]})
-    assert policy.violations(session) == []
+    assert policy_violations.violations(session) == []
 
 
 @pytest.mark.parametrize("key", ["extensions.agents.x-k8s.io/x", "a.agentsession.dev/session-uid"])
 def test_reserved_label_subdomains_are_refused(make_session: Make, key: str) -> None:
     """Attack: `extensions.agents.x-k8s.io/x` slipped past a check that compared prefixes, not domains."""
     from agentsession_api import cel_rules
-    from agentsession_operator.decisions import policy
+    from agentsession_operator.decisions import policy_violations
 
     session = make_session(spec={"warmPoolRef": {"name": "p"}, "labels": {key: "v"}})
-    assert any(key in v and "reserved" in v for v in policy.violations(session))
+    assert any(key in v and "reserved" in v for v in policy_violations.violations(session))
     rule = cel_rules.unreserved_label_keys("spec.labels")["rule"]
     assert "matches(" in rule and "startsWith(" not in rule
 
@@ -135,28 +135,28 @@ RESTRICTIVE = {
 
 def test_policy_denies_mesh_opt_out_annotation(make_session: Make, make_policy: Make) -> None:
     """Attack: `sidecar.istio.io/inject: "false"` took the sandbox out of the mesh's egress control."""
-    from agentsession_operator.decisions import policy
+    from agentsession_operator.decisions import policy_merge, policy_violations
 
-    effective = policy.merge_policies([make_policy("p", spec=RESTRICTIVE)])
+    effective = policy_merge.merge_policies([make_policy("p", spec=RESTRICTIVE)])
     session = make_session(
         spec={"warmPoolRef": {"name": "p"}, "podAnnotations": {"sidecar.istio.io/inject": "false", "note": "x"}}
     )
-    found = policy.violations(session, effective)
+    found = policy_violations.violations(session, effective)
     assert len(found) == 1 and "sidecar.istio.io/inject" in found[0] and "(AgentSessionPolicy p)" in found[0]
 
 
 def test_policy_restricts_storage_classes_and_volume_annotations(make_session: Make, make_policy: Make) -> None:
     """Attack: a PVC on an unencrypted or retained storage class, or annotated for another provisioner."""
-    from agentsession_operator.decisions import policy
+    from agentsession_operator.decisions import policy_merge, policy_violations
 
-    effective = policy.merge_policies([make_policy("p", spec=RESTRICTIVE)])
+    effective = policy_merge.merge_policies([make_policy("p", spec=RESTRICTIVE)])
     fine = make_session(
         spec={
             "warmPoolRef": {"name": "p"},
             "volumeClaimTemplates": [volume("a", "standard", {"backup.example.com/daily": "y"})],
         }
     )
-    assert policy.violations(fine, effective) == []
+    assert policy_violations.violations(fine, effective) == []
     bad = make_session(
         spec={
             "warmPoolRef": {"name": "p"},
@@ -166,7 +166,7 @@ def test_policy_restricts_storage_classes_and_volume_annotations(make_session: M
             ],
         }
     )
-    found = policy.violations(bad, effective)
+    found = policy_violations.violations(bad, effective)
     assert any("storageClassName fast-retain" in v for v in found), found
     assert any("the cluster default storage class" in v for v in found), found
     assert any("volume.beta.kubernetes.io/x" in v for v in found), found
@@ -211,30 +211,30 @@ def test_running_session_that_violates_a_policy_is_suspended_not_deleted(
 
 
 def test_running_session_over_a_lowered_max_ttl_is_capped_not_stopped(make_session: Make, make_policy: Make) -> None:
-    from agentsession_operator.decisions import policy
+    from agentsession_operator.decisions import policy_merge, policy_violations
 
-    effective = policy.merge_policies([make_policy("p", spec={"limits": {"maxTtl": "1h"}})])
+    effective = policy_merge.merge_policies([make_policy("p", spec={"limits": {"maxTtl": "1h"}})])
     session = make_session(spec={"warmPoolRef": {"name": "p"}, "ttl": "2h"})
-    assert policy.violations(session, effective)  # refused before a claim exists
-    assert policy.violations(session, effective, running=True) == []  # capped by resolve() once running
+    assert policy_violations.violations(session, effective)  # refused before a claim exists
+    assert policy_violations.violations(session, effective, running=True) == []  # capped by resolve() once running
 
 
 # --- 4: a running session only becomes more constrained ------------------------------------------------
 def test_removing_the_selected_label_does_not_lift_the_ttl_cap(make_session: Make, make_policy: Make) -> None:
     """Attack: `kubectl label ags s1 team-` unselected the policy capping the TTL, so spec.ttl (longer)
     applied again. Now the strictest of what applied before (status.resolved) and what applies now wins."""
-    from agentsession_operator.decisions import policy
+    from agentsession_operator.decisions import policy, policy_resolve
 
     capping = make_policy("cap", spec={"selector": {"matchLabels": {"team": "a"}}, "limits": {"maxTtl": "1h"}})
     session = make_session(spec={"warmPoolRef": {"name": "p"}, "ttl": "24h"}, labels={"team": "a"})
-    before = policy.resolve(session, policy.effective_policy_for(session, [capping]))
+    before = policy_resolve.resolve(session, policy.effective_policy_for(session, [capping]))
     assert before.ttl == timedelta(hours=1)
     status = {
         "resolved": before.to_status(),
         "conditions": [{"type": "ClaimCreated", "status": "True", "reason": "ClaimExists", "message": ""}],
     }
     unlabelled = make_session(spec={"warmPoolRef": {"name": "p"}, "ttl": "24h"}, labels={}, status=status)
-    after = policy.resolve(unlabelled, policy.effective_policy_for(unlabelled, [capping]))
+    after = policy_resolve.resolve(unlabelled, policy.effective_policy_for(unlabelled, [capping]))
     assert after.ttl == timedelta(hours=1)
 
 

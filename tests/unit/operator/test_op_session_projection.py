@@ -173,11 +173,11 @@ def test_a_session_with_too_many_labels_is_refused_not_half_read(make_session: M
     """What the cache does not keep, no decision may judge: a session over the bound on labels is refused
     (at admission, and at reconcile from its cached copy) with a message that says what to fix, never
     judged on some of its labels (a policy selecting on a dropped one would not apply)."""
-    from agentsession_operator.decisions import policy
+    from agentsession_operator.decisions import policy_violations
 
-    found = policy.violations(session_projection(crowded(make_session)))
+    found = policy_violations.violations(session_projection(crowded(make_session)))
     assert any("metadata.labels" in v and "at most 64" in v for v in found), found
-    assert not policy.violations(session_projection(make_session()))
+    assert not policy_violations.violations(session_projection(make_session()))
 
 
 def crowded_claim(make_claim: Make) -> dict[str, Any]:

@@ -10,7 +10,7 @@ import pytest
 
 from agentsession_operator.decisions import status as status_module
 from agentsession_operator.decisions.conditions import find_condition
-from agentsession_operator.decisions.policy import resolve
+from agentsession_operator.decisions.policy_resolve import resolve
 from agentsession_operator.decisions.resolved import Resolved
 from agentsession_operator.decisions.status import TERMINAL_CLAIM_REASONS
 from agentsession_operator.decisions.status import compute_status as judged_status

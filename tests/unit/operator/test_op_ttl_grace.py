@@ -13,7 +13,7 @@ from typing import Any
 
 from agentsession_api.timestamps import format_time, parse_time
 from agentsession_operator.decisions import actions as decide
-from agentsession_operator.decisions import policy
+from agentsession_operator.decisions import policy_merge, policy_resolve
 
 Make = Callable[..., dict[str, Any]]
 CREATED = datetime(2025, 1, 1, 9, 0, tzinfo=UTC)
@@ -21,9 +21,9 @@ NOW = CREATED + timedelta(hours=3)  # the session has run 3 h when the policy ch
 H = timedelta(hours=1)
 
 
-def _pol(make_policy: Make, max_ttl: str, grace: str | None = None) -> policy.EffectivePolicy:
+def _pol(make_policy: Make, max_ttl: str, grace: str | None = None) -> policy_merge.EffectivePolicy:
     limits = {"maxTtl": max_ttl, **({"maxTtlGracePeriod": grace} if grace else {})}
-    return policy.merge_policies([make_policy("caps", spec={"limits": limits})])
+    return policy_merge.merge_policies([make_policy("caps", spec={"limits": limits})])
 
 
 def _running(make_session: Make, make_claim: Make, make_sandbox: Make) -> tuple[dict[str, Any], Any, Any]:
@@ -46,23 +46,23 @@ def _warnings(acts: list[Any]) -> list[decide.Warn]:
 
 
 def test_max_ttl_in_force_rules() -> None:
-    r8, r1 = policy.Sourced(8 * H, "a"), policy.Sourced(1 * H, "a")
+    r8, r1 = policy_merge.Sourced(8 * H, "a"), policy_merge.Sourced(1 * H, "a")
     # Loosened or unchanged: the recorded maximum holds.
-    assert policy.max_ttl_in_force(r1, r8, None, CREATED, NOW, H).cap == H
+    assert policy_resolve.max_ttl_in_force(r1, r8, None, CREATED, NOW, H).cap == H
     # Lowered: pending for the grace period; the session may run until then, never past its former maximum.
-    cap = policy.max_ttl_in_force(r8, r1, None, CREATED, NOW, H)
+    cap = policy_resolve.max_ttl_in_force(r8, r1, None, CREATED, NOW, H)
     assert (cap.pending, cap.pending_at, cap.cap) == (H, NOW + H, 4 * H)
     assert cap.max_ttl == r8
     # A young session is not cut short by the grace period: the new maximum applies as it is.
-    young = policy.max_ttl_in_force(r8, policy.Sourced(6 * H, "a"), None, CREATED, NOW, H)
+    young = policy_resolve.max_ttl_in_force(r8, policy_merge.Sourced(6 * H, "a"), None, CREATED, NOW, H)
     assert young.cap == 6 * H
     # The grace period started at the first pass and does not move on later passes; then the new maximum holds.
-    later = policy.max_ttl_in_force(r8, r1, (H, NOW + H), CREATED, NOW + H / 2, H)
+    later = policy_resolve.max_ttl_in_force(r8, r1, (H, NOW + H), CREATED, NOW + H / 2, H)
     assert later.pending_at == NOW + H and later.cap == 4 * H
-    done = policy.max_ttl_in_force(r8, r1, (H, NOW + H), CREATED, NOW + H, H)
+    done = policy_resolve.max_ttl_in_force(r8, r1, (H, NOW + H), CREATED, NOW + H, H)
     assert done.cap == H and done.pending is None and done.max_ttl == r1
     # Reverted during the grace period: nothing pending, the former maximum again.
-    reverted = policy.max_ttl_in_force(r8, r8, (H, NOW + H), CREATED, NOW + H / 2, H)
+    reverted = policy_resolve.max_ttl_in_force(r8, r8, (H, NOW + H), CREATED, NOW + H / 2, H)
     assert reverted.cap == 8 * H and reverted.pending is None
 
 
@@ -119,18 +119,18 @@ def test_expiring_soon_warning_once_per_expiry(
 ) -> None:
     session, claim, sandbox = _running(make_session, make_claim, make_sandbox)
     expires = CREATED + 8 * H
-    session, acts = _pass(session, claim, sandbox, NOW, policy.EMPTY_POLICY)
+    session, acts = _pass(session, claim, sandbox, NOW, policy_merge.EMPTY_POLICY)
     assert _warnings(acts) == []
     assert next(a for a in acts if isinstance(a, decide.ScheduleCheck)).at == expires - timedelta(minutes=10)
-    session, acts = _pass(session, claim, sandbox, expires - timedelta(minutes=10), policy.EMPTY_POLICY)
+    session, acts = _pass(session, claim, sandbox, expires - timedelta(minutes=10), policy_merge.EMPTY_POLICY)
     (warning,) = _warnings(acts)
     assert warning.reason == "ExpiringSoon" and format_time(expires) in warning.message
     assert session["status"]["expiryWarnedFor"] == format_time(expires)
-    session, acts = _pass(session, claim, sandbox, expires - timedelta(minutes=5), policy.EMPTY_POLICY)
+    session, acts = _pass(session, claim, sandbox, expires - timedelta(minutes=5), policy_merge.EMPTY_POLICY)
     assert _warnings(acts) == []  # once
     # Configurable: a 1 h lead warns earlier; None never warns.
     fresh, claim, sandbox = _running(make_session, make_claim, make_sandbox)
-    _, acts = _pass(fresh, claim, sandbox, expires - timedelta(minutes=50), policy.EMPTY_POLICY, expiry_lead=H)
+    _, acts = _pass(fresh, claim, sandbox, expires - timedelta(minutes=50), policy_merge.EMPTY_POLICY, expiry_lead=H)
     assert [w.reason for w in _warnings(acts)] == ["ExpiringSoon"]
-    _, acts = _pass(fresh, claim, sandbox, expires - timedelta(minutes=5), policy.EMPTY_POLICY, expiry_lead=None)
+    _, acts = _pass(fresh, claim, sandbox, expires - timedelta(minutes=5), policy_merge.EMPTY_POLICY, expiry_lead=None)
     assert _warnings(acts) == []
