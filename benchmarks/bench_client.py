@@ -32,8 +32,8 @@ import httpx
 from k8s_agent_sandbox import SandboxClient
 from k8s_agent_sandbox.models import SandboxInClusterConnectionConfig
 
-from langchain_k8s_client import AgentSessionSandbox, commands, pyscripts
-from langchain_k8s_client.commands import runtime_command
+from langchain_k8s_client import AgentSessionSandbox, gnu_grep, pyscripts
+from langchain_k8s_client.script_text import runtime_command
 
 NS = "bench-client"
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -75,7 +75,7 @@ def raw_post(conn: http.client.HTTPConnection, command: str) -> Callable[[], Non
 def _ours_grep_command(ours: AgentSessionSandbox, budget: float | None) -> str:
     """The command our grep("needle", "/tmp/g") sends (GNU grep found by the probe)."""
     cap = pyscripts.GREP_MATCH_LIMIT + 1
-    return commands.build_gnu_grep(["needle"], "/tmp/g", exclude_dirs=ours.grep_exclude_dirs, cap=cap, budget=budget)
+    return gnu_grep.build_gnu_grep(["needle"], "/tmp/g", exclude_dirs=ours.grep_exclude_dirs, cap=cap, budget=budget)
 
 
 def _peer_grep_command(peer: Any) -> str:

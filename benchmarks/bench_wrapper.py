@@ -38,7 +38,7 @@ from devcluster.realnode import configs, network
 
 os.environ["KUBECONFIG"] = str(Paths().kubeconfig)  # before the kubernetes client is imported
 
-from langchain_k8s_client import AgentSessionSandbox, commands
+from langchain_k8s_client import AgentSessionSandbox, commands, script_text
 
 NS = "bench-wrapper"
 ROOT = Path(__file__).parents[1]
@@ -99,7 +99,7 @@ class Caller:
         )
         if wrapped.wrapper not in self.staged:
             path = f"{self.staging_dir}/{wrapped.wrapper}"
-            stage = commands.runtime_command(["sh", "-c", 'printf %s "$1" >"$2"', "sh", wrapped.script, path])
+            stage = script_text.runtime_command(["sh", "-c", 'printf %s "$1" >"$2"', "sh", wrapped.script, path])
             assert post(self.ip, stage).get("exit_code") == 0
             self.staged.add(wrapped.wrapper)
         text: str = wrapped.staged()
@@ -135,7 +135,7 @@ def timed_call(caller: Caller, build: Callable[[Caller], str], check: Callable[[
 
 def processes(caller: Caller, build: Callable[[Caller], str]) -> int:
     """Pids handed out in the pod for one call (the runtime's process for it included), fewest of 5."""
-    pid = commands.runtime_command(["sh", "-c", "echo $$"])
+    pid = script_text.runtime_command(["sh", "-c", "echo $$"])
     counts = []
     for _ in range(5):
         command = build(caller)  # staged before the first pid read

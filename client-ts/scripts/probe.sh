@@ -3,7 +3,7 @@
 # sweeps staging files that a broken connection left behind; `wrappers=` lists the staged command
 # wrappers. `grep=gnu`: grep() may use it.
 # `group=1`: the probe leads its own session and process group, as the runtime (v1.0+) starts every command so that it can kill the
-# whole group at its own limit; `limit=` is that limit's raw setting, parsed by commands.parse_probe
+# whole group at its own limit; `limit=` is that limit's raw setting, parsed by probe.parse_probe
 # exactly as the runtime parses it (`?` when it holds anything but letters, digits and `.+_-`, e.g.
 # a line break or blanks: then the limit is treated as unknown).
 d=$PWD/$1

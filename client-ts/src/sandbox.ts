@@ -22,6 +22,8 @@ import {
   type LsResult,
 } from "deepagents";
 import * as scripts from "./scripts.js";
+import * as gnuGrep from "./gnu-grep.js";
+import * as pyscripts from "./pyscripts.js";
 import type { RuntimeExec } from "./transport.js";
 import { ActivityThrottle, intervalFor, parseSeconds } from "./activity.js";
 import { SessionNotReady } from "./errors.js";
@@ -101,7 +103,7 @@ function refusalOf(err: unknown): PathRefused {
   throw err;
 }
 
-const GREP_READ_TIMEOUT = scripts.GREP_TIME_BUDGET + 30;
+const GREP_READ_TIMEOUT = pyscripts.GREP_TIME_BUDGET + 30;
 
 const FILE_ERRORS = new Set(["file_not_found", "permission_denied", "is_directory", "invalid_path"]);
 const asFileError = (code: string | null): FileOperationError | null =>
@@ -322,8 +324,8 @@ export class AgentSessionSandbox extends BaseSandbox {
     } catch (err) {
       return { error: `Path '${path}': ${refusalOf(err).code}` };
     }
-    const raw = await this.operate(null, () => this.transport.run(() => this.transport.script(scripts.buildLs(resolved.real, resolved.confine), true), true));
-    const answer = scripts.parseJsonLines(raw.stdout);
+    const raw = await this.operate(null, () => this.transport.run(() => this.transport.script(pyscripts.buildLs(resolved.real, resolved.confine), true), true));
+    const answer = pyscripts.parseJsonLines(raw.stdout);
     if (answer.error !== null) return { error: `Path '${path}': ${answer.error}` };
     if (answer.done === null) return { error: `Path '${path}': ls failed in the sandbox: ${failure(raw)}` };
     const base = resolved.virtual.replace(/\/+$/, "");
@@ -349,15 +351,15 @@ export class AgentSessionSandbox extends BaseSandbox {
       const refusal = refusalOf(err);
       return { error: `Error: cannot edit '${filePath}': ${refusal.code}: ${refusal.message}` };
     }
-    const payload = scripts.editPayload(resolved.real, oldString, newString, replaceAll, resolved.confine);
+    const payload = pyscripts.editPayload(resolved.real, oldString, newString, replaceAll, resolved.confine);
     const raw = await this.operate(null, async () => {
-      if (Buffer.byteLength(payload) <= scripts.EDIT_INLINE_MAX) {
-        return this.transport.run(() => this.transport.script(scripts.buildEdit(payload), false), false);
+      if (Buffer.byteLength(payload) <= pyscripts.EDIT_INLINE_MAX) {
+        return this.transport.run(() => this.transport.script(pyscripts.buildEdit(payload), false), false);
       }
       const staged = `/tmp/.lkc-edit-${crypto.randomUUID()}`; // edit.py removes it after reading
       const [up] = await this.transport.upload([[staged, Buffer.from(payload, "ascii"), ""]]);
       if (up) return { stdout: JSON.stringify({ error: "staging", detail: up }), stderr: "", exitCode: 1 };
-      return this.transport.run(() => this.transport.script(scripts.buildEdit(staged), false), false);
+      return this.transport.run(() => this.transport.script(pyscripts.buildEdit(staged), false), false);
     });
     return editResult(raw, filePath, oldString);
   }
@@ -400,12 +402,12 @@ export class AgentSessionSandbox extends BaseSandbox {
         } catch (err) {
           return { error: `Path '${where}': ${refusalOf(err).code}` };
         }
-        if (info.gnuGrep && scripts.gnuGrepFits(root.real, this.grepExcludeDirs, glob, root.confine)) {
-          const cap = max !== null ? max + 1 : scripts.GREP_MATCH_LIMIT + 1;
-          const gnu = scripts.buildGnuGrep(pattern.split("\n").filter(Boolean).length ? pattern.split("\n").filter(Boolean) : [pattern], root.real, {
+        if (info.gnuGrep && gnuGrep.gnuGrepFits(root.real, this.grepExcludeDirs, glob, root.confine)) {
+          const cap = max !== null ? max + 1 : pyscripts.GREP_MATCH_LIMIT + 1;
+          const gnu = gnuGrep.buildGnuGrep(pattern.split("\n").filter(Boolean).length ? pattern.split("\n").filter(Boolean) : [pattern], root.real, {
             excludeDirs: this.grepExcludeDirs,
             cap,
-            budget: info.runner === "timeout" ? scripts.GREP_TIME_BUDGET : null,
+            budget: info.runner === "timeout" ? pyscripts.GREP_TIME_BUDGET : null,
           });
           const found = this.gnuGrepResult(await this.transport.script(gnu, true, GREP_READ_TIMEOUT), cap, max);
           if (found !== null) return found;
@@ -413,7 +415,7 @@ export class AgentSessionSandbox extends BaseSandbox {
         }
         let command: string;
         try {
-          command = scripts.buildGrep(pattern, root.real, glob, { maxCount: max, excludeDirs: this.grepExcludeDirs, confine: root.confine });
+          command = pyscripts.buildGrep(pattern, root.real, glob, { maxCount: max, excludeDirs: this.grepExcludeDirs, confine: root.confine });
         } catch (err) {
           return { error: `Error: ${(err as Error).message}` };
         }
@@ -423,9 +425,9 @@ export class AgentSessionSandbox extends BaseSandbox {
   }
 
   private gnuGrepResult(raw: RuntimeExec, cap: number, max: number | null): GrepResult | null {
-    const killed = scripts.GREP_KILLED.has(raw.exitCode);
+    const killed = gnuGrep.GREP_KILLED.has(raw.exitCode);
     if (!(raw.exitCode === 0 || killed) || !(raw.stdout.startsWith("/") || !raw.stdout)) return null;
-    const rows = scripts.gnuGrepRows(raw.stdout) ?? scripts.gnuGrepRowsSlowly(raw.stdout);
+    const rows = gnuGrep.gnuGrepRows(raw.stdout) ?? gnuGrep.gnuGrepRowsSlowly(raw.stdout);
     if (!rows.length && raw.stderr.trim() && !killed) return null;
     let matches: GrepMatch[] = rows.slice(0, cap).map(([p, line, text]) => ({ path: this.policy.display(p), line, text }));
     let truncated = rows.length >= cap || killed;
@@ -435,10 +437,10 @@ export class AgentSessionSandbox extends BaseSandbox {
 
   private grepResult(raw: RuntimeExec, path: string | undefined, max: number | null): GrepResult {
     const shown = path || ".";
-    const answer = scripts.parseJsonLines(raw.stdout);
+    const answer = pyscripts.parseJsonLines(raw.stdout);
     if (answer.error !== null) return { error: `Path '${shown}': ${answer.error}` };
     if (answer.done === null) return { error: `Path '${shown}': grep failed in the sandbox: ${failure(raw)}` };
-    const found: scripts.GrepRow[] = [];
+    const found: gnuGrep.GrepRow[] = [];
     for (const rec of answer.records) {
       if (typeof rec.p === "string" && Number.isInteger(rec.l) && typeof rec.t === "string") found.push([rec.p, rec.l as number, rec.t]);
     }

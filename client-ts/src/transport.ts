@@ -8,7 +8,9 @@ import https from "node:https";
 import { MalformedResponse, ResponseTooLarge, ResponseTooSlow, SandboxError, TransportError, WrongPod } from "./errors.js";
 import type { PodIdentity } from "./identity.js";
 import * as scripts from "./scripts.js";
-import type { CommandResult, RuntimeInfo } from "./scripts.js";
+import * as probe from "./probe.js";
+import type { CommandResult } from "./scripts.js";
+import type { RuntimeInfo } from "./probe.js";
 
 export const CONTROL_READ_TIMEOUT = 30;
 export const TRANSFER_READ_TIMEOUT = 300;
@@ -267,16 +269,16 @@ export class RuntimeTransport {
    * cannot prove it with its identity token). Nothing else is sent to a pod before this passes. */
   async probe(): Promise<RuntimeInfo> {
     this.info = null;
-    const raw = await this.script(scripts.buildProbe(), true);
-    const info = scripts.parseProbe(raw.stdout);
+    const raw = await this.script(probe.buildProbe(), true);
+    const info = probe.parseProbe(raw.stdout);
     this.endpoint.identity?.check(info.identityToken);
     const expected = this.endpoint.expectedHostname;
     const ips = this.endpoint.expectedIPs ?? [];
     if (expected && info.hostname !== expected) throw new WrongPod(expected, info.hostname, ips, info.addresses);
     // A name is unique only within a namespace: the pod must also hold an IP the API gave the session's pod,
     // judged in the address families its kernel shows (none shown: judged by its name alone).
-    const judged = ips.filter((ip) => scripts.showsFamilyOf(info, ip));
-    if (judged.length && !judged.some((ip) => scripts.holds(info, ip))) throw new WrongPod(expected ?? "", info.hostname, ips, info.addresses);
+    const judged = ips.filter((ip) => probe.showsFamilyOf(info, ip));
+    if (judged.length && !judged.some((ip) => probe.holds(info, ip))) throw new WrongPod(expected ?? "", info.hostname, ips, info.addresses);
     this.info = info;
     this.staged = new Set(info.wrappers);
     return info;
@@ -289,12 +291,12 @@ export class RuntimeTransport {
 
   execute(command: string, o: { timeout: number; maxOutput: number; cwd: string }): Promise<CommandResult> {
     return this.run(async (info) => {
-      const runner = scripts.runnerFor(info, o.timeout);
+      const runner = probe.runnerFor(info, o.timeout);
       this.commands += 1;
       const wrapped = scripts.userCommand(command, {
         timeout: o.timeout,
         maxOutput: o.maxOutput,
-        stagingDir: scripts.stagingDir(info),
+        stagingDir: probe.stagingDir(info),
         cwd: o.cwd,
         runner,
         hasBase64: info.hasBase64,
@@ -320,8 +322,8 @@ export class RuntimeTransport {
     if (this.staged.has(wrapped.wrapper)) return true;
     if (this.stagingFails || !info.stagesWrappers) return false;
     const temporary = `${wrapped.wrapper}.${randomUUID().replaceAll("-", "")}`;
-    if ((await this.uploadRaw(`${scripts.STAGING_DIRNAME}/${temporary}`, Buffer.from(wrapped.script, "utf-8"))) === null) {
-      const staging = scripts.stagingDir(info);
+    if ((await this.uploadRaw(`${probe.STAGING_DIRNAME}/${temporary}`, Buffer.from(wrapped.script, "utf-8"))) === null) {
+      const staging = probe.stagingDir(info);
       const raw = await this.script(scripts.buildStageWrapper(`${staging}/${temporary}`, `${staging}/${wrapped.wrapper}`), false);
       if (raw.exitCode === 0) {
         this.staged.add(wrapped.wrapper);
@@ -341,12 +343,12 @@ export class RuntimeTransport {
       const positions: number[] = [];
       for (const [index, [target, content, confine]] of items.entries()) {
         const name = `up-${token}-${index}`;
-        const error = await this.uploadRaw(`${scripts.STAGING_DIRNAME}/${name}`, content);
+        const error = await this.uploadRaw(`${probe.STAGING_DIRNAME}/${name}`, content);
         if (error !== null) {
           results[index] = error;
           continue;
         }
-        staged.push([`${scripts.stagingDir(info)}/${name}`, target, confine]);
+        staged.push([`${probe.stagingDir(info)}/${name}`, target, confine]);
         positions.push(index);
       }
       if (staged.length) {
@@ -360,7 +362,7 @@ export class RuntimeTransport {
   /** Read files: (absolute path, confinement root or ""). */
   download(items: ReadonlyArray<[string, string]>): Promise<Downloaded[]> {
     return this.run(async (info) => {
-      const staging = scripts.stagingDir(info);
+      const staging = probe.stagingDir(info);
       const prep = scripts.buildDownloadPrepare(items, {
         stagingDir: staging,
         token: randomUUID().replaceAll("-", ""),
@@ -377,7 +379,7 @@ export class RuntimeTransport {
             results.push({ content: p.content ?? null, error: p.error ?? null });
             continue;
           }
-          const path = "/download/" + encodeURIComponent(`${scripts.STAGING_DIRNAME}/${p.staged}`).replaceAll("%2F", "/");
+          const path = "/download/" + encodeURIComponent(`${probe.STAGING_DIRNAME}/${p.staged}`).replaceAll("%2F", "/");
           const resp = await this.send({ method: "GET", path, readTimeout: TRANSFER_READ_TIMEOUT, idempotent: true });
           if (resp.status === 200) results.push({ content: new Uint8Array(resp.content), error: null });
           else if (resp.status === 404) results.push({ content: null, error: "file_not_found" });

@@ -12,6 +12,9 @@ import { POD_IDENTITY_AUDIENCE } from "../src/generated/contract.js";
 import { ClusterKeys, PodIdentity } from "../src/identity.js";
 import { sessionName, threadHash } from "../src/manager.js";
 import * as scripts from "../src/scripts.js";
+import * as probe from "../src/probe.js";
+import * as gnuGrep from "../src/gnu-grep.js";
+import * as pyscripts from "../src/pyscripts.js";
 import { toSpec } from "../src/sessions.js";
 import { PathPolicy, PathRefused } from "../src/paths.js";
 import { ClusterSigner } from "../testing/cluster-signer.js";
@@ -73,7 +76,7 @@ test("probe, upload, download and cleanup scripts are byte-identical", async () 
     { op: "download_prepare", args: { items: download, staging_dir: prep.stagingDir, token: prep.token, inline_max: prep.inlineMax, inline_budget: prep.inlineBudget } },
     { op: "remove", args: { paths: ["/base/.lkc-staging/dn-1", "/base/.lkc-staging/dn 2"] } },
   ];
-  const ours = [scripts.buildProbe(), scripts.buildUploadFinalize(upload), scripts.buildDownloadPrepare(download, prep), scripts.buildRemove(["/base/.lkc-staging/dn-1", "/base/.lkc-staging/dn 2"])];
+  const ours = [probe.buildProbe(), scripts.buildUploadFinalize(upload), scripts.buildDownloadPrepare(download, prep), scripts.buildRemove(["/base/.lkc-staging/dn-1", "/base/.lkc-staging/dn 2"])];
   assert.deepEqual(ours, (await pythonAnswers(cases)));
 });
 
@@ -91,8 +94,8 @@ test("the pod's addresses in a probe's answer, and which IPs they hold, are the 
   for (const lines of answers) {
     const stdout = `@LKCP\nbase=/home/user\nhost=pod-a\n${lines}\nwrappers=\n`;
     cases.push({ op: "probe_identity", args: { stdout, ips } });
-    const info = scripts.parseProbe(stdout);
-    ours.push({ hostname: info.hostname, addresses: info.addresses, judged: ips.map((ip) => [scripts.showsFamilyOf(info, ip), scripts.holds(info, ip)]) });
+    const info = probe.parseProbe(stdout);
+    ours.push({ hostname: info.hostname, addresses: info.addresses, judged: ips.map((ip) => [probe.showsFamilyOf(info, ip), probe.holds(info, ip)]) });
   }
   assert.deepEqual(ours, await pythonAnswers(cases));
 });
@@ -103,7 +106,7 @@ test("the python3 programs (ls, edit) are byte-identical, their JSON argument to
   const ours: unknown[] = [];
   for (const path of paths) {
     cases.push({ op: "ls", args: { path, confine: "" } }, { op: "edit", args: { path, old: "ä\r\n", new: "😀 $x `y`", all: true, confine: "/tmp" } });
-    ours.push(scripts.buildLs(path, ""), scripts.buildEdit(scripts.editPayload(path, "ä\r\n", "😀 $x `y`", true, "/tmp")));
+    ours.push(pyscripts.buildLs(path, ""), pyscripts.buildEdit(pyscripts.editPayload(path, "ä\r\n", "😀 $x `y`", true, "/tmp")));
   }
   assert.deepEqual(ours, (await pythonAnswers(cases)));
 });
@@ -157,7 +160,7 @@ test("delete, confine and grep scripts are byte-identical (GNU grep and grep.py)
   ];
   for (const g of gnu) {
     cases.push({ op: "gnu_grep", args: g });
-    ours.push({ fits: scripts.gnuGrepFits(g.root, g.exclude_dirs, g.glob, g.confine), command: scripts.buildGnuGrep(g.alternatives, g.root, { excludeDirs: g.exclude_dirs, cap: g.cap, budget: g.budget }) });
+    ours.push({ fits: gnuGrep.gnuGrepFits(g.root, g.exclude_dirs, g.glob, g.confine), command: gnuGrep.buildGnuGrep(g.alternatives, g.root, { excludeDirs: g.exclude_dirs, cap: g.cap, budget: g.budget }) });
   }
   const greps = [
     { pattern: "needle", path: "/tmp", glob: null, max: null, exclude_dirs: [".git"], confine: "" },
@@ -170,7 +173,7 @@ test("delete, confine and grep scripts are byte-identical (GNU grep and grep.py)
   for (const g of greps) {
     cases.push({ op: "grep", args: g });
     try {
-      ours.push(scripts.buildGrep(g.pattern, g.path, g.glob, { maxCount: g.max, excludeDirs: g.exclude_dirs, confine: g.confine }));
+      ours.push(pyscripts.buildGrep(g.pattern, g.path, g.glob, { maxCount: g.max, excludeDirs: g.exclude_dirs, confine: g.confine }));
     } catch (err) {
       ours.push({ error: (err as Error).message });
     }
@@ -178,7 +181,7 @@ test("delete, confine and grep scripts are byte-identical (GNU grep and grep.py)
   const outputs = ["/a/z\u00001:zed\n/a/b\u00002:bee\n/a/b\u00001:b:ee\n", "", "/n\nl\u00003:x\n/a\u00001:y\n", "/a\u00001:y\n/b\u00002:cut sho", "/b\u00001:x\n@E2\n"];
   for (const stdout of outputs) {
     cases.push({ op: "gnu_grep_rows", args: { stdout } });
-    ours.push(scripts.gnuGrepRows(stdout) ?? scripts.gnuGrepRowsSlowly(stdout));
+    ours.push(gnuGrep.gnuGrepRows(stdout) ?? gnuGrep.gnuGrepRowsSlowly(stdout));
   }
   assert.deepEqual(ours, await pythonAnswers(cases));
 });

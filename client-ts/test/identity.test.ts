@@ -17,7 +17,8 @@ import { AgentSessionSandbox, SessionManager, UnverifiedPod, WrongPod } from "..
 import { resolveEndpoint } from "../src/endpoints.js";
 import { POD_IDENTITY_TOKEN_PATH } from "../src/generated/contract.js";
 import { checkPodIdentity, ClusterKeys, KEYS_MAX_AGE, REFETCH_INTERVAL, verifyToken } from "../src/identity.js";
-import * as scripts from "../src/scripts.js";
+import * as probe from "../src/probe.js";
+import * as scriptText from "../src/script-text.js";
 import type { SessionView } from "../src/sessions.js";
 import { RuntimeTransport } from "../src/transport.js";
 import { ClusterSigner, startApiServer, type ApiServer } from "../testing/cluster-signer.js";
@@ -228,10 +229,10 @@ test("address mode trusts the name and addresses alone; any other mode is refuse
 test("the probe reports the token file it is given (the kubelet writes no newline), nothing without one", () => {
   const dir = mkdtempSync(join(tmpdir(), "lkc-identity-"));
   writeFileSync(join(dir, "token"), "eyJh.eyJi.c2ln");
-  const script = scripts.loadScript("probe.sh");
+  const script = scriptText.loadScript("probe.sh");
   for (const [path, expected] of [[join(dir, "token"), "eyJh.eyJi.c2ln"], [join(dir, "none"), ""]] as const) {
     const stdout = execFileSync("sh", ["-c", script, "lkc", ".lkc-staging", path], { cwd: dir, encoding: "utf-8" });
-    assert.equal(scripts.parseProbe(stdout).identityToken, expected);
+    assert.equal(probe.parseProbe(stdout).identityToken, expected);
   }
-  assert.ok(scripts.buildProbe().includes(POD_IDENTITY_TOKEN_PATH));
+  assert.ok(probe.buildProbe().includes(POD_IDENTITY_TOKEN_PATH));
 });

@@ -12,7 +12,7 @@ import { execFileSync } from "node:child_process";
 import { after, before, test } from "node:test";
 import { endpointFor } from "../src/endpoints.js";
 import { WrongPod } from "../src/errors.js";
-import * as scripts from "../src/scripts.js";
+import * as probe from "../src/probe.js";
 import type { SessionView } from "../src/sessions.js";
 import { RuntimeTransport } from "../src/transport.js";
 import { answer, type FakeRuntime, HI, isProbe, probeStdout, startRuntime } from "../testing/fake-runtime.js";
@@ -96,8 +96,8 @@ test("with no IPv4 shown (gVisor) another pod's name is still refused", async ()
 });
 
 test("the probe reports the addresses of the network it runs in (run here, as in a pod)", () => {
-  const stdout = execFileSync("sh", ["-c", scripts.buildProbe()], { cwd: "/tmp", encoding: "utf-8" });
-  const info = scripts.parseProbe(stdout);
-  assert.ok(scripts.holds(info, "127.0.0.1"), info.addresses.join(" "));
-  assert.ok(!scripts.holds(info, "203.0.113.7"), info.addresses.join(" "));
+  const stdout = execFileSync("sh", ["-c", probe.buildProbe()], { cwd: "/tmp", encoding: "utf-8" });
+  const info = probe.parseProbe(stdout);
+  assert.ok(probe.holds(info, "127.0.0.1"), info.addresses.join(" "));
+  assert.ok(!probe.holds(info, "203.0.113.7"), info.addresses.join(" "));
 });

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from agentsession_api.activity import format_activity
-from langchain_k8s_client import UnverifiedPod, commands, manager, pod_identity, pyscripts
+from langchain_k8s_client import UnverifiedPod, commands, gnu_grep, manager, pod_identity, probe, pyscripts
 from langchain_k8s_client.paths import PathPolicy, PathRefused
 from langchain_k8s_client.sessions import SessionSpec
 
@@ -51,9 +51,9 @@ def identity_verdicts(a: dict) -> list[str]:
 def answer(case: dict) -> object:
     op, a = case["op"], case.get("args", {})
     if op == "probe":
-        return commands.build_probe()
+        return probe.build_probe()
     if op == "probe_identity":
-        info = commands.parse_probe(a["stdout"])
+        info = probe.parse_probe(a["stdout"])
         return {
             "hostname": info.hostname,
             "addresses": list(info.addresses),
@@ -82,8 +82,8 @@ def answer(case: dict) -> object:
     if op == "confine":
         return commands.build_confine_check(a["path"], a["confine"])
     if op == "gnu_grep":
-        fits = commands.gnu_grep_fits(a["root"], a["exclude_dirs"], a["glob"], a["confine"])
-        command = commands.build_gnu_grep(
+        fits = gnu_grep.gnu_grep_fits(a["root"], a["exclude_dirs"], a["glob"], a["confine"])
+        command = gnu_grep.build_gnu_grep(
             a["alternatives"], a["root"], exclude_dirs=a["exclude_dirs"], cap=a["cap"], budget=a["budget"]
         )
         return {"fits": fits, "command": command}
@@ -100,9 +100,9 @@ def answer(case: dict) -> object:
         except ValueError as exc:
             return {"error": str(exc)}
     if op == "gnu_grep_rows":
-        rows = commands.gnu_grep_rows(a["stdout"])
+        rows = gnu_grep.gnu_grep_rows(a["stdout"])
         if rows is None:
-            rows = [(r.path, str(r.line), r.text) for r in commands.parse_gnu_grep_slowly(a["stdout"])[0]]
+            rows = [(r.path, str(r.line), r.text) for r in gnu_grep.parse_gnu_grep_slowly(a["stdout"])[0]]
         return [[p, int(n), t] for p, n, t in rows]
     if op == "policy":
         try:

@@ -1,19 +1,12 @@
-"""Shell scripts run through the runtime's `/execute` (the files in `scripts/`), with their builders and parsers.
+"""The scripts of the execute wrapper and the file operations (the files in `scripts/`), with their
+builders and parsers.
 
-The upstream python runtime shlex-splits the command and execs it without a
-shell, in its base directory, with no stdin, and fails the whole request when the
-output is not UTF-8. So every script here is run as `sh -c <script> lkc <args>`
-(`sh` instead of `lkc` for the execute wrapper, whose user command sees it as $0):
-the script text is constant and all data (paths, the user command) travels as
-positional arguments, never interpolated into shell text. Paths are always
-absolute, so no argument can be mistaken for an option. Scripts print only ASCII
-protocol lines; anything that may carry arbitrary bytes is base64-encoded in the pod.
+Every script runs as `sh -c <script> lkc <args>` (`sh <args>` for the execute wrapper), all data as
+positional arguments, never shell text (`script_text` says why). What the runtime offers is the probe's
+(`probe`), GNU grep's command is `gnu_grep`'s, the python3 programs are `pyscripts`'.
 
 Everything here is pure (no I/O): `build_*` returns the runtime command string,
 `parse_*` turns the runtime's stdout into results.
-
-Over 500 lines for now: every `build_*` is paired with its `parse_*` and shares the quoting and the
-script loaders; the grep section (GNU grep's builder and parsers) is the next to move out if it grows.
 """
 
 from __future__ import annotations
@@ -21,190 +14,30 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import ipaddress
-import math
 import re
-import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
-from importlib import resources
-from operator import itemgetter
-from typing import Final, Literal, NamedTuple
-
-from agentsession_api.names import POD_IDENTITY_TOKEN_PATH
+from typing import Final
 
 from .errors import MalformedResponse
 
-STAGING_DIRNAME: Final = ".lkc-staging"
-"""Directory under the runtime's base dir for capture files and upload/download staging."""
+# GNU grep's command and the probe moved to their own modules (issue 50): their names stay importable from here.
+from .gnu_grep import (  # noqa: F401
+    GREP_KILLED,
+    GREP_ORDER,
+    GrepRecord,
+    GrepRow,
+    build_gnu_grep,
+    gnu_grep_fits,
+    gnu_grep_rows,
+    parse_gnu_grep,
+    parse_gnu_grep_slowly,
+)
+from .probe import RUNTIME_DEFAULT_LIMIT, STAGING_DIRNAME, Runner, RuntimeInfo, build_probe, parse_probe  # noqa: F401
+from .script_text import load_pyscript, load_script, runtime_command, sh_command
 
 RUNTIME_TIMEOUT_EXIT: Final = 124
 """Exit code reported for a command killed at its timeout (as coreutils `timeout`)."""
-
-RUNTIME_DEFAULT_LIMIT: Final = 300.0
-"""The runtime's own per-command limit when SANDBOX_EXEC_TIMEOUT_SECONDS is unset or invalid."""
-
-Runner = Literal["timeout", "python3", "none"]
-
-
-def runtime_command(argv: Sequence[str]) -> str:
-    """Quote argv so the runtime's `shlex.split` gives back exactly these strings."""
-    return shlex.join(argv)
-
-
-def sh_command(script: str, *args: str) -> str:
-    """`sh -c <script>` with positional arguments; `$0` is the fixed word `lkc`."""
-    return runtime_command(["sh", "-c", script, "lkc", *args])
-
-
-_SCRIPTS: Final = resources.files(__package__) / "scripts"
-_INCLUDE: Final = re.compile(r"^\s*\. \./([a-z_]+\.sh)\s*$")
-
-
-def load_script(name: str) -> str:
-    """A script of `scripts/` as it is sent: comment lines and indentation dropped (they stay in the
-    file, for readers and shellcheck), and each `. ./other.sh` line replaced by that script (loaded the same way)."""
-    lines: list[str] = []
-    for line in (_SCRIPTS / name).read_text(encoding="utf-8").splitlines():
-        include = _INCLUDE.match(line)
-        if include:
-            lines.append(load_script(include.group(1)))
-        elif not line.lstrip().startswith("#"):
-            lines.append(line.lstrip())  # indentation is for readers: every byte is parsed twice per call
-    return "\n".join(lines)
-
-
-_PY_INCLUDE: Final = re.compile(r"^#: include ([a-z_]+\.py)$")
-
-
-def load_pyscript(name: str) -> str:
-    """A python3 program of `scripts/` as it is sent: whole-line comments dropped (indentation is
-    syntax here, so it stays), and each `#: include other.py` line replaced by that file."""
-    out: list[str] = []
-    for line in (_SCRIPTS / name).read_text(encoding="utf-8").splitlines():
-        include = _PY_INCLUDE.match(line)
-        if include:
-            out.append(load_pyscript(include.group(1)))
-        elif not line.lstrip().startswith("#"):
-            out.append(line + "\n")
-    return "".join(out)
-
-
-# ----------------------------------------------------------------------------- probe
-
-_PROBE_SCRIPT: Final = load_script("probe.sh")
-
-
-@dataclass(frozen=True)
-class RuntimeInfo:
-    """What the probe learned about the runtime at an endpoint."""
-
-    base_dir: str
-    hostname: str
-    runner: Runner
-    has_base64: bool = True
-    exec_limit: float | None = None
-    """Seconds after which the runtime itself kills a command's whole process group
-    (SANDBOX_EXEC_TIMEOUT_SECONDS, default 300); None when the runtime is not known to."""
-    gnu_grep: bool = False
-    """GNU grep is there: grep() uses it (see `build_gnu_grep`)."""
-    wrappers: frozenset[str] = frozenset()
-    """The staged command wrappers found in the staging dir (see `UserCommand.staged`)."""
-    stages_wrappers: bool = False
-    """`sh` is dash: wrappers are staged (bash would name the sourced file in the command's error messages)."""
-    addresses: tuple[str, ...] = ()
-    """The pod's own addresses, as networks (`10.244.1.17/32`, a shared loopback range `127.0.0.0/8`);
-    empty when its kernel shows none (the identity check then rests on the pod name)."""
-    identity_token: str = ""
-    """The pod's identity token (`pod_identity`), empty when the pod has none."""
-
-    def holds(self, ip: str) -> bool:
-        """`ip` is one of the pod's own addresses."""
-        try:
-            address = ipaddress.ip_address(ip)
-        except ValueError:
-            return False
-        return any(address in ipaddress.ip_network(net) for net in self.addresses)
-
-    def shows_family_of(self, ip: str) -> bool:
-        """The pod showed addresses of `ip`'s family (gVisor's kernel has no fib_trie: no IPv4 list)."""
-        try:
-            version = ipaddress.ip_address(ip).version
-        except ValueError:
-            return False
-        return any(ipaddress.ip_network(net).version == version for net in self.addresses)
-
-    @property
-    def staging_dir(self) -> str:
-        return f"{self.base_dir.rstrip('/')}/{STAGING_DIRNAME}"
-
-    def runner_for(self, timeout: int) -> Runner:
-        """The in-pod watchdog a command with this timeout needs.
-
-        "none" when the runtime's own kill comes first anyway (`timeout` at or above
-        its limit: the default 300 s equals the runtime's default): the wrapper then
-        spawns no watchdog and the runtime's kill is reported as the timeout, without
-        the output (the runtime answers nothing but its error then; a watchdog set
-        at that same limit would fire later, so this loses nothing).
-        """
-        if self.exec_limit is not None and timeout >= self.exec_limit:
-            return "none"
-        return self.runner
-
-
-def build_probe() -> str:
-    return sh_command(_PROBE_SCRIPT, STAGING_DIRNAME, POD_IDENTITY_TOKEN_PATH)
-
-
-def parse_probe(stdout: str) -> RuntimeInfo:
-    lines = stdout.splitlines()
-    if not lines or lines[0] != "@LKCP":
-        raise MalformedResponse(f"unexpected probe output from the runtime: {stdout[:200]!r}")
-    fields = dict(line.split("=", 1) for line in lines[1:] if "=" in line)
-    base = fields.get("base", "")
-    if not base.startswith("/"):
-        raise MalformedResponse(f"runtime reported no usable base directory: {base!r}")
-    runner = fields.get("runner", "none")
-    return RuntimeInfo(
-        base_dir=base,
-        hostname=fields.get("host", ""),
-        runner=runner if runner in ("timeout", "python3") else "none",  # type: ignore[arg-type]
-        has_base64=fields.get("base64") == "1",
-        gnu_grep=fields.get("grep") == "gnu",
-        exec_limit=_exec_limit(fields.get("limit")) if fields.get("group") == "1" else None,
-        wrappers=frozenset(fields.get("wrappers", "").split()),
-        stages_wrappers=fields.get("sh") == "dash",
-        addresses=_addresses(fields.get("v4", ""), fields.get("v6", "")),
-        identity_token=fields.get("idtoken", ""),
-    )
-
-
-def _addresses(v4: str, v6: str) -> tuple[str, ...]:
-    """The probe's `v4=` networks and `v6=` hex addresses, normalised and deduplicated (the kernel lists
-    each local route in two tables); anything unparsable is left out."""
-    found: dict[str, None] = {}
-    for text in v4.split():
-        try:
-            found[str(ipaddress.ip_network(text, strict=False))] = None
-        except ValueError:
-            continue
-    for text in v6.split():
-        try:
-            found[f"{ipaddress.IPv6Address(int(text, 16))}/128"] = None
-        except ValueError:
-            continue
-    return tuple(found)
-
-
-def _exec_limit(raw: str | None) -> float | None:
-    """SANDBOX_EXEC_TIMEOUT_SECONDS as the runtime reads it: 300 unless a finite number > 0."""
-    if raw is None or raw == "?":
-        return None
-    try:
-        value = float(raw)
-    except ValueError:
-        return RUNTIME_DEFAULT_LIMIT
-    return value if math.isfinite(value) and value > 0 else RUNTIME_DEFAULT_LIMIT
 
 
 # --------------------------------------------------------------------- user commands
@@ -643,118 +476,3 @@ def parse_marker(stdout: str, marker: str) -> str:
         if line.startswith(marker + " "):
             return line[len(marker) + 1 :].strip()
     raise MalformedResponse(f"unexpected answer from the sandbox (no {marker} line): {stdout[:200]!r}")
-
-
-# ------------------------------------------------------------------------------ grep
-
-_GREP_SCRIPT: Final = load_script("grep.sh")
-_GLOB_CHARS: Final = frozenset("*?[\\")
-
-
-def gnu_grep_fits(root: str, exclude_dirs: Sequence[str], glob: str | None, confine: str) -> bool:
-    """Whether GNU grep answers exactly as the python version would: no glob filter, no
-    confinement root, excluded names without glob characters and not naming the root itself."""
-    if glob or confine:
-        return False
-    if any(_GLOB_CHARS.intersection(name) for name in exclude_dirs):
-        return False
-    return root.rstrip("/").rsplit("/", 1)[-1] not in exclude_dirs
-
-
-def build_gnu_grep(
-    alternatives: Sequence[str], root: str, *, exclude_dirs: Sequence[str], cap: int, budget: float | None
-) -> str:
-    """scripts/grep.sh: fixed-string alternatives under `root`, at most `cap` records, under
-    `timeout -s KILL <budget>` (it kills the script's whole process group) unless `budget` is None."""
-    args = [f"--exclude-dir={name}" for name in exclude_dirs]
-    for pattern in alternatives:
-        args += ["-e", pattern]
-    script = ["sh", "-c", _GREP_SCRIPT, "lkc", str(cap), *args, "--", root]
-    return runtime_command(script if budget is None else ["timeout", "-s", "KILL", f"{budget:g}", *script])
-
-
-GREP_KILLED: Final = frozenset({-9, 128 + 9})
-"""The runtime's exit code for scripts/grep.sh killed by `timeout` at the time budget (its whole group)."""
-
-
-class GrepRecord(NamedTuple):
-    """One match (a tuple: a frozen dataclass costs ~1 microsecond more per record to make)."""
-
-    path: str
-    line: int
-    text: str
-
-
-# One record per line: the path, NUL, the line number, `:`, the text. Three groups: a fourth (the path
-# split at its last slash, for the walk order of old) cost 0.2 ms more per 1,000 records.
-_GREP_RECORD: Final = re.compile(r"^(/[^\0\n]*)\0([0-9]{1,18}):([^\n]*)\n", re.MULTILINE)
-
-GrepRow = tuple[str, str, str]
-"""(path, line number, text) of one match, as `gnu_grep_rows` gives it."""
-
-GREP_ORDER: Final = itemgetter(0)
-"""grep()'s order, whichever way it searched: by path (code points), a file's lines as the file has
-them (the sorts are stable). A C-level key: sorting 1,000 records costs 0.05 ms."""
-
-
-def _split_status(stdout: str) -> tuple[str, int | None]:
-    """The records and the status of an `@E<status>` line (None without one)."""
-    at = 0 if stdout.startswith("@E") else stdout.find("\n@E") + 1  # paths are absolute: "@E" is the status
-    if at or stdout.startswith("@E"):
-        end = stdout.find("\n", at)
-        return stdout[:at], _natural(stdout[at + 2 : end if end >= 0 else len(stdout)])
-    return stdout[: stdout.rfind("\n") + 1], None  # after the last line break: nothing, or a record cut short
-
-
-def gnu_grep_rows(stdout: str) -> list[GrepRow] | None:
-    """The records of scripts/grep.sh in `GREP_ORDER`, or None when a file name holds a line break
-    (then `parse_gnu_grep` sorts it out).
-
-    One regex pass and one sort (grep() of 1,000 records: 0.35 ms with the dicts on a quiet machine;
-    0.55 ms when this kept the python version's walk order, a directory's files before its
-    subdirectories, which needed a key made in Python per record)."""
-    body, _ = _split_status(stdout)
-    found: list[GrepRow] = _GREP_RECORD.findall(body)
-    if len(found) != body.count("\n"):
-        return None
-    found.sort(key=GREP_ORDER)
-    return found
-
-
-def parse_gnu_grep(stdout: str) -> tuple[list[GrepRecord], int | None]:
-    """The records (in `GREP_ORDER`) and the status of an `@E<status>` line (None without one;
-    scripts/grep.sh prints none: the runtime's exit code and stderr tell)."""
-    rows = gnu_grep_rows(stdout)
-    if rows is None:
-        return parse_gnu_grep_slowly(stdout)  # a file name with a line break in it
-    return [GrepRecord(path, int(number), text) for path, number, text in rows], _split_status(stdout)[1]
-
-
-def parse_gnu_grep_slowly(stdout: str) -> tuple[list[GrepRecord], int | None]:
-    """`parse_gnu_grep` record by record: for output whose file names hold line breaks."""
-    records: list[GrepRecord] = []
-    status: int | None = None
-    pos = 0
-    while pos < len(stdout):
-        if stdout.startswith("@E", pos):
-            end = stdout.find("\n", pos)
-            word = stdout[pos + 2 : end if end >= 0 else len(stdout)]
-            status = _natural(word)
-            break
-        nul = stdout.find("\0", pos)
-        colon = stdout.find(":", nul + 1) if nul >= 0 else -1
-        end = stdout.find("\n", colon) if colon >= 0 else -1
-        if end < 0 or _natural(stdout[nul + 1 : colon]) is None:
-            break  # a record cut short (timeout): what came before stands
-        records.append(GrepRecord(stdout[pos:nul], int(stdout[nul + 1 : colon]), stdout[colon + 1 : end]))
-        pos = end + 1
-    records.sort(key=GREP_ORDER)
-    return records, status
-
-
-_NATURAL: Final = re.compile(r"[0-9]{1,18}")
-
-
-def _natural(word: str) -> int | None:
-    """An ASCII decimal number, else None (`str.isdigit` also accepts "²", which `int` refuses)."""
-    return int(word) if _NATURAL.fullmatch(word) else None

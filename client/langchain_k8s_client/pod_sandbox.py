@@ -25,8 +25,9 @@ from typing import Any, Final
 
 from deepagents.backends.protocol import ExecuteOffloadResult, ExecuteResponse
 
-from .commands import CommandResult, RuntimeInfo
+from .commands import CommandResult
 from .paths import PathPolicy, normalize
+from .probe import RuntimeInfo
 from .sandbox_activity import ActivityHooks
 from .sandbox_files import SandboxFiles
 from .transport import PodEndpoint, ResponseLimits, RetryPolicy, RuntimeTransport

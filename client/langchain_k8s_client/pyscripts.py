@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from .commands import load_pyscript, runtime_command
 from .errors import MalformedResponse
+from .script_text import load_pyscript, runtime_command
 
 GREP_MATCH_LIMIT: Final = 10_000
 """Matches returned at most when the caller sets no `max_count` (then `truncated`)."""

@@ -14,10 +14,11 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Final, TypeVar
 
-from . import commands, wire
-from .commands import CommandResult, RuntimeInfo
+from . import commands, probe, wire
+from .commands import CommandResult
 from .errors import SandboxError, WrongPod
 from .pod_identity import PodIdentity
+from .probe import STAGING_DIRNAME, RuntimeInfo
 from .wire import HttpRequest, HttpResponse, RuntimeExec
 
 T = TypeVar("T")
@@ -75,8 +76,8 @@ class RuntimeProtocol:
 
     def connect(self) -> Op[RuntimeInfo]:
         """Probe the runtime and verify it is the expected pod (raises WrongPod)."""
-        result = yield from self.script(commands.build_probe(), idempotent=True)
-        info = commands.parse_probe(result.stdout)
+        result = yield from self.script(probe.build_probe(), idempotent=True)
+        info = probe.parse_probe(result.stdout)
         if self.identity is not None:
             self.info = None
             self.identity.check(info.identity_token)  # raises UnverifiedPod: nothing of the session was sent
@@ -115,7 +116,7 @@ class RuntimeProtocol:
         """Upload `content` to a staging file, then run `build(staged_path)` (which must remove it)."""
         info = yield from self.ensure()
         name = f"in-{uuid.uuid4().hex}"
-        resp = yield wire.upload_request(f"{commands.STAGING_DIRNAME}/{name}", content)
+        resp = yield wire.upload_request(f"{STAGING_DIRNAME}/{name}", content)
         error = wire.upload_error(resp)
         if error is not None:
             raise SandboxError(error)
@@ -168,7 +169,7 @@ class RuntimeProtocol:
         if self._staging_fails or not info.stages_wrappers:
             return False
         temporary = f"{wrapped.wrapper}.{uuid.uuid4().hex}"
-        resp = yield wire.upload_request(f"{commands.STAGING_DIRNAME}/{temporary}", wrapped.script.encode())
+        resp = yield wire.upload_request(f"{STAGING_DIRNAME}/{temporary}", wrapped.script.encode())
         if wire.upload_error(resp) is None:
             staging = info.staging_dir
             raw = yield from self.script(
@@ -197,7 +198,7 @@ class RuntimeProtocol:
         positions: list[int] = []
         for index, (target, content, confine) in enumerate(items):
             name = f"up-{token}-{index}"
-            resp = yield wire.upload_request(f"{commands.STAGING_DIRNAME}/{name}", content)
+            resp = yield wire.upload_request(f"{STAGING_DIRNAME}/{name}", content)
             error = wire.upload_error(resp)
             if error is not None:
                 results[index] = error
@@ -230,7 +231,7 @@ class RuntimeProtocol:
                 if prep.staged is None:
                     results.append(Downloaded(prep.content, prep.error))
                     continue
-                resp = yield wire.download_request(f"{commands.STAGING_DIRNAME}/{prep.staged}")
+                resp = yield wire.download_request(f"{STAGING_DIRNAME}/{prep.staged}")
                 if resp.status == 200:
                     results.append(Downloaded(resp.content, None))
                 elif resp.status == 404:

@@ -29,10 +29,10 @@ from deepagents.backends.protocol import (
 from deepagents.backends.sandbox import BaseSandbox
 from deepagents.backends.utils import EMPTY_OLD_STRING_ERROR
 
-from . import commands, file_results, pyscripts
-from .commands import RuntimeInfo
+from . import commands, file_results, gnu_grep, pyscripts
 from .flows import Call, Flow, run_async, run_sync
 from .paths import PathPolicy, PathRefused, ResolvedPath, normalize
+from .probe import RuntimeInfo
 from .sandbox_activity import ActivityHooks
 from .transport import RuntimeTransport
 from .wire import RuntimeExec
@@ -213,7 +213,7 @@ class SandboxFiles(BaseSandbox):
         self, pattern: str, path: str | None = None, glob: str | None = None, *, max_count: int | None = None
     ) -> GrepResult:
         """Literal search (GNU grep where the probe found it, else one python3 run): matches sorted by
-        path (`commands.GREP_ORDER`), `truncated` when capped, errors explicit."""
+        path (`gnu_grep.GREP_ORDER`), `truncated` when capped, errors explicit."""
         with self._activity.operation(None):
             return run_sync(self._grep_flow(pattern, path, glob, max_count))
 
@@ -228,9 +228,9 @@ class SandboxFiles(BaseSandbox):
         root = self._search_root(path, info.base_dir if self._needs_base_dir(path) else "")
         if isinstance(root, GrepResult):
             return root
-        if info.gnu_grep and commands.gnu_grep_fits(root.real, self.grep_exclude_dirs, glob, root.confine):
+        if info.gnu_grep and gnu_grep.gnu_grep_fits(root.real, self.grep_exclude_dirs, glob, root.confine):
             cap = max_count + 1 if max_count is not None else pyscripts.GREP_MATCH_LIMIT + 1
-            gnu = commands.build_gnu_grep(
+            gnu = gnu_grep.build_gnu_grep(
                 [p for p in pattern.split("\n") if p] or [pattern],
                 root.real,
                 exclude_dirs=self.grep_exclude_dirs,
@@ -250,12 +250,12 @@ class SandboxFiles(BaseSandbox):
         return self._grep_result(raw, path, max_count)
 
     def _gnu_grep_result(self, raw: RuntimeExec, cap: int, max_count: int | None) -> GrepResult | None:
-        killed = raw.exit_code in commands.GREP_KILLED
+        killed = raw.exit_code in gnu_grep.GREP_KILLED
         if not (raw.exit_code == 0 or killed) or not (raw.stdout.startswith("/") or not raw.stdout):
             return None
-        rows = commands.gnu_grep_rows(raw.stdout)
+        rows = gnu_grep.gnu_grep_rows(raw.stdout)
         if rows is None:  # a file name with a line break: the careful parser
-            rows = [(r.path, str(r.line), r.text) for r in commands.parse_gnu_grep_slowly(raw.stdout)[0]]
+            rows = [(r.path, str(r.line), r.text) for r in gnu_grep.parse_gnu_grep_slowly(raw.stdout)[0]]
         if not rows and raw.stderr.strip() and not killed:
             return None  # nothing found and grep complained (a missing or unreadable path)
         display = self._policy.display if self._policy.virtual_mode else None
@@ -312,7 +312,7 @@ class SandboxFiles(BaseSandbox):
         if answer.done is None:
             return GrepResult(error=f"Path '{shown}': grep failed in the sandbox: {file_results.failure(raw)}")
         found = pyscripts.grep_matches(answer)
-        found.sort(key=commands.GREP_ORDER)  # it walked a directory's files before its subdirectories
+        found.sort(key=gnu_grep.GREP_ORDER)  # it walked a directory's files before its subdirectories
         matches: list[GrepMatch] = [{"path": self._policy.display(p), "line": n, "text": t} for p, n, t in found]
         truncated = bool(answer.done.get("trunc"))
         if max_count is not None and len(matches) > max_count:

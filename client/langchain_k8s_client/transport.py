@@ -39,12 +39,13 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from .commands import CommandResult, RuntimeInfo
+from .commands import CommandResult
 from .errors import TransportError, WrongPod
 from .flows import Call, Flow, run_async, run_sync
 from .http11 import AsyncPodHTTPTransport, PodHTTPTransport
 from .limits import DEFAULT_MAX_RESPONSE_BYTES, IDENTITY, ResponseLimits, aread_bounded, read_bounded
 from .pod_identity import PodIdentity
+from .probe import RuntimeInfo
 from .runtime import Downloaded, Op, RuntimeProtocol
 from .wire import HttpRequest, HttpResponse, RuntimeExec
 

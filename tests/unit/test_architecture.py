@@ -74,7 +74,10 @@ CLIENT_CORE = {
     "errors",
     "wire",
     "paths",
+    "script_text",
+    "probe",
     "commands",
+    "gnu_grep",
     "pyscripts",
     "runtime",
     "activity",
@@ -82,7 +85,7 @@ CLIENT_CORE = {
     "flows",
     "pod_identity",
 }
-CLIENT_IO = {"transport", "http11", "limits", "sessions", "cluster_keys"}
+CLIENT_IO = {"transport", "http11", "http11_protocol", "limits", "sessions", "cluster_keys"}
 NO_IO = ("asyncio", "socket", "httpx", "kopf", "kubernetes", "kubernetes_asyncio", "structlog", "prometheus_client")
 """Modules the pure layers (the client's core, the operator's decisions, the contract) never import."""
 

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from langchain_k8s_client import commands
-from langchain_k8s_client.commands import STAGING_DIRNAME, WRAPPER_PREFIX
+from langchain_k8s_client.commands import WRAPPER_PREFIX
 from langchain_k8s_client.pod_sandbox import PodSandbox
+from langchain_k8s_client.probe import STAGING_DIRNAME
 from langchain_k8s_client.runtime import CAPTURE_SWEEP_EVERY
 from testkit.runtime_harness import RuntimeServer, runtime_process
 

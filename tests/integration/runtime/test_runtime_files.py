@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from langchain_k8s_client.commands import STAGING_DIRNAME, WRAPPER_PREFIX
+from langchain_k8s_client.commands import WRAPPER_PREFIX
 from langchain_k8s_client.pod_sandbox import PodSandbox
+from langchain_k8s_client.probe import STAGING_DIRNAME
 from testkit.runtime_harness import RuntimeServer
 
 TEN_MIB = 10 * 1024 * 1024

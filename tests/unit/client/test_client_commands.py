@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from langchain_k8s_client import commands
+from langchain_k8s_client import commands, probe
 from langchain_k8s_client.errors import SandboxError
 
 SHELLS = [s for s in ("dash", "bash") if shutil.which(s)]
@@ -59,7 +59,7 @@ def wrap(
     max_output: int = 1000,
     cwd: str = "",
     has_base64: bool = True,
-    runner: commands.Runner = "timeout",
+    runner: probe.Runner = "timeout",
 ) -> str:
     return commands.build_user_command(
         command,
@@ -120,11 +120,11 @@ def test_runner_variants(runner: str, command: str, needle: str) -> None:
 
 
 def test_runner_for_skips_the_watchdog_only_under_a_known_runtime_limit() -> None:
-    info = commands.RuntimeInfo("/app", "p", "timeout", exec_limit=300.0)
+    info = probe.RuntimeInfo("/app", "p", "timeout", exec_limit=300.0)
     assert [info.runner_for(t) for t in (1, 299, 300, 3600)] == ["timeout", "timeout", "none", "none"]
-    fractional = commands.RuntimeInfo("/app", "p", "python3", exec_limit=2.5)
+    fractional = probe.RuntimeInfo("/app", "p", "python3", exec_limit=2.5)
     assert [fractional.runner_for(t) for t in (2, 3)] == ["python3", "none"]
-    unknown = commands.RuntimeInfo("/app", "p", "timeout")
+    unknown = probe.RuntimeInfo("/app", "p", "timeout")
     assert unknown.runner_for(3600) == "timeout"
 
 
@@ -217,14 +217,14 @@ def test_parse_runtime_failures() -> None:
 
 
 def test_parse_probe() -> None:
-    info = commands.parse_probe("@LKCP\nbase=/app\nhost=pod-1\nrunner=python3\npython3=1\n")
-    assert info == commands.RuntimeInfo("/app", "pod-1", "python3", has_base64=False)
+    info = probe.parse_probe("@LKCP\nbase=/app\nhost=pod-1\nrunner=python3\npython3=1\n")
+    assert info == probe.RuntimeInfo("/app", "pod-1", "python3", has_base64=False)
     assert info.exec_limit is None
-    assert info.staging_dir == f"/app/{commands.STAGING_DIRNAME}"
-    assert commands.parse_probe("@LKCP\nbase=/a\nrunner=weird\n").runner == "none"
+    assert info.staging_dir == f"/app/{probe.STAGING_DIRNAME}"
+    assert probe.parse_probe("@LKCP\nbase=/a\nrunner=weird\n").runner == "none"
     for bad in ("", "hello", "@LKCP\nbase=relative\n"):
         with pytest.raises(SandboxError):
-            commands.parse_probe(bad)
+            probe.parse_probe(bad)
 
 
 @pytest.mark.parametrize(
@@ -244,7 +244,7 @@ def test_parse_probe() -> None:
     ],
 )
 def test_parse_probe_runtime_limit(lines: str, limit: float | None) -> None:
-    assert commands.parse_probe(f"@LKCP\nbase=/app\n{lines}\n").exec_limit == limit
+    assert probe.parse_probe(f"@LKCP\nbase=/app\n{lines}\n").exec_limit == limit
 
 
 def test_parse_counts_must_match() -> None:
@@ -337,11 +337,11 @@ def test_wrapper_shell_semantics(
 @pytest.mark.parametrize(("command", "output", "code"), SHELL_SEMANTICS)
 @pytest.mark.parametrize("shell", [s for s in SHELLS if s == "dash"])  # the probe stages wrappers for dash only
 def test_a_staged_wrapper_answers_as_the_inline_one(
-    tmp_path: Path, shell: str, command: str, output: str | None, code: int | None, runner: commands.Runner
+    tmp_path: Path, shell: str, command: str, output: str | None, code: int | None, runner: probe.Runner
 ) -> None:
     """`sh -c '. ./.lkc-staging/w-...sh' sh args`: the same answer, `$0` and error messages included, as
     the script inline (bash would name the sourced file in its messages: there the script goes inline)."""
-    staging = tmp_path / commands.STAGING_DIRNAME
+    staging = tmp_path / probe.STAGING_DIRNAME
     options = {"timeout": 30, "max_output": 1000, "staging_dir": str(staging), "cwd": "", "runner": runner}
     inline = commands.user_command(command, seq=1, **options)  # type: ignore[arg-type]
     staged = commands.user_command(command, seq=2, **options)  # type: ignore[arg-type]
@@ -365,8 +365,8 @@ def test_a_missing_staged_wrapper_is_recognised(tmp_path: Path, shell: str) -> N
     )
     stdout, stderr, exit_code = run_like_runtime(wrapped.staged(), tmp_path, shell)
     assert commands.wrapper_missing(stdout, stderr, exit_code, wrapped.wrapper)
-    (tmp_path / commands.STAGING_DIRNAME).mkdir()
-    (tmp_path / commands.STAGING_DIRNAME / wrapped.wrapper).write_text(wrapped.script)
+    (tmp_path / probe.STAGING_DIRNAME).mkdir()
+    (tmp_path / probe.STAGING_DIRNAME / wrapped.wrapper).write_text(wrapped.script)
     stdout, stderr, exit_code = run_like_runtime(wrapped.staged(), tmp_path, shell)
     assert not commands.wrapper_missing(stdout, stderr, exit_code, wrapped.wrapper)
     assert stdout.startswith("@LKC 0 ")
@@ -379,7 +379,7 @@ def test_a_runtime_error_naming_the_wrapper_is_not_a_missing_wrapper() -> None:
     stderr = f"Failed to execute command: Command '{argv}' timed out after 2 seconds"
     assert not commands.wrapper_missing("", stderr, 1, wrapped.wrapper)
     assert not commands.wrapper_missing(
-        "", f"sh: 1: .: cannot open ./{commands.STAGING_DIRNAME}/other.sh: x", 2, wrapped.wrapper
+        "", f"sh: 1: .: cannot open ./{probe.STAGING_DIRNAME}/other.sh: x", 2, wrapped.wrapper
     )
 
 
@@ -627,12 +627,12 @@ def test_wrapper_reports_an_unusable_staging_directory(tmp_path: Path, runner: s
 
 def test_probe_learns_the_runtime(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "SANDBOX_EXEC_TIMEOUT_SECONDS"}
-    stdout, _, code = run_like_runtime(commands.build_probe(), tmp_path, env=env)
-    info = commands.parse_probe(stdout)
+    stdout, _, code = run_like_runtime(probe.build_probe(), tmp_path, env=env)
+    info = probe.parse_probe(stdout)
     assert code == 0
     assert info.base_dir == str(tmp_path)
     assert info.runner == "timeout" and info.has_base64
-    assert (tmp_path / commands.STAGING_DIRNAME).is_dir()
+    assert (tmp_path / probe.STAGING_DIRNAME).is_dir()
     assert info.exec_limit == 300.0  # a session leader, as the runtime starts it: its default limit
 
 
@@ -641,25 +641,25 @@ def test_probe_learns_the_runtime(tmp_path: Path) -> None:
 )
 def test_probe_reads_the_runtime_limit(tmp_path: Path, setting: str, limit: float | None) -> None:
     env = {**os.environ, "SANDBOX_EXEC_TIMEOUT_SECONDS": setting}
-    stdout, _, _ = run_like_runtime(commands.build_probe(), tmp_path, env=env)
-    assert commands.parse_probe(stdout).exec_limit == limit
+    stdout, _, _ = run_like_runtime(probe.build_probe(), tmp_path, env=env)
+    assert probe.parse_probe(stdout).exec_limit == limit
 
 
 def test_probe_trusts_no_limit_outside_its_own_session(tmp_path: Path) -> None:
     # Older runtimes (subprocess.run, no new session) never kill a command.
-    argv = shlex.split(commands.build_probe())
+    argv = shlex.split(probe.build_probe())
     proc = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False)
-    assert commands.parse_probe(proc.stdout).exec_limit is None
+    assert probe.parse_probe(proc.stdout).exec_limit is None
 
 
 def test_probe_sweeps_stale_staging_files(tmp_path: Path) -> None:
-    staging = tmp_path / commands.STAGING_DIRNAME
+    staging = tmp_path / probe.STAGING_DIRNAME
     staging.mkdir()
     old, fresh = staging / "up-old", staging / "up-fresh"
     old.write_text("x")
     fresh.write_text("x")
     os.utime(old, (time.time() - 3 * 3600, time.time() - 3 * 3600))
-    run_like_runtime(commands.build_probe(), tmp_path)
+    run_like_runtime(probe.build_probe(), tmp_path)
     assert sorted(os.listdir(staging)) == ["up-fresh"]
 
 

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from devcluster import prereqs
-from langchain_k8s_client import commands, pyscripts
+from langchain_k8s_client import gnu_grep, probe, pyscripts
 
 pytestmark = pytest.mark.skipif(
     b"GNU" not in subprocess.run(["grep", "-V"], capture_output=True, check=False).stdout, reason="no GNU grep"
@@ -34,8 +34,8 @@ def run_like_runtime(command: str) -> tuple[bytes, bytes, int]:
 
 def gnu(root: Path, pattern: str, cap: int = 10_001, budget: float | None = 20.0) -> list[tuple[str, int, str]]:
     alternatives = [p for p in pattern.split("\n") if p] or [pattern]
-    command = commands.build_gnu_grep(alternatives, str(root), exclude_dirs=(".git",), cap=cap, budget=budget)
-    records, status = commands.parse_gnu_grep(run(command).decode("utf-8"))  # strict, as the runtime
+    command = gnu_grep.build_gnu_grep(alternatives, str(root), exclude_dirs=(".git",), cap=cap, budget=budget)
+    records, status = gnu_grep.parse_gnu_grep(run(command).decode("utf-8"))  # strict, as the runtime
     assert status is None
     return [(r.path, r.line, r.text) for r in records]
 
@@ -43,7 +43,7 @@ def gnu(root: Path, pattern: str, cap: int = 10_001, budget: float | None = 20.0
 def python(root: Path, pattern: str) -> list[tuple[str, int, str]]:
     command = pyscripts.build_grep(pattern, str(root), None, max_count=None, exclude_dirs=(".git",), confine="")
     found = pyscripts.grep_matches(pyscripts.parse_json_lines(run(command).decode("ascii")))
-    return sorted(found, key=commands.GREP_ORDER)  # as grep() orders them
+    return sorted(found, key=gnu_grep.GREP_ORDER)  # as grep() orders them
 
 
 @pytest.fixture
@@ -77,7 +77,7 @@ def test_cap_bounds_the_output(tree: Path) -> None:
 
 
 def test_a_missing_root_is_an_error_without_records(tmp_path: Path) -> None:
-    command = commands.build_gnu_grep(["x"], str(tmp_path / "nope"), exclude_dirs=(), cap=5, budget=20.0)
+    command = gnu_grep.build_gnu_grep(["x"], str(tmp_path / "nope"), exclude_dirs=(), cap=5, budget=20.0)
     stdout, stderr, code = run_like_runtime(command)
     assert (stdout, code) == (b"", 0) and b"No such file" in stderr  # the client asks the python version
 
@@ -87,7 +87,7 @@ def test_no_match_is_silent_and_leaves_no_watchdog(tmp_path: Path) -> None:
     # the watchdog has noted its `sleep`'s pid: it must still stop that `sleep`, in every run. 4 to 6 %
     # of the runs left one behind (for the whole budget) before that was handled; watchdog first, 1 in 300.
     (tmp_path / "f").write_text("hay\n")
-    command = commands.build_gnu_grep(["x"], str(tmp_path), exclude_dirs=(), cap=5, budget=31.25)
+    command = gnu_grep.build_gnu_grep(["x"], str(tmp_path), exclude_dirs=(), cap=5, budget=31.25)
     for _ in range(200):
         assert run_like_runtime(command) == (b"", b"", 0)
     deadline = time.monotonic() + 5
@@ -102,12 +102,12 @@ def test_no_match_is_silent_and_leaves_no_watchdog(tmp_path: Path) -> None:
 def test_the_time_budget_kills_the_whole_search(tmp_path: Path) -> None:
     (tmp_path / "f").write_text("needle\n")
     os.mkfifo(tmp_path / "fifo")  # named on the command line: grep blocks reading it
-    command = commands.build_gnu_grep(["needle"], str(tmp_path / "f"), exclude_dirs=(), cap=5, budget=0.5)
+    command = gnu_grep.build_gnu_grep(["needle"], str(tmp_path / "f"), exclude_dirs=(), cap=5, budget=0.5)
     command += " " + shlex.quote(str(tmp_path / "fifo"))
     started = time.monotonic()
     stdout, _, code = run_like_runtime(command)
-    assert code in commands.GREP_KILLED and time.monotonic() - started < 10
-    assert commands.parse_gnu_grep(stdout.decode()) == ([], None)  # grep's output was still in its buffer
+    assert code in gnu_grep.GREP_KILLED and time.monotonic() - started < 10
+    assert gnu_grep.parse_gnu_grep(stdout.decode()) == ([], None)  # grep's output was still in its buffer
 
 
 @pytest.mark.parametrize("shell", sorted(prereqs.COMMANDS[prereqs.SHELLS]))
@@ -117,48 +117,48 @@ def test_the_watchdog_outlives_head_until_grep_ends(tmp_path: Path, shell: str) 
     # the script must still wait for it (the whole pipeline), and the budget must still kill it.
     (tmp_path / "f").write_text("needle\n")
     os.mkfifo(tmp_path / "fifo")
-    command = commands.build_gnu_grep(["needle"], str(tmp_path / "f"), exclude_dirs=(), cap=1, budget=0.5)
+    command = gnu_grep.build_gnu_grep(["needle"], str(tmp_path / "f"), exclude_dirs=(), cap=1, budget=0.5)
     command += " " + shlex.quote(str(tmp_path / "fifo"))
     command = command.replace("sh -c", f"{'busybox sh' if shell == 'busybox' else shell} -c", 1)
     started = time.monotonic()
     _, _, code = run_like_runtime(command)
-    assert code in commands.GREP_KILLED and time.monotonic() - started < 10
+    assert code in gnu_grep.GREP_KILLED and time.monotonic() - started < 10
 
 
 def test_non_utf8_output_is_refused_by_the_runtime(tmp_path: Path) -> None:
     # The runtime fails such a request; the client then runs the python version.
     (tmp_path / "latin1.txt").write_bytes(b"caf\xe9 needle\n")
-    command = commands.build_gnu_grep(["needle"], str(tmp_path), exclude_dirs=(), cap=5, budget=20.0)
+    command = gnu_grep.build_gnu_grep(["needle"], str(tmp_path), exclude_dirs=(), cap=5, budget=20.0)
     with pytest.raises(UnicodeDecodeError):
         run(command).decode("utf-8")
 
 
 def test_what_gnu_grep_may_serve() -> None:
-    assert commands.gnu_grep_fits("/w", (".git",), None, "")
-    assert not commands.gnu_grep_fits("/w", (".git",), "*.py", "")
-    assert not commands.gnu_grep_fits("/w", (".git",), None, "/w")
-    assert not commands.gnu_grep_fits("/w/.git", (".git",), None, "")
-    assert not commands.gnu_grep_fits("/w", ("*.egg",), None, "")
+    assert gnu_grep.gnu_grep_fits("/w", (".git",), None, "")
+    assert not gnu_grep.gnu_grep_fits("/w", (".git",), "*.py", "")
+    assert not gnu_grep.gnu_grep_fits("/w", (".git",), None, "/w")
+    assert not gnu_grep.gnu_grep_fits("/w/.git", (".git",), None, "")
+    assert not gnu_grep.gnu_grep_fits("/w", ("*.egg",), None, "")
 
 
 def test_probe_reports_gnu_grep(tmp_path: Path) -> None:
-    info = commands.parse_probe(run(commands.build_probe(), cwd=tmp_path).decode())
+    info = probe.parse_probe(run(probe.build_probe(), cwd=tmp_path).decode())
     assert info.gnu_grep is (shutil.which("grep") is not None)
 
 
 def test_parsing_a_record_cut_short_and_the_status() -> None:
-    assert commands.parse_gnu_grep("/a/b\x001:x\n/a/c\x002:y") == ([commands.GrepRecord("/a/b", 1, "x")], None)
-    assert commands.parse_gnu_grep("/a/b\x001:x\n@E0\n") == ([commands.GrepRecord("/a/b", 1, "x")], 0)
-    assert commands.parse_gnu_grep("@E2\n") == ([], 2)
+    assert gnu_grep.parse_gnu_grep("/a/b\x001:x\n/a/c\x002:y") == ([gnu_grep.GrepRecord("/a/b", 1, "x")], None)
+    assert gnu_grep.parse_gnu_grep("/a/b\x001:x\n@E0\n") == ([gnu_grep.GrepRecord("/a/b", 1, "x")], 0)
+    assert gnu_grep.parse_gnu_grep("@E2\n") == ([], 2)
 
 
 def test_parsing_a_file_name_with_a_line_break() -> None:
     stdout = "/d/z\x001:z\n/d/a\nb\x003:t\n/d/c/x\x001:c\n@E0\n"
-    assert commands.parse_gnu_grep(stdout) == (
+    assert gnu_grep.parse_gnu_grep(stdout) == (
         [
-            commands.GrepRecord("/d/a\nb", 3, "t"),
-            commands.GrepRecord("/d/c/x", 1, "c"),
-            commands.GrepRecord("/d/z", 1, "z"),
+            gnu_grep.GrepRecord("/d/a\nb", 3, "t"),
+            gnu_grep.GrepRecord("/d/c/x", 1, "c"),
+            gnu_grep.GrepRecord("/d/z", 1, "z"),
         ],
         0,
     )
@@ -179,6 +179,6 @@ def test_both_parsers_sort_by_path_keeping_each_files_lines_in_order(files: list
         seen.add(path)
         lines += [f"{path}\x00{n}:t{n}\n" for n in range(1, count + 1)]
     stdout = "".join(lines)
-    fast = [commands.GrepRecord(p, int(k), t) for p, k, t in commands.gnu_grep_rows(stdout) or []]
-    slow, _ = commands.parse_gnu_grep_slowly(stdout)
+    fast = [gnu_grep.GrepRecord(p, int(k), t) for p, k, t in gnu_grep.gnu_grep_rows(stdout) or []]
+    slow, _ = gnu_grep.parse_gnu_grep_slowly(stdout)
     assert fast == slow == sorted(fast, key=lambda r: (r.path, r.line))

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from langchain_k8s_client import commands, pyscripts, wire
+from langchain_k8s_client import commands, gnu_grep, probe, pyscripts, wire
 from langchain_k8s_client.errors import (
     MalformedResponse,
     ResponseLimitExceeded,
@@ -204,7 +204,7 @@ def test_download_prepare_garbage_is_malformed_response(stdout: str) -> None:
 
 @pytest.mark.parametrize("stdout", ["@E\u00b2\n", "/a\0\u00b2:x\n", "/a\0" + "9" * 5000 + ":x\n", "@E" + "9" * 5000])
 def test_gnu_grep_odd_digits_do_not_escape(stdout: str) -> None:
-    typed_only(commands.parse_gnu_grep, stdout)
+    typed_only(gnu_grep.parse_gnu_grep, stdout)
 
 
 @pytest.mark.parametrize(
@@ -248,9 +248,9 @@ def test_edit_answer_garbage_is_an_error_result(stdout: str) -> None:
 
 def test_probe_garbage_is_malformed_response() -> None:
     with pytest.raises(MalformedResponse):
-        commands.parse_probe("@LKCP\nbase=relative\n")
+        probe.parse_probe("@LKCP\nbase=relative\n")
     with pytest.raises(MalformedResponse):
-        commands.parse_probe("hello")
+        probe.parse_probe("hello")
 
 
 @pytest.mark.parametrize(
@@ -333,12 +333,12 @@ def test_fuzz_execute_answer_shapes(data: dict[str, Any]) -> None:
 @FUZZ
 @given(hostile_text)
 def test_fuzz_probe(stdout: str) -> None:
-    typed_only(commands.parse_probe, stdout)
+    typed_only(probe.parse_probe, stdout)
 
 
 @FUZZ
 @given(hostile_text, st.text(max_size=50), st.integers(), st.sampled_from(["timeout", "python3", "none"]))
-def test_fuzz_user_command(stdout: str, stderr: str, code: int, runner: commands.Runner) -> None:
+def test_fuzz_user_command(stdout: str, stderr: str, code: int, runner: probe.Runner) -> None:
     typed_only(commands.parse_user_command, stdout, stderr, code, timeout=5, max_output=100, runner=runner)
 
 
@@ -353,7 +353,7 @@ def test_fuzz_upload_and_download_answers(stdout: str, count: int) -> None:
 @given(hostile_text)
 def test_fuzz_markers_and_grep(stdout: str) -> None:
     typed_only(commands.parse_marker, stdout, "@X")
-    typed_only(commands.parse_gnu_grep, stdout)
+    typed_only(gnu_grep.parse_gnu_grep, stdout)
 
 
 @FUZZ

@@ -16,8 +16,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from langchain_k8s_client import http11
-from langchain_k8s_client.http11 import AsyncPodHTTPTransport, PodHTTPTransport, ResponseParser
+from langchain_k8s_client import http11_protocol
+from langchain_k8s_client.http11 import AsyncPodHTTPTransport, PodHTTPTransport
+from langchain_k8s_client.http11_protocol import ResponseParser
 
 OK = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
 
@@ -78,8 +79,8 @@ def test_malformed_or_cut_answers_are_protocol_errors(raw: bytes) -> None:
 
 def test_head_and_chunk_lines_are_bounded() -> None:
     with pytest.raises(httpx.RemoteProtocolError, match="larger than"):
-        parse(b"HTTP/1.1 200 OK\r\nX: " + b"a" * http11.MAX_HEAD_BYTES, step=4096)
-    endless = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + b"1" * (http11.MAX_LINE_BYTES + 10)
+        parse(b"HTTP/1.1 200 OK\r\nX: " + b"a" * http11_protocol.MAX_HEAD_BYTES, step=4096)
+    endless = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + b"1" * (http11_protocol.MAX_LINE_BYTES + 10)
     with pytest.raises(httpx.RemoteProtocolError, match="longer than"):
         parse(endless, step=1024)
 
@@ -202,7 +203,7 @@ def test_chunked_request_bodies_are_framed(server_factory: Callable[..., Server]
             def sendall(self, data: bytes) -> None:
                 sent.append(data)
 
-        PodHTTPTransport._send(Recorder(), request, http11.serialize_head(request), None)  # type: ignore[arg-type]
+        PodHTTPTransport._send(Recorder(), request, http11_protocol.serialize_head(request), None)  # type: ignore[arg-type]
     assert len(sent) == 1 and sent[0].endswith(b"\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n")
 
 
@@ -255,7 +256,7 @@ def test_header_injection_is_refused() -> None:
     request = httpx.Request("GET", "http://127.0.0.1:1/", headers={"X-Sandbox-ID": "a"})
     request.headers._list.append((b"x-bad", b"x-bad", b"a\r\nInjected: 1"))  # httpx itself refuses most of these
     with pytest.raises(httpx.LocalProtocolError):
-        http11.serialize_head(request)
+        http11_protocol.serialize_head(request)
 
 
 def test_async_keep_alive_bodies_and_a_closed_idle_connection(server_factory: Callable[..., Server]) -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from agentsession_api import names
-from langchain_k8s_client import PodSandbox, UnverifiedPod, WrongPod, cluster_keys, commands, pod_identity
+from langchain_k8s_client import PodSandbox, UnverifiedPod, WrongPod, cluster_keys, pod_identity, probe, script_text
 from langchain_k8s_client.endpoints import EndpointResolver
 from langchain_k8s_client.sessions import SessionView
 from langchain_k8s_client.transport import PodEndpoint
@@ -79,8 +79,8 @@ def test_a_pod_on_a_shared_loopback_range_is_accepted() -> None:
 
 def test_the_probe_reports_the_addresses_of_the_network_it_runs_in() -> None:
     """The probe script itself, run here: this machine's own addresses, as a pod's are in its namespace."""
-    out = subprocess.run(["sh", "-c", commands.build_probe()], capture_output=True, text=True, cwd="/tmp", check=True)
-    info = commands.parse_probe(out.stdout)
+    out = subprocess.run(["sh", "-c", probe.build_probe()], capture_output=True, text=True, cwd="/tmp", check=True)
+    info = probe.parse_probe(out.stdout)
     assert info.holds("127.0.0.1"), info.addresses
     assert not info.holds("203.0.113.7"), info.addresses
 
@@ -220,7 +220,7 @@ def test_the_probe_reports_the_token_file_it_is_given(tmp_path: Path) -> None:
     """The probe script itself: the token file's one line (kubelet writes no newline), nothing without one."""
     token = tmp_path / "token"
     token.write_text("eyJh.eyJi.c2ln")
-    script = commands.load_script("probe.sh")
+    script = script_text.load_script("probe.sh")
     for path, expected in ((token, "eyJh.eyJi.c2ln"), (tmp_path / "none", "")):
         out = subprocess.run(
             ["sh", "-c", script, "lkc", ".lkc-staging", str(path)],
@@ -229,8 +229,8 @@ def test_the_probe_reports_the_token_file_it_is_given(tmp_path: Path) -> None:
             cwd=tmp_path,
             check=True,
         )
-        assert commands.parse_probe(out.stdout).identity_token == expected
-    assert names.POD_IDENTITY_TOKEN_PATH in commands.build_probe()
+        assert probe.parse_probe(out.stdout).identity_token == expected
+    assert names.POD_IDENTITY_TOKEN_PATH in probe.build_probe()
 
 
 def test_the_keys_are_read_through_a_real_api_client(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,20 +8,21 @@ from pathlib import Path
 
 import pytest
 
-from langchain_k8s_client import commands
+from langchain_k8s_client import script_text
 
-SCRIPTS = Path(commands.__file__).parent / "scripts"
+PACKAGE = Path(script_text.__file__).parent
+SCRIPTS = PACKAGE / "scripts"
 
 
 def test_scripts_are_sent_without_comments_and_with_includes_inlined() -> None:
-    upload = commands.load_script("upload.sh")
+    upload = script_text.load_script("upload.sh")
     assert "# " not in upload.splitlines()[0] and ". ./" not in upload
-    assert upload.startswith(commands.load_script("prelude.sh") + "\n")
+    assert upload.startswith(script_text.load_script("prelude.sh") + "\n")
     assert "phys()" in upload and upload.endswith("shift 3; done")
 
 
 def test_every_script_file_is_used() -> None:
-    source = Path(commands.__file__).read_text()
+    source = "".join(p.read_text() for p in PACKAGE.glob("*.py"))  # commands, probe, gnu_grep
     included = {
         line.split("./")[1]
         for p in SCRIPTS.glob("*.sh")
