@@ -36,9 +36,9 @@ API_RETRIES = Counter(
 )
 HELD_WRITES = Counter(
     "agentsession_held_writes_total",
-    "Writes sent under a leadership hold, by Lease (a shard's, or the single one): with the replica's identity "
-    "as a target label, two replicas' counts rising in one Lease during one term is two leaders",
-    ["lease"],
+    "Writes sent under a leadership hold, by Lease (a shard's, or the single one) and term (the Lease's "
+    "leaseTransitions when this replica took it): two replicas with writes under one Lease and term is two leaders",
+    ["lease", "term"],
 )
 CACHE_RESYNC_DROPPED = Counter(
     "agentsession_cache_resync_dropped_total", "Cached objects a relist no longer had (deleted unseen)", ["kind"]

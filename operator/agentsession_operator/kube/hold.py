@@ -34,10 +34,12 @@ class NotLeader(Exception):
 
 @dataclass(frozen=True)
 class Hold:
-    """The Lease that lets this replica write, and until when (monotonic seconds) it may."""
+    """The Lease that lets this replica write, until when (monotonic seconds) it may, and in which term:
+    the Lease's `leaseTransitions` when this replica took it (a new holder makes a new term)."""
 
     lease: str
     until: float
+    term: int = 0
 
     def remaining(self, now: float) -> float:
         """Seconds a write may still take (its margin kept off)."""

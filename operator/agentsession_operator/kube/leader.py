@@ -163,7 +163,8 @@ class LeaderElector:
         """This Lease's hold for a write (kube/hold.py), None while not leader."""
         if self._renewed_at is None or not self.is_leader():
             return None
-        return Hold(self.name, self._renewed_at + self.timing.renew_deadline)
+        term = self._record.transitions if self._record is not None else 0
+        return Hold(self.name, self._renewed_at + self.timing.renew_deadline, term)
 
     def live_holder(self) -> str | None:
         """Who holds the Lease as of the last round: this replica while it leads, else the holder whose

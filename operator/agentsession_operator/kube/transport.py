@@ -102,6 +102,7 @@ def wrap(request: Callable[..., Awaitable[Any]], gate: Gate, timeout: float = RE
     async def send(method: str, url: str, *args: Any, _request_timeout: Any = None, **kwargs: Any) -> Any:
         hold_of = holds.bound() if method != "GET" else None
         lease: str | None = None
+        term = 0
         attempt = 0
         while True:
             attempt += 1
@@ -115,12 +116,13 @@ def wrap(request: Callable[..., Awaitable[Any]], gate: Gate, timeout: float = RE
             await gate.wait()
             if hold_of is not None:
                 held = holds.check(hold_of, lease, gate.clock())  # after the wait: lost, or now too short
+                term = held.term
                 remaining = held.remaining(gate.clock())
                 limit = min(limit, remaining)
                 deadline = ("timeout", holds.server_timeout(remaining))
                 sent = {**kwargs, "query_params": [*(kwargs.get("query_params") or []), deadline]}
             if lease is not None:
-                metrics.HELD_WRITES.labels(lease=lease).inc()
+                metrics.HELD_WRITES.labels(lease=lease, term=str(term)).inc()
             try:
                 with holds.IN_FLIGHT.writing(lease) if lease is not None else contextlib.nullcontext():
                     return await request(method, url, *args, _request_timeout=limit, **sent)

@@ -157,11 +157,11 @@ async def test_every_write_under_a_hold_is_counted_by_lease() -> None:
     from agentsession_operator.infra import metrics
 
     clock = GateClock()
-    before = metrics.HELD_WRITES.labels(lease="shard-7")._value.get()
+    before = metrics.HELD_WRITES.labels(lease="shard-7", term="0")._value.get()
     send = transport.wrap(Upstream(clock, [_exc(429, "1")]), transport.Gate(clock, clock.sleep))
     with holds.bind(Held(clock, until=clock() + 30.0, lease="shard-7")):
         await send("POST", "/claims")
-    assert metrics.HELD_WRITES.labels(lease="shard-7")._value.get() - before == 2  # each attempt sent
+    assert metrics.HELD_WRITES.labels(lease="shard-7", term="0")._value.get() - before == 2  # each attempt sent
 
 
 async def test_a_release_with_writes_still_under_way_leaves_the_lease_to_expire() -> None:
@@ -173,3 +173,19 @@ async def test_a_release_with_writes_still_under_way_leaves_the_lease_to_expire(
         await leader.release()  # the fake clock never moves: the real drain timeout (round_timeout / 2) passes
     assert not leader.is_leader()
     assert api.obj is not None and api.obj["spec"]["holderIdentity"] == "a"  # expires by itself
+
+
+async def test_a_hold_names_its_term_and_a_new_holder_makes_a_new_one() -> None:
+    """The term (the Lease's leaseTransitions when taken) labels the writes: a take-over must not share it."""
+    api, clock = FakeLeases(), Clock()
+    first, second = elector(api, clock, "a"), elector(api, clock, "b")
+    assert await first.try_once()
+    held = first.hold()
+    assert held is not None and held.term == 0
+    assert await first.try_once()  # a renewal is the same term
+    assert (first.hold() or held).term == 0
+    assert not await second.try_once()  # b sees a's record; a stops renewing from now
+    clock.t += T.lease_duration + 1  # a full lease duration of silence: b may take it
+    assert await second.try_once()
+    taken = second.hold()
+    assert taken is not None and taken.term == 1
