@@ -303,6 +303,37 @@ def test_a_silent_connection_is_closed_not_held(node: checkpointer.Node) -> None
         thread.join(timeout=5)
 
 
+def test_connections_past_the_cap_are_answered_busy_at_once(node: checkpointer.Node) -> None:
+    """Attack (issue 49 item 5): any pod that reaches the agent opens many connections and sends each a header
+    a byte at a time, within the socket timeout: every one held a thread of the agent (each up to 30 s), and
+    the operator's own checkpoint request waited behind them or found no thread. Now the agent serves at most
+    MAX_CONNECTIONS at a time and answers any other connection 503 at once, without reading it."""
+    import socket
+
+    httpd = server.serve(server.Agent(node, review, OPERATOR), "127.0.0.1", 0, socket_timeout=30.0)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    address = ("127.0.0.1", httpd.server_address[1])
+    held = []
+    try:
+        for _ in range(server.MAX_CONNECTIONS if hasattr(server, "MAX_CONNECTIONS") else 64):
+            conn = socket.create_connection(address, timeout=10)
+            conn.sendall(b"POST /v1/list HTTP/1.1\r\n")  # and the rest of the header never comes
+            held.append(conn)
+        # The agent accepts in order: by the time it takes this one, every connection above has its thread.
+        with socket.create_connection(address, timeout=10) as late:
+            late.sendall(b"GET /healthz HTTP/1.1\r\nHost: agent\r\n\r\n")
+            answer = late.recv(4096)
+        assert answer.startswith(b"HTTP/1.1 503") or answer.startswith(b"HTTP/1.0 503"), answer[:200]
+        assert b"busy" in answer, answer
+    finally:
+        for conn in held:
+            conn.close()
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(timeout=5)
+
+
 def _measuring_runsc(node: checkpointer.Node, usage: int) -> Path:
     """runsc standing in for the real one: `events --stats` answers ``usage`` bytes of memory for the pod's
     container (the sandbox's own pause container answers none, as the real one does), `checkpoint` writes
