@@ -27,6 +27,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--max-bytes", type=int, default=None, help="budget of every image on this node together")
     p.add_argument("--min-free-bytes", type=int, default=2 << 30, help="free space the disk keeps (default 2 GiB)")
     args = p.parse_args(argv)
+    if problems := preflight(args):
+        p.error("; ".join(problems))
     node = checkpointer.Node(
         args.runsc,
         args.runsc_root,
@@ -41,6 +43,26 @@ def main(argv: list[str] | None = None) -> None:
     swept = f", {agent.partials_swept} partial images swept" if agent.partials_swept else ""
     print(f"node agent on {args.listen}:{args.port}, for {args.allowed_user} ({audience}){swept}", flush=True)
     httpd.serve_forever()
+
+
+def preflight(args: argparse.Namespace) -> list[str]:
+    """What keeps the agent from doing its job, said at start (issue 49 item 5): a non-root agent, or a host path
+    not mounted, found no pod and answered every checkpoint 404 ("not on this node") instead of failing."""
+    problems = []
+    if os.geteuid() != 0:
+        problems.append(
+            f"the node agent runs as uid {os.geteuid()}: it must run as root (with every capability dropped), "
+            "since containerd's task bundles and runsc's state are root's own (docs/gvisor.md)"
+        )
+    # Not --runsc-root: runsc makes it when the node's first gVisor pod starts, which may come after the agent.
+    if not args.task_state.is_dir():
+        problems.append(
+            f"--task-state {args.task_state} is not a directory here: mount the node's containerd task bundles "
+            "into the agent's pod"
+        )
+    if not os.access(args.runsc, os.X_OK):
+        problems.append(f"--runsc {args.runsc} is not an executable here: mount the node's runsc into the agent's pod")
+    return problems
 
 
 if __name__ == "__main__":

@@ -11,7 +11,8 @@
 - ``POST /v1/list`` ``{}``: the images on this node, ``{"images": [{"namespace", "name"}]}`` (at most
   images.MAX_LISTED): the operator's sweep deletes those whose session is gone.
 
-Anything else is 404; a caller that is not the operator 401/403 before the body is read.
+Anything else is 404; a caller that is not the operator 401/403 before the body is read; a connection past
+MAX_CONNECTIONS 503 at once, unread.
 """
 
 from __future__ import annotations
@@ -167,7 +168,70 @@ def handler_for(agent: Agent, socket_timeout: float = SOCKET_TIMEOUT) -> type[Ba
     return Handler
 
 
-def serve(agent: Agent, host: str, port: int, socket_timeout: float = SOCKET_TIMEOUT) -> ThreadingHTTPServer:
-    httpd = ThreadingHTTPServer((host, port), handler_for(agent, socket_timeout))
-    httpd.daemon_threads = True  # a stuck connection never holds the process at exit
-    return httpd
+MAX_CONNECTIONS = 32
+"""Connections the agent serves at once (a thread each, for at most SOCKET_TIMEOUT while the request comes in).
+The operator sends one checkpoint per node at a time, plus a delete or a listing: far below. Past it, a
+connection is answered 503 at once, unread, so a pod that opens connections by the hundred holds at most
+this many threads, each for at most SOCKET_TIMEOUT (issue 49 item 5)."""
+
+
+class BoundedServer(ThreadingHTTPServer):
+    """A thread per connection, at most `max_connections` of them; any other connection is answered busy."""
+
+    daemon_threads = True  # a stuck connection never holds the process at exit
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], max_connections: int) -> None:
+        super().__init__(address, handler)
+        self.max_connections = max_connections
+        self._active = 0
+        self._lock = threading.Lock()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        # The accept loop's thread: counted here, before the connection's own thread starts.
+        with self._lock:
+            busy = self._active >= self.max_connections
+            if not busy:
+                self._active += 1
+        if busy:
+            self._answer_busy(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        with self._lock:
+            self._active -= 1
+
+    def _answer_busy(self, request: socket.socket) -> None:
+        body = json.dumps(
+            {"error": f"busy: the node agent serves {self.max_connections} connections at once; try again"}
+        ).encode()
+        head = (
+            "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\nRetry-After: 1\r\nConnection: close\r\n\r\n"
+        ).encode()
+        try:
+            request.setblocking(False)  # a short answer into the socket's buffer; never a wait in the accept loop
+            request.send(head + body)
+        except OSError:
+            pass
+        self.shutdown_request(request)
+
+
+def serve(
+    agent: Agent,
+    host: str,
+    port: int,
+    socket_timeout: float = SOCKET_TIMEOUT,
+    max_connections: int = MAX_CONNECTIONS,
+) -> ThreadingHTTPServer:
+    return BoundedServer((host, port), handler_for(agent, socket_timeout), max_connections)

@@ -316,7 +316,7 @@ def test_connections_past_the_cap_are_answered_busy_at_once(node: checkpointer.N
     address = ("127.0.0.1", httpd.server_address[1])
     held = []
     try:
-        for _ in range(server.MAX_CONNECTIONS if hasattr(server, "MAX_CONNECTIONS") else 64):
+        for _ in range(server.MAX_CONNECTIONS):
             conn = socket.create_connection(address, timeout=10)
             conn.sendall(b"POST /v1/list HTTP/1.1\r\n")  # and the rest of the header never comes
             held.append(conn)
@@ -386,3 +386,31 @@ def test_a_sandbox_within_its_bound_and_an_old_operators_request_are_checkpointe
     assert status == 200 and " events " not in f" {calls.read_text()} "
     for bad in (-1, "1Gi", True, 1.5):
         assert post(url, "/v1/checkpoint", {**CHECKPOINT, "name": "s-3", "maxBytes": bad}, "operator-token")[0] == 400
+
+
+def test_an_agent_that_cannot_do_its_job_fails_at_start(
+    node: checkpointer.Node, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A non-root agent, or one without the node's paths, answered every checkpoint 404 (it found no pod);
+    now it refuses to start and says what to fix."""
+    import os
+
+    from agentsession_operator.nodeagent import __main__ as agent_main
+
+    args = [
+        "--runsc", str(node.runsc),
+        "--runsc-root", str(node.runsc_root),
+        "--task-state", str(node.task_state.parent / "no-such-dir"),
+        "--checkpoint-root", str(node.checkpoint_root),
+        "--allowed-user", OPERATOR,
+    ]  # fmt: skip
+    monkeypatch.setattr(os, "geteuid", lambda: 65534)
+    with pytest.raises(SystemExit) as exited:
+        agent_main.main(args)
+    assert exited.value.code == 2
+    said = capsys.readouterr().err
+    assert "runs as uid 65534: it must run as root" in said, said
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    with pytest.raises(SystemExit):
+        agent_main.main(args)
+    assert "--task-state" in capsys.readouterr().err
