@@ -41,3 +41,38 @@ def test_each_hibernation_has_an_image_of_its_own(make_session: Make, make_claim
     session = {**session, "status": {**session["status"], "hibernation": recorded}}
     assert hibernate.kept_checkpoint(session) == second  # the wake names the second, recomputed
     assert hibernate.images_to_sweep([("ns", first), ("ns", second)], {"ns": [session]}) == [("ns", first)]
+
+
+def test_a_pod_spec_changed_while_the_session_slept_wakes_fresh(
+    make_session: Make, make_claim: Make, make_sandbox: Make
+) -> None:
+    """Issue 49 item 7 (attack): a session hibernates; while it sleeps its pod spec is tightened (a read-only
+    root filesystem, an env var gone, a smaller memory limit: an admin's fix, or the template's). runsc restores
+    with spec validation at "warning" (a restored pod's cgroup parent always differs), so the woken sandbox ran
+    the old processes with what the old spec gave them, and the tightening applied only at a fresh start. The
+    image must be bound to the pod spec it was taken from: a wake into another spec starts fresh."""
+    from agentsession_api import names
+
+    spec = {"warmPoolRef": {"name": "p"}, "idleTimeout": "15m", "idleAction": "Hibernate"}
+    sandbox = make_sandbox()
+    session = settle(
+        make_session(spec=spec), reconcile_actions(make_session(spec=spec), ready_claim(make_claim), sandbox, T0)
+    )
+    idle = reconcile_actions(session, ready_claim(make_claim), sandbox, T0 + timedelta(minutes=20))
+    (hib,) = [a for a in idle if isinstance(a, HibernateSandbox)]
+    session = settle(session, idle)
+    recorded = {"hibernated": True, "reason": "Checkpointed", "checkpoint": hib.checkpoint, "sizeBytes": 1}
+    recorded |= {"takenAt": hib.taken_at, "podSpecDigest": getattr(hib, "pod_spec_digest", None)}
+    session["status"] |= {"hibernation": recorded, "phase": "Suspended", "lastActivityTime": "2025-01-01T12:30:00Z"}
+    suspended_claim = make_claim(sandbox_name="demo", ready=("False", "SandboxSuspended", "suspended"))
+
+    def wake(pod_spec_change: dict[str, Any]) -> list[Any]:
+        gone = make_sandbox(mode="Suspended")
+        gone["spec"]["podTemplate"].setdefault("spec", {}).update(pod_spec_change)
+        gone["status"] = {"conditions": [{"type": "Suspended", "status": "True", "reason": "PodTerminated"}]}
+        return reconcile_actions(session, suspended_claim, gone, T0 + timedelta(minutes=30))
+
+    assert hib.checkpoint in repr(wake({})), "the same pod spec restores"
+    tightened = wake({"securityContext": {"runAsNonRoot": True}, "automountServiceAccountToken": False})
+    assert names.ANNOTATION_RESTORE_FROM not in repr(tightened), tightened
+    assert any(getattr(a, "patch", None) == {"spec": {"operatingMode": "Running"}} for a in tightened), tightened
