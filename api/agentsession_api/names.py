@@ -40,7 +40,7 @@ POD_IDENTITY_TOKEN_PATH: Final = f"{POD_IDENTITY_DIR}/token"
 
 ANNOTATION_SCHEMA_REVISION: Final = f"{GROUP}/schema-revision"
 """On the generated CRDs: the revision of their schema (:data:`SCHEMA_REVISION`)."""
-SCHEMA_REVISION: Final = 5
+SCHEMA_REVISION: Final = 6
 """Bumped with every change of the generated CRD schemas (tests/unit/api/test_api_schema_revision.py
 fails until it is). The operator refuses to start while an installed CRD carries a lower one: the API
 server prunes fields its CRD does not know, so an old CRD silently drops a new policy limit."""

@@ -81,6 +81,9 @@ REASON_HIBERNATED_SIZE_EXCEEDED: Final = "HibernatedSizeExceeded"
 """The namespace's hibernated sessions keep a policy's limits.maxHibernatedSize of checkpoints already (or
 this one would pass it): the session suspends as Suspend."""
 REASON_RESTORED: Final = "Restored"
+REASON_POD_SPEC_CHANGED: Final = "PodSpecChanged"
+"""The Sandbox's pod spec changed while the session slept: it woke fresh (workspace kept, processes not), since
+runsc would restore the old processes into the new spec without applying it (issue 49 item 7)."""
 HIBERNATE_FALLBACK_REASONS: Final = frozenset(
     {
         REASON_HIBERNATE_UNAVAILABLE,
@@ -89,6 +92,7 @@ HIBERNATE_FALLBACK_REASONS: Final = frozenset(
         REASON_CHECKPOINT_FAILED,
         REASON_CHECKPOINT_TOO_LARGE,
         REASON_RESTORE_FAILED,
+        REASON_POD_SPEC_CHANGED,
         REASON_HIBERNATE_FORBIDDEN,
         REASON_HIBERNATED_SIZE_EXCEEDED,
     }

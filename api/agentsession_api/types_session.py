@@ -292,6 +292,15 @@ class HibernationStatus(_Status):
     )
     size_bytes: int | None = Field(None, alias="sizeBytes", description="The checkpoint's size.", ge=0)
     taken_at: datetime | None = timestamp_field("takenAt", "When the checkpoint was taken (its age).")
+    pod_spec_digest: str | None = Field(
+        None,
+        alias="podSpecDigest",
+        description=(
+            "SHA-256 of the Sandbox's pod spec the checkpoint was taken from: a wake into another spec starts "
+            "fresh (PodSpecChanged) instead of restoring the old processes into it."
+        ),
+        max_length=64,
+    )
 
 
 class AgentSessionStatus(_Status):

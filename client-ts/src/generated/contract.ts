@@ -24,7 +24,7 @@ export const POD_IDENTITY_VOLUME = "agentsession-pod-identity";
 export const POD_IDENTITY_DIR = "/var/run/secrets/agentsession.dev/pod-identity";
 export const POD_IDENTITY_TOKEN_PATH = "/var/run/secrets/agentsession.dev/pod-identity/token";
 export const ANNOTATION_SCHEMA_REVISION = "agentsession.dev/schema-revision";
-export const SCHEMA_REVISION = 5;
+export const SCHEMA_REVISION = 6;
 export const ANNOTATION_ACTIVITY = "agentsession.dev/activity";
 export const ANNOTATION_RESTORE_FROM = "agentsession.dev/restore-from";
 export const ANNOTATION_VOLUME_COPY = "agentsession.dev/volume-copy";
@@ -72,7 +72,8 @@ export const REASON_RESTORE_FAILED = "RestoreFailed";
 export const REASON_HIBERNATE_FORBIDDEN = "HibernateForbidden";
 export const REASON_HIBERNATED_SIZE_EXCEEDED = "HibernatedSizeExceeded";
 export const REASON_RESTORED = "Restored";
-export const HIBERNATE_FALLBACK_REASONS = ["CheckpointFailed", "CheckpointTooLarge", "HibernateForbidden", "HibernateUnavailable", "HibernatedSizeExceeded", "NodeAgentUnavailable", "NotGVisor", "RestoreFailed"] as const;
+export const REASON_POD_SPEC_CHANGED = "PodSpecChanged";
+export const HIBERNATE_FALLBACK_REASONS = ["CheckpointFailed", "CheckpointTooLarge", "HibernateForbidden", "HibernateUnavailable", "HibernatedSizeExceeded", "NodeAgentUnavailable", "NotGVisor", "PodSpecChanged", "RestoreFailed"] as const;
 export const REASON_SOURCE_NOT_FOUND = "SourceNotFound";
 export const REASON_SOURCE_NOT_READY = "SourceNotReady";
 export const REASON_SOURCE_FINISHED = "SourceFinished";
@@ -294,6 +295,8 @@ export interface HibernationStatus {
   sizeBytes?: number | null;
   /** When the checkpoint was taken (its age). */
   takenAt?: string | null;
+  /** SHA-256 of the Sandbox's pod spec the checkpoint was taken from: a wake into another spec starts fresh (PodSpecChanged) instead of restoring the old processes into it. */
+  podSpecDigest?: string | null;
 }
 
 /** Patterns for annotation keys; '*' matches any run of characters (including '/' and '.'), '?' one. */

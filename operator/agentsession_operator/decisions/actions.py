@@ -79,6 +79,9 @@ class HibernateSandbox:
     Sandbox does not say (then every agent is asked, as before the node was known)."""
     taken_at: str = ""
     """The record's takenAt, from which ``checkpoint`` is named (issue 49 item 7); "" : the time of the write."""
+    pod_spec_digest: str = ""
+    """The Sandbox's pod spec the checkpoint is taken from (hibernate.pod_spec_digest): a wake into another
+    one starts fresh (issue 49 item 7)."""
 
 
 @dataclass(frozen=True)
@@ -263,6 +266,8 @@ def _mode_actions(
     annotation on the wake (issue 33)."""
     before = session.get("status") or {}
     kept = hibernate.kept_checkpoint(session)
+    # A checkpoint of another pod spec: the wake starts fresh, the image goes (issue 49 item 7).
+    stale = kept is not None and hibernate.pod_spec_changed(session, sandbox)
     claim_name = claim["metadata"]["name"]
     if mode_patch is None:
         # Woken: the session Ready again. The annotation goes from the claim, then the Sandbox (a restart
@@ -277,7 +282,12 @@ def _mode_actions(
         if hibernate.sandbox_restore_from(sandbox):
             actions.append(PatchSandbox(bound, hibernate.clear_restore_patch()))
         if kept:
-            actions.append(FinishRestore(kept, hibernate.restored_record(dict(before.get("hibernation") or {}), now)))
+            record = (
+                hibernate.spec_changed_record(kept)
+                if stale
+                else hibernate.restored_record(dict(before.get("hibernation") or {}), now)
+            )
+            actions.append(FinishRestore(kept, record))
         return actions
     if mode == constants.OPERATING_MODE_SUSPENDED:
         pod = before.get("podName") or bound
@@ -301,9 +311,12 @@ def _mode_actions(
                     budget_policy,
                     node,
                     taken_at,
+                    hibernate.pod_spec_digest(sandbox),
                 )
             ]
         return [PatchSandbox(bound, mode_patch)]
+    if stale and kept is not None:
+        return [PatchSandbox(bound, mode_patch), FinishRestore(kept, hibernate.spec_changed_record(kept))]
     wake = hibernate.wake_patch(kept)
     if not wake:
         return [PatchSandbox(bound, mode_patch)]

@@ -10,6 +10,7 @@ On wake, ``restore_annotations`` is what the Sandbox's pod template carries so t
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -218,7 +219,13 @@ def user_names_restore(pod_annotations: dict[str, str] | None) -> bool:
     return bool(pod_annotations) and names.ANNOTATION_RESTORE_FROM in (pod_annotations or {})
 
 
-def record(verdict: HibernateVerdict, checkpoint: str | None, size_bytes: int | None, now: datetime) -> dict[str, Any]:
+def record(
+    verdict: HibernateVerdict,
+    checkpoint: str | None,
+    size_bytes: int | None,
+    now: datetime,
+    pod_spec_digest: str = "",
+) -> dict[str, Any]:
     """``status.hibernation`` after a hibernate: the kept checkpoint, or why there is none."""
     kept = verdict.hibernate and checkpoint is not None
     return {
@@ -228,6 +235,37 @@ def record(verdict: HibernateVerdict, checkpoint: str | None, size_bytes: int | 
         "checkpoint": checkpoint if kept else None,
         "sizeBytes": size_bytes if kept else None,
         "takenAt": format_time(now) if kept else None,
+        "podSpecDigest": (pod_spec_digest or None) if kept else None,
+    }
+
+
+def pod_spec_digest(sandbox: Mapping[str, Any] | None) -> str:
+    """SHA-256 of the Sandbox's pod spec (canonical JSON): what a checkpoint was taken from, and what its wake
+    would restore into. runsc restores with spec validation at "warning" (a restored pod's cgroup parent always
+    differs), so a spec changed in between (tightened) would not apply to the restored processes."""
+    pod_spec = (((sandbox or {}).get("spec") or {}).get("podTemplate") or {}).get("spec") or {}
+    canonical = json.dumps(pod_spec, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def pod_spec_changed(session: Mapping[str, Any], sandbox: Mapping[str, Any] | None) -> bool:
+    """The kept checkpoint was taken from another pod spec than the Sandbox's now (issue 49 item 7). A record
+    without a digest (an older operator's) is judged as before: restored."""
+    recorded = ((session.get("status") or {}).get("hibernation") or {}).get("podSpecDigest")
+    return bool(recorded) and recorded != pod_spec_digest(sandbox)
+
+
+def spec_changed_record(checkpoint: str) -> dict[str, Any]:
+    """``status.hibernation`` of a wake into a changed pod spec: fresh, and the image deleted."""
+    return {
+        "hibernated": False,
+        "reason": phases.REASON_POD_SPEC_CHANGED,
+        "message": f"woke without its processes (started fresh, workspace kept): the Sandbox's pod spec changed "
+        f"since checkpoint {checkpoint} was taken, and a restore would not apply the new one; the image is deleted",
+        "checkpoint": None,
+        "sizeBytes": None,
+        "takenAt": None,
+        "podSpecDigest": None,
     }
 
 
@@ -245,6 +283,7 @@ def restored_record(hibernation: dict[str, Any], now: datetime) -> dict[str, Any
         "checkpoint": None,
         "sizeBytes": None,
         "takenAt": None,
+        "podSpecDigest": None,
     }
 
 
@@ -263,6 +302,7 @@ def restore_failed_record(checkpoint: str, failure: str) -> dict[str, Any]:
         "checkpoint": None,
         "sizeBytes": None,
         "takenAt": None,
+        "podSpecDigest": None,
     }
 
 
@@ -432,4 +472,5 @@ def forgotten_record(checkpoint: str) -> dict[str, Any]:
         "checkpoint": None,
         "sizeBytes": None,
         "takenAt": None,
+        "podSpecDigest": None,
     }

@@ -11,6 +11,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any
 
+from agentsession_api import phases
 from agentsession_api.timestamps import parse_time, utc
 from agentsession_operator.decisions import hibernate
 from agentsession_operator.decisions.actions import FinishRestore, HibernateSandbox
@@ -85,7 +86,8 @@ class Hibernator:
             if not verdict.hibernate and result.ok:
                 await self.agents.delete(namespace, action.checkpoint)  # too large, or over budget: not kept
         taken = parse_time(action.taken_at) if action.taken_at else None
-        await self._record(session, hibernate.record(verdict, action.checkpoint, size, taken or now))
+        record = hibernate.record(verdict, action.checkpoint, size, taken or now, action.pod_spec_digest)
+        await self._record(session, record)
         log.info("hibernate", reason=verdict.reason, checkpoint=action.checkpoint, size_bytes=size)
         if verdict.hibernate:
             self.event(session, "Hibernated", verdict.message, "Normal")
@@ -101,7 +103,10 @@ class Hibernator:
             failure = (await self.agents.delete_outcome(namespace, action.checkpoint)).restore_failed
         record = action.record if failure is None else hibernate.restore_failed_record(action.checkpoint, failure)
         await self._record(session, record)
-        if failure is None:
+        if failure is None and record.get("reason") == phases.REASON_POD_SPEC_CHANGED:
+            log.warning("pod spec changed while hibernated, woke fresh", checkpoint=action.checkpoint)
+            self.event(session, phases.REASON_POD_SPEC_CHANGED, record["message"], "Warning")
+        elif failure is None:
             log.info("woke from checkpoint", checkpoint=action.checkpoint)
             self.event(session, "Woke", record.get("message", ""), "Normal")
         else:

@@ -19,6 +19,7 @@ FINGERPRINTS = {
     3: "bc290712e5148a65cc381b5cb06f84a6e79df99f5e1f45fceb481bc266ed28fb",  # countAcrossValues, hibernation
     4: "a925c8458715cfc9a3d3da447df4d5d57893549a88bade2ed68f2d8538d9c1be",  # allowHibernate, maxCheckpointSize
     5: "dbb37a61dc22fee4ea51f90bf89a3e5563e7fec0ba3d70e71fa11b6b988b68cd",  # admittedLabels, maxHibernatedSize
+    6: "f723a2986ca67bd3cca5f79e85374b80e7f17e6fcdf8d78332733734057738f9",  # hibernation.podSpecDigest
 }
 
 

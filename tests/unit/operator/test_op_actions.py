@@ -218,7 +218,7 @@ def test_idle_hibernate_checkpoints_then_wakes_restoring_then_clears(
     annotation goes (a restart must not restore again) and the image is deleted (FinishRestore)."""
     from agentsession_api import names
     from agentsession_operator.decisions.actions import FinishRestore, HibernateSandbox
-    from agentsession_operator.decisions.hibernate import checkpoint_name
+    from agentsession_operator.decisions.hibernate import checkpoint_name, pod_spec_digest
 
     spec = {"warmPoolRef": {"name": "p"}, "idleTimeout": "15m", "idleAction": "Hibernate"}
     session = settle(
@@ -234,6 +234,7 @@ def test_idle_hibernate_checkpoints_then_wakes_restoring_then_clears(
         checkpoint_name(meta["name"], meta["uid"], taken_at),
         {"spec": {"operatingMode": "Suspended"}},
         taken_at=taken_at,
+        pod_spec_digest=pod_spec_digest(make_sandbox()),  # what the wake compares its pod spec with
     )
     assert not [a for a in idle if isinstance(a, PatchSandbox)]
     session = settle(session, idle)

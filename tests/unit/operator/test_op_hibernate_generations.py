@@ -76,3 +76,7 @@ def test_a_pod_spec_changed_while_the_session_slept_wakes_fresh(
     tightened = wake({"securityContext": {"runAsNonRoot": True}, "automountServiceAccountToken": False})
     assert names.ANNOTATION_RESTORE_FROM not in repr(tightened), tightened
     assert any(getattr(a, "patch", None) == {"spec": {"operatingMode": "Running"}} for a in tightened), tightened
+    # The image goes, and the record says why (condition Hibernated, a Warning Event PodSpecChanged).
+    (finish,) = [a for a in tightened if type(a).__name__ == "FinishRestore"]
+    assert finish.checkpoint == hib.checkpoint and finish.record["reason"] == "PodSpecChanged"
+    assert finish.record["hibernated"] is False and "pod spec changed" in finish.record["message"]
