@@ -7,6 +7,20 @@ pure), `layout_guard` (every Lease of the operator in one labelled list), `leade
 Lease's I/O), `shard_elector` (`ShardElector`: a Lease per shard, a slot per replica). This face is what
 the rest of the operator imports. It is lazy (PEP 562): the transport imports `hold` from below `leader`,
 which imports the transport, so loading the electors here would make that a cycle.
+
+Why not kubernetes_asyncio.leaderelection (36.1.0, read for issue 50 item 4)? It holds our guarantees only in part:
+- renew deadline < lease duration: checked in its Config, but not kept. Its leader gives up only when a
+  renewal attempt ends past the deadline, counted from after a retry_period's sleep that follows the last
+  success; its Lease requests have no timeout (aiohttp's unbounded ClientTimeout), so one stalled request
+  keeps it leading past the moment a standby takes over. Ours leads until renew_deadline after the last
+  successful renewal was *sent*, on the monotonic clock, each round bounded (`Timing.round_timeout`).
+- a standby waits a full lease_duration after it first saw the record change: yes, but on the wall clock
+  (time.time()), which a clock step shortens.
+- the hold binding writes: none. Leading is an on_started_leading task cancelled once the renew loop gives
+  up; writes under way or retried behind a Retry-After still land after that. No `is_leader()` to ask.
+- release on graceful stop: none (client-go's ReleaseOnCancel is missing), so a rollout waits lease_duration.
+It also leaves leaseTransitions (our write term) unwritten, never campaigns again once leadership is lost
+(run() returns), and knows one Lease (no shards, labels or layouts). So ours stays.
 """
 
 from __future__ import annotations
