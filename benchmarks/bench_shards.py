@@ -45,7 +45,7 @@ os.environ["KUBECONFIG"] = str(Paths().kubeconfig)
 
 from kubernetes import client, config, watch
 
-from agentsession_operator.kube import sharding
+from agentsession_operator.kube.election import sharding
 from testkit import manifests
 
 PREFIX = "bench-shards"

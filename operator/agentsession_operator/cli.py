@@ -1,9 +1,9 @@
 """The operator's command line: flags, logging, preflight, metrics, then kopf (standalone: no peering).
 
 Several replicas may run: all watch and serve the webhook, and only the holder of a coordination.k8s.io
-Lease reconciles (kube/leader.py; kopf's priority-based peering would freeze equal replicas); with
+Lease reconciles (kube/election/leader.py; kopf's priority-based peering would freeze equal replicas); with
 --shards, each replica caches and reconciles the namespaces of the shards whose Lease it holds
-(kube/shard_elector.py).
+(kube/election/shard_elector.py).
 
 `python -m agentsession_operator` and the `agentsession-operator` script run :func:`main`.
 """
@@ -27,10 +27,9 @@ from agentsession_operator.handlers import admission
 from agentsession_operator.handlers.state import Election, OperatorState
 from agentsession_operator.infra import logs, metrics
 from agentsession_operator.infra import webhook_server as webhook
-from agentsession_operator.kube import preflight, sharding
+from agentsession_operator.kube import preflight
 from agentsession_operator.kube.client import Kube
-from agentsession_operator.kube.leader import default_identity
-from agentsession_operator.kube.lease import Timing
+from agentsession_operator.kube.election import MAX_SHARDS, Timing, default_identity
 from agentsession_operator.kube.node_agent import TOKEN_PATH
 
 
@@ -229,8 +228,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--webhook-client-name needs --webhook-client-ca")
     if bool(args.webhook_cert) != bool(args.webhook_key):
         parser.error("--webhook-cert and --webhook-key go together")
-    if not 1 <= args.shards <= sharding.MAX_SHARDS:
-        parser.error(f"--shards: expected 1 to {sharding.MAX_SHARDS}, got {args.shards}")
+    if not 1 <= args.shards <= MAX_SHARDS:
+        parser.error(f"--shards: expected 1 to {MAX_SHARDS}, got {args.shards}")
     if args.shards > 1 and not args.leader_elect:
         parser.error("--shards above 1 needs leader election (a Lease per shard): drop --no-leader-elect")
     try:

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from agentsession_operator.kube import sharding
+from agentsession_operator.kube.election import sharding
 from testkit import manifests
 from tests.e2e.conftest import Kube, OperatorProcess
 from tests.e2e.test_failover import ClaimMonitor, Replica
@@ -73,7 +73,7 @@ def sharded(operator: OperatorProcess, kube: Kube) -> Iterator[dict[str, Replica
         for replica in pair.values():
             replica.stop()
         # A killed replica's Leases stay held by it until they expire; a single-Lease operator started beside
-        # them waits for that (kube/layout_guard.py). Gone with the layout, as docs/operations.md says.
+        # them waits for that (kube/election/layout_guard.py). Gone with the layout, as docs/operations.md says.
         kube.run("delete", "lease", "-n", LEASE_NAMESPACE, "-l", "agentsession.dev/lease-of", check=False)
         operator.start()
 

@@ -15,10 +15,8 @@ from agentsession_operator.handlers.state import of
 from agentsession_operator.infra import memory, metrics, webhook_server
 from agentsession_operator.kube import primed_watch, webhook
 from agentsession_operator.kube.client import LIST_PAGE, Kube
-from agentsession_operator.kube.layout_guard import LayoutGuard
-from agentsession_operator.kube.leader import KubeLeaseAPI, LeaderElector
+from agentsession_operator.kube.election import KubeLeaseAPI, LayoutGuard, LeaderElector, ShardElector
 from agentsession_operator.kube.reconciler import Config, Reconciler
-from agentsession_operator.kube.shard_elector import ShardElector
 
 WORKER_IDLE = 0.5  # seconds
 
@@ -77,7 +75,7 @@ async def startup(
     )
     elector: LeaderElector | ShardElector | None = None
     shards: ShardElector | None = None
-    if state.election is not None and state.election.shards > 1:  # a share of the namespaces (kube/sharding.py)
+    if state.election is not None and state.election.shards > 1:  # a share of the namespaces (election/sharding.py)
         election = state.election
         state.lease_api = KubeLeaseAPI.connect(election.timing.round_timeout)
         elector = state.elector = shards = ShardElector(

@@ -19,18 +19,16 @@ from agentsession_operator.decisions.actions import DEFAULT_EXPIRY_WARNING
 from agentsession_operator.decisions.network import NetworkSettings
 from agentsession_operator.infra.webhook_server import WebhookConfig
 from agentsession_operator.kube.client import Kube
-from agentsession_operator.kube.leader import KubeLeaseAPI, LeaderElector
-from agentsession_operator.kube.lease import Timing
+from agentsession_operator.kube.election import KubeLeaseAPI, LeaderElector, ShardElector, Timing
 from agentsession_operator.kube.node_agent import TOKEN_PATH
 from agentsession_operator.kube.reconciler import Reconciler
 from agentsession_operator.kube.resync import RESYNC_PERIOD
-from agentsession_operator.kube.shard_elector import ShardElector
 
 
 @dataclass(frozen=True)
 class Election:
     """Leader election's Lease and timing (cli: --lease-*); None in OperatorState: the only replica.
-    With shards above 1 (cli: --shards), one Lease per shard named after `name` (kube/sharding.py)."""
+    With shards above 1 (cli: --shards), one Lease per shard named after `name` (kube/election/sharding.py)."""
 
     namespace: str
     name: str

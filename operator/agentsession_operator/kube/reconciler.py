@@ -24,15 +24,15 @@ from agentsession_operator.decisions import quota
 from agentsession_operator.decisions.selectors import watched
 from agentsession_operator.infra import metrics
 from agentsession_operator.infra.logs import logger
-from agentsession_operator.kube import clock, forks, hold, orphans, owners, sharding
+from agentsession_operator.kube import clock, forks, orphans, owners
 from agentsession_operator.kube import resync as relists
 from agentsession_operator.kube.acting import Actor
 from agentsession_operator.kube.background import Background
 from agentsession_operator.kube.cache import Cache, Key
 from agentsession_operator.kube.client import Kube
+from agentsession_operator.kube.election import Hold, HoldOf, NotLeader, bind, shard_of
 from agentsession_operator.kube.fairness import ACTIVITY_INTERVAL, FairSlots, only_activity_changed
 from agentsession_operator.kube.hibernation import Hibernator
-from agentsession_operator.kube.hold import Hold, HoldOf, NotLeader
 from agentsession_operator.kube.node_agent import AgentSelector, NodeAgents, NodeTokens, TokenSource
 from agentsession_operator.kube.places import Admitted
 from agentsession_operator.kube.policy_status import PolicyStatus
@@ -53,7 +53,7 @@ _acting_in: contextvars.ContextVar[str | None] = contextvars.ContextVar("acting_
 
 
 class Shards(Protocol):
-    """Which shards this replica holds now (kube/shard_elector.py)."""
+    """Which shards this replica holds now (kube/election/shard_elector.py)."""
 
     count: int
 
@@ -74,15 +74,15 @@ class Reconciler:
         self.kube = kube
         self.config = config or Config()
         self.cache = Cache()
-        # Leadership (kube/leader.py): a standby keeps its cache current but never writes.
+        # Leadership (kube/election/leader.py): a standby keeps its cache current but never writes.
         self.is_leader: Callable[[], bool] = is_leader or (lambda: True)
-        self._hold = hold  # the single Lease's hold a pass's writes are bound to (kube/hold.py); None: no election
-        # Sharding (kube/shard_elector.py): only the namespaces of held shards are cached and acted on,
+        self._hold = hold  # the single Lease's hold a pass's writes are bound to (election/hold.py); None: no election
+        # Sharding (kube/election/shard_elector.py): only the namespaces of held shards are cached and acted on,
         # and a shard only once its take-over listing is done (ready).
         self.shards = shards
         self.ready_shards: set[int] = set()
         self._shard_of = functools.lru_cache(maxsize=65536)(
-            lambda namespace: sharding.shard_of(namespace, shards.count if shards else 1)
+            lambda namespace: shard_of(namespace, shards.count if shards else 1)
         )
         self.scheduler = DeadlineScheduler(self._on_deadline)
         self.background = Background()
@@ -185,7 +185,7 @@ class Reconciler:
     def _leads_claim(self, claim: Mapping[str, Any]) -> bool:
         return self.leads(str(claim["metadata"]["namespace"]))
 
-    # ---- shards (kube/shard_elector.py calls shards_changed once per round) -------------------------
+    # ---- shards (kube/election/shard_elector.py calls shards_changed once per round) -------------------------
     def shards_changed(self, gained: set[int], lost: set[int]) -> None:
         """Lost shards: stop and forget their namespaces. Gained ones: a full listing of their namespaces
         first (the watch handlers dropped their events until now), then a pass over every session."""
@@ -445,13 +445,13 @@ class Reconciler:
         started = time.monotonic()
         acting = _acting_in.set(key[0])
         try:
-            with hold.bind(self.hold_of(key[0])):  # every write of the pass, retries and Events included
+            with bind(self.hold_of(key[0])):  # every write of the pass, retries and Events included
                 await self.session_pass.run(key, cause, deadline_lag, fresh or deadline_lag is not None)
             self._failures.pop(key, None)
         except NotLeader:
             logger(namespace=key[0], session=key[1]).info("not leader: pass abandoned before writing", cause=cause)
             if self.leads(key[0]):
-                # Still leading: a write found the hold too short to go (kube/hold.py), and the renewal that
+                # Still leading: a write found the hold too short to go (kube/election/hold.py), and the renewal that
                 # comes next is no new term, so no take-over would pass the session again. A lost hold does
                 # not come here (leads() is False; the next take-over passes every session).
                 self.scheduler.schedule(key, clock.now() + dt.timedelta(seconds=HOLD_RETRY))

@@ -11,7 +11,7 @@ Wrapped around `RESTClientObject.request` (every call of every API class goes th
   passed (capped), and the request is sent again then: the API server's flow control throttles the
   client, not one request, so no request of ours goes out before the time it asked for;
 - a GET whose connection broke (reset, closed, timed out) is sent again after a short backoff;
-- a write made under a leadership hold (kube/hold.py: `bind`) is sent only while the hold lasts, checked
+- a write made under a leadership hold (kube/election/hold.py: `bind`) is sent only while the hold lasts, checked
   before every attempt and after every wait, with the rest of the hold as its timeout on both sides; a
   gate that opens after the hold ends refuses it at once (NotLeader).
 
@@ -32,9 +32,9 @@ from typing import Any
 import aiohttp
 from kubernetes_asyncio.client.rest import ApiException
 
+import agentsession_operator.kube.election.hold as holds
 from agentsession_operator.infra import metrics
 from agentsession_operator.infra.logs import logger
-from agentsession_operator.kube import hold as holds
 
 REQUEST_TIMEOUT = 30.0  # seconds, the whole exchange (kopf's own requests: settings.networking)
 MAX_RETRY_AFTER = 30.0  # an absurd Retry-After must not park the operator

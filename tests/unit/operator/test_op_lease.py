@@ -1,4 +1,4 @@
-"""Leader election (kube/lease.py, kube/leader.py) against a fake Lease API and a fake clock.
+"""Leader election (kube/election/lease.py, kube/election/leader.py) against a fake Lease API and a fake clock.
 
 The fake API keeps resourceVersions and answers a stale write with Conflict, like the API server, so
 races between candidates are decided the way they are on a cluster.
@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from agentsession_operator.kube import lease as rules
-from agentsession_operator.kube.leader import Conflict, LeaderElector
+from agentsession_operator.kube.election import lease as rules
+from agentsession_operator.kube.election.leader import Conflict, LeaderElector
 from agentsession_operator.kube.reconciler import NotLeader, Reconciler
 
 T = rules.Timing(lease_duration=10.0, renew_deadline=7.0, retry_period=2.0)
@@ -383,7 +383,7 @@ async def test_the_lease_client_has_its_own_gate_and_timeout(monkeypatch: pytest
     from kubernetes_asyncio.client.rest import ApiException, RESTClientObject
 
     from agentsession_operator.kube import transport
-    from agentsession_operator.kube.leader import KubeLeaseAPI
+    from agentsession_operator.kube.election.leader import KubeLeaseAPI
 
     sent: list[Any] = []
 

@@ -1,4 +1,4 @@
-"""Sharding (kube/sharding.py rules, kube/shard_elector.py rounds, the reconciler's gate) against a fake
+"""Sharding (election/sharding.py rules, election/shard_elector.py rounds, the reconciler's gate) against a fake
 Lease API of many Leases and a fake clock: who holds which shard as replicas join and leave, and that no
 shard ever has two holders acting at once."""
 
@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from agentsession_operator.kube import lease as rules
-from agentsession_operator.kube import sharding
-from agentsession_operator.kube.layout_guard import LayoutGuard
-from agentsession_operator.kube.leader import Conflict, LeaderElector
+from agentsession_operator.kube.election import lease as rules
+from agentsession_operator.kube.election import sharding
+from agentsession_operator.kube.election.layout_guard import LayoutGuard
+from agentsession_operator.kube.election.leader import Conflict, LeaderElector
+from agentsession_operator.kube.election.shard_elector import LAYOUT_ANNOTATION, ShardElector
 from agentsession_operator.kube.reconciler import NotLeader, Reconciler, _acting_in
-from agentsession_operator.kube.shard_elector import LAYOUT_ANNOTATION, ShardElector
 
 T = rules.Timing(lease_duration=10.0, renew_deadline=7.0, retry_period=2.0)
 

@@ -1,4 +1,4 @@
-"""Issue 54 item 1: every write bound to the hold that allows it (kube/hold.py, kube/transport.py).
+"""Issue 54 item 1: every write bound to the hold that allows it (kube/election/hold.py, kube/transport.py).
 
 Attack (a failure, not a tenant): the fence was checked once, before a request, which could then wait on a
 Retry-After gate or be sent again for tens of seconds against a 3 s margin, and land after a standby took
@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from kubernetes_asyncio.client.rest import ApiException
 
-from agentsession_operator.kube import hold as holds
 from agentsession_operator.kube import transport
-from agentsession_operator.kube.hold import Hold, NotLeader
+from agentsession_operator.kube.election import hold as holds
+from agentsession_operator.kube.election.hold import Hold, NotLeader
 from tests.unit.operator.test_op_lease import Clock, FakeLeases, T, elector
 from tests.unit.operator.test_op_transport import Clock as GateClock
 from tests.unit.operator.test_op_transport import Upstream, _exc

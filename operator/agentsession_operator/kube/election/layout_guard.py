@@ -6,7 +6,7 @@ lead some sessions. Reading only the Leases of its own layout, a replica missed 
 never names shard 3). Every Lease an elector writes carries `LEASE_OF_LABEL` (its election's base name), so
 one list finds all of them, whatever layout wrote them; a live one held by another replica under another
 layout blocks taking anything (the layout is the shard count a Lease was written under, 1 for the single
-Lease). Liveness is judged as the electors judge it (kube/lease.py): a record unchanged for its
+Lease). Liveness is judged as the electors judge it (kube/election/lease.py): a record unchanged for its
 lease_duration, by this replica's own clock, is expired.
 """
 
@@ -18,9 +18,9 @@ import time
 from collections.abc import Callable
 from typing import Any, Final, Protocol
 
+import agentsession_operator.kube.election.lease as rules
 from agentsession_api.names import GROUP
 from agentsession_operator.infra.logs import logger
-from agentsession_operator.kube import lease as rules
 
 LEASE_OF_LABEL: Final = f"{GROUP}/lease-of"
 """On every Lease an elector writes: the election's base name (`--leader-election-name`)."""

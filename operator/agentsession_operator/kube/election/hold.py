@@ -1,7 +1,7 @@
 """Every write bound to the leadership hold that allows it (issue 54 item 1), as rules plus a small registry.
 
 A replica acts on a namespace only while it holds the Lease that covers it (the single Lease, or the
-namespace's shard): `kube/lease.py` counts a hold until `renew_deadline` after the last renewal, so a
+namespace's shard): `kube/election/lease.py` counts a hold until `renew_deadline` after the last renewal, so a
 standby may take over only `lease_duration` after it. Checking that once, before a request, was not enough:
 a write could then wait behind a Retry-After gate or be sent again, and land after another replica took the
 Lease. So a pass binds its writes to its hold (`bind`), and the transport (kube/transport.py) checks the

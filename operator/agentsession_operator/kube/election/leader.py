@@ -1,4 +1,4 @@
-"""Leader election on a coordination.k8s.io Lease: the I/O around kube/lease.py (the pure rules).
+"""Leader election on a coordination.k8s.io Lease: the I/O around kube/election/lease.py (the pure rules).
 
 Every replica runs kopf standalone (no peering: it freezes equal-priority replicas) and keeps its watch
 caches warm; only the replica for which :meth:`LeaderElector.is_leader` is true reconciles. The check
@@ -21,13 +21,13 @@ from typing import Any, Protocol
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
+import agentsession_operator.kube.election.lease as rules
 from agentsession_operator.infra import metrics
 from agentsession_operator.infra.logs import logger
-from agentsession_operator.kube import lease as rules
 from agentsession_operator.kube import transport
 from agentsession_operator.kube.client import without_env_lookups
-from agentsession_operator.kube.hold import IN_FLIGHT, Hold
-from agentsession_operator.kube.layout_guard import LEASE_OF_LABEL, LayoutGuard
+from agentsession_operator.kube.election.hold import IN_FLIGHT, Hold
+from agentsession_operator.kube.election.layout_guard import LEASE_OF_LABEL, LayoutGuard
 
 _log = logger()
 LEASE_USER_AGENT = "leader-election"  # tells the lease client's requests from the reconciler's
@@ -160,7 +160,7 @@ class LeaderElector:
         return rules.holds(self._renewed_at, self._clock(), self.timing)
 
     def hold(self) -> Hold | None:
-        """This Lease's hold for a write (kube/hold.py), None while not leader."""
+        """This Lease's hold for a write (kube/election/hold.py), None while not leader."""
         if self._renewed_at is None or not self.is_leader():
             return None
         term = self._record.transitions if self._record is not None else 0

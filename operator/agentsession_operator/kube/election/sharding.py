@@ -6,7 +6,7 @@ The scheme (docs/operations.md, "Sharding"):
 - A fixed number of shards S (--shards). A namespace's shard is a stable hash of its name mod S, the
   same on every replica and every restart, so every session (and its children, which live in its
   namespace) belongs to exactly one shard.
-- One Lease per shard, ``<lease-name>-shard-<i>``, under kube/lease.py's rules: at most one replica acts
+- One Lease per shard, ``<lease-name>-shard-<i>``, under kube/election/lease.py's rules: at most one replica acts
   on a shard at a time, by the same argument as the single Lease (the old holder stops acting
   renew_deadline after its last renewal, before anyone may take it after lease_duration).
 - Membership: S slot Leases ``<lease-name>-member-<j>``, each replica holding one (same rules). The

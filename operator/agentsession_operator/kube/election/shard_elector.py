@@ -1,5 +1,5 @@
 """Sharded leader election: one Lease per shard, a slot Lease per replica, rebalanced every round
-(the rules: kube/sharding.py; each Lease under kube/lease.py's, through kube/leader.py's LeaderElector).
+(the rules: sharding.py; each Lease under lease.py's, through leader.py's LeaderElector).
 
 Every retry_period one round: read every shard and slot Lease (and the single-Lease layout's Lease),
 renew what this replica holds, count the live slots (the replicas), let go of the shards above its
@@ -17,13 +17,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import agentsession_operator.kube.election.lease as rules
+import agentsession_operator.kube.election.sharding as sharding
 from agentsession_operator.infra import metrics
 from agentsession_operator.infra.logs import logger
-from agentsession_operator.kube import lease as rules
-from agentsession_operator.kube import sharding
-from agentsession_operator.kube.hold import Hold
-from agentsession_operator.kube.layout_guard import LAYOUT_ANNOTATION, LayoutGuard
-from agentsession_operator.kube.leader import LeaderElector, LeaseAPI, utcnow
+from agentsession_operator.kube.election.hold import Hold
+from agentsession_operator.kube.election.layout_guard import LAYOUT_ANNOTATION, LayoutGuard
+from agentsession_operator.kube.election.leader import LeaderElector, LeaseAPI, utcnow
 
 _log = logger()
 
@@ -91,7 +91,7 @@ class ShardElector:
         return self.shards[shard].is_leader()
 
     def hold(self, shard: int) -> Hold | None:
-        """The shard's hold for a write (kube/hold.py), None while not held."""
+        """The shard's hold for a write (kube/election/hold.py), None while not held."""
         return self.shards[shard].hold()
 
     def held_shards(self) -> list[int]:
@@ -127,7 +127,7 @@ class ShardElector:
         renewals = [self.shards[i].try_once(leases[self.shards[i].name], take=False) for i in held if i not in released]
         for shard in released:
             _log.info("shard released", shard=shard, share=share, replicas=self.replicas())
-        # Renewals first, releases beside them: a release waits for its shard's writes under way (kube/hold.py),
+        # Renewals first, releases beside them: a release waits for its shard's writes under way (hold.py),
         # and the other shards' renewals must not wait behind it.
         await asyncio.gather(
             *renewals, *(self.shards[shard].release() for shard in released), return_exceptions=True
