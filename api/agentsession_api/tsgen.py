@@ -129,7 +129,8 @@ def interfaces(models: Iterable[type[BaseModel]]) -> list[str]:
     return blocks
 
 
-def _literal(value: Any, where: str) -> str:
+def literal(value: Any, where: str) -> str:
+    """A Python constant as a TypeScript literal (tuples and sets `as const` arrays, dicts `as const` objects)."""
     if isinstance(value, enum.Enum):
         value = value.value
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 2**53:
@@ -137,11 +138,11 @@ def _literal(value: Any, where: str) -> str:
     if isinstance(value, bool) or value is None or isinstance(value, str | int | float):
         return json.dumps(value)
     if isinstance(value, dict):
-        return "{ " + ", ".join(f"{_ident(str(k))}: {_literal(v, where)}" for k, v in value.items()) + " } as const"
+        return "{ " + ", ".join(f"{_ident(str(k))}: {literal(v, where)}" for k, v in value.items()) + " } as const"
     if isinstance(value, tuple | list):
-        return "[" + ", ".join(_literal(v, where) for v in value) + "] as const"
+        return "[" + ", ".join(literal(v, where) for v in value) + "] as const"
     if isinstance(value, frozenset | set):
-        return "[" + ", ".join(_literal(v, where) for v in sorted(value, key=str)) + "] as const"
+        return "[" + ", ".join(literal(v, where) for v in sorted(value, key=str)) + "] as const"
     raise TsGenError(f"{where}: constant of type {type(value).__name__} has no TypeScript form")
 
 
@@ -156,7 +157,7 @@ def _constants(module: ModuleType) -> list[str]:
             lines.append(f"export const {key} = {{ {members} }} as const;")
             lines.append(f"export type {key} = (typeof {key})[keyof typeof {key}];")
         elif key.isupper() and not callable(value):
-            lines.append(f"export const {key} = {_literal(value, f'{module.__name__}.{key}')};")
+            lines.append(f"export const {key} = {literal(value, f'{module.__name__}.{key}')};")
     return lines
 
 

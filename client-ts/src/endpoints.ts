@@ -10,7 +10,9 @@ import { ClusterKeys, PodIdentity, type PodIdentityMode } from "./identity.js";
 import type { SessionView } from "./sessions.js";
 import type { PodEndpoint } from "./transport.js";
 
-export const RUNTIME_PORT = 8888;
+import { RUNTIME_PORT } from "./generated/protocol.js";
+
+export { RUNTIME_PORT };
 
 export type Connection =
   | { mode: "podIP"; serverPort?: number }

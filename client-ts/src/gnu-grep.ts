@@ -1,8 +1,9 @@
 // GNU grep where the probe found it (scripts/grep.sh): its command and parsers, as
 // langchain_k8s_client.gnu_grep (else grep() runs scripts/grep.py: pyscripts.ts).
+import * as protocol from "./generated/protocol.js";
 import { loadScript, runtimeCommand } from "./script-text.js";
 
-export const GREP_KILLED = new Set([-9, 128 + 9]);
+export const GREP_KILLED: ReadonlySet<number> = new Set<number>(protocol.GREP_KILLED);
 const GLOB_CHARS = /[*?[\\]/;
 
 /** Whether GNU grep answers exactly as grep.py would (no glob, no confinement, plain excluded names). */

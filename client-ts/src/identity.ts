@@ -15,6 +15,7 @@ import { performance } from "node:perf_hooks";
 import * as k8s from "@kubernetes/client-node";
 import { UnverifiedPod } from "./errors.js";
 import { POD_IDENTITY_AUDIENCE, POD_IDENTITY_VOLUME } from "./generated/contract.js";
+import { CLOCK_SKEW, MAX_TOKEN_BYTES } from "./generated/protocol.js";
 
 /** "token" (default): the pod must show its identity token. "address": trust its name and addresses alone
  * (templates without the identity volume; a namesake at a reused IP is then not told apart). */
@@ -25,8 +26,7 @@ export const JWKS_PATH = "/openid/v1/jwks";
  * signed by a key not in the set fetches it again at the next resolution, at most every REFETCH_INTERVAL). */
 export const KEYS_MAX_AGE = 600;
 export const REFETCH_INTERVAL = 10;
-export const CLOCK_SKEW = 60;
-export const MAX_TOKEN_BYTES = 16 * 1024;
+export { CLOCK_SKEW, MAX_TOKEN_BYTES };
 
 export function checkPodIdentity(mode: unknown): void {
   if (mode !== undefined && mode !== "token" && mode !== "address") {

@@ -3,12 +3,13 @@
 import * as addresses from "./addresses.js";
 import { MalformedResponse } from "./errors.js";
 import { POD_IDENTITY_TOKEN_PATH } from "./generated/contract.js";
+import * as P from "./generated/protocol.js";
 import { loadScript, shCommand } from "./script-text.js";
 
-export const STAGING_DIRNAME = ".lkc-staging";
-export const RUNTIME_DEFAULT_LIMIT = 300;
+const { STAGING_DIRNAME, RUNTIME_DEFAULT_LIMIT } = P;
+export { RUNTIME_DEFAULT_LIMIT, STAGING_DIRNAME };
 
-export type Runner = "timeout" | "python3" | "none";
+export type Runner = (typeof P.RUNNERS)[number];
 
 export interface RuntimeInfo {
   baseDir: string;
@@ -53,31 +54,31 @@ export function buildProbe(): string {
 
 export function parseProbe(stdout: string): RuntimeInfo {
   const lines = stdout.split(/\r\n|\r|\n/);
-  if (lines[0] !== "@LKCP") throw new MalformedResponse(`unexpected probe output from the runtime: ${stdout.slice(0, 200)}`);
+  if (lines[0] !== P.PROBE_MARKER) throw new MalformedResponse(`unexpected probe output from the runtime: ${stdout.slice(0, 200)}`);
   const fields = new Map<string, string>();
   for (const line of lines.slice(1)) {
     const at = line.indexOf("=");
     if (at >= 0) fields.set(line.slice(0, at), line.slice(at + 1));
   }
-  const base = fields.get("base") ?? "";
+  const base = fields.get(P.PROBE_BASE) ?? "";
   if (!base.startsWith("/")) throw new MalformedResponse(`runtime reported no usable base directory: ${base}`);
-  const runner = fields.get("runner");
+  const runner = fields.get(P.PROBE_RUNNER);
   return {
     baseDir: base,
-    hostname: fields.get("host") ?? "",
+    hostname: fields.get(P.PROBE_HOST) ?? "",
     runner: runner === "timeout" || runner === "python3" ? runner : "none",
-    hasBase64: fields.get("base64") === "1",
-    gnuGrep: fields.get("grep") === "gnu",
-    execLimit: fields.get("group") === "1" ? execLimit(fields.get("limit")) : null,
-    wrappers: new Set((fields.get("wrappers") ?? "").split(/\s+/).filter(Boolean)),
-    stagesWrappers: fields.get("sh") === "dash",
-    addresses: addresses.probeAddresses(fields.get("v4") ?? "", fields.get("v6") ?? ""),
-    identityToken: fields.get("idtoken") ?? "",
+    hasBase64: fields.get(P.PROBE_BASE64) === P.PROBE_YES,
+    gnuGrep: fields.get(P.PROBE_GREP) === P.PROBE_GNU_GREP,
+    execLimit: fields.get(P.PROBE_GROUP) === P.PROBE_YES ? execLimit(fields.get(P.PROBE_LIMIT)) : null,
+    wrappers: new Set((fields.get(P.PROBE_WRAPPERS) ?? "").split(/\s+/).filter(Boolean)),
+    stagesWrappers: fields.get(P.PROBE_SH) === P.PROBE_DASH,
+    addresses: addresses.probeAddresses(fields.get(P.PROBE_V4) ?? "", fields.get(P.PROBE_V6) ?? ""),
+    identityToken: fields.get(P.PROBE_IDTOKEN) ?? "",
   };
 }
 
 function execLimit(raw: string | undefined): number | null {
-  if (raw === undefined || raw === "?") return null;
+  if (raw === undefined || raw === P.PROBE_UNKNOWN_LIMIT) return null;
   const value = /^\s*[-+]?(\d+\.?\d*|\.\d+)(e[-+]?\d+)?\s*$/i.test(raw) ? Number(raw) : NaN;
   if (Number.isNaN(value) && !/^\s*[-+]?(inf|infinity|nan)\s*$/i.test(raw)) return RUNTIME_DEFAULT_LIMIT;
   return Number.isFinite(value) && value > 0 ? value : RUNTIME_DEFAULT_LIMIT;

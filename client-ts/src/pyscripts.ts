@@ -1,8 +1,8 @@
 // The python3 programs of scripts/ (ls, edit, grep) and their payloads, as langchain_k8s_client.pyscripts.
+import { GREP_MATCH_LIMIT, GREP_TIME_BUDGET } from "./generated/protocol.js";
 import { loadPyScript, runtimeCommand } from "./script-text.js";
 
-export const GREP_MATCH_LIMIT = 10_000;
-export const GREP_TIME_BUDGET = 20;
+export { EDIT_INLINE_MAX, GREP_MATCH_LIMIT, GREP_TIME_BUDGET } from "./generated/protocol.js";
 
 /** `{a,b}` groups expanded (nested too), bounded; unbalanced braces stay literal (pyscripts.expand_braces). */
 export function expandBraces(pattern: string, limit = 256): string[] {
@@ -102,7 +102,6 @@ export function pythonCommand(script: string, arg: string): string {
   return runtimeCommand(["python3", "-S", "-c", script, arg]);
 }
 
-export const EDIT_INLINE_MAX = 8 * 1024;
 let pyScripts: { ls: string; edit: string } | undefined;
 const py = () => (pyScripts ??= { ls: loadPyScript("ls.py"), edit: loadPyScript("edit.py") });
 

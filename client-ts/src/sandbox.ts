@@ -35,9 +35,8 @@ import { checkPodIdentity, type PodIdentityMode } from "./identity.js";
 import { normalize, PathPolicy, PathRefused, type ResolvedPath } from "./paths.js";
 
 export { RUNTIME_PORT } from "./endpoints.js";
-export const DEFAULT_COMMAND_TIMEOUT = 300;
-export const MAX_COMMAND_TIMEOUT = 3600;
-export const DEFAULT_MAX_OUTPUT = 1024 * 1024;
+import { DEFAULT_COMMAND_TIMEOUT, DEFAULT_MAX_OUTPUT, FILE_ERRORS as FILE_ERROR_CODES, GREP_READ_MARGIN, MAX_COMMAND_TIMEOUT } from "./generated/protocol.js";
+export { DEFAULT_COMMAND_TIMEOUT, DEFAULT_MAX_OUTPUT, MAX_COMMAND_TIMEOUT };
 
 export interface AgentSessionSandboxOptions extends Omit<SessionSpecOptions, "ttl" | "idleTimeout"> {
   namespace?: string;
@@ -103,9 +102,9 @@ function refusalOf(err: unknown): PathRefused {
   throw err;
 }
 
-const GREP_READ_TIMEOUT = pyscripts.GREP_TIME_BUDGET + 30;
+const GREP_READ_TIMEOUT = pyscripts.GREP_TIME_BUDGET + GREP_READ_MARGIN;
 
-const FILE_ERRORS = new Set(["file_not_found", "permission_denied", "is_directory", "invalid_path"]);
+const FILE_ERRORS: ReadonlySet<string> = new Set<string>(FILE_ERROR_CODES);
 const asFileError = (code: string | null): FileOperationError | null =>
   code === null ? null : FILE_ERRORS.has(code) ? (code as FileOperationError) : "permission_denied";
 

@@ -6,9 +6,9 @@ import { MalformedResponse } from "./errors.js";
 import { STAGING_DIRNAME, type Runner } from "./probe.js";
 import { loadPyScript, loadScript, runtimeCommand, shCommand } from "./script-text.js";
 
-// ---- constants shared with commands.py / runtime.py (the values the protocol fixes)
-export const RUNTIME_TIMEOUT_EXIT = 124;
-export const WRAPPER_PREFIX = "w-";
+// ---- the protocol's values (generated from langchain_k8s_client.protocol)
+import { RUNTIME_TIMEOUT_EXIT, SIGKILLED_EXIT, SIGKILLED_NOTE, WRAPPER_ERROR_MARKER, WRAPPER_MARKER, WRAPPER_PREFIX } from "./generated/protocol.js";
+export { RUNTIME_TIMEOUT_EXIT, SIGKILLED_NOTE, WRAPPER_PREFIX };
 
 // ---- the user-command wrapper (commands.user_command)
 const SUBSHELL = '( eval "set --;$4" )';
@@ -138,7 +138,7 @@ const UTF8 = new TextDecoder("utf-8");
 const RUNTIME_TIMED_OUT = /timed out after ([0-9]+(?:\.[0-9]+)?) seconds\s*$/;
 
 export function parseUserCommand(stdout: string, stderr: string, exitCode: number, o: { timeout: number; maxOutput: number; runner: Runner }): CommandResult {
-  if (stdout.startsWith("@LKC! ")) {
+  if (stdout.startsWith(WRAPPER_ERROR_MARKER)) {
     const what = stdout.slice(6).trim();
     const detail =
       { capture: "cannot create the output capture file in the staging directory", cwd: "cannot enter the working directory" }[what] ?? what;
@@ -148,7 +148,7 @@ export function parseUserCommand(stdout: string, stderr: string, exitCode: numbe
   const head = nl >= 0 ? stdout.slice(0, nl) : stdout;
   const body = nl >= 0 ? stdout.slice(nl + 1) : "";
   const fields = head.split(" ");
-  if (fields[0] !== "@LKC" || fields.length !== 4 || !/^[-+]?\d+$/.test(fields[1]!.trim())) return runtimeFailure(stdout, stderr, exitCode);
+  if (fields[0] !== WRAPPER_MARKER || fields.length !== 4 || !/^[-+]?\d+$/.test(fields[1]!.trim())) return runtimeFailure(stdout, stderr, exitCode);
   let code = Number.parseInt(fields[1]!, 10);
   const compact = body.replace(/\s+/g, "");
   if (!/^[A-Za-z0-9+/]*={0,2}$/.test(compact) || compact.length % 4 === 1) {
@@ -168,15 +168,9 @@ export function parseUserCommand(stdout: string, stderr: string, exitCode: numbe
   return { output: text, exitCode: code, truncated, timedOut };
 }
 
-const SIGKILLED_EXIT = 128 + 9;
-/** Said of a command that died of SIGKILL before its timeout (the Python client's commands.SIGKILLED_NOTE). */
-export const SIGKILLED_NOTE =
-  "Error: exit code 137 before the timeout: the command was killed by SIGKILL (unless it exited 137 itself), " +
-  "in a sandbox most likely by the kernel's out of memory (OOM) killer, the command having used more memory " +
-  "than the sandbox's memory limit (else by a `kill -9`). Use less memory, or a template with a higher limit.";
 
 function killedAtDeadline(code: number, start: string, end: string, timeout: number): boolean {
-  if (code !== RUNTIME_TIMEOUT_EXIT && code !== 128 + 9) return false;
+  if (code !== RUNTIME_TIMEOUT_EXIT && code !== SIGKILLED_EXIT) return false;
   const elapsed = Number(end) - Number(start);
   if (Number.isNaN(elapsed) || start.trim() === "" || end.trim() === "") return true;
   return elapsed >= timeout - 0.05;

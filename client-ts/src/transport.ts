@@ -11,14 +11,45 @@ import * as scripts from "./scripts.js";
 import * as probe from "./probe.js";
 import type { CommandResult } from "./scripts.js";
 import type { RuntimeInfo } from "./probe.js";
+import {
+  ACCEPT_ENCODING_HEADER,
+  CAPTURE_SWEEP_EVERY,
+  CONNECT_TIMEOUT,
+  CONTENT_ENCODING_HEADER,
+  CONTENT_LENGTH_HEADER,
+  CONTENT_TYPE_HEADER,
+  CONTROL_READ_TIMEOUT,
+  DEFAULT_MAX_RESPONSE_BYTES,
+  DEFAULT_SLACK_SECONDS,
+  DOWNLOAD_INLINE_BUDGET,
+  DOWNLOAD_INLINE_MAX,
+  DOWNLOAD_PATH,
+  EXECUTE_COMMAND,
+  EXECUTE_EXIT_CODE,
+  EXECUTE_PATH,
+  EXECUTE_READ_MARGIN,
+  EXECUTE_STDERR,
+  EXECUTE_STDOUT,
+  FILE_NOT_FOUND,
+  GATEWAY_STATUSES,
+  HEADER_LIST_SEPARATOR,
+  HEADER_WHITESPACE,
+  IDENTITY,
+  JSON_CONTENT_TYPE,
+  READABLE_CONTENT_CODINGS,
+  RETRY_ATTEMPTS,
+  RETRY_BASE_DELAY,
+  RETRY_JITTER,
+  RETRY_MAX_DELAY,
+  STATUS_NOT_FOUND,
+  STATUS_OK,
+  TRANSFER_READ_TIMEOUT,
+  UPLOAD_CONTENT_TYPE,
+  UPLOAD_FIELD,
+  UPLOAD_PATH,
+} from "./generated/protocol.js";
 
-export const CONTROL_READ_TIMEOUT = 30;
-export const TRANSFER_READ_TIMEOUT = 300;
-export const EXECUTE_READ_MARGIN = 30;
-export const CONNECT_TIMEOUT = 5;
-export const CAPTURE_SWEEP_EVERY = 32;
-export const DOWNLOAD_INLINE_MAX = 512 * 1024;
-export const DOWNLOAD_INLINE_BUDGET = 2 * 1024 * 1024;
+export { CAPTURE_SWEEP_EVERY, CONNECT_TIMEOUT, CONTROL_READ_TIMEOUT, DOWNLOAD_INLINE_BUDGET, DOWNLOAD_INLINE_MAX, EXECUTE_READ_MARGIN, TRANSFER_READ_TIMEOUT };
 
 export interface PodEndpoint {
   /** e.g. `http://10.0.3.7:8888` (the status's pod IP). */
@@ -39,7 +70,7 @@ export interface ResponseLimits {
   maxBytes: number;
   slackSeconds: number;
 }
-export const DEFAULT_LIMITS: ResponseLimits = { maxBytes: 256 * 1024 * 1024, slackSeconds: 30 };
+export const DEFAULT_LIMITS: ResponseLimits = { maxBytes: DEFAULT_MAX_RESPONSE_BYTES, slackSeconds: DEFAULT_SLACK_SECONDS };
 
 interface HttpRequest {
   method: "GET" | "POST";
@@ -67,7 +98,37 @@ export interface Downloaded {
 }
 
 const NOT_SENT = new Set(["ECONNREFUSED", "EHOSTUNREACH", "ENETUNREACH", "EADDRNOTAVAIL", "ECONNECT_TIMEOUT"]);
-const RETRY_STATUS = new Set([502, 503, 504]);
+const RETRY_STATUS: ReadonlySet<number> = new Set<number>(GATEWAY_STATUSES);
+
+/** Whether an answer whose Content-Encoding is `header` (Node joins repeated lines with ", ") may be read:
+ * every list element, stripped of optional whitespace and compared case-insensitively (ASCII), is empty or
+ * one of READABLE_CONTENT_CODINGS; no header: read. The rule of langchain_k8s_client.protocol
+ * (content_codings_readable), data and all, so a pod's bytes are never decoded by either client. */
+export function contentCodingsReadable(header: string | readonly string[] | undefined): boolean {
+  const lines = header === undefined ? [] : typeof header === "string" ? [header] : header;
+  const readable: readonly string[] = READABLE_CONTENT_CODINGS;
+  for (const line of lines) {
+    for (const element of line.split(HEADER_LIST_SEPARATOR)) {
+      const token = stripChars(element, HEADER_WHITESPACE);
+      if (token && !(/^[\x00-\x7f]*$/.test(token) && readable.includes(token.replace(/[A-Z]/g, (c) => c.toLowerCase())))) return false;
+    }
+  }
+  return true;
+}
+
+function stripChars(text: string, chars: string): string {
+  let start = 0;
+  let end = text.length;
+  while (start < end && chars.includes(text[start]!)) start++;
+  while (end > start && chars.includes(text[end - 1]!)) end--;
+  return text.slice(start, end);
+}
+
+/** The wait before retry `retry` (0-based), as langchain_k8s_client.transport.RetryPolicy.delay. */
+export function retryDelay(retry: number, random: () => number = Math.random): number {
+  const [low, high] = RETRY_JITTER;
+  return Math.min(RETRY_MAX_DELAY, RETRY_BASE_DELAY * 2 ** retry) * (low + random() * (high - low));
+}
 
 /** JSON with every non-ASCII character escaped (Python's ensure_ascii), as the Python client sends it. */
 export function asciiJson(value: unknown): string {
@@ -118,19 +179,19 @@ export class RuntimeTransport {
     const limits = this.options.limits ?? DEFAULT_LIMITS;
     const url = new URL(this.endpoint.baseUrl.replace(/\/+$/, "") + req.path);
     const headers: Record<string, string> = {};
-    for (const [k, v] of Object.entries(this.endpoint.headers ?? {})) if (k.toLowerCase() !== "accept-encoding") headers[k] = v;
-    headers["Accept-Encoding"] = "identity";
+    for (const [k, v] of Object.entries(this.endpoint.headers ?? {})) if (k.toLowerCase() !== ACCEPT_ENCODING_HEADER.toLowerCase()) headers[k] = v;
+    headers[ACCEPT_ENCODING_HEADER] = IDENTITY;
     let body: Buffer | undefined;
     if (req.json !== undefined) {
       body = Buffer.from(req.json, "ascii");
-      headers["Content-Type"] = "application/json";
+      headers[CONTENT_TYPE_HEADER] = JSON_CONTENT_TYPE;
     } else if (req.upload) {
       const boundary = randomUUID().replaceAll("-", "");
-      const head = `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="${req.upload.name}"\r\nContent-Type: application/octet-stream\r\n\r\n`;
+      const head = `--${boundary}\r\nContent-Disposition: form-data; name="${UPLOAD_FIELD}"; filename="${req.upload.name}"\r\n${CONTENT_TYPE_HEADER}: ${UPLOAD_CONTENT_TYPE}\r\n\r\n`;
       body = Buffer.concat([Buffer.from(head), Buffer.from(req.upload.content), Buffer.from(`\r\n--${boundary}--\r\n`)]);
-      headers["Content-Type"] = `multipart/form-data; boundary=${boundary}`;
+      headers[CONTENT_TYPE_HEADER] = `multipart/form-data; boundary=${boundary}`;
     }
-    if (body) headers["Content-Length"] = String(body.length);
+    if (body) headers[CONTENT_LENGTH_HEADER] = String(body.length);
     const lib = url.protocol === "https:" ? https : http;
     return new Promise<HttpResponse>((resolve, reject) => {
       let settled = false;
@@ -161,9 +222,12 @@ export class RuntimeTransport {
         fail(new TransportError(`runtime at ${this.endpoint.baseUrl} unreachable: ${err.message}`, !notSent));
       });
       request.on("response", (res) => {
-        const encoding = res.headers["content-encoding"];
-        if (encoding && encoding !== "identity") return fail(new MalformedResponse(`the runtime answered Content-Encoding ${encoding}`));
-        const length = Number(res.headers["content-length"] ?? "0");
+        const encoding = res.headers[CONTENT_ENCODING_HEADER.toLowerCase()];
+        if (!contentCodingsReadable(encoding)) {
+          const named = JSON.stringify(String(encoding).slice(0, 100));
+          return fail(new MalformedResponse(`the runtime's answer to ${req.method} ${req.path.slice(0, 120)} came with ${CONTENT_ENCODING_HEADER} ${named}: this client asks for ${ACCEPT_ENCODING_HEADER}: ${IDENTITY} and reads no other coding`));
+        }
+        const length = Number(res.headers[CONTENT_LENGTH_HEADER.toLowerCase()] ?? "0");
         const tooLarge = () => new ResponseTooLarge(`the runtime's answer exceeds ${limits.maxBytes} bytes`, "max_bytes", limits.maxBytes);
         if (length > limits.maxBytes) return fail(tooLarge());
         const chunks: Buffer[] = [];
@@ -187,7 +251,7 @@ export class RuntimeTransport {
   }
 
   private async send(req: HttpRequest): Promise<HttpResponse> {
-    const attempts = req.idempotent ? 4 : 1;
+    const attempts = req.idempotent ? RETRY_ATTEMPTS : 1;
     for (let attempt = 1; ; attempt++) {
       try {
         const resp = await this.sendOnce(req);
@@ -198,7 +262,7 @@ export class RuntimeTransport {
         // A command or write that may have been delivered is never sent again.
         if (!(err instanceof TransportError) || attempt >= attempts) throw err;
       }
-      await new Promise((r) => setTimeout(r, 100 * 2 ** (attempt - 1) * (0.5 + Math.random())));
+      await new Promise((r) => setTimeout(r, retryDelay(attempt - 1) * 1000));
     }
   }
 
@@ -245,24 +309,27 @@ export class RuntimeTransport {
 
   // ---- the runtime's operations
   async script(command: string, idempotent: boolean, readTimeout = CONTROL_READ_TIMEOUT): Promise<RuntimeExec> {
-    const resp = await this.send({ method: "POST", path: "/execute", readTimeout, idempotent, json: asciiJson({ command }) });
-    if (resp.status !== 200) throw new MalformedResponse(`runtime /execute answered HTTP ${resp.status}: ${resp.content.subarray(0, 200)}`);
+    const resp = await this.send({ method: "POST", path: EXECUTE_PATH, readTimeout, idempotent, json: asciiJson({ [EXECUTE_COMMAND]: command }) });
+    if (resp.status !== STATUS_OK) throw new MalformedResponse(`runtime ${EXECUTE_PATH} answered HTTP ${resp.status}: ${resp.content.subarray(0, 200)}`);
     let data: unknown;
     try {
       data = JSON.parse(resp.content.toString("utf-8"));
     } catch {
-      throw new MalformedResponse(`runtime /execute answered garbage: ${resp.content.subarray(0, 200)}`);
+      throw new MalformedResponse(`runtime ${EXECUTE_PATH} answered garbage: ${resp.content.subarray(0, 200)}`);
     }
     const d = data as Record<string, unknown>;
-    if (typeof d !== "object" || d === null || typeof d.stdout !== "string" || typeof d.stderr !== "string" || !Number.isInteger(d.exit_code)) {
-      throw new MalformedResponse(`runtime /execute answered garbage: ${resp.content.subarray(0, 200)}`);
+    const stdout = d?.[EXECUTE_STDOUT];
+    const stderr = d?.[EXECUTE_STDERR];
+    const exitCode = d?.[EXECUTE_EXIT_CODE];
+    if (typeof d !== "object" || d === null || Array.isArray(d) || typeof stdout !== "string" || typeof stderr !== "string" || !Number.isInteger(exitCode)) {
+      throw new MalformedResponse(`runtime ${EXECUTE_PATH} answered garbage: ${resp.content.subarray(0, 200)}`);
     }
-    return { stdout: d.stdout, stderr: d.stderr, exitCode: d.exit_code as number };
+    return { stdout, stderr, exitCode: exitCode as number };
   }
 
   private async uploadRaw(name: string, content: Uint8Array): Promise<string | null> {
-    const resp = await this.send({ method: "POST", path: "/upload", readTimeout: TRANSFER_READ_TIMEOUT, idempotent: false, upload: { name, content } });
-    return resp.status === 200 ? null : `staging upload failed: HTTP ${resp.status} ${resp.content.subarray(0, 120)}`;
+    const resp = await this.send({ method: "POST", path: UPLOAD_PATH, readTimeout: TRANSFER_READ_TIMEOUT, idempotent: false, upload: { name, content } });
+    return resp.status === STATUS_OK ? null : `staging upload failed: HTTP ${resp.status} ${resp.content.subarray(0, 120)}`;
   }
 
   /** Probe the runtime and check it is the pod the session names (WrongPod otherwise; UnverifiedPod when it
@@ -379,10 +446,10 @@ export class RuntimeTransport {
             results.push({ content: p.content ?? null, error: p.error ?? null });
             continue;
           }
-          const path = "/download/" + encodeURIComponent(`${probe.STAGING_DIRNAME}/${p.staged}`).replaceAll("%2F", "/");
+          const path = DOWNLOAD_PATH + encodeURIComponent(`${probe.STAGING_DIRNAME}/${p.staged}`).replaceAll("%2F", "/");
           const resp = await this.send({ method: "GET", path, readTimeout: TRANSFER_READ_TIMEOUT, idempotent: true });
-          if (resp.status === 200) results.push({ content: new Uint8Array(resp.content), error: null });
-          else if (resp.status === 404) results.push({ content: null, error: "file_not_found" });
+          if (resp.status === STATUS_OK) results.push({ content: new Uint8Array(resp.content), error: null });
+          else if (resp.status === STATUS_NOT_FOUND) results.push({ content: null, error: FILE_NOT_FOUND });
           else throw new SandboxError(`runtime /download answered HTTP ${resp.status}`);
         }
         return results;

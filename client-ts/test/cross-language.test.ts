@@ -6,8 +6,11 @@ import { existsSync } from "node:fs";
 import { createInterface } from "node:readline";
 import { after, test as nodeTest } from "node:test";
 import { fileURLToPath } from "node:url";
+import net from "node:net";
 import { formatActivity } from "../src/activity.js";
-import { UnverifiedPod } from "../src/errors.js";
+import { MalformedResponse, UnverifiedPod } from "../src/errors.js";
+import * as protocol from "../src/generated/protocol.js";
+import { contentCodingsReadable, retryDelay, RuntimeTransport } from "../src/transport.js";
 import { POD_IDENTITY_AUDIENCE } from "../src/generated/contract.js";
 import { ClusterKeys, PodIdentity } from "../src/identity.js";
 import { sessionName, threadHash } from "../src/manager.js";
@@ -316,4 +319,61 @@ test("both clients accept and refuse the same pod identity tokens, signed by eit
   assert.deepEqual(ours[0]!.map((v) => v === "ok"), [true, false, false, false, false, true, false, true, false]);
   // The TypeScript-signed set: the same three, then one audience alone and no nbf.
   assert.deepEqual(ours[2]!.flatMap((v, i) => (v === "ok" ? [i] : [])), [0, 5, 7, 16, 17]);
+});
+
+test("the generated protocol holds the Python client's every protocol constant, value for value", async () => {
+  const [python] = (await pythonAnswers([{ op: "protocol" }])) as [Record<string, unknown>];
+  assert.deepEqual({ ...protocol }, python);
+});
+
+// The one Content-Encoding rule (langchain_k8s_client.protocol.content_codings_readable): the list elements of
+// every Content-Encoding line, OWS-trimmed, compared case-insensitively; read only when each is empty or
+// identity. Each case is the header lines an answer carries.
+const codingCases: string[][] = [
+  [], [""], ["identity"], ["Identity"], ["IDENTITY"], ["identity, identity"], ["identity,"], [" , identity ,\t"], ["identity", "identity"],
+  ["gzip"], ["GZIP"], ["deflate"], ["br"], ["zstd"], ["x-custom"], ["identity, gzip"], ["identity", "gzip"], ["gzip", "identity"], ["gzip, gzip"],
+  ["identity;q=1"], ["identit"], ["identityx"], ["\u0130dentity"], ["identity\u000b"], ["i dentity"],
+];
+
+test("Content-Encoding: both clients read and refuse the same answers (the rule, and each client's reader)", async () => {
+  const [python] = (await pythonAnswers([{ op: "content_codings", args: { cases: codingCases } }])) as [Array<[boolean, string]>];
+  // The rule itself, on the lines as Node hands them over (repeated lines joined with ", ").
+  assert.deepEqual(codingCases.map((lines) => contentCodingsReadable(lines.length ? lines.join(", ") : undefined)), python.map(([rule]) => rule));
+  assert.deepEqual(codingCases.map((lines) => contentCodingsReadable(lines)), python.map(([rule]) => rule));
+  // The Python client's reader (limits) follows the rule.
+  assert.deepEqual(python.map(([rule, verdict]) => verdict), python.map(([rule]) => (rule ? "read" : "refused")));
+  // The TypeScript client's transport, against a pod sending each case's header lines as raw bytes: it
+  // reads exactly the answers the Python client reads (a line Node's parser refuses is never read either).
+  const printable = codingCases.filter((lines) => lines.every((line) => /^[\x20-\x7e\t]*$/.test(line)));
+  const ours: string[] = [];
+  const theirs: string[] = [];
+  for (const lines of printable) {
+    const body = '{"stdout": "", "stderr": "", "exit_code": 0}';
+    const head = ["HTTP/1.1 200 OK", ...lines.map((line) => `Content-Encoding: ${line}`), `Content-Length: ${body.length}`, "Connection: close"];
+    const server = net.createServer((socket) => socket.once("data", () => socket.end(head.join("\r\n") + "\r\n\r\n" + body)));
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const t = new RuntimeTransport({ baseUrl: `http://127.0.0.1:${(server.address() as net.AddressInfo).port}` });
+    try {
+      await t.script("true", false);
+      ours.push("read");
+    } catch (err) {
+      assert.ok(err instanceof MalformedResponse, `${JSON.stringify(lines)}: ${String(err)}`);
+      ours.push("refused");
+    } finally {
+      t.close();
+      server.close();
+    }
+    theirs.push(python[codingCases.indexOf(lines)]![1]);
+  }
+  assert.deepEqual(ours, theirs);
+  assert.ok(ours.includes("read") && ours.includes("refused"));
+});
+
+test("retries wait as the Python client's RetryPolicy waits", async () => {
+  const retries = [0, 1, 2, 3, 4, 5];
+  const randoms = [0, 0.25, 0.5, 0.999];
+  const ours = retries.flatMap((retry) => randoms.map((r) => retryDelay(retry, () => r)));
+  const python = (await pythonAnswers([{ op: "retry_delays", args: { retries, randoms } }]))[0] as number[];
+  assert.equal(ours.length, python.length);
+  ours.forEach((delay, i) => assert.ok(Math.abs(delay - python[i]!) < 1e-12, `${delay} != ${python[i]}`));
 });

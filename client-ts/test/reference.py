@@ -11,9 +11,25 @@ import datetime as dt
 import json
 import sys
 from pathlib import Path
+from unittest import mock
+
+import httpx
 
 from agentsession_api.activity import format_activity
-from langchain_k8s_client import UnverifiedPod, commands, gnu_grep, manager, pod_identity, probe, pyscripts
+from langchain_k8s_client import (
+    MalformedResponse,
+    UnverifiedPod,
+    commands,
+    gnu_grep,
+    limits,
+    manager,
+    pod_identity,
+    probe,
+    protocol,
+    pyscripts,
+    transport,
+    wire,
+)
 from langchain_k8s_client.paths import PathPolicy, PathRefused
 from langchain_k8s_client.sessions import SessionSpec
 
@@ -48,8 +64,37 @@ def identity_verdicts(a: dict) -> list[str]:
     return verdicts
 
 
+def content_coding_verdict(lines: list[str]) -> str:
+    """ "read" or "refused": what the client's reader (limits) does with an answer carrying these
+    Content-Encoding lines, before reading its body."""
+    # As the pod's transport hands them over: bytes, decoded by httpx (ASCII, else UTF-8, else Latin-1).
+    headers = [(b"Content-Encoding", line.encode("utf-8")) for line in lines]
+    resp = httpx.Response(200, headers=headers, stream=httpx.ByteStream(b"{}"))
+    try:
+        limits._refuse_coded(resp, wire.execute_request("true", read_timeout=1.0, idempotent=False))
+    except MalformedResponse:
+        return "refused"
+    return "read"
+
+
+def retry_delays(a: dict) -> list[float]:
+    """RetryPolicy().delay(retry) with random.random() answering each of `randoms`."""
+    out = []
+    for retry in a["retries"]:
+        for value in a["randoms"]:
+            with mock.patch.object(transport.random, "random", return_value=value):
+                out.append(transport.RetryPolicy().delay(retry))
+    return out
+
+
 def answer(case: dict) -> object:
     op, a = case["op"], case.get("args", {})
+    if op == "protocol":
+        return {name: value for name, value in vars(protocol).items() if name.isupper() and not name.startswith("_")}
+    if op == "content_codings":
+        return [[protocol.content_codings_readable(lines), content_coding_verdict(lines)] for lines in a["cases"]]
+    if op == "retry_delays":
+        return retry_delays(a)
     if op == "probe":
         return probe.build_probe()
     if op == "probe_identity":

@@ -34,11 +34,15 @@ from .gnu_grep import (  # noqa: F401
     parse_gnu_grep_slowly,
 )
 from .probe import RUNTIME_DEFAULT_LIMIT, STAGING_DIRNAME, Runner, RuntimeInfo, build_probe, parse_probe  # noqa: F401
+from .protocol import (
+    RUNTIME_TIMEOUT_EXIT,
+    SIGKILLED_EXIT,
+    SIGKILLED_NOTE,
+    WRAPPER_ERROR_MARKER,
+    WRAPPER_MARKER,
+    WRAPPER_PREFIX,
+)
 from .script_text import load_pyscript, load_script, runtime_command, sh_command
-
-RUNTIME_TIMEOUT_EXIT: Final = 124
-"""Exit code reported for a command killed at its timeout (as coreutils `timeout`)."""
-
 
 # --------------------------------------------------------------------- user commands
 
@@ -199,9 +203,6 @@ class UserCommand:
         return runtime_command(["sh", "-c", f". ./{STAGING_DIRNAME}/{self.wrapper}", "sh", *self.args])
 
 
-WRAPPER_PREFIX: Final = "w-"
-
-
 def wrapper_missing(raw_stdout: str, raw_stderr: str, exit_code: int, wrapper: str) -> bool:
     """Whether dash could not open the staged wrapper (removed since the probe saw it): then nothing
     ran, so the call may be sent again. Exactly dash's own message and status: the runtime's errors
@@ -294,7 +295,7 @@ def parse_user_command(
     stdout: str, stderr: str, exit_code: int, *, timeout: int, max_output: int, runner: Runner
 ) -> CommandResult:
     """Decode the wrapper's answer; `stderr`/`exit_code` are the runtime's own fields."""
-    if stdout.startswith("@LKC! "):
+    if stdout.startswith(WRAPPER_ERROR_MARKER):
         what = stdout[6:].strip()
         detail = {
             "capture": "cannot create the output capture file in the staging directory",
@@ -303,7 +304,7 @@ def parse_user_command(
         return CommandResult(f"Error: sandbox wrapper failed: {detail}", None, False, False)
     head, _, body = stdout.partition("\n")
     fields = head.split(" ")
-    if fields[0] != "@LKC" or len(fields) != 4:
+    if fields[0] != WRAPPER_MARKER or len(fields) != 4:
         return _runtime_failure(stdout, stderr, exit_code)
     try:
         code = int(fields[1])
@@ -325,19 +326,9 @@ def parse_user_command(
     return CommandResult(text, code, truncated, timed_out)
 
 
-SIGKILLED_EXIT: Final = 128 + 9
-SIGKILLED_NOTE: Final = (
-    "Error: exit code 137 before the timeout: the command was killed by SIGKILL (unless it exited 137 itself), "
-    "in a sandbox most likely by the kernel's out of memory (OOM) killer, the command having used more memory "
-    "than the sandbox's memory limit (else by a `kill -9`). Use less memory, or a template with a higher limit."
-)
-"""Said of a command that died of SIGKILL before its timeout: nothing but the OOM killer (or a `kill -9`)
-sends it, and the shell prints nothing then, so without this the caller sees exit 137 and no output."""
-
-
 def _killed_at_deadline(code: int, start: str, end: str, timeout: int) -> bool:
     # coreutils `timeout -s KILL` dies with its own group (137), the python runner exits 124.
-    if code not in (RUNTIME_TIMEOUT_EXIT, 128 + 9):
+    if code not in (RUNTIME_TIMEOUT_EXIT, SIGKILLED_EXIT):
         return False
     try:
         elapsed = float(end) - float(start)

@@ -17,11 +17,12 @@ client itself never does).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 from langchain_k8s_client.cluster_keys import keys_of
 from langchain_k8s_client.errors import RouterUnreachable
 from langchain_k8s_client.pod_identity import PodIdentity, PodIdentityMode
+from langchain_k8s_client.protocol import RUNTIME_PORT
 from langchain_k8s_client.sessions import SessionView, load_api_client
 from langchain_k8s_client.transport import PodEndpoint
 
@@ -39,9 +40,6 @@ if TYPE_CHECKING:
         | SandboxGatewayConnectionConfig
         | SandboxLocalTunnelConnectionConfig
     )
-
-RUNTIME_PORT: Final = 8888
-"""The python runtime's port (the SDK's default server_port)."""
 
 
 def _pod_ip_mode(connection: Any) -> bool:

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from operator import itemgetter
 from typing import Final, NamedTuple
 
+from .protocol import GREP_KILLED  # noqa: F401  (re-exported)
 from .script_text import load_script, runtime_command
 
 _GREP_SCRIPT: Final = load_script("grep.sh")
@@ -36,10 +37,6 @@ def build_gnu_grep(
         args += ["-e", pattern]
     script = ["sh", "-c", _GREP_SCRIPT, "lkc", str(cap), *args, "--", root]
     return runtime_command(script if budget is None else ["timeout", "-s", "KILL", f"{budget:g}", *script])
-
-
-GREP_KILLED: Final = frozenset({-9, 128 + 9})
-"""The runtime's exit code for scripts/grep.sh killed by `timeout` at the time budget (its whole group)."""
 
 
 class GrepRecord(NamedTuple):

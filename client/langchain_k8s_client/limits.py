@@ -9,10 +9,11 @@ from sending. The deadline holds for every read, not only those that yield body 
 API runs the whole answer under one timeout, the sync one hands it to the transport (`http11.DEADLINE`).
 
 The requests ask for `Accept-Encoding: identity` (`IDENTITY`) and an answer with any other
-Content-Encoding is refused before its body is read (`MalformedResponse`): a decoder expands a
-received chunk in one step before anything can count it (`gzip, gzip` turns a few hundred bytes
-into gigabytes), and a gzip stream of empty blocks decodes to nothing for as long as the pod likes.
-The runtime never compresses, so nothing legitimate is lost.
+Content-Encoding is refused before its body is read (`MalformedResponse`; the rule is
+`protocol.content_codings_readable`, the TypeScript client's too): a decoder expands a received chunk in
+one step before anything can count it (`gzip, gzip` turns a few hundred bytes into gigabytes), and a
+gzip stream of empty blocks decodes to nothing for as long as the pod likes. The runtime never
+compresses, so nothing legitimate is lost.
 """
 
 from __future__ import annotations
@@ -21,22 +22,20 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Final
 
 import httpx
 
 from .errors import MalformedResponse, ResponseTooLarge, ResponseTooSlow
 from .http11 import DEADLINE
+from .protocol import (
+    CONTENT_ENCODING_HEADER,
+    CONTENT_LENGTH_HEADER,
+    DEFAULT_MAX_RESPONSE_BYTES,
+    DEFAULT_SLACK_SECONDS,
+    IDENTITY,
+    content_codings_readable,
+)
 from .wire import HttpRequest, HttpResponse
-
-DEFAULT_MAX_RESPONSE_BYTES: Final = 256 * 1024 * 1024
-"""Largest answer read from a pod (a staged download is one answer): 256 MiB."""
-
-DEFAULT_SLACK_SECONDS: Final = 30.0
-"""Seconds an answer may take beyond its request's read timeout, in total."""
-
-IDENTITY: Final = "identity"
-"""The only content coding asked for (`Accept-Encoding`) and accepted (`Content-Encoding`)."""
 
 
 @dataclass(frozen=True)
@@ -84,10 +83,10 @@ def too_slow(req: HttpRequest, limits: ResponseLimits) -> ResponseTooSlow:
 
 def _refuse_coded(resp: httpx.Response, req: HttpRequest) -> None:
     """Raise unless the answer is identity-coded: no decoder ever runs on a pod's bytes."""
-    tokens = [token.strip().lower() for token in resp.headers.get_list("content-encoding", split_commas=True)]
-    if all(token in ("", IDENTITY) for token in tokens):
+    lines = resp.headers.get_list(CONTENT_ENCODING_HEADER)
+    if content_codings_readable(lines):
         return
-    coding = ", ".join(resp.headers.get_list("content-encoding"))
+    coding = ", ".join(lines)
     raise MalformedResponse(
         f"{_what(req)} came with Content-Encoding {coding[:100]!r}: this client asks for "
         f"Accept-Encoding: {IDENTITY} and reads no other coding (a decoder expands a compressed answer before "
@@ -96,7 +95,7 @@ def _refuse_coded(resp: httpx.Response, req: HttpRequest) -> None:
 
 
 def _declared_too_large(resp: httpx.Response, limits: ResponseLimits) -> bool:
-    declared = resp.headers.get("content-length", "")
+    declared = resp.headers.get(CONTENT_LENGTH_HEADER, "")
     return declared.isascii() and declared.isdigit() and int(declared) > limits.max_bytes
 
 

@@ -14,12 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
 
-FileErrorCode = Literal["file_not_found", "permission_denied", "is_directory", "invalid_path"]
+from .protocol import FILE_NOT_FOUND, INVALID_PATH, IS_DIRECTORY, PERMISSION_DENIED  # noqa: F401  (re-exported)
 
-FILE_NOT_FOUND: Final = "file_not_found"
-PERMISSION_DENIED: Final = "permission_denied"
-IS_DIRECTORY: Final = "is_directory"
-INVALID_PATH: Final = "invalid_path"
+FileErrorCode = Literal["file_not_found", "permission_denied", "is_directory", "invalid_path"]
 
 
 class PathRefused(Exception):

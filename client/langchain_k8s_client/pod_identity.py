@@ -19,18 +19,16 @@ import binascii
 import json
 import time
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Any, Literal
 
 from agentsession_api.names import POD_IDENTITY_AUDIENCE, POD_IDENTITY_VOLUME
 
 from .errors import UnverifiedPod
+from .protocol import CLOCK_SKEW, MAX_TOKEN_BYTES
 
 PodIdentityMode = Literal["token", "address"]
 """`token` (default): the pod must show its identity token. `address`: trust its name and addresses alone
 (templates without the identity volume; a namesake at a reused IP is then not told apart)."""
-
-CLOCK_SKEW: Final = 60.0
-MAX_TOKEN_BYTES: Final = 16 * 1024
 
 
 @dataclass

@@ -21,21 +21,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Final
+from typing import Any
 
 from deepagents.backends.protocol import ExecuteOffloadResult, ExecuteResponse
 
 from .commands import CommandResult
 from .paths import PathPolicy, normalize
 from .probe import RuntimeInfo
+from .protocol import DEFAULT_COMMAND_TIMEOUT, DEFAULT_MAX_OUTPUT, MAX_COMMAND_TIMEOUT
 from .sandbox_activity import ActivityHooks
 from .sandbox_files import SandboxFiles
 from .transport import PodEndpoint, ResponseLimits, RetryPolicy, RuntimeTransport
-
-DEFAULT_COMMAND_TIMEOUT: Final = 300
-MAX_COMMAND_TIMEOUT: Final = 3600
-DEFAULT_MAX_OUTPUT: Final = 1024 * 1024
-"""Default cap of `execute` output (bytes of combined stdout+stderr kept, the rest is cut in the pod)."""
 
 
 class PodSandbox(SandboxFiles):

@@ -14,13 +14,28 @@ from typing import Final, Literal
 from agentsession_api.names import POD_IDENTITY_TOKEN_PATH
 
 from .errors import MalformedResponse
+from .protocol import (
+    PROBE_BASE,
+    PROBE_BASE64,
+    PROBE_DASH,
+    PROBE_GNU_GREP,
+    PROBE_GREP,
+    PROBE_GROUP,
+    PROBE_HOST,
+    PROBE_IDTOKEN,
+    PROBE_LIMIT,
+    PROBE_MARKER,
+    PROBE_RUNNER,
+    PROBE_SH,
+    PROBE_UNKNOWN_LIMIT,
+    PROBE_V4,
+    PROBE_V6,
+    PROBE_WRAPPERS,
+    PROBE_YES,
+    RUNTIME_DEFAULT_LIMIT,
+    STAGING_DIRNAME,
+)
 from .script_text import load_script, sh_command
-
-STAGING_DIRNAME: Final = ".lkc-staging"
-"""Directory under the runtime's base dir for capture files and upload/download staging."""
-
-RUNTIME_DEFAULT_LIMIT: Final = 300.0
-"""The runtime's own per-command limit when SANDBOX_EXEC_TIMEOUT_SECONDS is unset or invalid."""
 
 Runner = Literal["timeout", "python3", "none"]
 
@@ -91,24 +106,24 @@ def build_probe() -> str:
 
 def parse_probe(stdout: str) -> RuntimeInfo:
     lines = stdout.splitlines()
-    if not lines or lines[0] != "@LKCP":
+    if not lines or lines[0] != PROBE_MARKER:
         raise MalformedResponse(f"unexpected probe output from the runtime: {stdout[:200]!r}")
     fields = dict(line.split("=", 1) for line in lines[1:] if "=" in line)
-    base = fields.get("base", "")
+    base = fields.get(PROBE_BASE, "")
     if not base.startswith("/"):
         raise MalformedResponse(f"runtime reported no usable base directory: {base!r}")
-    runner = fields.get("runner", "none")
+    runner = fields.get(PROBE_RUNNER, "none")
     return RuntimeInfo(
         base_dir=base,
-        hostname=fields.get("host", ""),
+        hostname=fields.get(PROBE_HOST, ""),
         runner=runner if runner in ("timeout", "python3") else "none",  # type: ignore[arg-type]
-        has_base64=fields.get("base64") == "1",
-        gnu_grep=fields.get("grep") == "gnu",
-        exec_limit=_exec_limit(fields.get("limit")) if fields.get("group") == "1" else None,
-        wrappers=frozenset(fields.get("wrappers", "").split()),
-        stages_wrappers=fields.get("sh") == "dash",
-        addresses=_addresses(fields.get("v4", ""), fields.get("v6", "")),
-        identity_token=fields.get("idtoken", ""),
+        has_base64=fields.get(PROBE_BASE64) == PROBE_YES,
+        gnu_grep=fields.get(PROBE_GREP) == PROBE_GNU_GREP,
+        exec_limit=_exec_limit(fields.get(PROBE_LIMIT)) if fields.get(PROBE_GROUP) == PROBE_YES else None,
+        wrappers=frozenset(fields.get(PROBE_WRAPPERS, "").split()),
+        stages_wrappers=fields.get(PROBE_SH) == PROBE_DASH,
+        addresses=_addresses(fields.get(PROBE_V4, ""), fields.get(PROBE_V6, "")),
+        identity_token=fields.get(PROBE_IDTOKEN, ""),
     )
 
 
@@ -131,7 +146,7 @@ def _addresses(v4: str, v6: str) -> tuple[str, ...]:
 
 def _exec_limit(raw: str | None) -> float | None:
     """SANDBOX_EXEC_TIMEOUT_SECONDS as the runtime reads it: 300 unless a finite number > 0."""
-    if raw is None or raw == "?":
+    if raw is None or raw == PROBE_UNKNOWN_LIMIT:
         return None
     try:
         value = float(raw)

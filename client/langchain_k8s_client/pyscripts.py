@@ -19,16 +19,8 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from .errors import MalformedResponse
+from .protocol import EDIT_INLINE_MAX, GREP_MATCH_LIMIT, GREP_TIME_BUDGET  # noqa: F401  (re-exported)
 from .script_text import load_pyscript, runtime_command
-
-GREP_MATCH_LIMIT: Final = 10_000
-"""Matches returned at most when the caller sets no `max_count` (then `truncated`)."""
-
-GREP_TIME_BUDGET: Final = 20.0
-"""Seconds a grep walks before it stops and reports `truncated` (below deepagents' 35 s async cap)."""
-
-EDIT_INLINE_MAX: Final = 8 * 1024
-"""Edit payloads up to this many bytes ride in the command; bigger ones are uploaded first."""
 
 _LS_SCRIPT: Final = load_pyscript("ls.py")
 

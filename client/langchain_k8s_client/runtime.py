@@ -12,31 +12,28 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
-from typing import Final, TypeVar
+from typing import TypeVar
 
 from . import commands, probe, wire
 from .commands import CommandResult
 from .errors import SandboxError, WrongPod
 from .pod_identity import PodIdentity
-from .probe import STAGING_DIRNAME, RuntimeInfo
+from .probe import RuntimeInfo
+from .protocol import (
+    CAPTURE_SWEEP_EVERY,
+    DOWNLOAD_INLINE_BUDGET,
+    DOWNLOAD_INLINE_MAX,
+    EXECUTE_READ_MARGIN,
+    FILE_NOT_FOUND,
+    STAGING_DIRNAME,
+    STATUS_NOT_FOUND,
+    STATUS_OK,
+)
 from .wire import HttpRequest, HttpResponse, RuntimeExec
 
 T = TypeVar("T")
 Op = Generator[HttpRequest, HttpResponse, T]
 """A sans-IO operation returning T."""
-
-EXECUTE_READ_MARGIN: Final = 30.0
-"""Seconds the HTTP read waits beyond a command's timeout (the wrapper still has to encode and answer)."""
-
-CAPTURE_SWEEP_EVERY: Final = 32
-"""Every this many commands (the 1st, the 33rd, ...), the wrapper removes the client's used capture
-files and creates the next ones, in the background (see scripts/encode.sh)."""
-
-DOWNLOAD_INLINE_MAX: Final = 512 * 1024
-"""Files up to this size come back inside the prepare answer (measured faster below ~1 MiB)."""
-
-DOWNLOAD_INLINE_BUDGET: Final = 2 * 1024 * 1024
-"""Total inline bytes per download batch; the rest goes through staging."""
 
 
 @dataclass(frozen=True)
@@ -232,10 +229,10 @@ class RuntimeProtocol:
                     results.append(Downloaded(prep.content, prep.error))
                     continue
                 resp = yield wire.download_request(f"{STAGING_DIRNAME}/{prep.staged}")
-                if resp.status == 200:
+                if resp.status == STATUS_OK:
                     results.append(Downloaded(resp.content, None))
-                elif resp.status == 404:
-                    results.append(Downloaded(None, "file_not_found"))
+                elif resp.status == STATUS_NOT_FOUND:
+                    results.append(Downloaded(None, FILE_NOT_FOUND))
                 else:
                     raise SandboxError(f"runtime /download answered HTTP {resp.status}")
         except Exception:

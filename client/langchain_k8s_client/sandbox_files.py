@@ -33,11 +33,12 @@ from . import commands, file_results, gnu_grep, pyscripts
 from .flows import Call, Flow, run_async, run_sync
 from .paths import PathPolicy, PathRefused, ResolvedPath, normalize
 from .probe import RuntimeInfo
+from .protocol import GREP_READ_MARGIN, GREP_TIME_BUDGET
 from .sandbox_activity import ActivityHooks
 from .transport import RuntimeTransport
 from .wire import RuntimeExec
 
-_GREP_READ_TIMEOUT: Final = pyscripts.GREP_TIME_BUDGET + 30.0
+_GREP_READ_TIMEOUT: Final = GREP_TIME_BUDGET + GREP_READ_MARGIN
 
 
 class SandboxFiles(BaseSandbox):

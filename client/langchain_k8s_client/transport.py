@@ -34,7 +34,7 @@ import time
 import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Final, TypeVar
+from typing import TypeVar
 from urllib.parse import urlsplit
 
 import httpx
@@ -43,16 +43,28 @@ from .commands import CommandResult
 from .errors import TransportError, WrongPod
 from .flows import Call, Flow, run_async, run_sync
 from .http11 import AsyncPodHTTPTransport, PodHTTPTransport
-from .limits import DEFAULT_MAX_RESPONSE_BYTES, IDENTITY, ResponseLimits, aread_bounded, read_bounded
+from .limits import ResponseLimits, aread_bounded, read_bounded
 from .pod_identity import PodIdentity
 from .probe import RuntimeInfo
+from .protocol import (
+    ACCEPT_ENCODING_HEADER,
+    CONNECT_TIMEOUT,
+    CONTENT_TYPE_HEADER,
+    DEFAULT_MAX_RESPONSE_BYTES,
+    GATEWAY_STATUSES,
+    IDENTITY,
+    JSON_CONTENT_TYPE,
+    RETRY_ATTEMPTS,
+    RETRY_BASE_DELAY,
+    RETRY_JITTER,
+    RETRY_MAX_DELAY,
+    UPLOAD_CONTENT_TYPE,
+    UPLOAD_FIELD,
+)
 from .runtime import Downloaded, Op, RuntimeProtocol
 from .wire import HttpRequest, HttpResponse, RuntimeExec
 
 T = TypeVar("T")
-
-CONNECT_TIMEOUT: Final = 5.0
-GATEWAY_STATUSES: Final = frozenset({502, 503, 504})
 
 
 @dataclass(frozen=True)
@@ -88,12 +100,13 @@ class PodEndpoint:
 class RetryPolicy:
     """Bounded exponential backoff for idempotent requests."""
 
-    attempts: int = 4
-    base_delay: float = 0.1
-    max_delay: float = 1.0
+    attempts: int = RETRY_ATTEMPTS
+    base_delay: float = RETRY_BASE_DELAY
+    max_delay: float = RETRY_MAX_DELAY
 
     def delay(self, retry: int) -> float:
-        return min(self.max_delay, self.base_delay * (2**retry)) * (0.5 + random.random() / 2)
+        low, high = RETRY_JITTER
+        return min(self.max_delay, self.base_delay * (2**retry)) * (low + random.random() * (high - low))
 
 
 class _Attempts:
@@ -133,11 +146,13 @@ class _Attempts:
 
 
 def _headers(endpoint: PodEndpoint, req: HttpRequest) -> dict[str, str]:
-    headers = {name: value for name, value in endpoint.headers.items() if name.lower() != "accept-encoding"}
+    headers = {
+        name: value for name, value in endpoint.headers.items() if name.lower() != ACCEPT_ENCODING_HEADER.lower()
+    }
     # No compression: `limits` refuses any other coding (a decoder expands before max_bytes can count).
-    headers["Accept-Encoding"] = IDENTITY
+    headers[ACCEPT_ENCODING_HEADER] = IDENTITY
     if req.json_body is not None:
-        headers["Content-Type"] = "application/json"
+        headers[CONTENT_TYPE_HEADER] = JSON_CONTENT_TYPE
     return headers
 
 
@@ -147,7 +162,7 @@ def _build(client: httpx.Client | httpx.AsyncClient, endpoint: PodEndpoint, req:
     headers = _headers(endpoint, req)
     if req.upload is not None:
         name, content = req.upload
-        files = {"file": (name, content, "application/octet-stream")}
+        files = {UPLOAD_FIELD: (name, content, UPLOAD_CONTENT_TYPE)}
         return client.build_request(req.method, url, files=files, headers=headers, timeout=timeout)
     return client.build_request(req.method, url, content=req.json_body, headers=headers, timeout=timeout)
 
@@ -160,7 +175,7 @@ def _request(endpoint: PodEndpoint, req: HttpRequest) -> httpx.Request:
     headers = _headers(endpoint, req)
     if req.upload is not None:
         name, content = req.upload
-        files = {"file": (name, content, "application/octet-stream")}
+        files = {UPLOAD_FIELD: (name, content, UPLOAD_CONTENT_TYPE)}
         return httpx.Request(req.method, url, files=files, headers=headers, extensions={"timeout": timeout})
     return httpx.Request(req.method, url, content=req.json_body, headers=headers, extensions={"timeout": timeout})
 

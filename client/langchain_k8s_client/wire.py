@@ -12,15 +12,22 @@ from __future__ import annotations
 import json
 import urllib.parse
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Literal
 
 from .errors import MalformedResponse
-
-CONTROL_READ_TIMEOUT: Final = 30.0
-"""Read timeout of short control requests (probe, staging cleanup, small scripts)."""
-
-TRANSFER_READ_TIMEOUT: Final = 300.0
-"""Read timeout of file transfers (between two received chunks, as httpx defines it)."""
+from .protocol import (
+    CONTROL_READ_TIMEOUT,
+    DOWNLOAD_PATH,
+    EXECUTE_COMMAND,
+    EXECUTE_EXIT_CODE,
+    EXECUTE_PATH,
+    EXECUTE_STDERR,
+    EXECUTE_STDOUT,
+    HEALTH_PATH,
+    STATUS_OK,
+    TRANSFER_READ_TIMEOUT,
+    UPLOAD_PATH,
+)
 
 
 @dataclass(frozen=True)
@@ -51,27 +58,27 @@ class RuntimeExec:
 
 
 def health_request() -> HttpRequest:
-    return HttpRequest("GET", "/", read_timeout=CONTROL_READ_TIMEOUT, idempotent=True)
+    return HttpRequest("GET", HEALTH_PATH, read_timeout=CONTROL_READ_TIMEOUT, idempotent=True)
 
 
 def execute_request(command: str, *, read_timeout: float, idempotent: bool) -> HttpRequest:
     # ensure_ascii: a non-UTF-8 file name is a lone surrogate here; as a \udcXX escape
     # the runtime decodes it back to the same str and execs it as the original byte.
-    body = json.dumps({"command": command}, ensure_ascii=True).encode("ascii")
-    return HttpRequest("POST", "/execute", read_timeout=read_timeout, idempotent=idempotent, json_body=body)
+    body = json.dumps({EXECUTE_COMMAND: command}, ensure_ascii=True).encode("ascii")
+    return HttpRequest("POST", EXECUTE_PATH, read_timeout=read_timeout, idempotent=idempotent, json_body=body)
 
 
 def parse_execute_response(resp: HttpResponse) -> RuntimeExec:
-    if resp.status != 200:
-        raise MalformedResponse(f"runtime /execute answered HTTP {resp.status}: {resp.content[:200]!r}")
-    garbage = f"runtime /execute answered garbage: {resp.content[:200]!r}"
+    if resp.status != STATUS_OK:
+        raise MalformedResponse(f"runtime {EXECUTE_PATH} answered HTTP {resp.status}: {resp.content[:200]!r}")
+    garbage = f"runtime {EXECUTE_PATH} answered garbage: {resp.content[:200]!r}"
     try:
         data = json.loads(resp.content)
     except (ValueError, RecursionError) as exc:  # RecursionError: JSON nested deeper than the stack
         raise MalformedResponse(garbage) from exc
     if not isinstance(data, dict):
         raise MalformedResponse(garbage)
-    stdout, stderr, code = data.get("stdout"), data.get("stderr"), data.get("exit_code")
+    stdout, stderr, code = data.get(EXECUTE_STDOUT), data.get(EXECUTE_STDERR), data.get(EXECUTE_EXIT_CODE)
     if not (isinstance(stdout, str) and isinstance(stderr, str) and type(code) is int):
         raise MalformedResponse(garbage)
     return RuntimeExec(stdout, stderr, code)
@@ -81,7 +88,7 @@ def upload_request(relative_name: str, content: bytes) -> HttpRequest:
     # Writes are never retried: a repeated upload is harmless here, but the rule is simple.
     return HttpRequest(
         "POST",
-        "/upload",
+        UPLOAD_PATH,
         read_timeout=TRANSFER_READ_TIMEOUT,
         idempotent=False,
         upload=(relative_name, content),
@@ -90,15 +97,15 @@ def upload_request(relative_name: str, content: bytes) -> HttpRequest:
 
 def upload_error(resp: HttpResponse) -> str | None:
     """None when the runtime stored the upload, else a short error string."""
-    if resp.status == 200:
+    if resp.status == STATUS_OK:
         return None
     return f"staging upload failed: HTTP {resp.status} {resp.content[:120]!r}"
 
 
 def download_request(relative_name: str) -> HttpRequest:
     quoted = urllib.parse.quote(relative_name, safe="/")
-    return HttpRequest("GET", f"/download/{quoted}", read_timeout=TRANSFER_READ_TIMEOUT, idempotent=True)
+    return HttpRequest("GET", f"{DOWNLOAD_PATH}{quoted}", read_timeout=TRANSFER_READ_TIMEOUT, idempotent=True)
 
 
 def health_ok(resp: HttpResponse) -> bool:
-    return resp.status == 200
+    return resp.status == STATUS_OK

@@ -73,6 +73,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
 CLIENT_CORE = {
     "errors",
     "wire",
+    "protocol",
     "paths",
     "script_text",
     "probe",
