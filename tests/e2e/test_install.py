@@ -172,8 +172,9 @@ def test_config_objects(rendered: list[dict[str, Any]]) -> None:
                 for what in ("sandbox", "webhook", "network-policy", "claim")
             ),
             *(
-                (kind, "agentsession-operator-session-deletes", OPERATOR_NS)
+                (kind, f"agentsession-operator-{what}", OPERATOR_NS)
                 for kind in ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
+                for what in ("session-deletes", "claim-creates")
             ),
             # Who may name a checkpoint image (issue 33): config/admission/restore_annotation.yaml.
             *(

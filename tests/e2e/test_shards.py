@@ -39,6 +39,16 @@ def replica_of(identity: str | None) -> str | None:
     return identity.rsplit("_", 1)[0] if identity else None
 
 
+def writes_by_term(metrics: str) -> set[tuple[str, str]]:
+    """The (Lease, term) pairs under which a replica sent writes (agentsession_held_writes_total)."""
+    found = set()
+    for line in metrics.splitlines():
+        if line.startswith("agentsession_held_writes_total{") and float(line.rsplit(" ", 1)[1]) > 0:
+            labels = dict(part.split("=", 1) for part in line.split("{", 1)[1].split("}", 1)[0].split(","))
+            found.add((labels["lease"].strip('"'), labels["term"].strip('"')))
+    return found
+
+
 @pytest.fixture
 def namespaces(kube: Kube) -> Iterator[dict[int, list[str]]]:
     """Two namespaces in each shard."""
@@ -132,6 +142,7 @@ def test_two_replicas_share_the_shards_and_one_takes_over_the_other(
             ),
             timeout=60,
         )
+        written = {victim: writes_by_term(sharded[victim].metrics())}  # its last word before the kill
         sharded[victim].kill()
         killed = time.monotonic()
         kube.wait_for(
@@ -156,6 +167,7 @@ def test_two_replicas_share_the_shards_and_one_takes_over_the_other(
             return True
 
         kube.wait_for("the killed replica's shard reaped and served", reaped_and_served, timeout=90, interval=0.5)
+        written[survivor] = writes_by_term(sharded[survivor].metrics())
     finally:
         for monitor in monitors:
             monitor.stop_event.set()
@@ -168,4 +180,14 @@ def test_two_replicas_share_the_shards_and_one_takes_over_the_other(
     record_property("failover_s", round(failover, 2))
     assert not duplicates, duplicates
     assert not missing, missing
+    # Issue 54 item 1: no two replicas wrote under one Lease in one term (deterministic claim names would
+    # hide a second leader's duplicate writes). Shard 0's Lease has both replicas' writes, in two terms.
+    writers: dict[tuple[str, str], set[str]] = {}
+    for name, pairs in written.items():
+        for pair in pairs:
+            writers.setdefault(pair, set()).add(name)
+    print("writes by Lease and term:", {f"{lease}#{term}": sorted(w) for (lease, term), w in sorted(writers.items())})
+    assert all(len(w) == 1 for w in writers.values()), writers
+    shard0 = sharding.shard_lease_name("agentsession-operator", 0)
+    assert {name for (lease, _), w in writers.items() if lease == shard0 for name in w} == set(sharded), writers
     assert failover <= FAILOVER_TARGET, failover
