@@ -366,6 +366,47 @@ def test_a_corrupt_image_wakes_fresh_with_a_clear_condition_and_the_workspace(
     backend.delete_session()
 
 
+# In make test-full (CI's real-node stage is near its share of the 40 minutes): a hibernate and a wake.
+@pytest.mark.slow
+def test_a_pod_spec_changed_while_hibernated_wakes_fresh_and_drops_the_image(
+    cluster: Cluster, kube: Kube, namespace: str, hibernating_operator: OperatorProcess
+) -> None:
+    """Issue 49 item 7 under gVisor: while the session sleeps, an admin changes its Sandbox's pod spec. runsc
+    restores with spec validation at "warning", so the old processes came back under the new spec. Now the
+    wake starts fresh (the workspace kept, the memory not), says PodSpecChanged, and the image is deleted."""
+    _pool(kube, namespace, "gv", manifests.GVISOR)
+    backend = AgentSessionSandbox(
+        "respec",
+        namespace,
+        warm_pool="gv",
+        ttl="20m",
+        idle_timeout=IDLE,
+        idle_action="Hibernate",
+        volume_claim_templates=WORKSPACE,
+    )
+    pod = backend.wait_ready().pod_name or ""
+    _run(backend, "echo workspace-kept > /workspace/note.txt; echo in-memory-only > /tmp/marker", timeout=5)
+    image = _hibernated(kube, cluster, namespace, "respec", pod)
+    sandbox = _status(kube, "respec", namespace)["sandboxName"]
+    change = {"spec": {"podTemplate": {"spec": {"terminationGracePeriodSeconds": 7}}}}
+    kube.run("patch", "sandbox", sandbox, "-n", namespace, "--type=merge", "-p", json.dumps(change))
+
+    woke = _run(backend, "cat /workspace/note.txt; cat /tmp/marker 2>/dev/null || echo rootfs-fresh")
+    assert woke.splitlines() == ["workspace-kept", "rootfs-fresh"], woke
+
+    def spec_changed() -> dict[str, Any] | None:
+        status = _status(kube, "respec", namespace)
+        condition = kube.condition({"status": status}, phases.COND_HIBERNATED) or {}
+        reasons = ((status.get("hibernation") or {}).get("reason"), condition.get("reason"))
+        return condition if reasons == (phases.REASON_POD_SPEC_CHANGED,) * 2 else None
+
+    condition = kube.wait_for("status.hibernation and condition Hibernated PodSpecChanged", spec_changed, 60)
+    assert condition["status"] == "False" and "pod spec changed" in condition.get("message", ""), condition
+    assert phases.REASON_POD_SPEC_CHANGED in _events(kube, "respec", namespace)
+    kube.wait_for("the image deleted on the node", lambda: not image.exists(), timeout=30)
+    backend.delete_session()
+
+
 @pytest.mark.faults
 @pytest.mark.realfaults
 def test_a_session_deleted_while_hibernated_takes_its_image_with_it(

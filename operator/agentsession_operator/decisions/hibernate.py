@@ -239,11 +239,21 @@ def record(
     }
 
 
+CACHED_POD_SPEC_DIGEST: Final = f"{names.GROUP}/podSpecDigest"
+"""Where the operator's cached copy of a Sandbox keeps :func:`pod_spec_digest` (kube/cache.py drops the pod
+template itself: tenants size it). A key no Sandbox spec has (it holds a slash)."""
+
+
 def pod_spec_digest(sandbox: Mapping[str, Any] | None) -> str:
     """SHA-256 of the Sandbox's pod spec (canonical JSON): what a checkpoint was taken from, and what its wake
     would restore into. runsc restores with spec validation at "warning" (a restored pod's cgroup parent always
-    differs), so a spec changed in between (tightened) would not apply to the restored processes."""
-    pod_spec = (((sandbox or {}).get("spec") or {}).get("podTemplate") or {}).get("spec") or {}
+    differs), so a spec changed in between (tightened) would not apply to the restored processes. A cached
+    copy carries it already computed (CACHED_POD_SPEC_DIGEST)."""
+    spec = (sandbox or {}).get("spec") or {}
+    cached = spec.get(CACHED_POD_SPEC_DIGEST)
+    if isinstance(cached, str):
+        return cached
+    pod_spec = (spec.get("podTemplate") or {}).get("spec") or {}
     canonical = json.dumps(pod_spec, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()
 

@@ -7,7 +7,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentsession_operator.decisions import template_policy
+from agentsession_operator.decisions import hibernate, template_policy
 from agentsession_operator.decisions.network import host_network
 from agentsession_operator.kube.places import Places
 from agentsession_operator.kube.projection import child_projection, sandbox_projection, session_projection
@@ -171,6 +171,8 @@ class Cache:
         small = sandbox_projection(body, SANDBOX_SPEC_UNUSED)
         if host_network(body):  # the one field of the pod template a decision reads (NetworkIsolated)
             small["spec"]["podTemplate"] = {"spec": {"hostNetwork": True}}
+        # What a wake compares with its checkpoint's (issue 49 item 7): the pod spec's digest, not the spec.
+        small.setdefault("spec", {})[hibernate.CACHED_POD_SPEC_DIGEST] = hibernate.pod_spec_digest(body)
         self.sandboxes[key] = small
 
     def hibernated_bytes(self, namespace: str, excluding_uid: str = "") -> int:

@@ -80,3 +80,21 @@ def test_a_pod_spec_changed_while_the_session_slept_wakes_fresh(
     (finish,) = [a for a in tightened if type(a).__name__ == "FinishRestore"]
     assert finish.checkpoint == hib.checkpoint and finish.record["reason"] == "PodSpecChanged"
     assert finish.record["hibernated"] is False and "pod spec changed" in finish.record["message"]
+
+
+def test_the_cached_sandbox_keeps_its_pod_specs_digest(make_sandbox: Make) -> None:
+    """The cache drops a Sandbox's pod template (tenants size it): the wake's comparison must still see a change
+    of the pod spec (the real-node run of the test above restored the old memory while the cache had only {})."""
+    from agentsession_operator.decisions.hibernate import pod_spec_digest
+    from agentsession_operator.kube.cache import Cache
+
+    cache, key = Cache(), ("ns", "demo")
+    sandbox = make_sandbox()
+    cache.remember_sandbox(key, sandbox)
+    assert "podTemplate" not in cache.sandboxes[key]["spec"]
+    assert pod_spec_digest(cache.sandboxes[key]) == pod_spec_digest(sandbox)
+    changed = make_sandbox()
+    changed["spec"]["podTemplate"].setdefault("spec", {})["terminationGracePeriodSeconds"] = 7
+    changed["metadata"]["resourceVersion"] = "999999"
+    cache.remember_sandbox(key, changed)
+    assert pod_spec_digest(cache.sandboxes[key]) == pod_spec_digest(changed) != pod_spec_digest(sandbox)
