@@ -360,6 +360,9 @@ def _claims_for_a_session(kube: Kube, namespace: str, operator: OperatorProcess)
         ("owner", owner, {**pool, **client}, "may not give its pods labels in the agentsession.dev"),
         ("second", owner, pool, "named after it"),
         ("ghost", ghost, {**pool, **client}, "may not give its pods labels in the agentsession.dev"),
+        # A session that does not exist judges nothing (the conformity pin has no parameter to compare with):
+        # a loader hook is refused whatever the session, as in any session's spec.env.
+        ("ghost", ghost, {**pool, "env": [{"name": "LD_PRELOAD", "value": "/tmp/x.so"}]}, "loader or interpreter"),
         ("orphan", None, pool, "only for the one AgentSession that owns it"),
     ]
 
