@@ -111,3 +111,25 @@ def test_a_drain_keeps_one_replica() -> None:
     (budget,) = _shipped("PodDisruptionBudget")
     assert budget["spec"]["minAvailable"] == 1
     assert budget["spec"]["selector"]["matchLabels"] == {"app.kubernetes.io/name": "agentsession-operator"}
+
+
+def test_the_claim_creation_pin_refuses_every_env_hook_a_session_is_refused() -> None:
+    """Issue 51 item 3: the operator's claims carry no loader or interpreter hook, whatever their owner (a
+    made-up one too); the pin's lists are names.DENIED_ENV_DEFAULTS, globs as prefixes, names as names."""
+    import re
+
+    from agentsession_api import names
+
+    policy = next(
+        d
+        for d in _docs(CONFIG / "admission" / "operator_write_pins.yaml")
+        if d["kind"] == "ValidatingAdmissionPolicy" and d["metadata"]["name"] == "agentsession-operator-claim-creates"
+    )
+    (rule,) = [v["expression"] for v in policy["spec"]["validations"] if "object.spec.?env" in v["expression"]]
+    prefixes_text, names_text = [m for m in re.findall(r"\[([^\]]*)\]", rule) if m.strip()]
+    prefixes = re.findall(r"'([^']*)'", prefixes_text)
+    exact = re.findall(r"'([^']*)'", names_text)
+    assert sorted(f"{p}*" for p in prefixes) + sorted(exact) == sorted(
+        g for g in names.DENIED_ENV_DEFAULTS if g.endswith("*")
+    ) + sorted(g for g in names.DENIED_ENV_DEFAULTS if not g.endswith("*"))
+    assert "e.name.startsWith(p)" in rule and "e.name in" in rule
