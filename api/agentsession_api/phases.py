@@ -49,6 +49,9 @@ COND_EXPIRED: Final = "Expired"
 COND_FAILED: Final = "Failed"
 COND_HIBERNATED: Final = "Hibernated"
 """Only while idleAction Hibernate is in force: whether an idle suspend keeps the sandbox's memory."""
+COND_POD_IDENTITY: Final = "PodIdentity"
+"""Whether the SandboxTemplate behind the session's claim gives its pods the identity token the clients check
+before they send anything (issue 51 item 1): False names the missing volume and the fix."""
 COND_NETWORK_ISOLATED: Final = "NetworkIsolated"
 """True once the session's own NetworkPolicy (ingress from its namespace's clients only, egress from the
 policies) is in place for its sandbox."""

@@ -51,6 +51,7 @@ export const COND_POLICY_COMPLIANT = "PolicyCompliant";
 export const COND_EXPIRED = "Expired";
 export const COND_FAILED = "Failed";
 export const COND_HIBERNATED = "Hibernated";
+export const COND_POD_IDENTITY = "PodIdentity";
 export const COND_NETWORK_ISOLATED = "NetworkIsolated";
 export const REASON_TTL_EXPIRED = "TTLExpired";
 export const REASON_IDLE_TIMEOUT = "IdleTimeout";

@@ -18,7 +18,7 @@ from agentsession_api.durations import format_duration
 from agentsession_api.phases import Phase
 from agentsession_api.timestamps import format_time, parse_time, utc
 from agentsession_operator import constants
-from agentsession_operator.decisions import desired, hibernate, lifecycle, network, template_policy
+from agentsession_operator.decisions import desired, hibernate, lifecycle, network, template_identity, template_policy
 from agentsession_operator.decisions.conditions import find_condition, set_condition
 from agentsession_operator.decisions.fork import ForkBlocked
 from agentsession_operator.decisions.ownership import is_owned_by
@@ -477,6 +477,7 @@ def reconcile_actions(
     isolation: network.Isolation | None = None,
     expiry_lead: timedelta | None = DEFAULT_EXPIRY_WARNING,
     progress_written: datetime | None = None,
+    identity: template_identity.TemplateIdentity | None = None,
 ) -> list[Action]:
     """Everything to do for ``session`` now, in order: claim and Sandbox work, status, next check.
 
@@ -489,7 +490,8 @@ def reconcile_actions(
     NetworkPolicy; None: leave networking alone) adds the NetworkPolicy of decisions.network and the
     NetworkIsolated condition. ``progress_written``: when the last progress of this provisioning session
     was written (progress_deferred_until). ``resolved``: the pass's own ``policy_resolve.resolve(session,
-    effective, now)`` (None: resolved here, from ``effective``).
+    effective, now)`` (None: resolved here, from ``effective``). ``identity``: what the claim's template gives
+    its pods (decisions.template_identity; None: not known), said by condition PodIdentity.
     """
     now = utc(now)
     resolved = resolved if resolved is not None else resolve(session, effective, now)
@@ -537,6 +539,10 @@ def reconcile_actions(
             actions.append(ForgetCheckpoint(ended_with))
     if isolation is not None:
         actions += _isolation(session, owned, status, now, effective, isolation, sandbox)
+    if identity is not None and owned is not None:
+        generation = (session.get("metadata") or {}).get("generation")
+        verdict = template_identity.condition(identity)
+        status["conditions"] = set_condition(status["conditions"], phases.COND_POD_IDENTITY, *verdict, now, generation)
     before = session.get("status") or {}
     lowered = max_ttl_warning(before, resolved, status, effective)
     soon, warn_at = expiry_warning(before, status, now, expiry_lead)

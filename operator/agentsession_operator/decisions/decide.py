@@ -42,6 +42,7 @@ from agentsession_operator.decisions.actions import (
 )
 from agentsession_operator.decisions.ownership import is_owned_by
 from agentsession_operator.decisions.resolved import Resolved
+from agentsession_operator.decisions.template_identity import TemplateIdentity
 from agentsession_operator.decisions.template_policy import TemplatePolicy
 
 FORK_RETRY = timedelta(seconds=2)  # a fork waiting on its source's PVCs looks again (no watch on PVCs)
@@ -86,6 +87,8 @@ class Observed:
     network_settings: network.NetworkSettings = field(default_factory=network.NetworkSettings)
     template_policy: TemplatePolicy | None = None
     """The managed NetworkPolicy of the template behind the claim's warm pool, if it has one."""
+    template_identity: TemplateIdentity | None = None
+    """Whether that template gives its pods the identity token the clients check (None: not known)."""
     expiry_lead: timedelta | None = DEFAULT_EXPIRY_WARNING
     progress_written: datetime | None = None
     namespace_cap: int = quota.DEFAULT_MAX_SESSIONS_PER_NAMESPACE
@@ -223,6 +226,7 @@ def decide(seen: Observed) -> Decision:
         violations=found,
         fork=blocked,
         isolation=network.Isolation(seen.network_settings, seen.network_policy, seen.template_policy),
+        identity=seen.template_identity,
         expiry_lead=seen.expiry_lead,
         progress_written=seen.progress_written,
     )
@@ -269,6 +273,7 @@ def after_create(decision: Decision, created: Mapping[str, Any]) -> Decision:
         resolved=decision.resolved,
         violations=running,
         isolation=network.Isolation(seen.network_settings, seen.network_policy, seen.template_policy),
+        identity=seen.template_identity,
         expiry_lead=seen.expiry_lead,
     )
     planned = next((a.patch for a in follow if isinstance(a, PatchStatus)), None)

@@ -7,7 +7,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentsession_operator.decisions import hibernate, template_policy
+from agentsession_operator.decisions import hibernate, template_identity, template_policy
 from agentsession_operator.decisions.network import host_network
 from agentsession_operator.kube.places import Places
 from agentsession_operator.kube.projection import child_projection, sandbox_projection, session_projection
@@ -203,13 +203,22 @@ class Cache:
         spec = body.get("spec") or {}
         self.templates[key] = {
             "metadata": {k: (body.get("metadata") or {}).get(k) for k in ("name", "namespace", "resourceVersion")},
-            "spec": {k: spec[k] for k in template_policy.KEPT_SPEC if k in spec},
+            "spec": {
+                **{k: spec[k] for k in template_policy.KEPT_SPEC if k in spec},
+                # Not the pod template (tenants size it): only whether it gives pods their identity token.
+                template_identity.KEPT: template_identity.mounts_identity(body),
+            },
         }
 
     def template_policy_of_pool(self, key: Key) -> template_policy.TemplatePolicy | None:
         """The managed NetworkPolicy of the template behind a warm pool (None: no template known)."""
         template = self.pool_templates.get(key)
         return template_policy.of_template(self.templates.get((key[0], template))) if template else None
+
+    def template_identity_of_pool(self, key: Key) -> template_identity.TemplateIdentity | None:
+        """Whether the template behind a warm pool gives its pods their identity token (None: not known)."""
+        template = self.pool_templates.get(key)
+        return template_identity.of_template(self.templates.get((key[0], template))) if template else None
 
     def sessions_in(self, namespace: str) -> list[Key]:
         return list(self.sessions.in_namespace(namespace))

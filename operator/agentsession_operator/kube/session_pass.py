@@ -153,6 +153,7 @@ class SessionPass:
             network_policy=r.cache.network_policies.get((namespace, network.policy_name(claim_name))),
             network_settings=r.config.network,
             template_policy=r.cache.template_policy_of_pool((namespace, _pool_of(claim))) if claim else None,
+            template_identity=r.cache.template_identity_of_pool((namespace, _pool_of(claim))) if claim else None,
             expiry_lead=r.config.expiry_warning,
             namespace_cap=r.config.max_sessions_per_namespace,
             progress_written=self.progress_written.get(key),

@@ -71,7 +71,8 @@ def test_the_cache_keeps_a_templates_network_fields_and_follows_its_pool() -> No
     cache = Cache()
     secret_env = {"containers": [{"name": "c", "env": [{"name": "TOKEN", "value": "s3cret"}]}]}
     cache.remember_template(("ns", "py"), _template(networkPolicy={}, podTemplate={"spec": secret_env}))
-    assert cache.templates[("ns", "py")]["spec"] == {"networkPolicy": {}}  # nothing else of the template
+    # Nothing else of the template: its pod template only as the verdict on its identity token.
+    assert cache.templates[("ns", "py")]["spec"] == {"networkPolicy": {}, "agentsession.dev/podIdentity": False}
     pool = {"metadata": {"resourceVersion": "3"}, "spec": {"sandboxTemplateRef": {"name": "py"}}}
     cache.remember_pool(("ns", "pool"), pool)
     assert cache.template_policy_of_pool(("ns", "pool")) == template_policy.TemplatePolicy("py", True, False)
