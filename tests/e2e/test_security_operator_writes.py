@@ -349,7 +349,9 @@ def _claims_for_a_session(kube: Kube, namespace: str, operator: OperatorProcess)
     client: dict[str, Any] = {"additionalPodMetadata": {"labels": {"agentsession.dev/sandbox-client": "true"}}}
     pool: dict[str, Any] = {"warmPoolRef": {"name": "later"}}
     attacks: list[tuple[str, dict[str, str] | None, dict[str, Any], str]] = [
-        ("owner", owner, {**pool, "env": [{"name": "LD_PRELOAD", "value": "/tmp/x.so"}]}, "carries its session's"),
+        # An env var the session does not have (a proxy that sees its traffic; a loader hook is refused by
+        # the claim-creation pin already, below). First: the wait below probes the conformity pin with it.
+        ("owner", owner, {**pool, "env": [{"name": "HTTPS_PROXY", "value": "http://x.example"}]}, "its session's"),
         ("owner", owner, {"warmPoolRef": {"name": "other"}}, "carries its session's"),
         (
             "owner",
