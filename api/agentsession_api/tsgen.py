@@ -14,7 +14,7 @@ import difflib
 import enum
 import json
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -193,10 +193,9 @@ def render() -> str:
     return "\n".join(parts).rstrip("\n") + "\n"
 
 
-def drift(out: Path) -> list[str]:
-    """Unified diff between the committed file and a fresh one (empty: no drift)."""
+def drift_of(out: Path, text: str) -> list[str]:
+    """Unified diff between the committed file `out` and the freshly generated `text` (empty: no drift)."""
     current = out.read_text() if out.exists() else ""
-    text = render()
     if current == text:
         return []
     return list(
@@ -209,22 +208,48 @@ def drift(out: Path) -> list[str]:
     )
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m agentsession_api.tsgen", description=__doc__)
+def generator_main(
+    argv: Sequence[str] | None,
+    *,
+    prog: str,
+    description: str | None,
+    default_out: Path,
+    render: Callable[[], str],
+    what: str,
+) -> int:
+    """The command line of a committed generated file: write it, or ``--check`` it (exit 1 with a diff when
+    stale). `what` names the file in the stale message. Shared with the client's protocol_tsgen."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("--check", action="store_true", help="exit 1 with a diff when the file is stale")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output file (default {DEFAULT_OUT})")
+    parser.add_argument("--out", type=Path, default=default_out, help=f"output file (default {default_out})")
     args = parser.parse_args(argv)
     if args.check:
-        diff = drift(args.out)
+        diff = drift_of(args.out, render())
         if diff:
             sys.stdout.writelines(diff)
-            print("\nthe TypeScript contract is stale: run `make crds`", file=sys.stderr)
+            print(f"\n{what} is stale: run `make crds`", file=sys.stderr)
             return 1
         return 0
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(render())
     print(f"wrote {args.out}")
     return 0
+
+
+def drift(out: Path) -> list[str]:
+    """Unified diff between the committed contract and a fresh one (empty: no drift)."""
+    return drift_of(out, render())
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return generator_main(
+        argv,
+        prog="python -m agentsession_api.tsgen",
+        description=__doc__,
+        default_out=DEFAULT_OUT,
+        render=render,
+        what="the TypeScript contract",
+    )
 
 
 if __name__ == "__main__":

@@ -9,15 +9,13 @@ stale; tests/unit/client/test_client_protocol_tsgen.py runs it.
 
 from __future__ import annotations
 
-import argparse
 import ast
-import difflib
 import inspect
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from agentsession_api.tsgen import literal
+from agentsession_api.tsgen import drift_of, generator_main, literal
 
 from . import protocol
 
@@ -62,36 +60,18 @@ def render() -> str:
 
 def drift(out: Path) -> list[str]:
     """Unified diff between the committed file and a fresh one (empty: no drift)."""
-    current = out.read_text() if out.exists() else ""
-    text = render()
-    if current == text:
-        return []
-    return list(
-        difflib.unified_diff(
-            current.splitlines(keepends=True),
-            text.splitlines(keepends=True),
-            fromfile=f"{out} (committed)",
-            tofile=f"{out} (generated)",
-        )
-    )
+    return drift_of(out, render())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m langchain_k8s_client.protocol_tsgen", description=__doc__)
-    parser.add_argument("--check", action="store_true", help="exit 1 with a diff when the file is stale")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output file (default {DEFAULT_OUT})")
-    args = parser.parse_args(argv)
-    if args.check:
-        diff = drift(args.out)
-        if diff:
-            sys.stdout.writelines(diff)
-            print("\nthe TypeScript client's protocol is stale: run `make crds`", file=sys.stderr)
-            return 1
-        return 0
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(render())
-    print(f"wrote {args.out}")
-    return 0
+    return generator_main(
+        argv,
+        prog="python -m langchain_k8s_client.protocol_tsgen",
+        description=__doc__,
+        default_out=DEFAULT_OUT,
+        render=render,
+        what="the TypeScript client's protocol",
+    )
 
 
 if __name__ == "__main__":
