@@ -322,16 +322,11 @@ def _hibernated(kube: Kube, cluster: Cluster, namespace: str, name: str, pod: st
     return image
 
 
-@pytest.mark.faults
-@pytest.mark.realfaults
-def test_a_corrupt_image_wakes_fresh_with_a_clear_condition_and_the_workspace(
-    cluster: Cluster, kube: Kube, namespace: str, hibernating_operator: OperatorProcess
-) -> None:
-    """A garbled image through the whole flow: the wake starts the pod fresh (no memory, the workspace kept),
-    status.hibernation and condition Hibernated say RestoreFailed and why, a Warning Event RestoreFailed."""
+def _asleep_with_a_marker(kube: Kube, cluster: Cluster, namespace: str, name: str) -> tuple[AgentSessionSandbox, Path]:
+    """A gVisor session that wrote a workspace file and an in-memory marker, then hibernated: its image."""
     _pool(kube, namespace, "gv", manifests.GVISOR)
     backend = AgentSessionSandbox(
-        "garbled",
+        name,
         namespace,
         warm_pool="gv",
         ttl="20m",
@@ -341,7 +336,35 @@ def test_a_corrupt_image_wakes_fresh_with_a_clear_condition_and_the_workspace(
     )
     pod = backend.wait_ready().pod_name or ""
     _run(backend, "echo workspace-kept > /workspace/note.txt; echo in-memory-only > /tmp/marker", timeout=5)
-    image = _hibernated(kube, cluster, namespace, "garbled", pod)
+    return backend, _hibernated(kube, cluster, namespace, name, pod)
+
+
+def _woke_fresh(kube: Kube, backend: AgentSessionSandbox, namespace: str, reason: str) -> dict[str, Any]:
+    """Woken by a command: the workspace is there, the memory is not; status.hibernation and condition
+    Hibernated say `reason`, a Warning Event of that reason. The condition."""
+    woke = _run(backend, "cat /workspace/note.txt; cat /tmp/marker 2>/dev/null || echo rootfs-fresh")
+    assert woke.splitlines() == ["workspace-kept", "rootfs-fresh"], woke
+
+    def recorded() -> dict[str, Any] | None:
+        status = _status(kube, backend.id, namespace)
+        condition = kube.condition({"status": status}, phases.COND_HIBERNATED) or {}
+        reasons = ((status.get("hibernation") or {}).get("reason"), condition.get("reason"))
+        return condition if reasons == (reason,) * 2 else None
+
+    condition: dict[str, Any] = kube.wait_for(f"status.hibernation and condition Hibernated {reason}", recorded, 60)
+    assert condition["status"] == "False", condition
+    assert reason in _events(kube, backend.id, namespace)
+    return condition
+
+
+@pytest.mark.faults
+@pytest.mark.realfaults
+def test_a_corrupt_image_wakes_fresh_with_a_clear_condition_and_the_workspace(
+    cluster: Cluster, kube: Kube, namespace: str, hibernating_operator: OperatorProcess
+) -> None:
+    """A garbled image through the whole flow: the wake starts the pod fresh (no memory, the workspace kept),
+    status.hibernation and condition Hibernated say RestoreFailed and why, a Warning Event RestoreFailed."""
+    backend, image = _asleep_with_a_marker(kube, cluster, namespace, "garbled")
     pages = image / "pages.img"
     with pages.open("r+b") as f:
         f.seek(pages.stat().st_size // 2)
@@ -349,19 +372,8 @@ def test_a_corrupt_image_wakes_fresh_with_a_clear_condition_and_the_workspace(
         f.seek(pages.stat().st_size // 2)
         f.write(bytes(b ^ 0xFF for b in data))
 
-    woke = _run(backend, "cat /workspace/note.txt; cat /tmp/marker 2>/dev/null || echo rootfs-fresh")
-    assert woke.splitlines() == ["workspace-kept", "rootfs-fresh"], woke
-
-    def restore_failed() -> dict[str, Any] | None:
-        status = _status(kube, "garbled", namespace)
-        condition = kube.condition({"status": status}, phases.COND_HIBERNATED) or {}
-        reasons = ((status.get("hibernation") or {}).get("reason"), condition.get("reason"))
-        return condition if reasons == (phases.REASON_RESTORE_FAILED,) * 2 else None
-
-    condition = kube.wait_for("status.hibernation and condition Hibernated RestoreFailed", restore_failed, 60)
-    assert condition["status"] == "False", condition
+    condition = _woke_fresh(kube, backend, namespace, phases.REASON_RESTORE_FAILED)
     assert "pages.img" in condition.get("message", ""), condition
-    assert "RestoreFailed" in _events(kube, "garbled", namespace)
     kube.wait_for("the image deleted on the node", lambda: not image.exists(), timeout=30)
     backend.delete_session()
 
@@ -374,35 +386,13 @@ def test_a_pod_spec_changed_while_hibernated_wakes_fresh_and_drops_the_image(
     """Issue 49 item 7 under gVisor: while the session sleeps, an admin changes its Sandbox's pod spec. runsc
     restores with spec validation at "warning", so the old processes came back under the new spec. Now the
     wake starts fresh (the workspace kept, the memory not), says PodSpecChanged, and the image is deleted."""
-    _pool(kube, namespace, "gv", manifests.GVISOR)
-    backend = AgentSessionSandbox(
-        "respec",
-        namespace,
-        warm_pool="gv",
-        ttl="20m",
-        idle_timeout=IDLE,
-        idle_action="Hibernate",
-        volume_claim_templates=WORKSPACE,
-    )
-    pod = backend.wait_ready().pod_name or ""
-    _run(backend, "echo workspace-kept > /workspace/note.txt; echo in-memory-only > /tmp/marker", timeout=5)
-    image = _hibernated(kube, cluster, namespace, "respec", pod)
+    backend, image = _asleep_with_a_marker(kube, cluster, namespace, "respec")
     sandbox = _status(kube, "respec", namespace)["sandboxName"]
     change = {"spec": {"podTemplate": {"spec": {"terminationGracePeriodSeconds": 7}}}}
     kube.run("patch", "sandbox", sandbox, "-n", namespace, "--type=merge", "-p", json.dumps(change))
 
-    woke = _run(backend, "cat /workspace/note.txt; cat /tmp/marker 2>/dev/null || echo rootfs-fresh")
-    assert woke.splitlines() == ["workspace-kept", "rootfs-fresh"], woke
-
-    def spec_changed() -> dict[str, Any] | None:
-        status = _status(kube, "respec", namespace)
-        condition = kube.condition({"status": status}, phases.COND_HIBERNATED) or {}
-        reasons = ((status.get("hibernation") or {}).get("reason"), condition.get("reason"))
-        return condition if reasons == (phases.REASON_POD_SPEC_CHANGED,) * 2 else None
-
-    condition = kube.wait_for("status.hibernation and condition Hibernated PodSpecChanged", spec_changed, 60)
-    assert condition["status"] == "False" and "pod spec changed" in condition.get("message", ""), condition
-    assert phases.REASON_POD_SPEC_CHANGED in _events(kube, "respec", namespace)
+    condition = _woke_fresh(kube, backend, namespace, phases.REASON_POD_SPEC_CHANGED)
+    assert "pod spec changed" in condition.get("message", ""), condition
     kube.wait_for("the image deleted on the node", lambda: not image.exists(), timeout=30)
     backend.delete_session()
 
