@@ -10,6 +10,9 @@ lookup itself comes from the session status, never from reading Sandboxes or cla
 Whichever the mode, the endpoint names the pod the status names and, unless `pod_identity="address"`, the
 identity token that pod must show (`pod_identity`): a router or a stale IP that leads elsewhere gets nothing.
 
+Router modes, when the operator publishes a credential issuer: the router is told the Sandbox by name and UID
+(never the pod IP, which no token signs) and each request carries its own token (`router_credentials`).
+
 The pod IP needs nothing beyond this package; the other modes take the SDK's configs and strategies,
 from the optional `langchain-k8s-client[agent-sandbox]` (the SDK pulls prometheus-client, which the
 client itself never does).
@@ -19,10 +22,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from agentsession_api.router_access import SANDBOX_UID_HEADER
 from langchain_k8s_client.cluster_keys import keys_of
-from langchain_k8s_client.errors import RouterUnreachable
+from langchain_k8s_client.errors import RouterAccessRefused, RouterUnreachable
 from langchain_k8s_client.pod_identity import PodIdentity, PodIdentityMode
 from langchain_k8s_client.protocol import RUNTIME_PORT
+from langchain_k8s_client.router_credentials import IssuerLocation, RouterCredentials, bearer_of
 from langchain_k8s_client.sessions import SessionView, load_api_client
 from langchain_k8s_client.transport import PodEndpoint
 
@@ -74,6 +79,8 @@ class EndpointResolver:
         self.api_client = api_client
         self.pod_identity = pod_identity
         self._strategy: Any = None
+        self._issuer: IssuerLocation | bool | None = False  # False: not read yet; None: the operator runs none
+        self._credentials: RouterCredentials | None = None
 
     def _identity(self, view: SessionView) -> PodIdentity | None:
         if self.pod_identity == "address":
@@ -121,17 +128,49 @@ class EndpointResolver:
                 expected_ips=tuple(view.pod_ips),
                 identity=self._identity(view),
             )
+        url = self._router_url(view)
         headers = router_headers(view, port)
+        credentials = self._router_credentials(view, port)
+        if credentials is not None:  # v2 tokens bind the Sandbox's UID and refuse a pod IP
+            grant = credentials.sandbox()
+            headers = {key: value for key, value in headers.items() if key != "X-Sandbox-Pod-IP"}
+            headers.update({"X-Sandbox-ID": grant.sandbox, SANDBOX_UID_HEADER: grant.sandbox_uid})
         headers.update(getattr(conn, "extra_headers", None) or {})  # SandboxDirectConnectionConfig
         return PodEndpoint(
-            self._router_url(view),
+            url,
             headers=headers,
             expected_hostname=view.pod_name,
             expected_ips=tuple(view.pod_ips),
             identity=self._identity(view),
+            credentials=credentials,
         )
 
+    def _router_credentials(self, view: SessionView, port: int) -> RouterCredentials | None:
+        """Fresh credentials for this resolution (a new pod may be a new Sandbox), when an issuer is published."""
+        if self.api_client is None:
+            try:
+                self.api_client = load_api_client()
+            except Exception:  # no cluster configured: no issuer to ask (an authorizing router refuses)
+                return None
+        if self._issuer is False:
+            self._issuer = IssuerLocation.published(self.api_client)
+        if not isinstance(self._issuer, IssuerLocation):
+            return None
+        bearer = bearer_of(self.api_client)
+        if not bearer:
+            raise RouterAccessRefused(
+                "router credentials need a Kubernetes bearer token (a ServiceAccount's, a kubeconfig token or "
+                "an exec plugin's); this API client authenticates otherwise (e.g. a client certificate)"
+            )
+        if self._credentials is not None:
+            self._credentials.close()
+        self._credentials = RouterCredentials(self._issuer, bearer, view.namespace, view.name, port)
+        return self._credentials
+
     def close(self) -> None:
+        if self._credentials is not None:
+            self._credentials.close()
+            self._credentials = None
         if self._strategy is not None:
             self._strategy.close()
             self._strategy = None

@@ -75,6 +75,16 @@ class RouterUnreachable(TransportError):
         self.mode = mode
 
 
+class RouterAccessRefused(SandboxError):
+    """The operator's issuer gave no router credentials for this session: the caller is not authenticated, RBAC
+    does not let it `create agentsessions/connect` on the session, or the session has no sandbox yet.
+    `status` is the issuer's HTTP status (401, 403, 404, 409; 0: it could not be reached)."""
+
+    def __init__(self, message: str, *, status: int = 0) -> None:
+        super().__init__(message)
+        self.status = status
+
+
 class MalformedResponse(SandboxError):
     """The pod's runtime answered something this client cannot read: not the JSON or protocol lines it
     expects, a wrong type, a truncated record, a staged file name that leaves the staging directory.

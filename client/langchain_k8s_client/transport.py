@@ -61,6 +61,7 @@ from .protocol import (
     UPLOAD_CONTENT_TYPE,
     UPLOAD_FIELD,
 )
+from .router_credentials import RouterCredentials
 from .runtime import Downloaded, Op, RuntimeProtocol
 from .wire import HttpRequest, HttpResponse, RuntimeExec
 
@@ -79,6 +80,8 @@ class PodEndpoint:
     hold one of them (names are unique only within a namespace, IPs in the cluster).
     `identity`: the identity token the pod must show before it is sent anything (`pod_identity`); None: its
     name and addresses alone are checked.
+    `credentials`: router mode with the operator's issuer: each request carries its own token
+    (`router_credentials`); None: no Authorization header.
     """
 
     base_url: str
@@ -86,6 +89,7 @@ class PodEndpoint:
     expected_hostname: str | None = None
     expected_ips: tuple[str, ...] = ()
     identity: PodIdentity | None = None
+    credentials: RouterCredentials | None = None
 
     def __post_init__(self) -> None:
         parts = urlsplit(self.base_url)
@@ -145,10 +149,12 @@ class _Attempts:
         return delay
 
 
-def _headers(endpoint: PodEndpoint, req: HttpRequest) -> dict[str, str]:
+def _headers(endpoint: PodEndpoint, req: HttpRequest, token: str | None) -> dict[str, str]:
     headers = {
         name: value for name, value in endpoint.headers.items() if name.lower() != ACCEPT_ENCODING_HEADER.lower()
     }
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
     # No compression: `limits` refuses any other coding (a decoder expands before max_bytes can count).
     headers[ACCEPT_ENCODING_HEADER] = IDENTITY
     if req.json_body is not None:
@@ -156,10 +162,12 @@ def _headers(endpoint: PodEndpoint, req: HttpRequest) -> dict[str, str]:
     return headers
 
 
-def _build(client: httpx.Client | httpx.AsyncClient, endpoint: PodEndpoint, req: HttpRequest) -> httpx.Request:
+def _build(
+    client: httpx.Client | httpx.AsyncClient, endpoint: PodEndpoint, req: HttpRequest, token: str | None
+) -> httpx.Request:
     timeout = httpx.Timeout(CONNECT_TIMEOUT, read=req.read_timeout, write=req.read_timeout, pool=req.read_timeout)
     url = endpoint.base_url + req.path
-    headers = _headers(endpoint, req)
+    headers = _headers(endpoint, req, token)
     if req.upload is not None:
         name, content = req.upload
         files = {UPLOAD_FIELD: (name, content, UPLOAD_CONTENT_TYPE)}
@@ -167,12 +175,12 @@ def _build(client: httpx.Client | httpx.AsyncClient, endpoint: PodEndpoint, req:
     return client.build_request(req.method, url, content=req.json_body, headers=headers, timeout=timeout)
 
 
-def _request(endpoint: PodEndpoint, req: HttpRequest) -> httpx.Request:
+def _request(endpoint: PodEndpoint, req: HttpRequest, token: str | None) -> httpx.Request:
     """`_build` without an httpx.Client: the same request, for the transport itself."""
     read = req.read_timeout
     timeout = {"connect": CONNECT_TIMEOUT, "read": read, "write": read, "pool": read}
     url = endpoint.base_url + req.path
-    headers = _headers(endpoint, req)
+    headers = _headers(endpoint, req, token)
     if req.upload is not None:
         name, content = req.upload
         files = {UPLOAD_FIELD: (name, content, UPLOAD_CONTENT_TYPE)}
@@ -277,19 +285,23 @@ class RuntimeTransport:
 
     # Bounded reads (limits.py): a hostile pod can neither fill memory nor trickle forever.
     def _send_once(self, req: HttpRequest) -> HttpResponse:
-        client = self._client
+        client, endpoint = self._client, self._endpoint
+        creds = endpoint.credentials
+        token = creds.grant(req.method, req.path).token if creds is not None else None
         if client is not None:
-            request = _build(client, self._endpoint, req)
+            request = _build(client, endpoint, req, token)
             return read_bounded(lambda r: client.send(r, stream=True), request, req, self._limits)
-        return read_bounded(self._http.handle_request, _request(self._endpoint, req), req, self._limits)
+        return read_bounded(self._http.handle_request, _request(endpoint, req, token), req, self._limits)
 
     async def _asend_once(self, req: HttpRequest) -> HttpResponse:
-        sender = self._aclient()
+        sender, endpoint = self._aclient(), self._endpoint
+        creds = endpoint.credentials
+        token = (await creds.agrant(req.method, req.path)).token if creds is not None else None
         if isinstance(sender, httpx.AsyncClient):
             client = sender
-            request = _build(client, self._endpoint, req)
+            request = _build(client, endpoint, req, token)
             return await aread_bounded(lambda r: client.send(r, stream=True), request, req, self._limits)
-        return await aread_bounded(sender.handle_async_request, _request(self._endpoint, req), req, self._limits)
+        return await aread_bounded(sender.handle_async_request, _request(endpoint, req, token), req, self._limits)
 
     def _aclient(self) -> httpx.AsyncClient | httpx.AsyncBaseTransport:
         loop = asyncio.get_running_loop()

@@ -21,12 +21,14 @@ from kubernetes_asyncio import config as kube_config
 
 import agentsession_api
 import agentsession_operator
+from agentsession_api import router_access as ra
 from agentsession_api.durations import parse_duration
 from agentsession_operator.decisions import network, quota
 from agentsession_operator.handlers import admission
 from agentsession_operator.handlers.state import Election, OperatorState
 from agentsession_operator.infra import logs, metrics
 from agentsession_operator.infra import webhook_server as webhook
+from agentsession_operator.issuer.server import IssuerConfig
 from agentsession_operator.kube import preflight
 from agentsession_operator.kube.client import Kube
 from agentsession_operator.kube.election import MAX_SHARDS, Timing, default_identity
@@ -169,6 +171,36 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=_list_env("CLIENT_CIDRS"),
         help="a CIDR also admitted to every sandbox, e.g. a gateway outside the cluster (repeat; env CLIENT_CIDRS)",
     )
+    issuer = parser.add_argument_group("router credentials (the operator issues per-session tokens for the router)")
+    issuer.add_argument(
+        "--router-token-key-file",
+        default=os.environ.get("ROUTER_TOKEN_KEY_FILE") or None,
+        help="PEM Ed25519 private key that signs the sandbox router's scoped tokens (v2); setting it turns the "
+        "issuer on (the router holds the public half: `agentsession-operator-router-keys`)",
+    )
+    issuer.add_argument(
+        "--router-token-key-id",
+        default="",
+        help="the key's ID in the router's key set (default: derived from the public key)",
+    )
+    issuer.add_argument("--router-issuer-port", type=int, default=9444, help="HTTPS port of the issuer, on --bind")
+    issuer.add_argument(
+        "--router-issuer-url",
+        default=os.environ.get("ROUTER_ISSUER_URL", ""),
+        help="the URL clients dial, as published (in a cluster: the operator Service's, e.g. "
+        "https://agentsession-operator-webhook.agentsession-system.svc:9444; default: https://<--bind>:<port>)",
+    )
+    issuer.add_argument(
+        "--router-token-ttl",
+        type=int,
+        default=300,
+        help="seconds a router token stays valid (clients renew before; at least 30)",
+    )
+    issuer.add_argument(
+        "--router-issuer-configmap",
+        default=f"{ra.ISSUER_CONFIGMAP_NAMESPACE}/{ra.ISSUER_CONFIGMAP}",
+        help="NAMESPACE/NAME of the ConfigMap where the issuer's URL and CA are published (shipped empty)",
+    )
     hook = parser.add_argument_group("admission webhook (AgentSessionPolicy enforced on CREATE/UPDATE)")
     hook.add_argument(
         "--webhook-port",
@@ -293,6 +325,33 @@ def webhook_config(args: argparse.Namespace) -> webhook.WebhookConfig:
     )
 
 
+def issuer_config(args: argparse.Namespace) -> IssuerConfig | None:
+    """The router credential issuer, when --router-token-key-file is given (SystemExit on a bad flag)."""
+    if not args.router_token_key_file:
+        return None
+    if args.router_token_ttl < 30:
+        raise SystemExit(f"agentsession-operator: --router-token-ttl {args.router_token_ttl}: at least 30 seconds")
+    configmap = _namespaced(args.router_issuer_configmap)
+    if configmap is None or not all(configmap):
+        raise SystemExit(
+            f"agentsession-operator: --router-issuer-configmap {args.router_issuer_configmap!r}: "
+            "expected NAMESPACE/NAME"
+        )
+    try:
+        Path(args.router_token_key_file).read_bytes()
+    except OSError as err:
+        raise SystemExit(f"agentsession-operator: --router-token-key-file: {err}") from err
+    return IssuerConfig(
+        key_file=Path(args.router_token_key_file),
+        key_id=args.router_token_key_id,
+        bind=args.bind,
+        port=args.router_issuer_port,
+        ttl=args.router_token_ttl,
+        url=args.router_issuer_url,
+        configmap=configmap,
+    )
+
+
 def _namespaced(text: str | None) -> tuple[str, str] | None:
     if not text:
         return None
@@ -399,6 +458,7 @@ def main(argv: list[str] | None = None) -> None:
                     node_agent_account=args.node_agent_account,
                     max_checkpoint_bytes=args.max_checkpoint_size,
                     max_sessions_per_namespace=args.max_sessions_per_namespace,
+                    issuer=issuer_config(args),
                 )
             ),
             standalone=True,

@@ -42,12 +42,22 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "agentsession_operator.decisions",
         "agentsession_operator.infra",
     ),
+    # The router credential issuer, a feature room beside the reconciler: it reads the API (kube.client) and
+    # serves HTTPS (infra); the handlers start it.
+    "agentsession_operator.issuer": (
+        "agentsession_api",
+        "agentsession_operator.constants",
+        "agentsession_operator.decisions",
+        "agentsession_operator.infra",
+        "agentsession_operator.kube",
+    ),
     "agentsession_operator.handlers": (
         "agentsession_api",
         "agentsession_operator.constants",
         "agentsession_operator.decisions",
         "agentsession_operator.infra",
         "agentsession_operator.kube",
+        "agentsession_operator.issuer",
     ),
     "agentsession_operator.cli": (
         "agentsession_api",
@@ -55,6 +65,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "agentsession_operator.decisions",
         "agentsession_operator.infra",
         "agentsession_operator.kube",
+        "agentsession_operator.issuer",
         "agentsession_operator.handlers",
     ),
     # The dev cluster is a tool beside the products: it imports none of them.
@@ -86,7 +97,7 @@ CLIENT_CORE = {
     "flows",
     "pod_identity",
 }
-CLIENT_IO = {"transport", "http11", "http11_protocol", "limits", "sessions", "cluster_keys"}
+CLIENT_IO = {"transport", "http11", "http11_protocol", "limits", "sessions", "cluster_keys", "router_credentials"}
 NO_IO = ("asyncio", "socket", "httpx", "kopf", "kubernetes", "kubernetes_asyncio", "structlog", "prometheus_client")
 """Modules the pure layers (the client's core, the operator's decisions, the contract) never import."""
 

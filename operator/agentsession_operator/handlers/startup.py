@@ -13,6 +13,7 @@ from agentsession_operator import constants as c
 from agentsession_operator.handlers import admission
 from agentsession_operator.handlers.state import of
 from agentsession_operator.infra import memory, metrics, webhook_server
+from agentsession_operator.issuer.server import IssuerServer
 from agentsession_operator.kube import primed_watch, webhook
 from agentsession_operator.kube.client import LIST_PAGE, Kube
 from agentsession_operator.kube.election import KubeLeaseAPI, LayoutGuard, LeaderElector, ShardElector
@@ -63,7 +64,10 @@ async def startup(
     settings.networking.request_timeout = 60
     state = of(memo)
     kube = state.kube = await Kube.connect()
-    await _serve_admission(settings, state.webhook, kube)
+    files = await _serve_admission(settings, state.webhook, kube)
+    if state.issuer is not None:  # every replica issues (no Lease): issuing writes nothing
+        state.issuer_server = IssuerServer(state.issuer, kube)
+        await state.issuer_server.start(files)
     config = Config(
         network=state.network,
         expiry_warning=state.expiry_warning,
@@ -129,11 +133,12 @@ async def startup(
 
 async def _serve_admission(
     settings: kopf.OperatorSettings, config: webhook_server.WebhookConfig | None, kube: Kube
-) -> None:
-    """The webhook server (when enabled), with the shared certificate, publishing into the shipped configuration."""
+) -> tuple[str, str, str] | None:
+    """The webhook server (when enabled), with the shared certificate, publishing into the shipped configuration.
+    The shared certificate's files, when there is one (the router credential issuer serves with it too)."""
     if config is None or not config.enabled:
         webhook_server.configure(settings, config)
-        return
+        return None
     files = None
     if config.cert_secret is not None:
         namespace, name = config.cert_secret
@@ -150,11 +155,14 @@ async def _serve_admission(
         hooks = {f"{admission.HANDLER_ID}.{config.configuration}": admission.HANDLER_ID}
         publish = webhook.publisher(kube, config.configuration, hooks, None)
     webhook_server.configure(settings, config, webhook_server.build_server(config, files, publish))
+    return files
 
 
 @kopf.on.cleanup()
 async def cleanup(memo: kopf.Memo, **_: Any) -> None:
     state = of(memo)
+    if state.issuer_server is not None:
+        await state.issuer_server.stop()
     if state.elector is not None:
         await state.elector.stop()  # stop acting, then release the Lease: the standby takes over at once
     if state.lease_api is not None:

@@ -18,6 +18,7 @@ from agentsession_operator.decisions import quota
 from agentsession_operator.decisions.actions import DEFAULT_EXPIRY_WARNING
 from agentsession_operator.decisions.network import NetworkSettings
 from agentsession_operator.infra.webhook_server import WebhookConfig
+from agentsession_operator.issuer.server import IssuerConfig, IssuerServer
 from agentsession_operator.kube.client import Kube
 from agentsession_operator.kube.election import KubeLeaseAPI, LeaderElector, ShardElector, Timing
 from agentsession_operator.kube.node_agent import TOKEN_PATH
@@ -54,11 +55,14 @@ class OperatorState:
     max_checkpoint_bytes: int = 512 * 1024 * 1024
     max_sessions_per_namespace: int = quota.DEFAULT_MAX_SESSIONS_PER_NAMESPACE
     """--max-sessions-per-namespace: the cap of a namespace no AgentSessionPolicy caps (0: none)."""
+    issuer: IssuerConfig | None = None
+    """--router-token-key-file and its flags: the router credential issuer (None: off)."""
     # Built by the startup handler, released by the cleanup handler.
     kube: Kube | None = None
     reconciler: Reconciler | None = None
     elector: LeaderElector | ShardElector | None = None
     lease_api: KubeLeaseAPI | None = None
+    issuer_server: IssuerServer | None = None
     tasks: list[asyncio.Task[None]] = field(default_factory=list)  # the cache resync, the gc freezer
 
 

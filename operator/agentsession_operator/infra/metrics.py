@@ -119,3 +119,10 @@ def serve(port: int, addr: str = "127.0.0.1") -> None:
 def process_start_time() -> float | None:
     """This process's start (unix time), as prometheus_client's process collector exports it (None: not Linux)."""
     return REGISTRY.get_sample_value("process_start_time_seconds")
+
+
+ROUTER_TOKENS = Counter(
+    "agentsession_router_token_requests_total",
+    "Calls to the router credential issuer, by answer (issued, unauthenticated, forbidden, not_found, ...)",
+    ["answer"],
+)

@@ -293,6 +293,31 @@ class Kube:
         answer = await self.core.create_namespaced_service_account_token(account, namespace, request)
         return str(answer.status.token)
 
+    # ---- who a caller is, and what it may (the router credential issuer) -----------------------
+    async def review_token(self, token: str) -> dict[str, Any] | None:
+        """The user a bearer token authenticates as (TokenReview: ``username``, ``uid``, ``groups``,
+        ``extra``), or None when the API server does not authenticate it."""
+        api = client.AuthenticationV1Api(self.api_client)
+        body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}}
+        answer = self.api_client.sanitize_for_serialization(await api.create_token_review(body))
+        status = answer.get("status") or {}
+        return dict(status.get("user") or {}) if status.get("authenticated") else None
+
+    async def user_may(self, user: dict[str, Any], attributes: dict[str, str]) -> bool:
+        """Whether RBAC (any authorizer) allows ``user`` (a TokenReview's user) ``attributes``
+        (SubjectAccessReview resourceAttributes)."""
+        api = client.AuthorizationV1Api(self.api_client)
+        spec = {
+            "user": user.get("username", ""),
+            "uid": user.get("uid", ""),
+            "groups": list(user.get("groups") or []),
+            "extra": dict(user.get("extra") or {}),
+            "resourceAttributes": attributes,
+        }
+        body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec}
+        answer = self.api_client.sanitize_for_serialization(await api.create_subject_access_review(body))
+        return bool((answer.get("status") or {}).get("allowed"))
+
     async def list_policies(self, namespace: str | None) -> list[dict[str, Any]]:
         return await self._list(names.GROUP, names.VERSION, names.POLICY_PLURAL, namespace)
 
@@ -435,6 +460,16 @@ class Kube:
         raw = (cm.data or {}).get("allowed-label-domains", "")
         domains = [d.strip().lower() for d in raw.replace("\n", ",").split(",") if d.strip()]
         return domains or list(names.DEFAULT_ALLOWED_LABEL_DOMAINS)
+
+    async def publish_config_map(self, namespace: str, name: str, data: dict[str, str]) -> bool:
+        """Merge ``data`` into a shipped ConfigMap (RBAC: patch on that name only); False when it is absent."""
+        try:
+            await self.core.patch_namespaced_config_map(name, namespace, {"data": data})
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
 
     # ---- the admission webhook's certificate and configuration -------------------------------
     async def get_secret_data(self, namespace: str, name: str) -> tuple[dict[str, str], str] | None:

@@ -1,0 +1,118 @@
+"""One issuance: who asks, whether RBAC lets them, which Sandbox, then the tokens. No HTTP here (server.py).
+
+The order matters: nothing about a session (not even whether it exists) is said to a caller before RBAC
+has said it may connect to that name.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from agentsession_api import names
+from agentsession_api import router_access as ra
+from agentsession_operator.issuer import lineage
+from agentsession_operator.issuer.tokens import SigningKey, Target, refusal
+
+
+class IssuerAPI(Protocol):
+    """What the issuer reads from the API server (kube/client.Kube has these)."""
+
+    async def review_token(self, token: str) -> dict[str, Any] | None: ...
+    async def user_may(self, user: dict[str, Any], attributes: dict[str, str]) -> bool: ...
+    async def get_session(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+    async def get_claim(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+    async def get_sandbox(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    body: dict[str, Any]
+    outcome: str  # the metric's label
+
+    @classmethod
+    def refused(cls, status: int, outcome: str, message: str) -> Answer:
+        return cls(status, {"message": message}, outcome)
+
+
+def parse_requests(body: Any) -> tuple[int, list[tuple[str, str]]] | str:
+    """(port, [(method, path), ...]) from a request body, or why it is refused."""
+    if not isinstance(body, dict):
+        return "expected a JSON object with port and requests"
+    port, requests = body.get("port"), body.get("requests")
+    if not isinstance(port, int) or isinstance(port, bool):
+        return "port: expected an integer"
+    if not isinstance(requests, list) or not 1 <= len(requests) <= ra.MAX_REQUESTS:
+        return f"requests: expected a list of 1 to {ra.MAX_REQUESTS} {{method, path}} objects"
+    wanted: list[tuple[str, str]] = []
+    for item in requests:
+        if (
+            not isinstance(item, dict)
+            or not isinstance(item.get("method"), str)
+            or not isinstance(item.get("path"), str)
+        ):
+            return "requests: each item is an object with a string method and a string path"
+        method, path = item["method"].upper(), item["path"]
+        why = refusal(method, path, port)
+        if why:
+            return f"requests: {why}"
+        wanted.append((method, path))
+    return port, wanted
+
+
+class Issuer:
+    """Mints per-session router tokens for callers RBAC allows (see agentsession_api.router_access)."""
+
+    def __init__(self, api: IssuerAPI, key: SigningKey, ttl: int, clock: Callable[[], float] = time.time) -> None:
+        self.api = api
+        self.key = key
+        self.ttl = ttl
+        self.clock = clock
+
+    async def answer(self, bearer: str | None, namespace: str, name: str, body: Any) -> Answer:
+        parsed = parse_requests(body)
+        if isinstance(parsed, str):
+            return Answer.refused(400, "bad_request", parsed)
+        port, wanted = parsed
+        if not bearer:
+            return Answer.refused(401, "unauthenticated", "show your Kubernetes bearer token (Authorization: Bearer)")
+        user = await self.api.review_token(bearer)
+        if user is None:
+            return Answer.refused(401, "unauthenticated", "the API server does not authenticate this bearer token")
+        attributes = {
+            "namespace": namespace,
+            "verb": ra.CONNECT_VERB,
+            "group": names.GROUP,
+            "resource": names.SESSION_PLURAL,
+            "subresource": ra.CONNECT_SUBRESOURCE,
+            "name": name,
+        }
+        if not await self.api.user_may(user, attributes):
+            who = user.get("username", "?")
+            return Answer.refused(
+                403,
+                "forbidden",
+                f"{who} may not {ra.CONNECT_VERB} {ra.CONNECT_RESOURCE} {namespace}/{name}: grant it in a Role of "
+                f"{namespace} (apiGroups [{names.GROUP}], resources [{ra.CONNECT_RESOURCE}], "
+                f"verbs [{ra.CONNECT_VERB}])",
+            )
+        session = await self.api.get_session(namespace, name)
+        if session is None:
+            return Answer.refused(404, "not_found", f"no AgentSession {namespace}/{name}")
+        sandbox_name = lineage.sandbox_name(session)
+        sandbox = await self.api.get_sandbox(namespace, sandbox_name) if sandbox_name else None
+        claim_name = lineage.claim_of(sandbox) if sandbox else None
+        claim = await self.api.get_claim(namespace, claim_name) if claim_name else None
+        own = lineage.session_sandbox(session, claim, sandbox)
+        if own is None:
+            return Answer.refused(
+                409, "no_sandbox", f"AgentSession {namespace}/{name} has no sandbox of its own yet: wait until Ready"
+            )
+        expires = int(self.clock()) + self.ttl
+        tokens = [
+            self.key.mint(Target(namespace, own.name, own.uid, port, method, path), expires) for method, path in wanted
+        ]
+        return Answer(200, {"sandbox": own.name, "sandboxUID": own.uid, "expires": expires, "tokens": tokens}, "issued")
