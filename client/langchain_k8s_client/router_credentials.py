@@ -68,9 +68,15 @@ def bearer_of(api_client: Any) -> str | None:
     hook = getattr(configuration, "refresh_api_key_hook", None)
     if hook is not None:
         hook(configuration)
-    value = (getattr(configuration, "api_key", None) or {}).get("authorization") or ""
-    prefix = (getattr(configuration, "api_key_prefix", None) or {}).get("authorization") or ""
-    value = f"{prefix} {value}".strip() if prefix else value
+    settings = configuration.auth_settings() if callable(getattr(configuration, "auth_settings", None)) else {}
+    value = str((settings.get("BearerToken") or {}).get("value") or "")
+    if not value:  # a configuration without auth_settings: its api_key as the client would send it
+        keys, prefixes = (
+            getattr(configuration, "api_key", None) or {},
+            getattr(configuration, "api_key_prefix", None) or {},
+        )
+        name = next((k for k in ("BearerToken", "authorization") if keys.get(k)), "")
+        value = f"{prefixes.get(name, '')} {keys.get(name, '')}".strip() if name else ""
     return value[7:].strip() if value[:7].lower() == "bearer " else (value or None)
 
 
@@ -96,8 +102,7 @@ class RouterCredentials:
         self.clock = clock
         self._grants: dict[tuple[str, str], Grant] = {}
         self._lock = threading.Lock()
-        context = ssl.create_default_context(cadata=issuer.ca)
-        self._http = httpx.Client(verify=context, timeout=ISSUER_TIMEOUT, trust_env=False)
+        self._http: httpx.Client | None = None  # opened on the first call
 
     def _fresh(self, key: tuple[str, str]) -> Grant | None:
         grant = self._grants.get(key)
@@ -127,6 +132,9 @@ class RouterCredentials:
     def _ask(self, wanted: list[tuple[str, str]]) -> list[Grant]:
         path = ra.TOKENS_PATH.format(namespace=quote(self.namespace, safe=""), name=quote(self.session, safe=""))
         body = {"port": self.port, "requests": [{"method": m, "path": p} for m, p in wanted]}
+        if self._http is None:
+            context = ssl.create_default_context(cadata=self.issuer.ca)  # the published CA, nothing else
+            self._http = httpx.Client(verify=context, timeout=ISSUER_TIMEOUT, trust_env=False)
         try:
             resp = self._http.post(
                 self.issuer.url + path, content=json.dumps(body), headers={"Authorization": f"Bearer {self.bearer}"}
@@ -152,4 +160,5 @@ class RouterCredentials:
         ]
 
     def close(self) -> None:
-        self._http.close()
+        if self._http is not None:
+            self._http.close()

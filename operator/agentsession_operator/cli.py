@@ -176,7 +176,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--router-token-key-file",
         default=os.environ.get("ROUTER_TOKEN_KEY_FILE") or None,
         help="PEM Ed25519 private key that signs the sandbox router's scoped tokens (v2); setting it turns the "
-        "issuer on (the router holds the public half: `agentsession-operator-router-keys`)",
+        "issuer on (the router holds the public half: python -m agentsession_operator.issuer.keys)",
     )
     issuer.add_argument(
         "--router-token-key-id",

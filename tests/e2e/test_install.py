@@ -163,6 +163,12 @@ def test_config_objects(rendered: list[dict[str, Any]]) -> None:
             ("Role", "agentsession-operator-webhook-certificate", OPERATOR_NS),
             ("RoleBinding", "agentsession-operator-webhook-certificate", OPERATOR_NS),
             ("Secret", "agentsession-webhook-cert", OPERATOR_NS),
+            # The router credential issuer's published address (issue 51 item 2), and who may patch and read it.
+            ("ConfigMap", "agentsession-router-issuer", OPERATOR_NS),
+            ("Role", "agentsession-operator-router-issuer", OPERATOR_NS),
+            ("RoleBinding", "agentsession-operator-router-issuer", OPERATOR_NS),
+            ("Role", "agentsession-router-issuer-reader", OPERATOR_NS),
+            ("RoleBinding", "agentsession-router-issuer-reader", OPERATOR_NS),
             ("ValidatingWebhookConfiguration", "agentsession.dev", None),
             # Cluster-scoped, but kustomize's namespace transformer does not know these kinds: it sets the
             # namespace, which the API server ignores for them.
