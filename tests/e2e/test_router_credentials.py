@@ -19,91 +19,50 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from k8s_agent_sandbox.models import SandboxDirectConnectionConfig
 from langchain_core.messages import AIMessage
 
 from agentsession_api import router_access as ra
-from agentsession_operator.issuer.tokens import SigningKey, Target, key_id, private_pem, verification_keys
+from agentsession_operator.issuer.tokens import SigningKey, Target
 from devcluster.cluster import Cluster
 from devcluster.ports import free_port
 from devcluster.realnode import network
 from langchain_k8s_client import AgentSessionSandbox, RouterAccessRefused, SessionManager
 from langchain_k8s_client.testing import ScriptedToolModel
 from langchain_k8s_client.testing import tool_call as call
-from testkit import manifests
+from testkit import manifests, sandbox_router
 from tests.e2e import install
 from tests.e2e.conftest import Kube, OperatorProcess
 from tests.e2e.test_real_node import _pod, _running
 
 pytestmark = [pytest.mark.e2e, pytest.mark.realnode]
 
-ROOT = Path(__file__).parents[2]
-COMPONENT = ROOT / "config" / "components" / "sandbox-router"
-SYSTEM = ra.ISSUER_CONFIGMAP_NAMESPACE
-ROUTER = "agentsession-sandbox-router"
-ROUTER_SELECTOR = {"app.kubernetes.io/name": ROUTER}
+SYSTEM = sandbox_router.NAMESPACE
 PORT = 8888
-
-
-def _docs(path: Path) -> list[dict[str, Any]]:
-    return [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
 
 
 @pytest.fixture(scope="module")
 def signing(tmp_path_factory: pytest.TempPathFactory) -> tuple[SigningKey, Path]:
-    private = Ed25519PrivateKey.generate()
-    key = SigningKey(private, key_id(private.public_key()))  # the ID the operator derives from the key file
-    path = tmp_path_factory.mktemp("router-keys") / "key.pem"
-    path.write_bytes(private_pem(key.private))
-    return key, path
+    return sandbox_router.new_signing_key(tmp_path_factory.mktemp("router-keys"))
 
 
 @pytest.fixture(scope="module")
 def router(kube: Kube, signing: tuple[SigningKey, Path]) -> Iterator[str]:
     """The shipped router component in agentsession-system, verifying the module's key; its URL."""
-    key, _ = signing
     kube.run("create", "namespace", SYSTEM, check=False)
-    issuer_objects = _docs(ROOT / "config" / "rbac" / "router_issuer.yaml")
-    kube.apply(*issuer_objects, namespace=SYSTEM)
-    secret = {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {"name": "agentsession-router-verification-keys"},
-        "stringData": {"keys.json": verification_keys([key])},
-    }
-    objects = [
-        doc
-        for name in ("service_account", "rbac", "deployment", "service", "network_policy")
-        for doc in _docs(COMPONENT / f"{name}.yaml")
-    ]
-    for doc in objects:
-        if doc["kind"] == "Deployment":
-            doc["spec"]["replicas"] = 1  # one node
-    # This cluster's API server is the node's address on a port of its own (devcluster's forwarder), and the
-    # app is a process on the host (a gateway outside the cluster): what a user adds for their cluster.
-    local = {
-        "apiVersion": "networking.k8s.io/v1",
-        "kind": "NetworkPolicy",
-        "metadata": {"name": f"{ROUTER}-local"},
-        "spec": {
-            "podSelector": {"matchLabels": ROUTER_SELECTOR},
-            "policyTypes": ["Ingress", "Egress"],
-            "ingress": [{"from": [{"ipBlock": {"cidr": f"{network.HOST_IP}/32"}}], "ports": [{"port": 8080}]}],
-            "egress": [{"to": [{"ipBlock": {"cidr": f"{network.NODE_IP}/32"}}]}],
-        },
-    }
-    kube.apply(secret, *objects, local, namespace=SYSTEM)
-    kube.run("-n", SYSTEM, "rollout", "status", f"deployment/{ROUTER}", "--timeout=180s")
-    service = kube.get("service", ROUTER, SYSTEM)
+    objects = sandbox_router.objects(signing[0], network.HOST_IP, network.NODE_IP)
+    kube.apply(*objects)
+    kube.run("-n", SYSTEM, "rollout", "status", f"deployment/{sandbox_router.NAME}", "--timeout=180s")
+    service = kube.get("service", sandbox_router.NAME, SYSTEM)
     assert service is not None
     try:
         yield f"http://{service['spec']['clusterIP']}:8080"
-    finally:
-        published = [doc for doc in issuer_objects if doc["kind"] == "ConfigMap"]  # other tests' routers: no issuer
-        for doc in [*objects, local, secret, *published]:
-            kube.run("delete", doc["kind"].lower(), doc["metadata"]["name"], "-n", SYSTEM, "--wait=false", check=False)
+    finally:  # the issuer's ConfigMap too: other tests' routers get no issuer
+        for doc in objects:
+            if doc["kind"] not in ("Role", "RoleBinding"):
+                kube.run(
+                    "delete", doc["kind"].lower(), doc["metadata"]["name"], "-n", SYSTEM, "--wait=false", check=False
+                )
 
 
 @pytest.fixture(scope="module")
@@ -111,13 +70,7 @@ def issuing_operator(
     operator: OperatorProcess, signing: tuple[SigningKey, Path], router: str
 ) -> Iterator[OperatorProcess]:
     """The shared operator restarted as the issuer with the router admitted; back as shipped afterwards."""
-    _, key_file = signing
-    args = [
-        f"--router-token-key-file={key_file}",
-        f"--router-issuer-port={free_port()}",
-        f"--sandbox-router={SYSTEM}/app.kubernetes.io/name={ROUTER}",
-        "--sandbox-router-authorizes",
-    ]
+    args = sandbox_router.operator_args(signing[1], free_port())
     operator.stop()
     operator.extra_args += args
     operator.start()

@@ -77,6 +77,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "langchain_k8s_client.core",
         "langchain_k8s_client.io",
         "langchain_k8s_client.backends",
+        "agentsession_operator.issuer",  # sandbox_router: a signing key and the router's key set
         "devcluster",
     ),
 }
