@@ -104,7 +104,7 @@ def main() -> None:
         "--lease-name",
         "agentsession-bench-router",
         *network_args(),
-        *sandbox_router.operator_args(key_file, free_port()),
+        *sandbox_router.operator_args(key_file, free_port(), f"http://{router_ip}:8080"),
     )
     record = Record.start("bench_router", args.rounds, payload_bytes=len(PAYLOAD))
     try:

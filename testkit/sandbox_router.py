@@ -69,11 +69,12 @@ def objects(key: Any, host_ip: str, node_ip: str) -> list[dict[str, Any]]:
     return [*issuer, secret, *shipped, local]
 
 
-def operator_args(key_file: Path, issuer_port: int) -> list[str]:
-    """The operator as the component runs it: the issuer on, the router admitted."""
+def operator_args(key_file: Path, issuer_port: int, router_url: str) -> list[str]:
+    """The operator as the component runs it: the issuer on, the router admitted once it refused a call
+    without a credential (at `router_url`)."""
     return [
         f"--router-token-key-file={key_file}",
         f"--router-issuer-port={issuer_port}",
         f"--sandbox-router={NAMESPACE}/app.kubernetes.io/name={NAME}",
-        "--sandbox-router-authorizes",
+        f"--sandbox-router-url={router_url}",
     ]

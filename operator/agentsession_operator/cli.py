@@ -28,6 +28,7 @@ from agentsession_operator.handlers import admission
 from agentsession_operator.handlers.state import Election, OperatorState
 from agentsession_operator.infra import logs, metrics
 from agentsession_operator.infra import webhook_server as webhook
+from agentsession_operator.issuer import router_check
 from agentsession_operator.issuer.server import IssuerConfig
 from agentsession_operator.kube import preflight
 from agentsession_operator.kube.client import Kube
@@ -159,11 +160,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "session a caller names: admit it only once it authorizes every call for its session",
     )
     net.add_argument(
+        "--sandbox-router-url",
+        default=os.environ.get("SANDBOX_ROUTER_URL", ""),
+        help="the --sandbox-router's proxy URL (e.g. http://agentsession-sandbox-router.agentsession-system:8080): "
+        "at start the operator sends it a call without a credential and admits the router only if it answers 401",
+    )
+    net.add_argument(
         "--sandbox-router-authorizes",
         action="store_true",
         default=os.environ.get("SANDBOX_ROUTER_AUTHORIZES", "").lower() in ("1", "true", "yes"),
-        help="say that the --sandbox-router authenticates every caller and checks it may use that session "
-        "(upstream: --authz-mode=scoped-token); without it a configured router is a warning at every start",
+        help="deprecated (unchecked; give --sandbox-router-url and the operator checks): say that the "
+        "--sandbox-router authorizes every call for its session",
     )
     net.add_argument(
         "--client-cidr",
@@ -407,23 +414,40 @@ def warn_unauthenticated_webhook() -> None:
     )
 
 
-def warn_about_router(args: argparse.Namespace) -> None:
-    """Loudly, once at start: an admitted router that does not authorize is a way into every sandbox (upstream's
-    router takes its target from the caller's headers and allows everyone by default; issue 28 item 3)."""
-    if not args.sandbox_router or args.sandbox_router_authorizes:
+def check_router(args: argparse.Namespace) -> None:
+    """The router is admitted only once it refused a call without a credential (--sandbox-router-url); the
+    deprecated unchecked --sandbox-router-authorizes is still taken, loudly. Otherwise --sandbox-router is
+    dropped: an admitted router that does not authorize is a way into every sandbox (issue 28 item 3)."""
+    if not args.sandbox_router:
         return
-    structlog.get_logger("agentsession.network").warning(
+    log = structlog.get_logger("agentsession.network")
+    if args.sandbox_router_url:
+        verdict = router_check.check(args.sandbox_router_url)
+        if verdict.admitted:
+            log.info("sandbox router admitted", router=args.sandbox_router, why=verdict.reason)
+            return
+        log.error("sandbox router NOT admitted", router=args.sandbox_router, why=verdict.reason)
+        args.sandbox_router = None
+        return
+    if args.sandbox_router_authorizes:
+        log.warning(
+            "the sandbox router is admitted unchecked (--sandbox-router-authorizes is deprecated)",
+            router=args.sandbox_router,
+            fix="give --sandbox-router-url: the operator then checks the router refuses a call without a credential",
+        )
+        return
+    log.warning(
         "the sandbox router is admitted to every sandbox: any pod that reaches it reaches every session",
         router=args.sandbox_router,
-        fix="run the router with --authz-mode=scoped-token (each call carries a token bound to its Sandbox) "
-        "and start the operator with --sandbox-router-authorizes, or leave --sandbox-router unset",
+        fix="run the router with --authz-mode=scoped-token (config/components/sandbox-router) and give the operator "
+        "--sandbox-router-url, or leave --sandbox-router unset",
     )
 
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     logs.configure(args.log_level, json=args.log_format == "json")
-    warn_about_router(args)
+    check_router(args)
     asyncio.run(_preflight())  # a clear message, not a stack trace, against a too-old agent-sandbox or CRD
     if args.metrics_port:
         if not args.leader_elect:

@@ -70,7 +70,7 @@ def issuing_operator(
     operator: OperatorProcess, signing: tuple[SigningKey, Path], router: str
 ) -> Iterator[OperatorProcess]:
     """The shared operator restarted as the issuer with the router admitted; back as shipped afterwards."""
-    args = sandbox_router.operator_args(signing[1], free_port())
+    args = sandbox_router.operator_args(signing[1], free_port(), router)
     operator.stop()
     operator.extra_args += args
     operator.start()
@@ -316,3 +316,36 @@ def _must_issue(api_client: Any, namespace: str, name: str) -> None:
     status, answer = _issue(api_client, namespace, name)
     if status != 200:
         raise RouterAccessRefused(str(answer.get("message")), status=status)
+
+
+def test_the_operator_admits_only_a_router_that_refuses_a_call_without_a_credential(
+    kube: Kube, router: str, issuing_operator: OperatorProcess
+) -> None:
+    """The start-up check against both real routers: upstream's as deployed by default (allow-all, in
+    agent-sandbox-system) tries to route the call; the shipped component's refuses it (401). The issuing
+    operator of this module was admitted to the latter (its log says so)."""
+    from agentsession_operator.issuer import router_check
+
+    allow_all = kube.get("service", "sandbox-router-svc", "agent-sandbox-system")
+    assert allow_all is not None, "the real node deploys upstream's router"
+    _admit_the_test_host_to_the_allow_all_router(kube)
+    verdict = router_check.check(f"http://{allow_all['spec']['clusterIP']}:8080", wait=30)
+    assert not verdict.admitted and "not 401" in verdict.reason, verdict
+    assert router_check.check(router, wait=30).admitted
+    assert "sandbox router admitted" in issuing_operator.log.read_text()
+
+
+def _admit_the_test_host_to_the_allow_all_router(kube: Kube) -> None:
+    kube.apply(
+        {
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "NetworkPolicy",
+            "metadata": {"name": "router-from-the-test-host"},
+            "spec": {
+                "podSelector": {"matchLabels": {"app.kubernetes.io/name": "sandbox-router"}},
+                "policyTypes": ["Ingress"],
+                "ingress": [{"from": [{"ipBlock": {"cidr": f"{network.HOST_IP}/32"}}], "ports": [{"port": 8080}]}],
+            },
+        },
+        namespace="agent-sandbox-system",
+    )

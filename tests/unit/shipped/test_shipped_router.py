@@ -18,6 +18,7 @@ from structlog.testing import capture_logs
 
 from agentsession_operator import cli
 from agentsession_operator.decisions import network
+from agentsession_operator.issuer import router_check
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -69,14 +70,45 @@ def test_a_router_without_namespace_or_labels_is_refused(text: str) -> None:
         network.parse_router(text)
 
 
-def test_a_configured_router_is_a_loud_warning_unless_it_is_said_to_authorize() -> None:
+ROUTER = "--sandbox-router=agent-sandbox-system/app=sandbox-router"
+
+
+def test_a_configured_router_is_a_loud_warning_unless_checked_or_said_to_authorize() -> None:
     with capture_logs() as logs:
-        cli.warn_about_router(cli.parse_args(["--sandbox-router=agent-sandbox-system/app=sandbox-router"]))
+        cli.check_router(cli.parse_args([ROUTER]))
     (warning,) = [e for e in logs if e["log_level"] == "warning"]
     assert "every sandbox" in warning["event"] and "--authz-mode=scoped-token" in warning["fix"]
     with capture_logs() as logs:
-        cli.warn_about_router(
-            cli.parse_args(["--sandbox-router=agent-sandbox-system/app=sandbox-router", "--sandbox-router-authorizes"])
-        )
-        cli.warn_about_router(cli.parse_args([]))
-    assert not [e for e in logs if e["log_level"] == "warning"]
+        args = cli.parse_args([ROUTER, "--sandbox-router-authorizes"])
+        cli.check_router(args)
+        cli.check_router(cli.parse_args([]))
+    (deprecated,) = [e for e in logs if e["log_level"] == "warning"]
+    assert "deprecated" in deprecated["event"] and args.sandbox_router, deprecated
+
+
+@pytest.mark.parametrize(
+    ("answer", "admitted"),
+    [(401, True), (200, False), (502, False), (404, False), (403, False)],
+)
+def test_the_router_is_admitted_only_when_it_refuses_a_call_without_a_credential(answer: int, admitted: bool) -> None:
+    """Issue 51 item 2: upstream's allow-all router tries to route a call naming no Sandbox (502, 404); one that
+    authorizes answers 401 before looking. Only that one is admitted."""
+    verdict = router_check.check("http://router:8080", ask=lambda url, timeout: answer, sleep=lambda s: None)
+    assert verdict.admitted is admitted, verdict
+
+
+def test_a_router_that_never_answers_is_not_admitted() -> None:
+    def refused(url: str, timeout: float) -> int:
+        raise ConnectionRefusedError("refused")
+
+    verdict = router_check.check("http://router:8080", wait=0.0, ask=refused, sleep=lambda s: None)
+    assert not verdict.admitted and "did not answer" in verdict.reason
+
+
+def test_the_operator_drops_a_router_that_answers_without_a_credential(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(router_check, "_ask", lambda url, timeout: 502)
+    args = cli.parse_args([ROUTER, "--sandbox-router-url=http://router:8080", "--sandbox-router-authorizes"])
+    with capture_logs() as logs:
+        cli.check_router(args)
+    assert args.sandbox_router is None
+    assert any(e["log_level"] == "error" and "NOT admitted" in e["event"] for e in logs), logs
