@@ -15,12 +15,12 @@ from __future__ import annotations
 
 from typing import Final
 
-from agentsession_api.names import SESSION_PLURAL
+from agentsession_api import names as _names
 
 CONNECT_VERB: Final = "create"
 CONNECT_SUBRESOURCE: Final = "connect"
 """RBAC's word on who may reach a session through the router: ``create`` on ``agentsessions/connect``."""
-CONNECT_RESOURCE: Final = f"{SESSION_PLURAL}/{CONNECT_SUBRESOURCE}"
+CONNECT_RESOURCE: Final = f"{_names.SESSION_PLURAL}/{CONNECT_SUBRESOURCE}"
 
 ISSUER_CONFIGMAP: Final = "agentsession-router-issuer"
 """The ConfigMap (in the operator's namespace) where the operator publishes where its issuer answers."""
@@ -43,6 +43,9 @@ TOKEN_METHODS: Final = ("GET", "HEAD", "POST", "PUT", "DELETE", "PATCH")
 
 # What upstream's v2 scoped token is (sandbox-router/authz/scopedtoken_v2.go): `v2.<kid>.<payload>.<sig>`,
 # base64url without padding, the signature over this context + kid + "." + payload.
+RENEW_MARGIN: Final = 60
+"""Seconds before its expiry a client replaces a token (a request must reach the router before its `exp`)."""
+
 SCOPED_TOKEN_VERSION: Final = "v2"
 SCOPED_TOKEN_SIGNING_CONTEXT: Final = "agent-sandbox/scoped-token/v2."
 

@@ -5,12 +5,17 @@
 //
 // Whichever the mode, the endpoint names the pod the status names and, unless `podIdentity: "address"`, the
 // identity token that pod must show (identity.ts): a router or a stale IP that leads elsewhere gets nothing.
+//
+// Router mode, when the operator publishes a credential issuer: the router is told the Sandbox by name and UID
+// (never the pod IP, which no token signs) and each request carries its own token (router-credentials.ts).
 import type * as k8s from "@kubernetes/client-node";
 import { ClusterKeys, PodIdentity, type PodIdentityMode } from "./identity.js";
 import type { SessionView } from "./sessions.js";
 import type { PodEndpoint } from "./transport.js";
 
-import { RUNTIME_PORT } from "./generated/protocol.js";
+import { RouterAccessRefused } from "./errors.js";
+import { RUNTIME_PORT, SANDBOX_UID_HEADER } from "./generated/protocol.js";
+import { bearerOf, publishedIssuer, RouterCredentials } from "./router-credentials.js";
 
 export { RUNTIME_PORT };
 
@@ -59,7 +64,27 @@ export async function resolveEndpoint(
   view: SessionView,
   o: { connection?: Connection; podIdentity?: PodIdentityMode; kubeConfig: k8s.KubeConfig },
 ): Promise<PodEndpoint> {
-  const endpoint = endpointFor(view, o.connection);
+  let endpoint = endpointFor(view, o.connection);
+  if (o.connection?.mode === "router") endpoint = await withRouterCredentials(endpoint, view, o.kubeConfig);
   if (o.podIdentity === "address") return endpoint;
   return { ...endpoint, identity: new PodIdentity(view.namespace, view.podName ?? "", await ClusterKeys.of(o.kubeConfig)) };
+}
+
+/** The router endpoint with fresh per-session credentials (a new pod may be a new Sandbox), when the operator
+ * publishes an issuer; as it was otherwise. */
+async function withRouterCredentials(endpoint: PodEndpoint, view: SessionView, kubeConfig: k8s.KubeConfig): Promise<PodEndpoint> {
+  const issuer = await publishedIssuer(kubeConfig);
+  if (!issuer) return endpoint;
+  const bearer = await bearerOf(kubeConfig);
+  if (!bearer) {
+    throw new RouterAccessRefused(
+      "router credentials need a Kubernetes bearer token (a ServiceAccount's, a kubeconfig token or an exec plugin's); this KubeConfig authenticates otherwise (e.g. a client certificate)",
+    );
+  }
+  const port = Number(endpoint.headers?.["X-Sandbox-Port"] ?? RUNTIME_PORT);
+  const credentials = new RouterCredentials(issuer, bearer, view.namespace, view.name, port);
+  const grant = await credentials.sandbox();
+  const headers: Record<string, string> = { ...(endpoint.headers ?? {}), "X-Sandbox-ID": grant.sandbox, [SANDBOX_UID_HEADER]: grant.sandboxUID };
+  delete headers["X-Sandbox-Pod-IP"];
+  return { ...endpoint, headers, credentials };
 }

@@ -81,3 +81,15 @@ export class UnverifiedPod extends WrongPod {
     this.message = message;
   }
 }
+
+/** The operator's issuer gave no router credentials for this session: the caller is not authenticated, RBAC does
+ * not let it `create agentsessions/connect` on the session, or the session has no sandbox yet. `status` is the
+ * issuer's HTTP status (401, 403, 404, 409; 0: it could not be reached). */
+export class RouterAccessRefused extends SandboxError {
+  constructor(
+    message: string,
+    readonly status = 0,
+  ) {
+    super(message);
+  }
+}

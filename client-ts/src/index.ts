@@ -8,3 +8,4 @@ export { RuntimeTransport, type PodEndpoint, type ResponseLimits, DEFAULT_LIMITS
 export { type Connection, endpointFor, resolveEndpoint, routerHeaders } from "./endpoints.js";
 export { ClusterKeys, PodIdentity, type PodIdentityMode, verifyToken } from "./identity.js";
 export { PathPolicy, PathRefused, type PathPolicyOptions, type ResolvedPath } from "./paths.js";
+export { bearerOf, publishedIssuer, RouterCredentials, type Grant, type IssuerLocation } from "./router-credentials.js";

@@ -63,6 +63,8 @@ export interface PodEndpoint {
   /** The identity token the pod must show before it is sent anything (`podIdentity: "token"`, identity.ts);
    * absent: its name and addresses alone are checked. */
   identity?: PodIdentity;
+  /** Router mode with the operator's issuer: each request carries its own token (router-credentials.ts). */
+  credentials?: { grant(method: string, path: string): Promise<{ token: string }> };
 }
 
 /** Bounds on one answer of the pod: bytes, and in total the request's read timeout plus `slackSeconds`. */
@@ -175,11 +177,18 @@ export class RuntimeTransport {
   }
 
   // ---- one request, bounded
-  private sendOnce(req: HttpRequest): Promise<HttpResponse> {
+  private async sendOnce(req: HttpRequest): Promise<HttpResponse> {
+    const credentials = this.endpoint.credentials;
+    const token = credentials ? (await credentials.grant(req.method, req.path)).token : undefined;
+    return this.sendWith(req, token);
+  }
+
+  private sendWith(req: HttpRequest, token: string | undefined): Promise<HttpResponse> {
     const limits = this.options.limits ?? DEFAULT_LIMITS;
     const url = new URL(this.endpoint.baseUrl.replace(/\/+$/, "") + req.path);
     const headers: Record<string, string> = {};
     for (const [k, v] of Object.entries(this.endpoint.headers ?? {})) if (k.toLowerCase() !== ACCEPT_ENCODING_HEADER.toLowerCase()) headers[k] = v;
+    if (token !== undefined) headers["Authorization"] = `Bearer ${token}`;
     headers[ACCEPT_ENCODING_HEADER] = IDENTITY;
     let body: Buffer | undefined;
     if (req.json !== undefined) {

@@ -90,7 +90,10 @@ def retry_delays(a: dict) -> list[float]:
 def answer(case: dict) -> object:
     op, a = case["op"], case.get("args", {})
     if op == "protocol":
-        return {name: value for name, value in vars(protocol).items() if name.isupper() and not name.startswith("_")}
+        from agentsession_api import router_access  # generated into the same file (protocol_tsgen)
+
+        constants = {**vars(protocol), **vars(router_access)}
+        return {name: value for name, value in constants.items() if name.isupper() and not name.startswith("_")}
     if op == "content_codings":
         return [[protocol.content_codings_readable(lines), content_coding_verdict(lines)] for lines in a["cases"]]
     if op == "retry_delays":

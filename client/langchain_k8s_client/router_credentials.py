@@ -31,8 +31,7 @@ from .protocol import EXECUTE_PATH, HEALTH_PATH, UPLOAD_PATH
 
 FIXED: Final = (("GET", HEALTH_PATH), ("POST", EXECUTE_PATH), ("POST", UPLOAD_PATH))
 """What every session's client sends: asked for together, once per token lifetime."""
-RENEW_MARGIN: Final = 60
-"""Seconds before expiry a token is replaced (a request must reach the router before its `exp`)."""
+RENEW_MARGIN: Final = ra.RENEW_MARGIN
 ISSUER_TIMEOUT: Final = 15.0
 
 

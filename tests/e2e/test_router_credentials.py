@@ -34,6 +34,7 @@ from testkit import manifests, sandbox_router
 from tests.e2e import install
 from tests.e2e.conftest import Kube, OperatorProcess
 from tests.e2e.test_real_node import _pod, _running
+from tests.e2e.test_ts_client import drive, ts_package  # noqa: F401  (a fixture)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.realnode]
 
@@ -82,9 +83,7 @@ def issuing_operator(
         operator.start()
 
 
-def _service_account_client(kube: Kube, cluster: Cluster, namespace: str, account: str, tmp: Path) -> Any:
-    from kubernetes import config as kube_config
-
+def _service_account_kubeconfig(kube: Kube, cluster: Cluster, namespace: str, account: str, tmp: Path) -> str:
     kube.run("create", "serviceaccount", account, "-n", namespace, check=False)
     token = kube.run("create", "token", account, "-n", namespace, "--duration=1h").stdout.strip()
     path = install._write(
@@ -94,7 +93,15 @@ def _service_account_client(kube: Kube, cluster: Cluster, namespace: str, accoun
         f"system:serviceaccount:{namespace}:{account}",
         namespace,
     )
-    return kube_config.new_client_from_config(config_file=path)
+    return path
+
+
+def _service_account_client(kube: Kube, cluster: Cluster, namespace: str, account: str, tmp: Path) -> Any:
+    from kubernetes import config as kube_config
+
+    return kube_config.new_client_from_config(
+        config_file=_service_account_kubeconfig(kube, cluster, namespace, account, tmp)
+    )
 
 
 @pytest.fixture(scope="module")
@@ -142,6 +149,7 @@ def tenants(
             "agents": agents,
             "team_b": team_b,
             "app": _service_account_client(kube, cluster, agents, "app", tmp),
+            "app_kubeconfig": _service_account_kubeconfig(kube, cluster, agents, "app", tmp),
             "tenant_b": _service_account_client(kube, cluster, team_b, "tenant", tmp),
         }
     finally:
@@ -330,7 +338,7 @@ def test_the_operator_admits_only_a_router_that_refuses_a_call_without_a_credent
     assert allow_all is not None, "the real node deploys upstream's router"
     _admit_the_test_host_to_the_allow_all_router(kube)
     verdict = router_check.check(f"http://{allow_all['spec']['clusterIP']}:8080", wait=30)
-    assert not verdict.admitted and "not 401" in verdict.reason, verdict
+    assert not verdict.admitted and ("not 401" in verdict.reason or "tried to route" in verdict.reason), verdict
     assert router_check.check(router, wait=30).admitted
     assert "sandbox router admitted" in issuing_operator.log.read_text()
 
@@ -349,3 +357,27 @@ def _admit_the_test_host_to_the_allow_all_router(kube: Kube) -> None:
         },
         namespace="agent-sandbox-system",
     )
+
+
+def test_the_typescript_client_obtains_its_own_router_credentials(
+    ts_package: Path,  # noqa: F811
+    kube: Kube,
+    pool_namespace: str,
+    router: str,
+    tenants: dict[str, Any],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The same app identity, the TypeScript client: only `connection: {mode: "router", url}`; it finds the
+    issuer, obtains and sends the credentials itself, and reaches its session's pod through the router."""
+    monkeypatch.setenv("KUBECONFIG", tenants["app_kubeconfig"])
+    options = {"warmPool": "python-pool", "ttl": "1h", "connection": {"mode": "router", "url": router}}
+    steps = [{"op": "execute", "command": "echo ts through the router; hostname"}]
+    answer = drive(
+        ts_package, {"namespace": pool_namespace, "session": "ts-routed", "options": options, "steps": steps}
+    )
+    [executed] = answer["results"]
+    session = kube.get("agentsession", "ts-routed", pool_namespace)
+    assert session is not None
+    assert executed.get("exitCode") == 0, executed
+    assert executed["output"] == f"ts through the router\n{session['status']['podName']}\n", executed
+    kube.run("delete", "agentsession", "ts-routed", "-n", pool_namespace, "--wait=false")

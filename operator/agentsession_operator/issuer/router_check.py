@@ -26,10 +26,21 @@ class Verdict:
     reason: str
 
 
+SILENT = -1
+"""The router took the call and did not answer in time: it is trying to route it (one that authorizes answers
+401 before it looks for the Sandbox)."""
+
+
 def judge(status: int | None, error: str = "") -> Verdict:
     """Pure: the router's answer to a call without a credential."""
     if status == 401:
         return Verdict(True, "the router refused a call without a credential (401)")
+    if status == SILENT:
+        return Verdict(
+            False,
+            "the router took a call without a credential and tried to route it (no 401 within "
+            "5 s): it would forward any caller (run it with --authz-mode=scoped-token)",
+        )
     if status is None:
         return Verdict(False, f"the router did not answer: {error}")
     return Verdict(
@@ -56,6 +67,8 @@ def _ask(url: str, timeout: float) -> int:
             return int(answer.status)
     except urllib.error.HTTPError as err:
         return int(err.code)
+    except TimeoutError:  # sent, no answer (a connect timeout comes wrapped in URLError)
+        return SILENT
 
 
 def check(

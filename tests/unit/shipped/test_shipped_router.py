@@ -88,7 +88,7 @@ def test_a_configured_router_is_a_loud_warning_unless_checked_or_said_to_authori
 
 @pytest.mark.parametrize(
     ("answer", "admitted"),
-    [(401, True), (200, False), (502, False), (404, False), (403, False)],
+    [(401, True), (200, False), (502, False), (404, False), (403, False), (router_check.SILENT, False)],
 )
 def test_the_router_is_admitted_only_when_it_refuses_a_call_without_a_credential(answer: int, admitted: bool) -> None:
     """Issue 51 item 2: upstream's allow-all router tries to route a call naming no Sandbox (502, 404); one that
