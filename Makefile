@@ -148,6 +148,7 @@ bench: venv ## benchmarks (print tables of medians and ratios; installs benchmar
 	$(PY) -m benchmarks.bench_webhook_connection --rounds 9  # a TLS handshake per admission review (Connection: close)
 	$(PY) -m benchmarks.bench_claim_pin --points 100,1000,4000 --rounds 5 --creates 20  # the opt-in claim-conformity pin: a check per session of the namespace
 	DEVCLUSTER_NODE=real $(PY) -m benchmarks.bench_first_call --rounds 24  # real node only (its NetworkPolicies; root)
+	DEVCLUSTER_NODE=real $(PY) -m benchmarks.bench_router --rounds 30  # the router with per-session credentials vs the pod IP (real node)
 	$(PY) -m benchmarks.bench_restart --sessions 1000 --rounds 3  # a fresh operator taking over 1,000 sessions
 	$(PY) -m benchmarks.bench_waiting --points $(WAITING_POINTS) --rounds 2 --copy-status  # RSS over N waiting sessions (issue 28.2)
 	$(PY) -m benchmarks.bench_session_cost --sessions 600 --rounds 5  # memory per session, minimal vs maximal (issue 49.2)
