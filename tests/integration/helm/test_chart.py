@@ -222,6 +222,8 @@ def test_the_router_is_admitted_only_when_set_and_said_to_authorize(helm: Path) 
     both = args("sandboxRouter=gw/app=router", "sandboxRouterAuthorizes=true")
     assert both == ["--sandbox-router=gw/app=router", "--sandbox-router-authorizes"]
     assert args("sandboxRouterAuthorizes=true") == []  # nothing to authorize without a router
+    checked = args("sandboxRouter=gw/app=router", "sandboxRouterURL=http://router.gw:8080")
+    assert checked == ["--sandbox-router=gw/app=router", "--sandbox-router-url=http://router.gw:8080"]
 
 
 def test_the_comparison_notices_a_difference() -> None:
