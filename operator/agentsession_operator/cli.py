@@ -29,6 +29,7 @@ from agentsession_operator.handlers.state import Election, OperatorState
 from agentsession_operator.infra import logs, metrics
 from agentsession_operator.infra import webhook_server as webhook
 from agentsession_operator.issuer import router_check
+from agentsession_operator.issuer import server as issuer_server
 from agentsession_operator.issuer.server import IssuerConfig
 from agentsession_operator.kube import preflight
 from agentsession_operator.kube.client import Kube
@@ -190,18 +191,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default="",
         help="the key's ID in the router's key set (default: derived from the public key)",
     )
-    issuer.add_argument("--router-issuer-port", type=int, default=9444, help="HTTPS port of the issuer, on --bind")
+    issuer.add_argument(
+        "--router-issuer-port", type=int, default=issuer_server.DEFAULT_PORT, help="HTTPS port of the issuer, on --bind"
+    )
     issuer.add_argument(
         "--router-issuer-url",
         default=os.environ.get("ROUTER_ISSUER_URL", ""),
         help="the URL clients dial, as published (in a cluster: the operator Service's, e.g. "
-        "https://agentsession-operator-webhook.agentsession-system.svc:9444; default: https://<--bind>:<port>)",
+        "https://agentsession-operator.agentsession-system.svc:9444; default: https://<--bind>:<port>)",
     )
     issuer.add_argument(
         "--router-token-ttl",
         type=int,
-        default=300,
-        help="seconds a router token stays valid (clients renew before; at least 30)",
+        default=issuer_server.DEFAULT_TTL,
+        help=f"seconds a router token stays valid (at least {issuer_server.MIN_TTL}: clients renew a token "
+        f"{ra.RENEW_MARGIN} s before it expires)",
     )
     issuer.add_argument(
         "--router-issuer-configmap",
@@ -336,8 +340,11 @@ def issuer_config(args: argparse.Namespace) -> IssuerConfig | None:
     """The router credential issuer, when --router-token-key-file is given (SystemExit on a bad flag)."""
     if not args.router_token_key_file:
         return None
-    if args.router_token_ttl < 30:
-        raise SystemExit(f"agentsession-operator: --router-token-ttl {args.router_token_ttl}: at least 30 seconds")
+    if args.router_token_ttl < issuer_server.MIN_TTL:
+        raise SystemExit(
+            f"agentsession-operator: --router-token-ttl {args.router_token_ttl}: at least {issuer_server.MIN_TTL} "
+            f"seconds (clients renew a token {ra.RENEW_MARGIN} s before it expires)"
+        )
     configmap = _namespaced(args.router_issuer_configmap)
     if configmap is None or not all(configmap):
         raise SystemExit(

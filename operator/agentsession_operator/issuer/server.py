@@ -28,6 +28,7 @@ from agentsession_operator.issuer.tokens import SigningKey
 _log = logger()
 DEFAULT_PORT = 9444
 DEFAULT_TTL = 300  # seconds: a stolen credential is worth at most this long, and a deleted session's too
+MIN_TTL = 2 * ra.RENEW_MARGIN  # a token clients would renew at once is no cache at all
 MAX_IN_FLIGHT = 32
 """Issuances under way at once (each is a TokenReview, a SubjectAccessReview and three GETs); more get 503."""
 

@@ -143,3 +143,16 @@ def test_a_sandbox_the_status_names_but_the_session_does_not_own_gets_nothing() 
 
 def test_a_missing_session_is_404_only_for_callers_rbac_allows() -> None:
     assert _answer(FakeAPI(), name="gone").status == 404
+
+
+def test_a_token_life_the_clients_would_renew_at_once_is_refused(tmp_path: Any) -> None:
+    from agentsession_operator import cli
+    from agentsession_operator.issuer.tokens import private_pem
+
+    key = tmp_path / "key.pem"
+    key.write_bytes(private_pem(Ed25519PrivateKey.generate()))
+    with pytest.raises(SystemExit, match="at least 120 seconds"):
+        cli.issuer_config(cli.parse_args([f"--router-token-key-file={key}", "--router-token-ttl=60"]))
+    config = cli.issuer_config(cli.parse_args([f"--router-token-key-file={key}"]))
+    assert config is not None and (config.ttl, config.port) == (300, 9444)
+    assert config.published_url() == "https://127.0.0.1:9444"  # --bind's default, outside a cluster
