@@ -189,6 +189,17 @@ def test_the_claim_conformity_pin_renders_config_with_its_component(helm: Path, 
     assert not found, "the chart and config/ with the claim-conformity pin differ:\n" + "\n".join(found)
 
 
+def test_the_sandbox_router_component_renders_config_with_its_component(helm: Path, tmp_path: Path) -> None:
+    """sandboxRouterComponent.enabled (off by default): the chart renders what config/ with
+    components/sandbox-router renders (issue 51 item 2: the router, the issuer on, the router checked)."""
+    config = _objects(_kustomize_with(tmp_path, "sandbox-router"))
+    chart = _objects(_template(helm, "--set", "sandboxRouterComponent.enabled=true"))
+    name = "Deployment/agentsession-system/agentsession-sandbox-router"
+    assert name in config and name not in _objects(_template(helm))
+    found = differences(config, chart)
+    assert not found, "the chart and config/ with the sandbox router differ:\n" + "\n".join(found)
+
+
 def test_the_node_agent_lands_only_where_its_node_selector_says(helm: Path) -> None:
     """Off by default; on, only on nodes labelled agentsession.dev/gvisor=true, or what nodeAgent.nodeSelector
     names instead (GKE Sandbox's node pools: sandbox.gke.io/runtime=gvisor)."""
