@@ -4,7 +4,8 @@ One session, two clients of it in this process, both with the same app ServiceAc
 pod at its IP (the default), the other goes through config/components/sandbox-router (upstream's router,
 ``--authz-mode=scoped-token``) with the operator's per-session credentials. Execute and upload reuse the
 tokens the client asked for together (one issuer call per five minutes); a download's path is new each time,
-so each download asks the issuer for its own token: the "issuer call" row times that call alone. Rounds
+so each download above the inline budget (2 MiB; "download 3 MiB") asks the issuer for its own token: the
+"issuer call" column times that call alone. Rounds
 interleaved, the order reversed every other round. Real node only (the router is a pod; root).
 Run: `DEVCLUSTER_NODE=real .venv/bin/python -m benchmarks.bench_router --rounds 30`.
 """
@@ -41,8 +42,9 @@ from testkit.operator_args import network_args
 NS = "bench-router"
 APP = "bench-app"
 PAYLOAD = b"x" * 4096
+BIG = b"y" * (3 << 20)  # above the client's inline download budget (2 MiB): fetched by GET /download/<staged>
 PATHS = ("pod IP", "router")
-OPERATIONS = ("execute", "upload 4 KiB", "download 4 KiB")
+OPERATIONS = ("execute", "upload 4 KiB", "download 4 KiB", "download 3 MiB")
 
 
 def _app_client(cluster: Cluster, directory: Path) -> Any:
@@ -113,7 +115,7 @@ def main() -> None:
             "bench", NS, connection=SandboxDirectConnectionConfig(api_url=f"http://{router_ip}:8080"), api_client=app
         )
         for backend in (direct, routed):
-            backend.upload_files([("/tmp/bench.bin", PAYLOAD)])
+            backend.upload_files([("/tmp/bench.bin", PAYLOAD), ("/tmp/big.bin", BIG)])
         issuer = routed._resolver._credentials  # the routed client's own credentials object
         assert isinstance(issuer, RouterCredentials)
         calls: dict[str, Any] = {}
@@ -121,6 +123,7 @@ def main() -> None:
             calls[f"{name}|execute"] = lambda b=backend: b.execute("true", timeout=30)
             calls[f"{name}|upload 4 KiB"] = lambda b=backend: b.upload_files([("/tmp/up.bin", PAYLOAD)])
             calls[f"{name}|download 4 KiB"] = lambda b=backend: b.download_files(["/tmp/bench.bin"])
+            calls[f"{name}|download 3 MiB"] = lambda b=backend: b.download_files(["/tmp/big.bin"])
         calls["router|issuer call"] = lambda: issuer._ask([("GET", "/download/.lkc-staging/bench")])
         print(f"load before: {wait_machine_idle():.2f}", flush=True)
         samples: dict[str, list[float]] = {}

@@ -6,6 +6,7 @@ has said it may connect to that name.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -63,6 +64,38 @@ def parse_requests(body: Any) -> tuple[int, list[tuple[str, str]]] | str:
     return port, wanted
 
 
+MEMORY = 10.0
+"""Seconds an answer of the API server is reused: that a bearer token may connect to a session (TokenReview and
+SubjectAccessReview), and which Sandbox is a session's own (by the session's UID and the Sandbox its status
+names). A client's download above the inline budget asks for a token of its own path each time, and five API
+calls per file cost more than the file. A revoked Role stops new tokens at most this much later; a deleted
+session at once (the session itself is read on every call); refusals are never remembered."""
+MAX_REMEMBERED = 4096
+
+
+class Memory:
+    """What the API server said, by key, for MEMORY seconds, at most MAX_REMEMBERED keys."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self.clock = clock
+        self._items: dict[tuple[str, ...], tuple[float, Any]] = {}
+
+    def get(self, key: tuple[str, ...]) -> Any:
+        found = self._items.get(key)
+        if found is None or found[0] <= self.clock():
+            self._items.pop(key, None)
+            return None
+        return found[1]
+
+    def put(self, key: tuple[str, ...], value: Any) -> None:
+        now = self.clock()
+        if len(self._items) >= MAX_REMEMBERED:
+            self._items = {k: v for k, v in self._items.items() if v[0] > now}
+            while len(self._items) >= MAX_REMEMBERED:
+                del self._items[next(iter(self._items))]  # the oldest
+        self._items[key] = (now + MEMORY, value)
+
+
 class Issuer:
     """Mints per-session router tokens for callers RBAC allows (see agentsession_api.router_access)."""
 
@@ -71,6 +104,8 @@ class Issuer:
         self.key = key
         self.ttl = ttl
         self.clock = clock
+        self.allowed = Memory(time.monotonic)  # (token digest, namespace, name) -> True
+        self.lineages = Memory(time.monotonic)  # (namespace, session UID, Sandbox name) -> SessionSandbox
 
     async def answer(self, bearer: str | None, namespace: str, name: str, body: Any) -> Answer:
         parsed = parse_requests(body)
@@ -79,6 +114,46 @@ class Issuer:
         port, wanted = parsed
         if not bearer:
             return Answer.refused(401, "unauthenticated", "show your Kubernetes bearer token (Authorization: Bearer)")
+        judged = await self._judge(bearer, namespace, name)
+        if isinstance(judged, Answer):
+            return judged
+        own = judged
+        expires = int(self.clock()) + self.ttl
+        tokens = [
+            self.key.mint(Target(namespace, own.name, own.uid, port, method, path), expires) for method, path in wanted
+        ]
+        return Answer(200, {"sandbox": own.name, "sandboxUID": own.uid, "expires": expires, "tokens": tokens}, "issued")
+
+    async def _judge(self, bearer: str, namespace: str, name: str) -> lineage.SessionSandbox | Answer:
+        """Whether the bearer may connect to the session, and the session's own Sandbox; or the refusal."""
+        allowed_key = (hashlib.sha256(bearer.encode()).hexdigest(), namespace, name)
+        if self.allowed.get(allowed_key) is None:
+            refused = await self._authorize(bearer, namespace, name)
+            if refused is not None:
+                return refused
+            self.allowed.put(allowed_key, True)
+        session = await self.api.get_session(namespace, name)
+        if session is None:
+            return Answer.refused(404, "not_found", f"no AgentSession {namespace}/{name}")
+        sandbox_name = lineage.sandbox_name(session)
+        lineage_key = (namespace, str((session.get("metadata") or {}).get("uid", "")), sandbox_name or "")
+        own = self.lineages.get(lineage_key) if sandbox_name else None
+        if own is None:
+            sandbox = await self.api.get_sandbox(namespace, sandbox_name) if sandbox_name else None
+            claim_name = lineage.claim_of(sandbox) if sandbox else None
+            claim = await self.api.get_claim(namespace, claim_name) if claim_name else None
+            own = lineage.session_sandbox(session, claim, sandbox)
+            if own is None:
+                return Answer.refused(
+                    409,
+                    "no_sandbox",
+                    f"AgentSession {namespace}/{name} has no sandbox of its own yet: wait until Ready",
+                )
+            self.lineages.put(lineage_key, own)
+        return own
+
+    async def _authorize(self, bearer: str, namespace: str, name: str) -> Answer | None:
+        """Who the bearer is (TokenReview) and whether RBAC lets it connect (SubjectAccessReview); None: it may."""
         user = await self.api.review_token(bearer)
         if user is None:
             return Answer.refused(401, "unauthenticated", "the API server does not authenticate this bearer token")
@@ -90,29 +165,12 @@ class Issuer:
             "subresource": ra.CONNECT_SUBRESOURCE,
             "name": name,
         }
-        if not await self.api.user_may(user, attributes):
-            who = user.get("username", "?")
-            return Answer.refused(
-                403,
-                "forbidden",
-                f"{who} may not {ra.CONNECT_VERB} {ra.CONNECT_RESOURCE} {namespace}/{name}: grant it in a Role of "
-                f"{namespace} (apiGroups [{names.GROUP}], resources [{ra.CONNECT_RESOURCE}], "
-                f"verbs [{ra.CONNECT_VERB}])",
-            )
-        session = await self.api.get_session(namespace, name)
-        if session is None:
-            return Answer.refused(404, "not_found", f"no AgentSession {namespace}/{name}")
-        sandbox_name = lineage.sandbox_name(session)
-        sandbox = await self.api.get_sandbox(namespace, sandbox_name) if sandbox_name else None
-        claim_name = lineage.claim_of(sandbox) if sandbox else None
-        claim = await self.api.get_claim(namespace, claim_name) if claim_name else None
-        own = lineage.session_sandbox(session, claim, sandbox)
-        if own is None:
-            return Answer.refused(
-                409, "no_sandbox", f"AgentSession {namespace}/{name} has no sandbox of its own yet: wait until Ready"
-            )
-        expires = int(self.clock()) + self.ttl
-        tokens = [
-            self.key.mint(Target(namespace, own.name, own.uid, port, method, path), expires) for method, path in wanted
-        ]
-        return Answer(200, {"sandbox": own.name, "sandboxUID": own.uid, "expires": expires, "tokens": tokens}, "issued")
+        if await self.api.user_may(user, attributes):
+            return None
+        who = user.get("username", "?")
+        return Answer.refused(
+            403,
+            "forbidden",
+            f"{who} may not {ra.CONNECT_VERB} {ra.CONNECT_RESOURCE} {namespace}/{name}: grant it in a Role of "
+            f"{namespace} (apiGroups [{names.GROUP}], resources [{ra.CONNECT_RESOURCE}], verbs [{ra.CONNECT_VERB}])",
+        )

@@ -156,3 +156,40 @@ def test_a_token_life_the_clients_would_renew_at_once_is_refused(tmp_path: Any) 
     config = cli.issuer_config(cli.parse_args([f"--router-token-key-file={key}"]))
     assert config is not None and (config.ttl, config.port) == (300, 9444)
     assert config.published_url() == "https://127.0.0.1:9444"  # --bind's default, outside a cluster
+
+
+def test_a_second_call_reads_only_the_session_and_a_deleted_one_is_refused_at_once() -> None:
+    """A download above the inline budget asks for its own token each time: the API's answers about the caller
+    and the lineage are reused for a few seconds, the session itself is read every time."""
+    api = FakeAPI()
+    issuer = Issuer(api, SigningKey(Ed25519PrivateKey.generate(), "k"), 300, clock=lambda: NOW)
+
+    async def run() -> list[int]:
+        first = await issuer.answer("t", "team-a", "s", BODY)
+        second = await issuer.answer("t", "team-a", "s", BODY)
+        api.session = None  # deleted
+        third = await issuer.answer("t", "team-a", "s", BODY)
+        return [first.status, second.status, third.status]
+
+    api_get_session = api.get_session
+
+    async def get_session(namespace: str, name: str) -> dict[str, Any] | None:
+        return None if api.session is None else await api_get_session(namespace, name)
+
+    api.get_session = get_session  # type: ignore[method-assign]
+    assert asyncio.run(run()) == [200, 200, 404]
+    assert api.asked.count("tokenreview") == 1
+    assert api.asked.count("session") == 2  # the deleted one is not even counted: it is gone
+
+
+def test_a_refusal_is_never_remembered() -> None:
+    api = FakeAPI(allowed=False)
+    issuer = Issuer(api, SigningKey(Ed25519PrivateKey.generate(), "k"), 300, clock=lambda: NOW)
+
+    async def run() -> list[int]:
+        first = await issuer.answer("t", "team-a", "s", BODY)
+        api.allowed = True  # the Role is granted
+        second = await issuer.answer("t", "team-a", "s", BODY)
+        return [first.status, second.status]
+
+    assert asyncio.run(run()) == [403, 200]
