@@ -64,12 +64,13 @@ def parse_requests(body: Any) -> tuple[int, list[tuple[str, str]]] | str:
     return port, wanted
 
 
-MEMORY = 10.0
+MEMORY = 60.0
 """Seconds an answer of the API server is reused: that a bearer token may connect to a session (TokenReview and
 SubjectAccessReview), and which Sandbox is a session's own (by the session's UID and the Sandbox its status
 names). A client's download above the inline budget asks for a token of its own path each time, and five API
-calls per file cost more than the file. A revoked Role stops new tokens at most this much later; a deleted
-session at once (the session itself is read on every call); refusals are never remembered."""
+calls per file cost more than the file. A revoked Role stops new tokens at most this much later (the tokens it
+already has live five minutes anyway); a deleted session at once (the session itself is read on every call);
+refusals are never remembered."""
 MAX_REMEMBERED = 4096
 
 
