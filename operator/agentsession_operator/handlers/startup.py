@@ -65,9 +65,6 @@ async def startup(
     state = of(memo)
     kube = state.kube = await Kube.connect()
     files = await _serve_admission(settings, state.webhook, kube)
-    if state.issuer is not None:  # every replica issues (no Lease): issuing writes nothing
-        state.issuer_server = IssuerServer(state.issuer, kube)
-        await state.issuer_server.start(files)
     config = Config(
         network=state.network,
         expiry_warning=state.expiry_warning,
@@ -119,6 +116,9 @@ async def startup(
         )
     primed_watch.install(reconciler.primed_versions)  # kopf watches from the prime's listings, no second one
     await reconciler.prime(state.namespaces)  # before any watch event: none judged without its policies
+    if state.issuer is not None:  # every replica issues (no Lease: issuing writes nothing), reading its cache first
+        state.issuer_server = IssuerServer(state.issuer, kube, seen=reconciler.cache)
+        await state.issuer_server.start(files)
     reconciler.scheduler.start()
     if elector is None:  # the only replica: every session's first pass, from the cache (a leader's at election)
         await reconciler.take_over()

@@ -69,8 +69,8 @@ MEMORY = 60.0
 SubjectAccessReview), and which Sandbox is a session's own (by the session's UID and the Sandbox its status
 names). A client's download above the inline budget asks for a token of its own path each time, and five API
 calls per file cost more than the file. A revoked Role stops new tokens at most this much later (the tokens it
-already has live five minutes anyway); a deleted session at once (the session itself is read on every call);
-refusals are never remembered."""
+already has live five minutes anyway); a deleted session as soon as the operator's watch sees it (the session is
+looked up on every call: the operator's cache, else the API); refusals are never remembered."""
 MAX_REMEMBERED = 4096
 
 
@@ -97,14 +97,32 @@ class Memory:
         self._items[key] = (now + MEMORY, value)
 
 
+class Seen(Protocol):
+    """What the operator's watches hold (kube/cache.Cache: sessions, claims, Sandboxes by (namespace, name)):
+    read before the API, so a repeated issuance costs no API call. A miss (a namespace this replica does not
+    watch, an object just created, a deleted one) is read live."""
+
+    sessions: Any
+    claims: Any
+    sandboxes: Any
+
+
 class Issuer:
     """Mints per-session router tokens for callers RBAC allows (see agentsession_api.router_access)."""
 
-    def __init__(self, api: IssuerAPI, key: SigningKey, ttl: int, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        api: IssuerAPI,
+        key: SigningKey,
+        ttl: int,
+        clock: Callable[[], float] = time.time,
+        seen: Seen | None = None,
+    ) -> None:
         self.api = api
         self.key = key
         self.ttl = ttl
         self.clock = clock
+        self.seen = seen
         self.allowed = Memory(time.monotonic)  # (token digest, namespace, name) -> True
         self.lineages = Memory(time.monotonic)  # (namespace, session UID, Sandbox name) -> SessionSandbox
 
@@ -133,16 +151,22 @@ class Issuer:
             if refused is not None:
                 return refused
             self.allowed.put(allowed_key, True)
-        session = await self.api.get_session(namespace, name)
+        session = self._seen("sessions", namespace, name) or await self.api.get_session(namespace, name)
         if session is None:
             return Answer.refused(404, "not_found", f"no AgentSession {namespace}/{name}")
         sandbox_name = lineage.sandbox_name(session)
         lineage_key = (namespace, str((session.get("metadata") or {}).get("uid", "")), sandbox_name or "")
         own = self.lineages.get(lineage_key) if sandbox_name else None
         if own is None:
-            sandbox = await self.api.get_sandbox(namespace, sandbox_name) if sandbox_name else None
+            sandbox = None
+            if sandbox_name:
+                sandbox = self._seen("sandboxes", namespace, sandbox_name) or await self.api.get_sandbox(
+                    namespace, sandbox_name
+                )
             claim_name = lineage.claim_of(sandbox) if sandbox else None
-            claim = await self.api.get_claim(namespace, claim_name) if claim_name else None
+            claim = None
+            if claim_name:
+                claim = self._seen("claims", namespace, claim_name) or await self.api.get_claim(namespace, claim_name)
             own = lineage.session_sandbox(session, claim, sandbox)
             if own is None:
                 return Answer.refused(
@@ -152,6 +176,10 @@ class Issuer:
                 )
             self.lineages.put(lineage_key, own)
         return own
+
+    def _seen(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        found = getattr(self.seen, kind).get((namespace, name)) if self.seen is not None else None
+        return dict(found) if found else None
 
     async def _authorize(self, bearer: str, namespace: str, name: str) -> Answer | None:
         """Who the bearer is (TokenReview) and whether RBAC lets it connect (SubjectAccessReview); None: it may."""

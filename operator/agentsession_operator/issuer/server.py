@@ -22,7 +22,7 @@ import aiohttp.web
 from agentsession_api import router_access as ra
 from agentsession_operator.infra import metrics, webhook_server
 from agentsession_operator.infra.logs import logger
-from agentsession_operator.issuer.issuer import Answer, Issuer, IssuerAPI
+from agentsession_operator.issuer.issuer import Answer, Issuer, IssuerAPI, Seen
 from agentsession_operator.issuer.tokens import SigningKey
 
 _log = logger()
@@ -73,10 +73,10 @@ def _tls(config: IssuerConfig, files: tuple[str, str, str] | None) -> tuple[ssl.
 class IssuerServer:
     """Serves :class:`Issuer` over HTTPS until :meth:`stop`."""
 
-    def __init__(self, config: IssuerConfig, api: Publisher) -> None:
+    def __init__(self, config: IssuerConfig, api: Publisher, seen: Seen | None = None) -> None:
         self.config = config
         self.api = api
-        self.issuer = Issuer(api, SigningKey.load(config.key_file, config.key_id), config.ttl)
+        self.issuer = Issuer(api, SigningKey.load(config.key_file, config.key_id), config.ttl, seen=seen)
         self._in_flight = asyncio.Semaphore(MAX_IN_FLIGHT)
         self._runner: aiohttp.web.AppRunner | None = None
         self._directory: str | None = None

@@ -193,3 +193,34 @@ def test_a_refusal_is_never_remembered() -> None:
         return [first.status, second.status]
 
     assert asyncio.run(run()) == [403, 200]
+
+
+def test_what_the_watches_hold_is_read_before_the_api() -> None:
+    """The operator's cache (sessions, claims, Sandboxes) answers the lineage: a remembered caller's issuance
+    costs no API call; a session the cache lacks (not watched here, or deleted) is read live."""
+    from types import SimpleNamespace
+
+    api = FakeAPI()
+    seen = SimpleNamespace(
+        sessions={("team-a", "s"): api.session},
+        claims={("team-a", "s"): api.claim},
+        sandboxes={("team-a", "s"): api.sandbox},
+    )
+    issuer = Issuer(api, SigningKey(Ed25519PrivateKey.generate(), "k"), 300, clock=lambda: NOW, seen=seen)
+
+    async def run() -> list[int]:
+        first = await issuer.answer("t", "team-a", "s", BODY)
+        second = await issuer.answer("t", "team-a", "s", BODY)
+        seen.sessions.clear()
+        api.session = None  # type: ignore[assignment]
+        gone = await issuer.answer("t", "team-a", "s", BODY)
+        return [first.status, second.status, gone.status]
+
+    api_get = api.get_session
+
+    async def get_session(namespace: str, name: str) -> dict[str, Any] | None:
+        return None if api.session is None else await api_get(namespace, name)
+
+    api.get_session = get_session  # type: ignore[method-assign]
+    assert asyncio.run(run()) == [200, 200, 404]
+    assert api.asked == ["tokenreview", "sar create agentsessions/connect"]  # the deleted one: read live, gone
