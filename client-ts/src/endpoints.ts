@@ -15,7 +15,7 @@ import type { PodEndpoint } from "./transport.js";
 
 import { RouterAccessRefused } from "./errors.js";
 import { RUNTIME_PORT, SANDBOX_UID_HEADER } from "./generated/protocol.js";
-import { bearerOf, publishedIssuer, RouterCredentials } from "./router-credentials.js";
+import { bearerOf, NO_BEARER, publishedIssuer, RouterCredentials } from "./router-credentials.js";
 
 export { RUNTIME_PORT };
 
@@ -75,14 +75,9 @@ export async function resolveEndpoint(
 async function withRouterCredentials(endpoint: PodEndpoint, view: SessionView, kubeConfig: k8s.KubeConfig): Promise<PodEndpoint> {
   const issuer = await publishedIssuer(kubeConfig);
   if (!issuer) return endpoint;
-  const bearer = await bearerOf(kubeConfig);
-  if (!bearer) {
-    throw new RouterAccessRefused(
-      "router credentials need a Kubernetes bearer token (a ServiceAccount's, a kubeconfig token or an exec plugin's); this KubeConfig authenticates otherwise (e.g. a client certificate)",
-    );
-  }
+  if (!(await bearerOf(kubeConfig))) throw new RouterAccessRefused(NO_BEARER);
   const port = Number(endpoint.headers?.["X-Sandbox-Port"] ?? RUNTIME_PORT);
-  const credentials = new RouterCredentials(issuer, bearer, view.namespace, view.name, port);
+  const credentials = new RouterCredentials(issuer, () => bearerOf(kubeConfig), view.namespace, view.name, port);
   const grant = await credentials.sandbox();
   const headers: Record<string, string> = { ...(endpoint.headers ?? {}), "X-Sandbox-ID": grant.sandbox, [SANDBOX_UID_HEADER]: grant.sandboxUID };
   delete headers["X-Sandbox-Pod-IP"];

@@ -28,6 +28,8 @@ export const FIXED: ReadonlyArray<readonly [string, string]> = [
   ["POST", UPLOAD_PATH],
 ];
 const ISSUER_TIMEOUT = 15_000;
+export const NO_BEARER =
+  "router credentials need a Kubernetes bearer token (a ServiceAccount's, a kubeconfig token or an exec plugin's); this KubeConfig authenticates otherwise (e.g. a client certificate)";
 
 export interface IssuerLocation {
   url: string;
@@ -66,14 +68,15 @@ export async function bearerOf(kubeConfig: k8s.KubeConfig): Promise<string | und
 
 export type Ask = (wanted: ReadonlyArray<readonly [string, string]>) => Promise<Grant[]>;
 
-/** Tokens for one session's Sandbox on one port. */
+/** Tokens for one session's Sandbox on one port; `bearer` is asked for the caller's token at every issuer call
+ * (a ServiceAccount's projected token rotates within the hour). */
 export class RouterCredentials {
   private readonly grants = new Map<string, Grant>();
   private pending: Promise<unknown> = Promise.resolve();
 
   constructor(
     readonly issuer: IssuerLocation,
-    private readonly bearer: string,
+    private readonly bearer: () => Promise<string | undefined>,
     readonly namespace: string,
     readonly session: string,
     readonly port: number,
@@ -111,7 +114,9 @@ export class RouterCredentials {
     return next;
   }
 
-  private post(wanted: ReadonlyArray<readonly [string, string]>): Promise<Grant[]> {
+  private async post(wanted: ReadonlyArray<readonly [string, string]>): Promise<Grant[]> {
+    const bearer = await this.bearer();
+    if (!bearer) throw new RouterAccessRefused(NO_BEARER);
     const path = TOKENS_PATH.replace("{namespace}", encodeURIComponent(this.namespace)).replace("{name}", encodeURIComponent(this.session));
     const body = Buffer.from(JSON.stringify({ port: this.port, requests: wanted.map(([method, p]) => ({ method, path: p })) }));
     const where = `${this.namespace}/${this.session}`;
@@ -122,7 +127,7 @@ export class RouterCredentials {
           method: "POST",
           ca: this.issuer.ca, // the published CA, nothing else
           timeout: ISSUER_TIMEOUT,
-          headers: { Authorization: `Bearer ${this.bearer}`, "Content-Type": "application/json", "Content-Length": String(body.length) },
+          headers: { Authorization: `Bearer ${bearer}`, "Content-Type": "application/json", "Content-Length": String(body.length) },
         },
         (res) => {
           const chunks: Buffer[] = [];

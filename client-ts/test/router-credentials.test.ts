@@ -8,7 +8,7 @@ import { answer, HI, isProbe, probeStdout, startRuntime } from "../testing/fake-
 
 function counting(clock: () => number): { creds: RouterCredentials; calls: Array<Array<readonly [string, string]>> } {
   const calls: Array<Array<readonly [string, string]>> = [];
-  const creds = new RouterCredentials({ url: "https://127.0.0.1:1", ca: "" }, "t", "team-a", "s", 8888, clock, async (wanted) => {
+  const creds = new RouterCredentials({ url: "https://127.0.0.1:1", ca: "" }, async () => "t", "team-a", "s", 8888, clock, async (wanted) => {
     calls.push([...wanted]);
     const expires = Math.floor(clock()) + 300;
     return wanted.map(([m, p]): Grant => ({ sandbox: "sb", sandboxUID: "uid", expires, token: `${m} ${p} ${expires}` }));

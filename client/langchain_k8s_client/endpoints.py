@@ -27,7 +27,7 @@ from langchain_k8s_client.cluster_keys import keys_of
 from langchain_k8s_client.errors import RouterAccessRefused, RouterUnreachable
 from langchain_k8s_client.pod_identity import PodIdentity, PodIdentityMode
 from langchain_k8s_client.protocol import RUNTIME_PORT
-from langchain_k8s_client.router_credentials import IssuerLocation, RouterCredentials, bearer_of
+from langchain_k8s_client.router_credentials import NO_BEARER, IssuerLocation, RouterCredentials, bearer_of
 from langchain_k8s_client.sessions import SessionView, load_api_client
 from langchain_k8s_client.transport import PodEndpoint
 
@@ -156,15 +156,14 @@ class EndpointResolver:
             self._issuer = IssuerLocation.published(self.api_client)
         if not isinstance(self._issuer, IssuerLocation):
             return None
-        bearer = bearer_of(self.api_client)
-        if not bearer:
-            raise RouterAccessRefused(
-                "router credentials need a Kubernetes bearer token (a ServiceAccount's, a kubeconfig token or "
-                "an exec plugin's); this API client authenticates otherwise (e.g. a client certificate)"
-            )
+        api_client = self.api_client
+        if not bearer_of(api_client):
+            raise RouterAccessRefused(NO_BEARER)
         if self._credentials is not None:
             self._credentials.close()
-        self._credentials = RouterCredentials(self._issuer, bearer, view.namespace, view.name, port)
+        self._credentials = RouterCredentials(
+            self._issuer, lambda: bearer_of(api_client), view.namespace, view.name, port
+        )
         return self._credentials
 
     def close(self) -> None:

@@ -18,6 +18,7 @@ import json
 import ssl
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import quote
@@ -33,6 +34,10 @@ FIXED: Final = (("GET", HEALTH_PATH), ("POST", EXECUTE_PATH), ("POST", UPLOAD_PA
 """What every session's client sends: asked for together, once per token lifetime."""
 RENEW_MARGIN: Final = ra.RENEW_MARGIN
 ISSUER_TIMEOUT: Final = 15.0
+NO_BEARER: Final = (
+    "router credentials need a Kubernetes bearer token (a ServiceAccount's, a kubeconfig token or an exec "
+    "plugin's); this API client authenticates otherwise (e.g. a client certificate)"
+)
 
 
 @dataclass(frozen=True)
@@ -88,10 +93,17 @@ class Grant:
 
 
 class RouterCredentials:
-    """Tokens for one session's Sandbox on one port, asked of `issuer` with the caller's bearer token."""
+    """Tokens for one session's Sandbox on one port, asked of `issuer` with the caller's bearer token: `bearer`
+    is asked for it at every issuer call (a ServiceAccount's projected token rotates within the hour)."""
 
     def __init__(
-        self, issuer: IssuerLocation, bearer: str, namespace: str, session: str, port: int, clock: Any = time.time
+        self,
+        issuer: IssuerLocation,
+        bearer: Callable[[], str | None],
+        namespace: str,
+        session: str,
+        port: int,
+        clock: Any = time.time,
     ) -> None:
         self.issuer = issuer
         self.bearer = bearer
@@ -134,9 +146,12 @@ class RouterCredentials:
         if self._http is None:
             context = ssl.create_default_context(cadata=self.issuer.ca)  # the published CA, nothing else
             self._http = httpx.Client(verify=context, timeout=ISSUER_TIMEOUT, trust_env=False)
+        bearer = self.bearer()
+        if not bearer:
+            raise RouterAccessRefused(NO_BEARER)
         try:
             resp = self._http.post(
-                self.issuer.url + path, content=json.dumps(body), headers={"Authorization": f"Bearer {self.bearer}"}
+                self.issuer.url + path, content=json.dumps(body), headers={"Authorization": f"Bearer {bearer}"}
             )
         except httpx.HTTPError as exc:
             raise RouterAccessRefused(f"the router credential issuer at {self.issuer.url} failed: {exc}") from exc

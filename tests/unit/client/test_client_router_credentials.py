@@ -21,7 +21,7 @@ NOW = 1_000_000.0
 
 class Counting(RouterCredentials):
     def __init__(self, clock: Any) -> None:
-        super().__init__(IssuerLocation("https://127.0.0.1:1", ""), "t", "team-a", "s", 8888, clock=clock)
+        super().__init__(IssuerLocation("https://127.0.0.1:1", ""), lambda: "t", "team-a", "s", 8888, clock=clock)
         self.calls: list[list[tuple[str, str]]] = []
 
     def _ask(self, wanted: list[tuple[str, str]]) -> list[Grant]:
@@ -69,3 +69,27 @@ def test_the_bearer_token_is_the_api_clients_own() -> None:
     assert bearer_of(SimpleNamespace(configuration=prefixed)) == "xyz"
     certificate_only = SimpleNamespace(api_key={}, api_key_prefix={})
     assert bearer_of(SimpleNamespace(configuration=certificate_only)) is None
+
+
+def test_the_bearer_token_is_read_again_at_every_issuer_call() -> None:
+    """A ServiceAccount's projected token rotates within the hour: the credentials never keep an old one."""
+    import json
+
+    import httpx
+
+    seen: list[str] = []
+
+    def issuer(request: httpx.Request) -> httpx.Response:
+        seen.append(request.headers["Authorization"])
+        wanted = json.loads(request.content)["requests"]
+        body = {"sandbox": "sb", "sandboxUID": "uid", "expires": int(NOW) + 300, "tokens": ["x"] * len(wanted)}
+        return httpx.Response(200, json=body)
+
+    tokens = iter(["first", "second"])
+    creds = RouterCredentials(
+        IssuerLocation("https://issuer.test", ""), lambda: next(tokens), "team-a", "s", 8888, clock=lambda: NOW
+    )
+    creds._http = httpx.Client(transport=httpx.MockTransport(issuer))
+    creds.grant("GET", "/download/a")
+    creds.grant("GET", "/download/b")
+    assert seen == ["Bearer first", "Bearer second"]
