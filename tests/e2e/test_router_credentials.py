@@ -34,6 +34,7 @@ from testkit import manifests, sandbox_router
 from tests.e2e import install
 from tests.e2e.conftest import Kube, OperatorProcess
 from tests.e2e.test_real_node import _pod, _running
+from tests.e2e.test_router_modes import _admit_the_test_host_to_the_router
 from tests.e2e.test_ts_client import drive, ts_package  # noqa: F401  (a fixture)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.realnode]
@@ -104,6 +105,20 @@ def _service_account_client(kube: Kube, cluster: Cluster, namespace: str, accoun
     )
 
 
+def _bind_client_role(kube: Kube, namespace: str, name: str, account_namespace: str, account: str) -> None:
+    """The shipped client Role of `namespace` bound to a ServiceAccount (of any namespace)."""
+    kube.apply(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "agentsession-client"},
+            "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": account_namespace}],
+        },
+        namespace=namespace,
+    )
+
+
 @pytest.fixture(scope="module")
 def tenants(
     kube: Kube,
@@ -120,26 +135,8 @@ def tenants(
         kube.run("create", "namespace", ns, check=False)
     install.client_kubeconfig(kube, cluster, pool_namespace, tmp)  # the client Role in team A
     install.client_kubeconfig(kube, cluster, team_b, tmp)
-    kube.apply(
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "RoleBinding",
-            "metadata": {"name": "app-of-agents"},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "agentsession-client"},
-            "subjects": [{"kind": "ServiceAccount", "name": "app", "namespace": agents}],
-        },
-        namespace=pool_namespace,
-    )
-    kube.apply(
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "RoleBinding",
-            "metadata": {"name": "tenant-b-own"},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "agentsession-client"},
-            "subjects": [{"kind": "ServiceAccount", "name": "tenant", "namespace": team_b}],
-        },
-        namespace=team_b,
-    )
+    _bind_client_role(kube, pool_namespace, "app-of-agents", agents, "app")
+    _bind_client_role(kube, team_b, "tenant-b-own", team_b, "tenant")
     kube.apply(
         manifests.template("py", manifests.PYTHON_RUNTIME_IMAGE), manifests.warm_pool("pool", "py", 1), namespace=team_b
     )
@@ -336,27 +333,11 @@ def test_the_operator_admits_only_a_router_that_refuses_a_call_without_a_credent
 
     allow_all = kube.get("service", "sandbox-router-svc", "agent-sandbox-system")
     assert allow_all is not None, "the real node deploys upstream's router"
-    _admit_the_test_host_to_the_allow_all_router(kube)
+    _admit_the_test_host_to_the_router(kube)  # upstream's, as test_router_modes admits it
     verdict = router_check.check(f"http://{allow_all['spec']['clusterIP']}:8080", wait=30)
     assert not verdict.admitted and ("not 401" in verdict.reason or "tried to route" in verdict.reason), verdict
     assert router_check.check(router, wait=30).admitted
     assert "sandbox router admitted" in issuing_operator.log.read_text()
-
-
-def _admit_the_test_host_to_the_allow_all_router(kube: Kube) -> None:
-    kube.apply(
-        {
-            "apiVersion": "networking.k8s.io/v1",
-            "kind": "NetworkPolicy",
-            "metadata": {"name": "router-from-the-test-host"},
-            "spec": {
-                "podSelector": {"matchLabels": {"app.kubernetes.io/name": "sandbox-router"}},
-                "policyTypes": ["Ingress"],
-                "ingress": [{"from": [{"ipBlock": {"cidr": f"{network.HOST_IP}/32"}}], "ports": [{"port": 8080}]}],
-            },
-        },
-        namespace="agent-sandbox-system",
-    )
 
 
 def test_the_typescript_client_obtains_its_own_router_credentials(
