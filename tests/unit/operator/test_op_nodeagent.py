@@ -414,3 +414,20 @@ def test_an_agent_that_cannot_do_its_job_fails_at_start(
     with pytest.raises(SystemExit):
         agent_main.main(args)
     assert "--task-state" in capsys.readouterr().err
+
+
+def test_a_checkpoint_asked_while_another_is_taken_is_answered_busy_at_once(node: checkpointer.Node) -> None:
+    """Issue 49 item 4 (attack): the agent takes one checkpoint at a time; a second request waited on its lock,
+    holding a connection (and the operator's wait) for as long as the first took, up to runsc's 120 s. It
+    must answer busy at once, so the operator can ask again when its turn comes."""
+    agent = server.Agent(node, review, OPERATOR)
+    answers: list[Any] = []
+    with agent.lock:  # a checkpoint under way
+        worker = threading.Thread(target=lambda: answers.append(agent.handle("/v1/checkpoint", CHECKPOINT)))
+        worker.start()
+        worker.join(timeout=2)
+        waited = worker.is_alive()
+    worker.join(timeout=10)
+    assert not waited, "the second checkpoint waited for the first instead of answering busy"
+    ((status, body),) = answers
+    assert status == 503 and body.get("busy") is True, answers
