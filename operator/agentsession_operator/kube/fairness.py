@@ -10,6 +10,11 @@ A session's activity reports are paced: an event that changes nothing but the ac
 pass at most once per ACTIVITY_INTERVAL per session (the reconciler defers it; the newest report wins,
 and a deadline's pass reads the session first, so an idle deadline never misses a report). A client
 flooding its annotation costs one pass and one status write per interval, not one per write.
+
+A pass that waits on something slower than the API server (a node agent's checkpoint: seconds to minutes)
+steps aside from its slot meanwhile (FairSlots.aside) and waits in a turn of its own kind (Turns: a few per
+namespace, one per node), so sixteen hibernations do not hold every other namespace's passes (issue 49
+item 4).
 """
 
 from __future__ import annotations
@@ -64,6 +69,20 @@ class FairSlots:
         finally:
             self._release()
 
+    @contextlib.asynccontextmanager
+    async def aside(self, namespace: str) -> AsyncIterator[None]:
+        """Inside ``slot(namespace)``: give the slot to the next turn while waiting on something that is not
+        the API server, then take a turn again (in the namespace's order, as any pass)."""
+        self._release()
+        try:
+            yield
+        finally:
+            try:
+                await self._acquire(namespace)
+            except asyncio.CancelledError:
+                self.busy += 1  # not granted, yet slot()'s exit releases one: keep the count true
+                raise
+
     async def _acquire(self, namespace: str) -> None:
         if self.busy < self.limit and not self._waiting:
             self.busy += 1
@@ -96,3 +115,30 @@ class FairSlots:
                 continue
             self.busy += 1
             turn.set_result(None)
+
+
+class Turns:
+    """At most ``limit`` holders per key at once, the others waiting in arrival order; a key is kept only
+    while someone holds or waits for it (namespaces and nodes come and go)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._keys: dict[str, tuple[asyncio.Semaphore, int]] = {}
+
+    def holders(self, key: str) -> int:
+        """Holders and waiters of ``key`` (0: none, and nothing kept)."""
+        return self._keys.get(key, (None, 0))[1]
+
+    @contextlib.asynccontextmanager
+    async def turn(self, key: str) -> AsyncIterator[None]:
+        gate, users = self._keys.get(key) or (asyncio.Semaphore(self.limit), 0)
+        self._keys[key] = (gate, users + 1)
+        try:
+            async with gate:
+                yield
+        finally:
+            gate, users = self._keys[key]
+            if users == 1:
+                del self._keys[key]
+            else:
+                self._keys[key] = (gate, users - 1)

@@ -3,12 +3,19 @@
 What to do is decided in decisions/hibernate.py; this runs it. A checkpoint that fails for any
 reason leaves the session to suspend as Suspend: the caller suspends the Sandbox after this returns,
 whatever it recorded, so the workspace volume is always kept.
+
+A checkpoint is waited for outside the pass's slot (kube/fairness.py: FairSlots.aside), in turns of its own:
+at most CHECKPOINTS_PER_NAMESPACE of a namespace at the agents, and one per node (the agent takes one at a
+time and answers busy to a second): a tenant's hundred hibernations hold neither every pass slot nor a
+node's queue ahead of another tenant's (issue 49 item 4).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from agentsession_api import phases
@@ -18,12 +25,23 @@ from agentsession_operator.decisions.actions import FinishRestore, HibernateSand
 from agentsession_operator.infra import metrics
 from agentsession_operator.infra.logs import logger
 from agentsession_operator.kube import clock
+from agentsession_operator.kube.fairness import Turns
 from agentsession_operator.kube.node_agent import NodeAgents
 
 EventPoster = Callable[[Mapping[str, Any], str, str, str], None]
 """status_writer's Event poster (object, reason, message, type), passed in (a room below it)."""
 Spawner = Callable[[Coroutine[Any, Any, None]], Any]
 """Runs a coroutine in the background (kube/background.py), the deleted sessions' image deletes."""
+Aside = Callable[[str], AbstractAsyncContextManager[None]]
+"""The reconciler's FairSlots.aside: a pass's slot given up while its checkpoint is waited for."""
+
+CHECKPOINTS_PER_NAMESPACE = 2
+"""A namespace's checkpoints asked of the agents at once (each waits for its node's turn there): enough to
+keep two nodes busy, few enough that another namespace's hibernation waits behind two, not a hundred."""
+
+
+def _in_place(namespace: str) -> AbstractAsyncContextManager[None]:
+    return contextlib.nullcontext()
 
 
 class Hibernator:
@@ -36,6 +54,7 @@ class Hibernator:
         spawn: Spawner | None = None,
         sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
         used_bytes: Callable[[str, str], int] | None = None,
+        aside: Aside = _in_place,
     ) -> None:
         self.kube = kube
         self.agents = agents
@@ -45,6 +64,9 @@ class Hibernator:
         self.sleep = sleep
         self.used_bytes = used_bytes
         """(namespace, a session's UID): the checkpoint bytes the namespace's other hibernated sessions keep."""
+        self.aside = aside
+        self.per_namespace = Turns(CHECKPOINTS_PER_NAMESPACE)
+        self.per_node = Turns(1)  # the agent takes one checkpoint at a time: never ask it for a second
         self.forgetting: set[str] = set()
         """UIDs of sessions whose image delete is under way or done (one per session and process)."""
 
@@ -76,9 +98,10 @@ class Hibernator:
             # The wake's pod is named after the Sandbox (agent-sandbox), not after a warm pool's pod.
             bound = hibernate.max_bytes_for(self.max_bytes, action.max_bytes)
             # The bound goes with the request: the agent refuses a sandbox holding more memory before writing.
-            result = await self.agents.checkpoint(
-                namespace, action.pod, action.checkpoint, action.name, bound, node=action.node
-            )
+            async with self.aside(namespace), self.per_namespace.turn(namespace), self.per_node.turn(action.node):
+                result = await self.agents.checkpoint(
+                    namespace, action.pod, action.checkpoint, action.name, bound, node=action.node
+                )
             verdict = hibernate.after_checkpoint(result, bound)
             size = result.size_bytes
             if verdict.hibernate:

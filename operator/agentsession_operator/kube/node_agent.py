@@ -12,6 +12,7 @@ operator).
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -34,6 +35,13 @@ class NoToken(RuntimeError):
 
 UNREACHABLE = (aiohttp.ClientError, TimeoutError, OSError, ValueError, NoToken)
 """What a request to an agent raises when it got no answer (refused, timed out, not JSON, no token)."""
+
+
+CONNECT_TIMEOUT = 5.0
+"""Seconds to reach an agent: a gone node's agent (its SYNs unanswered) costs this, not the checkpoint's bound."""
+BUSY_RETRY = 2.0
+"""Seconds before an agent that answered busy (another checkpoint on its node, or its connection cap) is asked
+again, within the request's bound."""
 
 
 TOKEN_SECONDS = 600
@@ -156,7 +164,7 @@ class NodeAgents:
         return await self._post(agent.ip, path, body, token)
 
     async def _post(self, ip: str, path: str, body: dict[str, Any], token: str) -> tuple[int, dict[str, Any]]:
-        timeout = aiohttp.ClientTimeout(total=self.timeout)
+        timeout = aiohttp.ClientTimeout(total=self.timeout, sock_connect=CONNECT_TIMEOUT)
         async with (
             aiohttp.ClientSession(timeout=timeout) as http,
             http.post(
@@ -192,7 +200,7 @@ class NodeAgents:
         for agent in asked:
             ip = agent.ip
             try:
-                status, body = await self._ask(agent, "/v1/checkpoint", request)
+                status, body = await self._ask_until_free(agent, "/v1/checkpoint", request)
             except UNREACHABLE as e:
                 errors.append(f"{ip}: {type(e).__name__} {e}")
                 continue
@@ -207,6 +215,16 @@ class NodeAgents:
                 return CheckpointResult(False, error=str(body.get("error", "")), measured_bytes=measured)
             return CheckpointResult(False, error=f"node agent {ip} answered {status}: {body.get('error', '')}")
         return CheckpointResult(False, error="; ".join(errors) or f"no node agent has pod {namespace}/{pod}")
+
+    async def _ask_until_free(self, agent: Agent, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        """Ask, and while the agent answers busy (it takes one checkpoint at a time and answers a second at
+        once), ask again every BUSY_RETRY seconds until the request's bound has passed."""
+        give_up = time.monotonic() + self.timeout
+        while True:
+            status, answer = await self._ask(agent, path, body)
+            if status != 503 or answer.get("busy") is not True or time.monotonic() + BUSY_RETRY > give_up:
+                return status, answer
+            await asyncio.sleep(BUSY_RETRY)
 
     async def images(self) -> list[tuple[str, str]]:
         """Every Ready agent's images, (namespace, name); an agent that does not answer adds none."""

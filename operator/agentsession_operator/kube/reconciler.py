@@ -113,6 +113,7 @@ class Reconciler:
             self.config.max_checkpoint_bytes,
             spawn=self.background.spawn,
             used_bytes=self.cache.hibernated_bytes,
+            aside=self.slots.aside,
         )
         self.actor = Actor(kube, self.cache, self._fence, self._event, self.hibernator)
         self.writer = StatusWriter(kube, self._fence, self._event, self.remember_session, self.session_deleted)

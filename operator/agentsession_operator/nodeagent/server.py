@@ -30,6 +30,7 @@ from typing import Any
 from agentsession_operator.nodeagent import authz, checkpointer, images
 
 MAX_BODY = 4096
+BUSY_CHECKPOINTING = "busy: this node's agent is taking another checkpoint; ask again"
 Review = Callable[[str, str], dict[str, Any]]
 
 
@@ -62,10 +63,16 @@ class Agent:
             bound = body.get("maxBytes")
             if bound is not None and (not isinstance(bound, int) or isinstance(bound, bool) or bound < 0):
                 raise images.RequestError(f"maxBytes must be a number of bytes, got {bound!r}")
-            with self.lock:
+            if not self.lock.acquire(blocking=False):
+                # Answered at once, not queued on the lock: the caller holds no connection (and no wait) for
+                # another checkpoint's whole time, and asks again when it likes (issue 49 item 4).
+                return HTTPStatus.SERVICE_UNAVAILABLE, {"error": BUSY_CHECKPOINTING, "busy": True}
+            try:
                 taken = checkpointer.checkpoint(
                     self.node, namespace, str(body.get("pod", "")), name, str(body.get("restoreInto", "")), bound
                 )
+            finally:
+                self.lock.release()
             return HTTPStatus.OK, {"sizeBytes": taken.size_bytes, "seconds": round(taken.seconds, 3)}
         if path == "/v1/delete":
             deleted, failure = images.delete(self.node.checkpoint_root, namespace, name)
@@ -213,7 +220,10 @@ class BoundedServer(ThreadingHTTPServer):
 
     def _answer_busy(self, request: socket.socket) -> None:
         body = json.dumps(
-            {"error": f"busy: the node agent serves {self.max_connections} connections at once; try again"}
+            {
+                "error": f"busy: the node agent serves {self.max_connections} connections at once; try again",
+                "busy": True,
+            }
         ).encode()
         head = (
             "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"

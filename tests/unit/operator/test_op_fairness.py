@@ -69,6 +69,74 @@ async def test_a_cancelled_waiter_gives_its_turn_away() -> None:
     assert ran == ["a", "c"] and slots.busy == 0
 
 
+async def test_a_pass_stepping_aside_lends_its_slot_and_takes_a_turn_to_come_back() -> None:
+    """Issue 49 item 4: a pass waiting on a node agent gives its slot away, then waits a turn for one."""
+    slots = FairSlots(limit=1)
+    agent, ran = asyncio.Event(), []
+
+    async def hibernating() -> None:
+        async with slots.slot("a"):
+            async with slots.aside("a"):
+                await agent.wait()
+            ran.append("a back")
+
+    async def other() -> None:
+        async with slots.slot("b"):
+            ran.append("b")
+
+    first = asyncio.create_task(hibernating())
+    await asyncio.sleep(0)
+    await asyncio.wait_for(other(), 1)  # the only slot was lent
+    agent.set()
+    await asyncio.wait_for(first, 1)
+    assert ran == ["b", "a back"] and slots.busy == 0 and slots.waiting() == 0
+
+
+async def test_a_pass_cancelled_while_coming_back_leaves_the_count_true() -> None:
+    slots = FairSlots(limit=1)
+    agent, hold = asyncio.Event(), asyncio.Event()
+
+    async def hibernating() -> None:
+        async with slots.slot("a"), slots.aside("a"):
+            await agent.wait()
+
+    async def holder() -> None:
+        async with slots.slot("b"):
+            await hold.wait()
+
+    first = asyncio.create_task(hibernating())
+    await asyncio.sleep(0)
+    second = asyncio.create_task(holder())
+    await asyncio.sleep(0)
+    agent.set()
+    await asyncio.sleep(0.01)  # the first now waits for the slot the second holds
+    first.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    hold.set()
+    await asyncio.wait_for(second, 1)
+    assert slots.busy == 0 and slots.waiting() == 0
+
+
+async def test_turns_bound_each_key_and_keep_nothing_for_an_idle_one() -> None:
+    turns, inside, most = fairness.Turns(2), {"n": 0}, {"n": 0}
+    gate = asyncio.Event()
+
+    async def hold(key: str) -> None:
+        async with turns.turn(key):
+            inside["n"] += 1
+            most["n"] = max(most["n"], inside["n"])
+            await gate.wait()
+            inside["n"] -= 1
+
+    tasks = [asyncio.create_task(hold("ns")) for _ in range(5)]
+    await asyncio.sleep(0.01)
+    assert most["n"] == 2 and turns.holders("ns") == 5
+    gate.set()
+    await asyncio.wait_for(asyncio.gather(*tasks), 1)
+    assert turns.holders("ns") == 0 and not turns._keys
+
+
 # ---- which events are activity reports alone ------------------------------------------------------
 def _session(report: str | None, rv: str = "1", **status: Any) -> dict[str, Any]:
     annotations = {names.ANNOTATION_ACTIVITY: report} if report else {}
