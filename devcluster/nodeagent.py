@@ -104,6 +104,10 @@ def install(cluster: Cluster, out: IO[str] = sys.stderr, timeout: str = "180s") 
     images.push(images.OPERATOR, cluster.registry_address, images.OPERATOR.dir() / "push.log")
     dirs = configs.NodeDirs(cluster.paths.root / "node")
     docs = manifests(dirs, build.GVISOR.path("runsc"))
+    # Some of them (the operator's token-minting RBAC) live in the operator's namespace: a bench on a fresh
+    # cluster has none yet. Applied on its own, so uninstall() never deletes it.
+    operator_namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": OPERATOR_NAMESPACE}}
+    cluster.kubectl("apply", "--server-side", "-f", "-", input=json.dumps(operator_namespace))
     cluster.kubectl(
         "apply",
         "--server-side",
