@@ -129,32 +129,35 @@ def main() -> None:
     started_cluster = cluster.up(node="real")
     if cluster.node != "real" or not nodeagent.has_gvisor():
         raise SystemExit("bench_hibernate_fairness needs the real node with gVisor: stop the kwok cluster first")
-    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "crds/")
-    for namespace, pool, runtime, replicas in ((NS_A, POOL_A, "gvisor", SLEEPERS), (NS_B, POOL_B, "runc", 1)):
-        create_namespace(cluster, namespace)
-        docs = pool_manifests(pool, RUNTIMES[runtime], replicas)
-        for doc in docs:
-            doc["metadata"]["namespace"] = namespace
-        cluster.apply(docs)
-    nodeagent.install(cluster)
-    operator = start_operator(
-        f"--cluster-cidr={network.POD_CIDR}",
-        f"--cluster-cidr={network.SERVICE_CIDR}",
-        f"--client-cidr={network.HOST_IP}/32",
-        *nodeagent.operator_args(),
-        "--namespace",
-        NS_A,
-        "--namespace",
-        NS_B,
-        "--lease-name",
-        "agentsession-bench-hibernate-fairness",
-    )
-    config.load_kube_config()
-    api = client.CustomObjectsApi()
     record = Record.start("bench_hibernate_fairness", args.rounds, sleepers=SLEEPERS)
-    conditions = {"quiet": quiet, "16 hibernating": hibernating}
+    operator = None
     loads = [load_average()]
     try:
+        cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "crds/")
+        for namespace, pool, runtime, replicas in ((NS_A, POOL_A, "gvisor", SLEEPERS), (NS_B, POOL_B, "runc", 1)):
+            # A namespace an interrupted run left: gone first, so every round starts from empty pools.
+            cluster.kubectl("delete", "namespace", namespace, "--ignore-not-found", "--timeout=300s")
+            create_namespace(cluster, namespace)
+            docs = pool_manifests(pool, RUNTIMES[runtime], replicas)
+            for doc in docs:
+                doc["metadata"]["namespace"] = namespace
+            cluster.apply(docs)
+        nodeagent.install(cluster)
+        operator = start_operator(
+            f"--cluster-cidr={network.POD_CIDR}",
+            f"--cluster-cidr={network.SERVICE_CIDR}",
+            f"--client-cidr={network.HOST_IP}/32",
+            *nodeagent.operator_args(),
+            "--namespace",
+            NS_A,
+            "--namespace",
+            NS_B,
+            "--lease-name",
+            "agentsession-bench-hibernate-fairness",
+        )
+        config.load_kube_config()
+        api = client.CustomObjectsApi()
+        conditions = {"quiet": quiet, "16 hibernating": hibernating}
         for i in range(args.rounds):
             for condition, run in list(conditions.items())[:: 1 if i % 2 else -1]:
                 values = run(api, i)
@@ -163,7 +166,8 @@ def main() -> None:
                 print(f"round {i} {condition}: " + ", ".join(f"{k} {v:.2f}" for k, v in values.items()), flush=True)
             loads.append(load_average())
     finally:
-        stop_operator(operator)
+        if operator is not None:
+            stop_operator(operator)
         for namespace in (NS_A, NS_B):
             cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
         if started_cluster:
