@@ -104,10 +104,19 @@ def install(cluster: Cluster, out: IO[str] = sys.stderr, timeout: str = "180s") 
     images.push(images.OPERATOR, cluster.registry_address, images.OPERATOR.dir() / "push.log")
     dirs = configs.NodeDirs(cluster.paths.root / "node")
     docs = manifests(dirs, build.GVISOR.path("runsc"))
-    # Some of them (the operator's token-minting RBAC) live in the operator's namespace: a bench on a fresh
-    # cluster has none yet. Applied on its own, so uninstall() never deletes it.
-    operator_namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": OPERATOR_NAMESPACE}}
-    cluster.kubectl("apply", "--server-side", "-f", "-", input=json.dumps(operator_namespace))
+    # Some of them (the operator's token-minting RBAC) live in the operator's namespace, and the operator mints
+    # the agents' tokens for its ServiceAccount: a bench on a fresh cluster has neither yet. Applied on their
+    # own, so uninstall() never deletes them.
+    operator_identity = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": OPERATOR_NAMESPACE}},
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": OPERATOR_ACCOUNT, "namespace": OPERATOR_NAMESPACE},
+        },
+    ]
+    for doc in operator_identity:
+        cluster.kubectl("apply", "--server-side", "-f", "-", input=json.dumps(doc))
     cluster.kubectl(
         "apply",
         "--server-side",
