@@ -222,6 +222,7 @@ KUBE_FLOORS: dict[str, int] = {
     "clock": 0,
     "background": 0,
     "fairness": 0,
+    "session_records": 0,
     "transport": 0,
     "election.lease": 0,
     "places": 0,

@@ -21,9 +21,10 @@ from agentsession_operator.decisions.actions import (
 )
 from agentsession_operator.decisions.ownership import is_owned_by
 from agentsession_operator.infra import metrics
-from agentsession_operator.kube.cache import Cache, Key
+from agentsession_operator.kube.cache import Cache
 from agentsession_operator.kube.client import Kube
 from agentsession_operator.kube.hibernation import Hibernator
+from agentsession_operator.kube.session_records import Records
 from agentsession_operator.kube.status_writer import EventPoster, SessionGone
 
 
@@ -35,13 +36,15 @@ class Actor:
         fence: Callable[[], None],
         event: EventPoster,
         hibernator: Hibernator | None = None,
+        records: Records | None = None,
     ) -> None:
         self.kube = kube
         self.hibernator = hibernator or Hibernator(kube, None, event)
         self.cache = cache
         self.fence = fence
         self.event = event
-        self.create_refused: set[Key] = set()  # sessions whose claim create met an existing claim
+        # A claim create met by an existing claim: record.create_refused (kube/session_records.py).
+        self.records = records if records is not None else Records()
 
     async def act(
         self,
@@ -114,7 +117,7 @@ class Actor:
         created = await self.kube.create_claim(action.manifest)
         claim_name = action.manifest["metadata"]["name"]
         if created is None:
-            self.create_refused.add((namespace, name))
+            self.records.of((namespace, name)).create_refused = True
             existing = await self.kube.get_claim(namespace, claim_name)
             if existing is None:
                 log.warning("the claim create met a 409 but no claim is there: creating again", claim=claim_name)

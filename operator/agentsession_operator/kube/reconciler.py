@@ -15,7 +15,6 @@ import contextvars
 import datetime as dt
 import functools
 import time
-from collections import defaultdict
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
@@ -39,6 +38,7 @@ from agentsession_operator.kube.policy_status import PolicyStatus
 from agentsession_operator.kube.primed_watch import PrimedVersions
 from agentsession_operator.kube.scheduler import DeadlineScheduler
 from agentsession_operator.kube.session_pass import Config, Rooms, SessionPass
+from agentsession_operator.kube.session_records import Records
 from agentsession_operator.kube.status_writer import SessionGone, StatusWriter
 from agentsession_operator.kube.takeover import TakeOver
 
@@ -86,16 +86,11 @@ class Reconciler:
         )
         self.scheduler = DeadlineScheduler(self._on_deadline)
         self.background = Background()
-        self._locks: dict[Key, asyncio.Lock] = defaultdict(asyncio.Lock)
-        self._failures: dict[Key, int] = defaultdict(int)
-        self._dirty: dict[Key, tuple[str, bool]] = {}
-        # Deadlines whose pass reads the cached body (see pass_soon), with their cause.
-        self._cached_due: dict[Key, tuple[dt.datetime, str]] = {}
+        # What is remembered about each session between passes, one record each (kube/session_records.py).
+        self.records = Records()
         # Fairness (kube/fairness.py): the passes' slots, taken by namespace in turn; the sessions whose
-        # newest event changed only their activity annotation, and when each last had such a pass.
+        # newest event changed only their activity annotation, and when each last had such a pass (records).
         self.slots = FairSlots()
-        self._activity_only: set[Key] = set()
-        self._activity_passed: dict[Key, float] = {}
         where = AgentSelector.parse(self.config.node_agent) if self.config.node_agent else None
         tokens: TokenSource | Path = self.config.node_agent_token
         if where and self.config.node_agent_account:
@@ -115,10 +110,21 @@ class Reconciler:
             used_bytes=self.cache.hibernated_bytes,
             aside=self.slots.aside,
         )
-        self.actor = Actor(kube, self.cache, self._fence, self._event, self.hibernator)
-        self.writer = StatusWriter(kube, self._fence, self._event, self.remember_session, self.session_deleted)
+        self.actor = Actor(kube, self.cache, self._fence, self._event, self.hibernator, self.records)
+        self.writer = StatusWriter(
+            kube, self._fence, self._event, self.remember_session, self.session_deleted, self.records
+        )
         rooms = Rooms(
-            kube, self.cache, self.config, self.scheduler, self, self.actor, self.writer, self._event, self._fence
+            kube,
+            self.cache,
+            self.config,
+            self.scheduler,
+            self,
+            self.actor,
+            self.writer,
+            self._event,
+            self._fence,
+            self.records,
         )
         self.session_pass = SessionPass(rooms)
         self.primed_versions = PrimedVersions()  # kopf's first listings watch from prime's (kube/primed_watch.py)
@@ -287,7 +293,10 @@ class Reconciler:
         their polling backoff reset."""
 
         def wake(key: Key, cause: str, at: dt.datetime | None = None) -> None:
-            self.session_pass.fork_waits.pop(key, None)
+            record = self.records.get(key)
+            if record is not None:
+                record.fork_waits = 0
+                self.records.prune(key)
             self.pass_soon(key, cause, at)
 
         forks.wake_forks(self.cache, namespace, source, wake)
@@ -299,14 +308,18 @@ class Reconciler:
         makes to act on the newest state (a policy change or a failover would make one per session)."""
         at = at or clock.now()
         self.scheduler.schedule(key, at)
-        self._cached_due[key] = (at, cause)
+        self.records.of(key).cached_due = (at, cause)
 
     def pass_now(self, key: Key) -> None:
         """A pass at once, reading the session first (a child of it went unseen)."""
         self.scheduler.schedule(key, clock.now())
 
     async def _on_deadline(self, key: Key, at: dt.datetime) -> None:
-        cached = self._cached_due.pop(key, None)
+        record = self.records.get(key)
+        cached = record.cached_due if record is not None else None
+        if record is not None and cached is not None:
+            record.cached_due = None
+            self.records.prune(key)
         if cached is not None and cached[0] == at:
             await self.reconcile(key, cause=cached[1])
             return
@@ -326,9 +339,10 @@ class Reconciler:
         after = self.cache.sessions.get(key)
         if after is not before:
             if only_activity_changed(before, after):
-                self._activity_only.add(key)
-            else:
-                self._activity_only.discard(key)
+                self.records.of(key).activity_only = True
+            elif (record := self.records.get(key)) is not None and record.activity_only:
+                record.activity_only = False
+                self.records.prune(key)
             self._session_changed(key[0], before, after)
 
     def _session_changed(self, namespace: str, before: dict[str, Any] | None, after: dict[str, Any] | None) -> None:
@@ -378,13 +392,8 @@ class Reconciler:
         body = self.cache.sessions.get(key)
         self.cache.forget_session(key)
         self.scheduler.cancel(key)
-        self._locks.pop(key, None)
-        self.actor.create_refused.discard(key)
-        self._cached_due.pop(key, None)
-        self._activity_only.discard(key)
-        self._activity_passed.pop(key, None)
-        self.session_pass.forget(key)
-        self.writer.forget(key)
+        self.writer.forget(key)  # its phase no longer counted
+        self.records.drop(key)
         self.takeover.passed(key)  # gone: a take-over waits no longer for its pass
         return body
 
@@ -400,31 +409,35 @@ class Reconciler:
             return
         if deadline_lag is None and not fresh and self._paced(key):
             return
-        lock = self._locks[key]
-        if lock.locked():
+        record = self.records.of(key)
+        if record.lock is not None and record.lock.locked():
             # A pass is running: it will run once more for everything that arrived meanwhile.
-            _, was_fresh = self._dirty.get(key, (cause, False))
-            self._dirty[key] = (cause, was_fresh or fresh or deadline_lag is not None)
+            was_fresh = record.again[1] if record.again is not None else False
+            record.again = (cause, was_fresh or fresh or deadline_lag is not None)
             return
+        lock = record.lock = record.lock or asyncio.Lock()
         try:
             async with lock:
                 await self._fair_pass(key, cause, deadline_lag, fresh)
-                while key in self._dirty:
-                    cause, fresh = self._dirty.pop(key)
+                while record.again is not None:
+                    (cause, fresh), record.again = record.again, None
                     await self._fair_pass(key, cause, None, fresh)
         finally:
-            # No pass ever waits on the lock (one arriving meanwhile marks the session dirty above): a
-            # session at rest keeps none (a lock per cached session, 60,000 waiting ones, issue 28 item 2).
-            if self._locks.get(key) is lock and not lock.locked():
-                del self._locks[key]
+            # No pass ever waits on the lock (one arriving meanwhile marks the record above): a session at
+            # rest keeps none (a lock per cached session, 60,000 waiting ones, issue 28 item 2).
+            if record.lock is lock and not lock.locked():
+                record.lock = None
+                if self.records.get(key) is record:
+                    self.records.prune(key)
 
     def _paced(self, key: Key) -> bool:
         """A pass for an activity report alone, less than ACTIVITY_INTERVAL after the last: deferred to the
         interval's end (the cached body then has the newest report). An earlier deadline is kept: its pass
         reads the session and counts the report."""
-        if key not in self._activity_only:
+        record = self.records.get(key)
+        if record is None or not record.activity_only:
             return False
-        last = self._activity_passed.get(key)
+        last = record.activity_passed
         wait = ACTIVITY_INTERVAL - (time.monotonic() - last) if last is not None else 0.0
         if wait <= PACING_SLACK:
             return False
@@ -437,9 +450,10 @@ class Reconciler:
     async def _fair_pass(self, key: Key, cause: str, deadline_lag: float | None, fresh: bool) -> None:
         """One pass in a slot of its namespace's turn (kube/fairness.py)."""
         async with self.slots.slot(key[0]):
-            if key in self._activity_only:
-                self._activity_passed[key] = time.monotonic()
-                self._activity_only.discard(key)
+            record = self.records.get(key)
+            if record is not None and record.activity_only:
+                record.activity_passed = time.monotonic()
+                record.activity_only = False
             await self._pass(key, cause, deadline_lag, fresh)
 
     async def _pass(self, key: Key, cause: str, deadline_lag: float | None, fresh: bool) -> None:
@@ -448,7 +462,8 @@ class Reconciler:
         try:
             with bind(self.hold_of(key[0])):  # every write of the pass, retries and Events included
                 await self.session_pass.run(key, cause, deadline_lag, fresh or deadline_lag is not None)
-            self._failures.pop(key, None)
+            if (record := self.records.get(key)) is not None and record.failures:
+                record.failures = 0
         except NotLeader:
             logger(namespace=key[0], session=key[1]).info("not leader: pass abandoned before writing", cause=cause)
             if self.leads(key[0]):
@@ -460,7 +475,8 @@ class Reconciler:
             logger(namespace=key[0], session=key[1]).info("session deleted: pass abandoned", cause=cause)
         except Exception as exc:
             metrics.RECONCILE_ERRORS.labels(kind=type(exc).__name__).inc()
-            failures = self._failures[key] = self._failures[key] + 1
+            record = self.records.of(key)
+            failures = record.failures = record.failures + 1
             delay = min(MAX_RETRY_DELAY, 0.5 * 2**failures)
             logger(namespace=key[0], session=key[1]).warning(
                 "reconcile failed; retrying", error=str(exc), cause=cause, retry_in=delay

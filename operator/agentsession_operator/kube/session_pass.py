@@ -31,6 +31,7 @@ from agentsession_operator.kube.client import Kube
 from agentsession_operator.kube.forks import fork_inputs
 from agentsession_operator.kube.node_agent import TOKEN_PATH
 from agentsession_operator.kube.scheduler import DeadlineScheduler
+from agentsession_operator.kube.session_records import Records
 from agentsession_operator.kube.status_writer import EventPoster, StatusWriter
 
 LABEL_DOMAINS_TTL = 60.0  # seconds between reads of agent-sandbox-config
@@ -81,13 +82,13 @@ class Rooms:
     writer: StatusWriter
     event: EventPoster
     fence: Callable[[], None]
+    records: Records = field(default_factory=Records)
 
 
 class SessionPass:
     def __init__(self, rooms: Rooms) -> None:
         self.r = rooms
-        self.progress_written: dict[Key, dt.datetime] = {}  # provisioning sessions' last progress write
-        self.fork_waits: dict[Key, int] = {}  # looks in a row that found a fork still waiting on its source
+        self.records = rooms.records  # a provisioning session's last progress write, a waiting fork's looks
         self._label_domains: tuple[float, list[str]] | None = None
 
     async def run(self, key: Key, cause: str, deadline_lag: float | None, fresh: bool) -> None:
@@ -96,10 +97,14 @@ class SessionPass:
         if seen is None:
             return
         decision = decide.decide(seen)
-        if key in self.fork_waits and not any(
-            isinstance(a, ScheduleCheck) and a.reason == decide.FORK_WAITING for a in decision.actions
+        record = self.records.get(key)
+        if (
+            record is not None
+            and record.fork_waits
+            and not any(isinstance(a, ScheduleCheck) and a.reason == decide.FORK_WAITING for a in decision.actions)
         ):
-            del self.fork_waits[key]  # no longer waiting: a later wait starts at decide's delay again
+            record.fork_waits = 0  # no longer waiting: a later wait starts at decide's delay again
+            self.records.prune(key)
         if decision.missing_pool and await self.r.kube.get_warm_pool(key[0], decision.missing_pool) is not None:
             seen = replace(seen, pools={*seen.pools, decision.missing_pool})
             decision = decide.decide(seen)
@@ -156,7 +161,7 @@ class SessionPass:
             template_identity=r.cache.template_identity_of_pool((namespace, _pool_of(claim))) if claim else None,
             expiry_lead=r.config.expiry_warning,
             namespace_cap=r.config.max_sessions_per_namespace,
-            progress_written=self.progress_written.get(key),
+            progress_written=record.progress_written if (record := self.records.get(key)) is not None else None,
         )
 
     async def _claim(self, namespace: str, name: str, session: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -169,7 +174,8 @@ class SessionPass:
         # the create with 409, and from then on it is read.
         key = (namespace, session["metadata"]["name"])
         status = session.get("status") or {}
-        if not status.get("claimName") and key not in self.r.actor.create_refused:
+        record = self.records.get(key)
+        if not status.get("claimName") and not (record is not None and record.create_refused):
             return None
         if status.get("phase") == Phase.EXPIRED:
             # Its claim was deleted when it expired: one that still exists would be in the cache (listed at
@@ -242,9 +248,10 @@ class SessionPass:
         if decision.status is not None:
             await r.writer.write(key, session, decision.status, log)
             if decision.progress:  # a provisioning session's progress: the next waits longer (decisions.actions)
-                self.progress_written[key] = decision.observed.now
-            else:
-                self.progress_written.pop(key, None)
+                self.records.of(key).progress_written = decision.observed.now
+            elif (record := self.records.get(key)) is not None and record.progress_written is not None:
+                record.progress_written = None
+                self.records.prune(key)
         await self._retention(key, decision.retention)
         if again:  # last, so no deadline set by this pass replaces it
             r.scheduler.schedule(key, clock.now() + dt.timedelta(seconds=AGAIN_DELAY))
@@ -276,8 +283,8 @@ class SessionPass:
     def _fork_backoff(self, key: Key, at: dt.datetime) -> dt.datetime:
         """The next look of a waiting fork: decide's delay doubled per look in a row, capped (FORK_WAIT_CAP);
         a delay already above the cap (a fork that cannot be made, checked every 30 s) is kept."""
-        looks = self.fork_waits.get(key, 0)
-        self.fork_waits[key] = looks + 1
+        record = self.records.of(key)
+        looks, record.fork_waits = record.fork_waits, record.fork_waits + 1
         now = clock.now()
         delay = (at - now).total_seconds()
         if delay >= FORK_WAIT_CAP:
@@ -293,10 +300,6 @@ class SessionPass:
             log.info("finished session deleted by retention", after=str(step.after))
         elif step is not None:
             self.r.scheduler.schedule(key, step.at)
-
-    def forget(self, key: Key) -> None:
-        self.progress_written.pop(key, None)
-        self.fork_waits.pop(key, None)
 
 
 def _pool_of(claim: Mapping[str, Any]) -> str:

@@ -15,6 +15,7 @@ from agentsession_operator.decisions import status as session_status
 from agentsession_operator.infra import metrics
 from agentsession_operator.kube.cache import Key
 from agentsession_operator.kube.client import Kube
+from agentsession_operator.kube.session_records import Records
 
 EventPoster = Callable[[Mapping[str, Any], str, str, str], None]
 
@@ -31,13 +32,15 @@ class StatusWriter:
         event: EventPoster,
         remember: Callable[[Key, dict[str, Any]], None],
         deleted: Callable[[Key, str | None], None],
+        records: Records | None = None,
     ) -> None:
         self.kube = kube
         self.fence = fence  # raises when this replica may not write
         self.event = event
         self.remember = remember  # the written body into the cache
         self.deleted = deleted  # a 404: the session is gone
-        self.phases: dict[Key, str] = {}  # the phase each session is counted under in SESSIONS_BY_PHASE
+        # The phase each session is counted under: record.counted_phase (kube/session_records.py).
+        self.records = records if records is not None else Records()
 
     async def write(self, key: Key, session: Mapping[str, Any], patch: dict[str, Any], log: Any) -> None:
         before = (session.get("status") or {}).get("phase")
@@ -69,17 +72,21 @@ class StatusWriter:
             self._phase_changed(session, patch, before, after, log)
 
     def _count(self, key: Key, phase: str | None) -> None:
-        if phase and phase != self.phases.get(key):
-            previous = self.phases.get(key)
+        record = self.records.get(key)
+        previous = record.counted_phase if record is not None else None
+        if phase and phase != previous:
             if previous:
                 metrics.SESSIONS_BY_PHASE.labels(namespace=key[0], phase=previous).dec()
             metrics.SESSIONS_BY_PHASE.labels(namespace=key[0], phase=phase).inc()
-            self.phases[key] = phase
+            self.records.of(key).counted_phase = phase
 
     def forget(self, key: Key) -> None:
-        phase = self.phases.pop(key, None)
-        if phase:
-            metrics.SESSIONS_BY_PHASE.labels(namespace=key[0], phase=phase).dec()
+        """The session is forgotten: no longer counted under its phase (the caller drops its record)."""
+        record = self.records.get(key)
+        if record is not None and record.counted_phase:
+            metrics.SESSIONS_BY_PHASE.labels(namespace=key[0], phase=record.counted_phase).dec()
+            record.counted_phase = None
+            self.records.prune(key)
 
     def _phase_changed(
         self, session: Mapping[str, Any], patch: Mapping[str, Any], before: str | None, after: str, log: Any

@@ -30,7 +30,8 @@ async def test_a_created_claim_is_cached_and_a_409_asks_for_another_pass(make_se
     assert not await actor.act(CreateClaim(_manifest()), make_session(), None, logger(), None)
     assert ("ns", "demo-claim") in actor.cache.claims
     assert await actor.act(CreateClaim(_manifest()), make_session(), None, logger(), None)  # exists: 409
-    assert ("ns", "demo") in actor.create_refused
+    record = actor.records.get(("ns", "demo"))
+    assert record is not None and record.create_refused
 
 
 async def test_no_claim_for_a_session_deleted_meanwhile(make_session: Any) -> None:

@@ -234,12 +234,12 @@ async def test_a_fork_waiting_on_its_source_looks_again_less_and_less_often(
         delays.append(round((due - now).total_seconds()))
     assert delays == [2, 4, 8, 16, 16, 16] and FORK_WAIT_CAP == 16
     reconciler.wake_forks("ns", "source")  # no fork of "source" in the cache: nothing woken, nothing reset
-    assert reconciler.session_pass.fork_waits[key] == 6
+    assert reconciler.records.of(key).fork_waits == 6
     source = store(kube, make_session(name="source"))
     fork = make_session(name="fork", spec={"forkFrom": {"name": "source"}})
     reconciler.remember_session(key, fork)
     reconciler.wake_forks(*source)
-    assert key not in reconciler.session_pass.fork_waits  # the next wait starts at 2 s again
+    assert reconciler.records.of(key).fork_waits == 0  # the next wait starts at 2 s again
     now = dt.datetime.now(dt.UTC)
     recheck = ScheduleCheck(now + decide.FORK_RECHECK, decide.FORK_WAITING)  # a fork that cannot be made
     reconciler.session_pass.schedule(key, recheck)

@@ -17,6 +17,7 @@ from agentsession_operator.handlers.state import OperatorState
 from agentsession_operator.kube.reconciler import MAX_RETRY_DELAY, Reconciler
 from agentsession_operator.kube.resync import PRIMED_KINDS
 from agentsession_operator.kube.scheduler import DeadlineScheduler
+from agentsession_operator.kube.session_records import SessionRecord
 
 Make = Callable[..., dict[str, Any]]
 Key = tuple[str, str]
@@ -305,8 +306,8 @@ async def test_a_failing_pass_retries_with_exponential_backoff(
         delays.append(round((due - before).total_seconds()))
     assert delays == [1, 2, 4]
     await reconciler.reconcile(key, cause="test")  # succeeds: the failure count starts over
-    assert key not in reconciler._failures
-    reconciler._failures[key] = 20
+    assert (reconciler.records.get(key) or SessionRecord()).failures == 0
+    reconciler.records.of(key).failures = 20
     kube.fail_status_writes = 1
     before = dt.datetime.now(dt.UTC)
     await reconciler.reconcile(key, cause="test")

@@ -37,9 +37,9 @@ async def test_a_phase_change_is_written_remembered_and_told(make_session: Any) 
     patch = {"phase": "Ready", "conditions": [READY]}
     await writer.write(key, session, patch, logger())
     assert kube.sessions[key]["status"]["phase"] == "Ready" and remembered == [key]
-    assert events == [("SandboxReady", "Normal")] and writer.phases[key] == "Ready"
+    assert events == [("SandboxReady", "Normal")] and writer.records.of(key).counted_phase == "Ready"
     writer.forget(key)
-    assert key not in writer.phases
+    assert writer.records.get(key) is None
 
 
 async def test_provisioning_gets_no_event(make_session: Any) -> None:
