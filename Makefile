@@ -158,7 +158,7 @@ bench: venv ## benchmarks (print tables of medians and ratios; installs benchmar
 	$(PY) -m benchmarks.bench_wrapper --ref 37dc492 --rounds 20  # the in-pod scripts before issue 29's cuts against now (real node)
 	$(PY) -m benchmarks.bench_resume --rounds 10 --periods  # resume after idle suspend, runc and gVisor (real node, root)
 	$(PY) -m benchmarks.bench_hibernate --rounds 3  # Hibernate vs Suspend under gVisor: sleep, wake, image size (real node, root)
-	$(PY) -m benchmarks.bench_hibernate_fairness --rounds 3  # another namespace's create -> Ready during 16 hibernations (real node, root)
+	$(PY) -m benchmarks.bench_hibernate_fairness --rounds 5  # another namespace's create -> Ready during 16 hibernations (real node, root)
 	$(PY) -m benchmarks.bench_scale --points $(SCALE_POINTS) --direct-every 2 --json docs/scale-results.json
 	$(PY) -m benchmarks.bench_scale --points 100,1000 --direct-every 2 --operator-cpu 1  # the operator on a CPU of its own
 	$(PY) -m benchmarks.plot_scale docs/scale-results.json docs/scale.png

@@ -2,8 +2,9 @@
 
 Tenant A has sixteen sessions of a gVisor pool with `idleAction: Hibernate`, Ready and left alone; tenant B
 creates a session of a warm runc pool (a warm pod: its Ready is the operator's and agent-sandbox's work, not a
-pod start). Per round, interleaved (the order alternating):
-- quiet: B's create -> Ready (this process's clock, a watch on the session), nothing else happening;
+pod start). Per round, the two conditions one after the other (quiet first: the hibernations end A's
+sessions), each on the same background (A's sixteen sessions Ready, both warm pools full):
+- quiet: B's create -> Ready (this process's clock, a watch on the session);
 - hibernating: A's sixteen sessions' `idleTimeout` is cut to 1 s at once (their idle deadline long past: all
   sixteen passes hibernate now, the node agent checkpointing them one at a time), then B's create -> Ready.
   How many of A's sessions were still awake when B was Ready is kept (the overlap the figure is about).
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import json
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -84,14 +86,9 @@ def asleep(session: dict[str, Any]) -> bool:
     return (session.get("status") or {}).get("phase") == "Suspended"
 
 
-def quiet(api: client.CustomObjectsApi, round_: int) -> dict[str, float]:
-    wait_pool_full(api, NS_B, POOL_B, 1, timeout=TIMEOUT)
-    seconds = b_to_ready(api, f"b-quiet-{round_}")
-    delete_sessions(api, NS_B)
-    return {"B create -> Ready": seconds}
-
-
-def hibernating(api: client.CustomObjectsApi, round_: int) -> dict[str, float]:
+def one_round(api: client.CustomObjectsApi, round_: int) -> dict[str, dict[str, float]]:
+    """A's sixteen sessions Ready (and both pools full again); B's create -> Ready with them at rest (quiet),
+    then with all sixteen hibernating."""
     names = [f"a{round_}-{i}" for i in range(SLEEPERS)]
     wait_pool_full(api, NS_A, POOL_A, SLEEPERS, timeout=TIMEOUT)
     for name in names:
@@ -103,6 +100,9 @@ def hibernating(api: client.CustomObjectsApi, round_: int) -> dict[str, float]:
     )
     wait_pool_full(api, NS_A, POOL_A, SLEEPERS, timeout=TIMEOUT)  # the refill's gVisor starts are over
     wait_pool_full(api, NS_B, POOL_B, 1, timeout=TIMEOUT)
+    quiet = b_to_ready(api, f"b-quiet-{round_}")
+    delete_sessions(api, NS_B)
+    wait_pool_full(api, NS_B, POOL_B, 1, timeout=TIMEOUT)
 
     def idle_now(name: str) -> None:
         body = {"spec": {"idleTimeout": "1s"}}
@@ -110,7 +110,7 @@ def hibernating(api: client.CustomObjectsApi, round_: int) -> dict[str, float]:
 
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(idle_now, names))
-    seconds = b_to_ready(api, f"b-hib-{round_}")
+    hibernating = b_to_ready(api, f"b-hib-{round_}")
     awake = sum(not asleep(s) for s in _sessions(api, NS_A))
     _wait("A's sessions asleep", lambda: all(asleep(s) for s in _sessions(api, NS_A)))
     hibernated = sum(
@@ -118,7 +118,11 @@ def hibernating(api: client.CustomObjectsApi, round_: int) -> dict[str, float]:
     )
     delete_sessions(api, NS_B)
     delete_sessions(api, NS_A)
-    return {"B create -> Ready": seconds, "A still awake at B's Ready": awake, "A hibernated": hibernated}
+    return {
+        "B create -> Ready": {"quiet": quiet, "16 hibernating": hibernating},
+        "A still awake at B's Ready": {"16 hibernating": awake},
+        "A hibernated": {"16 hibernating": hibernated},
+    }
 
 
 def main() -> None:
@@ -157,13 +161,12 @@ def main() -> None:
         )
         config.load_kube_config()
         api = client.CustomObjectsApi()
-        conditions = {"quiet": quiet, "16 hibernating": hibernating}
         for i in range(args.rounds):
-            for condition, run in list(conditions.items())[:: 1 if i % 2 else -1]:
-                values = run(api, i)
-                for row, value in values.items():
+            rows = one_round(api, i)
+            for row, values in rows.items():
+                for condition, value in values.items():
                     record.sample(row, condition, value)
-                print(f"round {i} {condition}: " + ", ".join(f"{k} {v:.2f}" for k, v in values.items()), flush=True)
+            print(f"round {i}: " + json.dumps(rows), flush=True)
             loads.append(load_average())
     finally:
         if operator is not None:
