@@ -34,6 +34,12 @@ REAP_LAG = Histogram(
 API_RETRIES = Counter(
     "agentsession_api_retries_total", "Requests sent again (429 / 5xx with Retry-After, broken GETs)", ["reason"]
 )
+API_REQUESTS = Counter(
+    "agentsession_api_requests_total",
+    "Requests the operator's API client sent, each attempt counted, by resource (plural, /subresource) and verb "
+    "(get, list, watch, create, update, patch, delete, deletecollection); kopf's own watches are not among them",
+    ["resource", "verb"],
+)
 HELD_WRITES = Counter(
     "agentsession_held_writes_total",
     "Writes sent under a leadership hold, by Lease (a shard's, or the single one) and term (the Lease's "

@@ -15,6 +15,9 @@ Wrapped around `RESTClientObject.request` (every call of every API class goes th
   before every attempt and after every wait, with the rest of the hold as its timeout on both sides; a
   gate that opens after the hold ends refuses it at once (NotLeader).
 
+Every attempt is counted by resource and verb (`agentsession_api_requests_total`, issue 53 item 2): what
+a take-over or a pass costs the API server, warm pools and ConfigMaps included.
+
 Everything else surfaces to the caller (a pass fails and is retried with its own backoff): a 500
 without Retry-After or a broken write may have been applied, and only the pass knows whether doing it
 again is safe (claim names are deterministic, so it is, through a 409).
@@ -26,6 +29,7 @@ import asyncio
 import contextlib
 import email.utils
 import time
+import urllib.parse
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -83,6 +87,33 @@ class Gate:
 _BROKEN = (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, asyncio.TimeoutError, ConnectionError)
 
 
+_VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch"}
+
+
+def request_kind(method: str, url: str) -> tuple[str, str]:
+    """(resource, verb) of a request, as the API server's audit names them: the resource's plural (with
+    "/subresource"), "" for a path that names none (discovery, /version)."""
+    path, _, query = url.partition("?")
+    parts = [p for p in urllib.parse.urlsplit(path).path.split("/") if p]
+    if parts[:1] == ["api"]:
+        rest = parts[2:]  # core group: /api/v1/...
+    elif parts[:1] == ["apis"]:
+        rest = parts[3:]  # /apis/group/version/...
+    else:
+        return "", method.lower()
+    if rest[:1] == ["namespaces"] and len(rest) > 2:
+        rest = rest[2:]  # namespaced: the namespace's objects (a namespace itself keeps rest as is)
+    resource = "/".join([rest[0], *rest[2:3]]) if rest else ""
+    named = len(rest) > 1
+    if method == "GET":
+        verb = "watch" if "watch=true" in query.lower() else "get" if named else "list"
+    elif method == "DELETE":
+        verb = "delete" if named else "deletecollection"
+    else:
+        verb = _VERBS.get(method, method.lower())
+    return resource, verb
+
+
 def wrap(request: Callable[..., Awaitable[Any]], gate: Gate, timeout: float = REQUEST_TIMEOUT) -> Callable[..., Any]:
     """`request` (RESTClientObject.request's signature) sent with the rules above."""
 
@@ -123,6 +154,7 @@ def wrap(request: Callable[..., Awaitable[Any]], gate: Gate, timeout: float = RE
                 sent = {**kwargs, "query_params": [*(kwargs.get("query_params") or []), deadline]}
             if lease is not None:
                 metrics.HELD_WRITES.labels(lease=lease, term=str(term)).inc()
+            metrics.API_REQUESTS.labels(*request_kind(method, url)).inc()
             try:
                 with holds.IN_FLIGHT.writing(lease) if lease is not None else contextlib.nullcontext():
                     return await request(method, url, *args, _request_timeout=limit, **sent)

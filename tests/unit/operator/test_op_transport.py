@@ -94,3 +94,58 @@ async def test_gives_up_after_max_attempts() -> None:
     with pytest.raises(ApiException):
         await transport.wrap(upstream, gate)("GET", "/s")
     assert len(upstream.sent) == transport.MAX_ATTEMPTS
+
+
+@pytest.mark.parametrize(
+    ("method", "url", "kind"),
+    [
+        (
+            "GET",
+            "https://h:6443/apis/agentsession.dev/v1alpha1/namespaces/ns/agentsessions/s",
+            ("agentsessions", "get"),
+        ),
+        ("GET", "https://h/apis/agentsession.dev/v1alpha1/agentsessions?limit=500", ("agentsessions", "list")),
+        ("GET", "https://h/apis/agentsession.dev/v1alpha1/agentsessions?watch=True", ("agentsessions", "watch")),
+        (
+            "PATCH",
+            "https://h/apis/agentsession.dev/v1alpha1/namespaces/ns/agentsessions/s/status",
+            ("agentsessions/status", "patch"),
+        ),
+        (
+            "GET",
+            "https://h/apis/extensions.agents.x-k8s.io/v1beta1/namespaces/ns/sandboxwarmpools/p",
+            ("sandboxwarmpools", "get"),
+        ),
+        ("GET", "https://h/api/v1/namespaces/agent-sandbox-system/configmaps/c", ("configmaps", "get")),
+        ("POST", "https://h/api/v1/namespaces/ns/serviceaccounts/sa/token", ("serviceaccounts/token", "create")),
+        ("PUT", "https://h/apis/coordination.k8s.io/v1/namespaces/ns/leases/l", ("leases", "update")),
+        (
+            "DELETE",
+            "https://h/apis/extensions.agents.x-k8s.io/v1beta1/namespaces/ns/sandboxclaims/c",
+            ("sandboxclaims", "delete"),
+        ),
+        (
+            "DELETE",
+            "https://h/apis/extensions.agents.x-k8s.io/v1beta1/namespaces/ns/sandboxclaims",
+            ("sandboxclaims", "deletecollection"),
+        ),
+        ("POST", "https://h/apis/authentication.k8s.io/v1/tokenreviews", ("tokenreviews", "create")),
+        ("GET", "https://h/api/v1/namespaces/ns", ("namespaces", "get")),
+        ("GET", "https://h/version", ("", "get")),
+    ],
+)
+def test_every_request_is_named_by_resource_and_verb(method: str, url: str, kind: tuple[str, str]) -> None:
+    """Issue 53 item 2: agentsession_api_requests_total counts what the operator costs the API server."""
+    assert transport.request_kind(method, url) == kind
+
+
+async def test_each_attempt_is_counted() -> None:
+    from agentsession_operator.infra import metrics
+
+    clock = Clock()
+    upstream = Upstream(clock, [_exc(429, "1")])  # refused once, then answered: two attempts
+    send = transport.wrap(upstream, transport.Gate(clock, clock.sleep))
+    counter = metrics.API_REQUESTS.labels("sandboxwarmpools", "get")
+    before = counter._value.get()
+    await send("GET", "https://h/apis/extensions.agents.x-k8s.io/v1beta1/namespaces/ns/sandboxwarmpools/p")
+    assert counter._value.get() - before == 2
