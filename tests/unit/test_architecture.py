@@ -250,6 +250,7 @@ KUBE_FLOORS: dict[str, int] = {
     "election": 4,  # the face: what handlers, the CLI and the reconciler import
     "session_pass": 4,
     "reconciler": 5,
+    "watch_events": 6,
 }
 KUBE = [(m, p) for m, p in ALL if m.startswith("agentsession_operator.kube.")]
 

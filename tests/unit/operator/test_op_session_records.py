@@ -48,3 +48,23 @@ async def test_a_session_at_rest_keeps_only_its_counted_phase_and_forgetting_it_
         assert rec.records.get(key) is None and len(rec.records) == 0
     finally:
         await rec.scheduler.stop()
+
+
+async def test_watch_events_are_driven_without_kopf(make_session: Make) -> None:
+    """Issue 50 item 1: the handlers hand each event to kube/watch_events.py, which a test drives with dicts."""
+    from agentsession_operator.kube import watch_events
+
+    rec = Reconciler(FakeKube())  # type: ignore[arg-type]
+    rec.cache.loaded = True
+    key = ("ns", "demo")
+    rec.remember_session(key, make_session())
+    try:
+        pool = {"metadata": {"namespace": "ns", "name": "python-pool", "resourceVersion": "1"}, "spec": {}}
+        watch_events.warm_pool(rec, "ADDED", pool)
+        record = rec.records.get(key)
+        assert record is not None and record.cached_due is not None
+        assert record.cached_due[1] == "warm pool appeared or went"  # a pass over the cached body, soon
+        watch_events.warm_pool(rec, "MODIFIED", pool)  # nothing moved: no pass asked for again
+        assert rec.records.of(key).cached_due == record.cached_due
+    finally:
+        await rec.scheduler.stop()
