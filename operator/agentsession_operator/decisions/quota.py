@@ -34,7 +34,7 @@ namespace: a namespace of 10,000 sessions judged at every pass would be a scan o
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -316,3 +316,43 @@ def namespace_to_wake(
     if limit is None or bisect.bisect_left(places, freed) >= limit.max:
         return []
     return [name for _, name in places[limit.max - 1 : limit.max]]
+
+
+# ---- what one session's change wakes (the reconciler only schedules it) ----------------------------
+@dataclass(frozen=True)
+class WakeUps:
+    """Whom a session's change (created, changed, deleted) makes the reconciler judge again."""
+
+    freed: tuple[str, ...] = ()
+    """Sessions that moved under maxSessionsPerNamespace: a place ahead of them freed."""
+    moved: tuple[tuple[str, str], ...] = ()
+    """Sessions ranked after it in a capped label group it entered or left (maxSessionsPerLabel)."""
+    matched_changed: bool = False
+    """Its labels changed (or it came or went): the policies' matchedSessions are refreshed soon."""
+
+
+def _labels(body: Mapping[str, Any] | None) -> Any:
+    return ((body or {}).get("metadata") or {}).get("labels") or {}
+
+
+def wake_ups(
+    namespace: str,
+    before: Mapping[str, Any] | None,
+    after: Mapping[str, Any] | None,
+    policies: Sequence[Mapping[str, Any]],
+    cap: int,
+    places: Callable[[], Sequence[Rank]],
+    sessions: Callable[[], Iterable[Mapping[str, Any]]],
+) -> WakeUps:
+    """Every namespace is capped (``cap``, a policy's own or none); label groups only where a policy caps
+    them. ``places`` and ``sessions`` are read only when a place or a capped group changed: a namespace
+    without policies, or a change that moves no place, scans nothing."""
+    freed: list[str] = []
+    if before is not None and holds_place(before) and (after is None or not holds_place(after)):
+        freed = namespace_to_wake(rank(before), places(), policies, namespace, cap)
+    if not policies:
+        return WakeUps(freed=tuple(freed))
+    keys = capped_keys(policies)
+    moved = to_wake(before, after, sessions(), keys) if keys else []
+    matched = before is None or after is None or _labels(before) != _labels(after)
+    return WakeUps(tuple(freed), tuple(moved), matched)

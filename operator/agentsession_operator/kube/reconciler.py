@@ -346,31 +346,26 @@ class Reconciler:
             self._session_changed(key[0], before, after)
 
     def _session_changed(self, namespace: str, before: dict[str, Any] | None, after: dict[str, Any] | None) -> None:
-        """A session appeared, changed or went. maxSessionsPerLabel: when its place in a capped label group
-        changed (created, relabelled, finished, deleted), the sessions ranked after it in that group are
-        judged again now (decisions.quota.to_wake: a waiting one may proceed, a running one may be over).
-        Policies' matchedSessions: refreshed soon when its labels changed. Both cost nothing in a namespace
-        without policies, and neither scans the namespace unless a label or a place changed."""
-        policies = self.cache.policies.get(namespace) or {}
-        cap = self.config.max_sessions_per_namespace  # every namespace is capped, with a policy or not
-        if before is not None and quota.holds_place(before) and (after is None or not quota.holds_place(after)):
-            places = self.cache.places.in_namespace(namespace)
-            for name in quota.namespace_to_wake(quota.rank(before), places, policies.values(), namespace, cap):
-                self.pass_soon((namespace, name), "a place under maxSessionsPerNamespace freed")
-        if not policies:
-            return
-        keys = quota.capped_keys(policies.values())
-        if keys:
-            now = clock.now()
-            for woken in quota.to_wake(before, after, self.cache.scan_bodies_in(namespace), keys):
-                due = self.scheduler.due(woken)
-                if due is None or due > now:  # already due: a burst wakes each session once
-                    self.pass_soon(woken, "its place in a capped group moved", now)
-
-        def labels(body: dict[str, Any] | None) -> Any:
-            return ((body or {}).get("metadata") or {}).get("labels") or {}
-
-        if before is None or after is None or labels(before) != labels(after):
+        """A session appeared, changed or went: whom that wakes is decided by decisions.quota.wake_ups (a
+        place freed under maxSessionsPerNamespace, a place moved in a capped label group, the policies'
+        matchedSessions); this only schedules it."""
+        wake = quota.wake_ups(
+            namespace,
+            before,
+            after,
+            list((self.cache.policies.get(namespace) or {}).values()),
+            self.config.max_sessions_per_namespace,  # every namespace is capped, with a policy or not
+            lambda: self.cache.places.in_namespace(namespace),
+            lambda: self.cache.scan_bodies_in(namespace),
+        )
+        for name in wake.freed:
+            self.pass_soon((namespace, name), "a place under maxSessionsPerNamespace freed")
+        now = clock.now()
+        for woken in wake.moved:
+            due = self.scheduler.due(woken)
+            if due is None or due > now:  # already due: a burst wakes each session once
+                self.pass_soon(woken, "its place in a capped group moved", now)
+        if wake.matched_changed:
             self.policy_status.soon(namespace)
 
     def session_deleted(self, key: Key, uid: str | None) -> None:

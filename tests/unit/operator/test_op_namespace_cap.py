@@ -126,3 +126,32 @@ def test_a_pass_over_the_cap_waits_without_a_claim(make_policy: Callable[..., Ob
     assert failed["reason"] == "PolicyViolation" and "maximum is 2 per namespace" in failed["message"]
     first = decide.decide(decide.Observed(s1, None, None, now, policies=policies, pools={"python-pool"}, places=places))
     assert any(isinstance(a, CreateClaim) for a in first.actions)
+
+
+def test_whom_a_change_wakes_is_one_decision_that_scans_only_when_a_place_moved(
+    make_policy: Callable[..., Obj],
+) -> None:
+    """Issue 50 item 1: quota wake-ups are decided (quota.wake_ups), the reconciler only schedules them."""
+    reads: list[str] = []
+
+    def places() -> list[quota.Rank]:
+        reads.append("places")
+        return places_of(one("s1", 1), one("s3", 3), one("s4", 4))
+
+    def sessions() -> list[Obj]:
+        reads.append("sessions")
+        return [one("s1", 1, labels={"team": "a"}), one("s3", 3, labels={"team": "a"})]
+
+    gone = one("s2", 2, labels={"team": "a"})
+    # No policy: the operator's own cap (here 2) still frees the place; no label group, nothing to refresh.
+    assert quota.wake_ups("ns", gone, None, [], 2, places, sessions) == quota.WakeUps(freed=("s3",))
+    assert reads == ["places"]
+    # A relabel that moves no place reads nothing at all.
+    reads.clear()
+    relabelled = one("s2", 2, labels={"team": "b"})
+    assert quota.wake_ups("ns", gone, relabelled, [], 2, places, sessions) == quota.WakeUps()
+    assert reads == []
+    # A policy capping the label: the sessions ranked after it in the group it left, and matchedSessions.
+    capped = make_policy("teams", {"cleanup": {"maxSessionsPerLabel": {"key": "team", "max": 1}}})
+    wake = quota.wake_ups("ns", gone, relabelled, [capped], 0, places, sessions)
+    assert wake.moved == (("ns", "s3"),) and wake.matched_changed and wake.freed == ()
