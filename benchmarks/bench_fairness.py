@@ -37,6 +37,7 @@ from agentsession_api.activity import format_activity
 from benchmarks.common import (
     checkout_pythonpath,
     create_namespace,
+    create_until_ready,
     load_average,
     start_operator,
     stop_operator,
@@ -48,7 +49,7 @@ from devcluster.cluster import Cluster, Paths
 
 os.environ["KUBECONFIG"] = str(Paths().kubeconfig)
 
-from kubernetes import client, config, watch
+from kubernetes import client, config
 
 from testkit import manifests
 
@@ -68,27 +69,15 @@ def session_to_ready(
 ) -> float:
     """Seconds from B's create to its Ready (TIMEOUT if not Ready by then: counted, and said in the table).
     With a `timeline`, its split by step goes to `timeline.splits[name]`."""
-    started = time.monotonic()
-    api.create_namespaced_custom_object(GROUP, VERSION, NS_B, PLURAL, manifests.session(name, "pool"))
-    w = watch.Watch()
-    for event in w.stream(
-        api.list_namespaced_custom_object,
-        GROUP,
-        VERSION,
-        NS_B,
-        PLURAL,
-        field_selector=f"metadata.name={name}",
-        timeout_seconds=int(timeout),
-    ):
-        if (event["object"].get("status") or {}).get("phase") == "Ready":
-            w.stop()
-            ready = time.monotonic()
-            if timeline is not None:
-                split = timeline.split(name, started, ready)
-                if split is not None:
-                    SPLITS[name] = split
-            return ready - started
-    return timeout
+    seen = create_until_ready(api, NS_B, manifests.session(name, "pool"), timeout)
+    if seen is None:
+        return timeout
+    started, ready = seen
+    if timeline is not None:
+        split = timeline.split(name, started, ready)
+        if split is not None:
+            SPLITS[name] = split
+    return ready - started
 
 
 class Flood(threading.Thread):

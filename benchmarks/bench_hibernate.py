@@ -17,6 +17,7 @@ import argparse
 import io
 import os
 import statistics
+import subprocess
 import time
 from datetime import UTC, datetime
 from typing import Any
@@ -81,6 +82,22 @@ def _once(cluster: Cluster, name: str, action: str) -> dict[str, float]:
     }
 
 
+def hibernating_operator(cluster: Cluster, namespaces: list[str], lease: str) -> subprocess.Popen[bytes]:
+    """The node agent installed on the real node, and the operator (this checkout) watching `namespaces`
+    with it: its checkpoints are real runsc ones."""
+    nodeagent.install(cluster)
+    watched = [arg for namespace in namespaces for arg in ("--namespace", namespace)]
+    return start_operator(
+        f"--cluster-cidr={network.POD_CIDR}",
+        f"--cluster-cidr={network.SERVICE_CIDR}",
+        f"--client-cidr={network.HOST_IP}/32",
+        *nodeagent.operator_args(),
+        *watched,
+        "--lease-name",
+        lease,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=3)
@@ -95,17 +112,7 @@ def main() -> None:
     for doc in docs:
         doc["metadata"]["namespace"] = NS
     cluster.apply(docs)
-    nodeagent.install(cluster)
-    operator = start_operator(
-        f"--cluster-cidr={network.POD_CIDR}",
-        f"--cluster-cidr={network.SERVICE_CIDR}",
-        f"--client-cidr={network.HOST_IP}/32",
-        *nodeagent.operator_args(),
-        "--namespace",
-        NS,
-        "--lease-name",
-        "agentsession-bench-hibernate",
-    )
+    operator = hibernating_operator(cluster, [NS], "agentsession-bench-hibernate")
     config.load_kube_config()
     custom = client.CustomObjectsApi()
     results: dict[str, list[dict[str, float]]] = {a: [] for a in ACTIONS}

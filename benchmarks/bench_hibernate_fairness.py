@@ -26,15 +26,21 @@ from typing import Any
 os.environ.setdefault("DEVCLUSTER_NODE", "real")
 
 from benchmarks.bench_gvisor import RUNTIMES, pool_manifests
-from benchmarks.common import create_namespace, load_average, start_operator, stop_operator, wait_pool_full
+from benchmarks.bench_hibernate import hibernating_operator
+from benchmarks.common import (
+    create_namespace,
+    create_until_ready,
+    load_average,
+    stop_operator,
+    wait_pool_full,
+)
 from benchmarks.results import Record
 from devcluster import errors, nodeagent
 from devcluster.cluster import Cluster, Paths
-from devcluster.realnode import network
 
 os.environ["KUBECONFIG"] = str(Paths().kubeconfig)  # before the kubernetes client is imported
 
-from kubernetes import client, config, watch
+from kubernetes import client, config
 
 from testkit import manifests
 
@@ -59,22 +65,10 @@ def _wait(what: str, done: Any, timeout: float = TIMEOUT) -> None:
 
 def b_to_ready(api: client.CustomObjectsApi, name: str) -> float:
     """Seconds from B's create to its phase Ready, seen by a watch on it."""
-    started = time.monotonic()
-    api.create_namespaced_custom_object(GROUP, VERSION, NS_B, PLURAL, manifests.session(name, POOL_B, ttl="10m"))
-    w = watch.Watch()
-    for event in w.stream(
-        api.list_namespaced_custom_object,
-        GROUP,
-        VERSION,
-        NS_B,
-        PLURAL,
-        field_selector=f"metadata.name={name}",
-        timeout_seconds=int(TIMEOUT),
-    ):
-        if (event["object"].get("status") or {}).get("phase") == "Ready":
-            w.stop()
-            return time.monotonic() - started
-    raise TimeoutError(f"B's session {name} not Ready within {TIMEOUT} s")
+    seen = create_until_ready(api, NS_B, manifests.session(name, POOL_B, ttl="10m"), TIMEOUT)
+    if seen is None:
+        raise TimeoutError(f"B's session {name} not Ready within {TIMEOUT} s")
+    return seen[1] - seen[0]
 
 
 def delete_sessions(api: client.CustomObjectsApi, namespace: str) -> None:
@@ -146,19 +140,7 @@ def main() -> None:
             for doc in docs:
                 doc["metadata"]["namespace"] = namespace
             cluster.apply(docs)
-        nodeagent.install(cluster)
-        operator = start_operator(
-            f"--cluster-cidr={network.POD_CIDR}",
-            f"--cluster-cidr={network.SERVICE_CIDR}",
-            f"--client-cidr={network.HOST_IP}/32",
-            *nodeagent.operator_args(),
-            "--namespace",
-            NS_A,
-            "--namespace",
-            NS_B,
-            "--lease-name",
-            "agentsession-bench-hibernate-fairness",
-        )
+        operator = hibernating_operator(cluster, [NS_A, NS_B], "agentsession-bench-hibernate-fairness")
         config.load_kube_config()
         api = client.CustomObjectsApi()
         for i in range(args.rounds):

@@ -1,5 +1,5 @@
 """What the benchmarks share: the operator as a process (without webhook, metrics or health ports), the
-API server's request counts, /proc readings, and interleaved rounds."""
+API server's request counts, /proc readings, a session's create -> Ready, and interleaved rounds."""
 
 from __future__ import annotations
 
@@ -45,6 +45,27 @@ def checkout_pythonpath(checkout: str) -> str:
 
 class _CustomObjects(Protocol):
     def list_namespaced_custom_object(self, group: str, version: str, namespace: str, plural: str) -> Any: ...
+
+
+def create_until_ready(api: Any, namespace: str, body: dict[str, Any], timeout: float) -> tuple[float, float] | None:
+    """Create the AgentSession `body` in `namespace` and watch it: (created, Ready) on this process's monotonic
+    clock, None when it is not Ready within `timeout`."""
+    from kubernetes import watch  # here: a benchmark sets KUBECONFIG before the client is imported
+
+    from agentsession_api import names
+
+    plural = (names.GROUP, names.VERSION, namespace, names.SESSION_PLURAL)
+    started = time.monotonic()
+    api.create_namespaced_custom_object(*plural, body)
+    w = watch.Watch()
+    name = body["metadata"]["name"]
+    for event in w.stream(
+        api.list_namespaced_custom_object, *plural, field_selector=f"metadata.name={name}", timeout_seconds=int(timeout)
+    ):
+        if (event["object"].get("status") or {}).get("phase") == "Ready":
+            w.stop()
+            return started, time.monotonic()
+    return None
 
 
 def wait_pool_full(api: _CustomObjects, namespace: str, pool: str, replicas: int, timeout: float = 120) -> None:
