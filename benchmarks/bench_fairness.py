@@ -43,14 +43,14 @@ from benchmarks.common import (
     stop_operator,
     wait_machine_idle,
 )
-from benchmarks.timeline import Timeline, print_split
 from devcluster import errors
 from devcluster.cluster import Cluster, Paths
 
-os.environ["KUBECONFIG"] = str(Paths().kubeconfig)
+os.environ["KUBECONFIG"] = str(Paths().kubeconfig)  # before the kubernetes client is imported (timeline too)
 
 from kubernetes import client, config
 
+from benchmarks.timeline import Timeline, print_split
 from testkit import manifests
 
 NS_A, NS_BURST, NS_B = "fair-a", "fair-a-burst", "fair-b"  # a burst namespace per round: fair-a-burst-<round>

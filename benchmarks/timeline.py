@@ -95,7 +95,7 @@ class Timeline:
         if any(t is None for t in times):
             return None
         points = [created, *(t for t in times if t is not None), ready]
-        return {step: max(0.0, b - a) for step, a, b in zip(STEPS, points, points[1:], strict=True)}
+        return {step: max(0.0, b - a) for step, a, b in zip(STEPS, points[:-1], points[1:], strict=True)}
 
     def stop(self) -> None:
         self._stop.set()
