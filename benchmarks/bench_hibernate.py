@@ -87,7 +87,7 @@ def hibernating_operator(cluster: Cluster, namespaces: list[str], lease: str) ->
     with it: its checkpoints are real runsc ones."""
     nodeagent.install(cluster)
     watched = [arg for namespace in namespaces for arg in ("--namespace", namespace)]
-    return start_operator(
+    operator = start_operator(
         f"--cluster-cidr={network.POD_CIDR}",
         f"--cluster-cidr={network.SERVICE_CIDR}",
         f"--client-cidr={network.HOST_IP}/32",
@@ -96,6 +96,13 @@ def hibernating_operator(cluster: Cluster, namespaces: list[str], lease: str) ->
         "--lease-name",
         lease,
     )
+    try:
+        nodeagent.wait_ready(cluster)  # its certificate signed by the operator just started
+    except BaseException:
+        operator.terminate()
+        operator.wait(timeout=30)
+        raise
+    return operator
 
 
 def main() -> None:

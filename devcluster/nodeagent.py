@@ -16,9 +16,10 @@ component's ServiceAccount, RBAC, DaemonSet and NetworkPolicy with:
   the node's pods from the host's end of the node's veth, so that address, not the operator's pods, is
   admitted (as install.narrow_webhook_ingress does for the API server).
 
-The operator then takes `operator_args()`: `--node-agent=...` and `--node-agent-account=...`, its own
+The operator then takes `operator_args()`: `--node-agent=...`, `--node-agent-account=...`, its own
 ServiceAccount, for which it mints each node's agent a token of that node's audience (TokenRequest; the
-component's Role allows exactly that), as it does in a cluster.
+component's Role allows exactly that), as it does in a cluster, and `--node-agent-ca-secret=...`, the CA with
+which it signs each agent's certificate; the agent is Ready once signed (`wait_ready`).
 """
 
 from __future__ import annotations
@@ -43,7 +44,15 @@ SELECTOR = f"{NAMESPACE}/app.kubernetes.io/name={NAME}"
 OPERATOR_ACCOUNT = "agentsession-operator"
 CONTAINERD_NAMESPACE = "k8s.io"
 # The component's files the cluster gets (operator_token.yaml patches the operator's Deployment: not here).
-RESOURCES = ("namespace.yaml", "service_account.yaml", "rbac.yaml", "daemonset.yaml", "network_policy.yaml")
+RESOURCES = (
+    "namespace.yaml",
+    "service_account.yaml",
+    "rbac.yaml",
+    "ca_secret.yaml",
+    "daemonset.yaml",
+    "network_policy.yaml",
+)
+CA_SECRET = f"{OPERATOR_NAMESPACE}/agentsession-nodeagent-ca"
 
 
 def host_paths(dirs: configs.NodeDirs, runsc: Path) -> dict[str, str]:
@@ -95,8 +104,9 @@ def _require(cluster: Cluster) -> None:
         raise ClusterError(f"no runsc at {build.GVISOR.path('runsc')}: the node has no gVisor to checkpoint")
 
 
-def install(cluster: Cluster, out: IO[str] = sys.stderr, timeout: str = "180s") -> None:
-    """The agent Ready on the node, from the operator's image as built from this checkout."""
+def install(cluster: Cluster, out: IO[str] = sys.stderr) -> None:
+    """The agent on the node, from the operator's image as built from this checkout: Ready once an operator
+    with operator_args() signs its certificate (wait_ready)."""
     from devcluster import images  # buildah: only here
 
     _require(cluster)
@@ -127,6 +137,16 @@ def install(cluster: Cluster, out: IO[str] = sys.stderr, timeout: str = "180s") 
     )
     # The tag stays while the image changes: restart to run the one just pushed.
     cluster.kubectl("-n", NAMESPACE, "rollout", "restart", f"daemonset/{NAME}")
+    print(
+        f"[devcluster] node agent installed ({SELECTOR}): Ready once an operator started with "
+        f"{' '.join(operator_args())} signs its certificate",
+        file=out,
+        flush=True,
+    )
+
+
+def wait_ready(cluster: Cluster, out: IO[str] = sys.stderr, timeout: str = "180s") -> None:
+    """The agent serving: its certificate signed (by the operator started with operator_args()), its pod Ready."""
     cluster.kubectl("-n", NAMESPACE, "rollout", "status", f"daemonset/{NAME}", f"--timeout={timeout}")
     print(f"[devcluster] node agent running ({SELECTOR})", file=out, flush=True)
 
@@ -140,4 +160,8 @@ def uninstall(cluster: Cluster) -> None:
 
 
 def operator_args() -> list[str]:
-    return [f"--node-agent={SELECTOR}", f"--node-agent-account={OPERATOR_NAMESPACE}/{OPERATOR_ACCOUNT}"]
+    return [
+        f"--node-agent={SELECTOR}",
+        f"--node-agent-account={OPERATOR_NAMESPACE}/{OPERATOR_ACCOUNT}",
+        f"--node-agent-ca-secret={CA_SECRET}",
+    ]

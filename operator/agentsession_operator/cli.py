@@ -24,7 +24,7 @@ import agentsession_operator
 from agentsession_api import router_access as ra
 from agentsession_api.durations import parse_duration
 from agentsession_operator.decisions import network, quota
-from agentsession_operator.handlers import admission
+from agentsession_operator.handlers import admission, certificates
 from agentsession_operator.handlers.state import Election, OperatorState
 from agentsession_operator.infra import logs, metrics
 from agentsession_operator.infra import webhook_server as webhook
@@ -32,6 +32,7 @@ from agentsession_operator.issuer import router_check
 from agentsession_operator.issuer import server as issuer_server
 from agentsession_operator.issuer.server import IssuerConfig
 from agentsession_operator.kube import preflight
+from agentsession_operator.kube.agent_certificates import AGENT_CA_SECRET
 from agentsession_operator.kube.client import Kube
 from agentsession_operator.kube.election import MAX_SHARDS, Timing, default_identity
 from agentsession_operator.kube.node_agent import TOKEN_PATH
@@ -101,6 +102,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="NAMESPACE/SERVICEACCOUNT: the operator's own account, for which it mints each node's agent a "
         "token of that node's audience (TokenRequest; default in a pod: $POD_NAMESPACE/$POD_SERVICE_ACCOUNT); "
         "empty: --node-agent-token goes to every agent",
+    )
+    parser.add_argument(
+        "--node-agent-ca-secret",
+        default=os.environ.get("NODE_AGENT_CA_SECRET") or "",
+        help="NAMESPACE/NAME: the Secret of the node agents' CA, made by the operator, which signs each agent's "
+        "certificate for its node and verifies it before sending a token (default: "
+        f"<own namespace>/{AGENT_CA_SECRET}, shipped empty with config/components/nodeagent)",
     )
     parser.add_argument(
         "--max-checkpoint-size",
@@ -381,6 +389,13 @@ def election(args: argparse.Namespace) -> Election | None:
     return Election(namespace, args.lease_name, default_identity(), timing, shards=args.shards)
 
 
+def agent_ca_secret(args: argparse.Namespace) -> tuple[str, str] | None:
+    """--node-agent-ca-secret, by default the operator's own namespace's (only with --node-agent)."""
+    if not args.node_agent:
+        return None
+    return _namespaced(args.node_agent_ca_secret or f"{_own_namespace()}/{AGENT_CA_SECRET}")
+
+
 def _own_account() -> str:
     """In a pod given $POD_NAMESPACE and $POD_SERVICE_ACCOUNT (config/'s Deployment sets both from the
     downward API): "NAMESPACE/ACCOUNT", for the node agents' per-node tokens; else ""."""
@@ -463,6 +478,8 @@ def main(argv: list[str] | None = None) -> None:
     registry = kopf.get_default_registry()
     import agentsession_operator.handlers  # noqa: F401 - registers the startup and watch handlers
 
+    if args.node_agent:
+        certificates.register(registry)  # the agents' certificate requests: signed here
     config = webhook_config(args)
     if config.enabled:
         try:
@@ -487,6 +504,7 @@ def main(argv: list[str] | None = None) -> None:
                     node_agent=args.node_agent,
                     node_agent_token=Path(args.node_agent_token),
                     node_agent_account=args.node_agent_account,
+                    node_agent_ca_secret=agent_ca_secret(args),
                     max_checkpoint_bytes=args.max_checkpoint_size,
                     max_sessions_per_namespace=args.max_sessions_per_namespace,
                     issuer=issuer_config(args),

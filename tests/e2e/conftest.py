@@ -242,3 +242,27 @@ def pool_namespace(kube: Kube, operator: OperatorProcess, request: pytest.Fixtur
     kube.run("apply", "-n", name, "-f", str(Path(__file__).parents[2] / "examples" / "00-python-pool.yaml"))
     yield name
     kube.run("delete", "namespace", name, "--wait=false", check=False)
+
+
+@pytest.fixture(scope="module")
+def hibernating_operator(
+    cluster: Cluster, kube: Kube, operator: OperatorProcess, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[OperatorProcess]:
+    """The shared operator restarted with the node agent (and the agent installed, Ready once that operator
+    signed its certificate); as before afterwards. Real node only (devcluster/nodeagent.py)."""
+    from devcluster import nodeagent
+
+    nodeagent.install(cluster)
+    extra = nodeagent.operator_args()
+    operator.stop()
+    operator.extra_args += extra
+    operator.start()
+    try:
+        nodeagent.wait_ready(cluster)  # its certificate signed by the operator just started
+        yield operator
+    finally:
+        operator.stop()
+        operator.extra_args = [a for a in operator.extra_args if a not in extra]
+        operator.start()
+        # Leave the cluster as found: test_install_image's uninstall checks no agentsession RBAC is left.
+        nodeagent.uninstall(cluster)

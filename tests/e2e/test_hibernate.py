@@ -14,7 +14,6 @@ import contextlib
 import json
 import os
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -67,26 +66,6 @@ def _pool(kube: Kube, namespace: str, name: str, runtime: str | None) -> None:
         manifests.warm_pool(name, name, 0),
         namespace=namespace,
     )
-
-
-@pytest.fixture(scope="module")
-def hibernating_operator(
-    cluster: Cluster, kube: Kube, operator: OperatorProcess, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[OperatorProcess]:
-    """The shared operator restarted with the node agent (and the agent installed); as before afterwards."""
-    nodeagent.install(cluster)
-    extra = nodeagent.operator_args()
-    operator.stop()
-    operator.extra_args += extra
-    operator.start()
-    try:
-        yield operator
-    finally:
-        operator.stop()
-        operator.extra_args = [a for a in operator.extra_args if a not in extra]
-        operator.start()
-        # Leave the cluster as found: test_install_image's uninstall checks no agentsession RBAC is left.
-        nodeagent.uninstall(cluster)
 
 
 def _status(kube: Kube, name: str, namespace: str) -> dict[str, Any]:

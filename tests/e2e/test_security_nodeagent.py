@@ -8,13 +8,11 @@ process as the node's kernel sees it (/proc on the host, which is the node's).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from devcluster import nodeagent
-from devcluster.cluster import Cluster
 from tests.e2e.conftest import Kube, OperatorProcess
 
 pytestmark = [pytest.mark.e2e, pytest.mark.realnode]
@@ -27,15 +25,11 @@ bundles, the checkpoint root) is root's own."""
 
 
 @pytest.fixture(scope="module")
-def agent(cluster: Cluster, kube: Kube, operator: OperatorProcess) -> Iterator[str]:
-    """The agent installed on the node (the operator's namespace and ServiceAccount, which its RBAC names,
-    made by the operator's fixture); its pod's name."""
-    nodeagent.install(cluster)
-    try:
-        (pod,) = kube.list("pod", nodeagent.NAMESPACE, f"app.kubernetes.io/name={nodeagent.NAME}")
-        yield str(pod["metadata"]["name"])
-    finally:
-        nodeagent.uninstall(cluster)
+def agent(kube: Kube, hibernating_operator: OperatorProcess) -> str:
+    """The agent serving on the node (its certificate signed by the operator); its pod's name."""
+    pods = kube.list("pod", nodeagent.NAMESPACE, f"app.kubernetes.io/name={nodeagent.NAME}")
+    (pod,) = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+    return str(pod["metadata"]["name"])
 
 
 def _agent_status() -> dict[str, str]:

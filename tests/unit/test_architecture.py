@@ -230,6 +230,7 @@ KUBE_FLOORS: dict[str, int] = {
     "primed_watch": 0,
     "election.sharding": 0,
     "projection": 0,
+    "agent_certificates": 0,
     "cache": 1,
     "election.layout_guard": 1,
     "client": 1,

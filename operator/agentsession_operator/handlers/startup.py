@@ -71,6 +71,7 @@ async def startup(
         node_agent=state.node_agent,
         node_agent_token=state.node_agent_token,
         node_agent_account=state.node_agent_account,
+        node_agent_ca_secret=state.node_agent_ca_secret,
         max_checkpoint_bytes=state.max_checkpoint_bytes,
         max_sessions_per_namespace=state.max_sessions_per_namespace,
     )
@@ -114,6 +115,11 @@ async def startup(
         metrics.report_shard_readiness(
             shards.count, lambda shard: shards.held(shard) and shard in reconciler.ready_shards
         )
+    if reconciler.agent_authority is not None:  # said at start, not at the first hibernation
+        try:
+            await reconciler.agent_authority.ca()
+        except Exception as err:
+            logger.error(f"node agents get nothing (Hibernate suspends as Suspend): {err}")
     primed_watch.install(reconciler.primed_versions)  # kopf watches from the prime's listings, no second one
     await reconciler.prime(state.namespaces)  # before any watch event: none judged without its policies
     if state.issuer is not None:  # every replica issues (no Lease: issuing writes nothing), reading its cache first

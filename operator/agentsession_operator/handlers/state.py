@@ -52,6 +52,8 @@ class OperatorState:
     node_agent_token: Path = TOKEN_PATH
     node_agent_account: str = ""
     """--node-agent-account: NAMESPACE/ServiceAccount the per-node tokens are minted for ("" : the token file)."""
+    node_agent_ca_secret: tuple[str, str] | None = None
+    """--node-agent-ca-secret: the Secret of the node agents' CA, which signs their certificates."""
     max_checkpoint_bytes: int = 512 * 1024 * 1024
     max_sessions_per_namespace: int = quota.DEFAULT_MAX_SESSIONS_PER_NAMESPACE
     """--max-sessions-per-namespace: the cap of a namespace no AgentSessionPolicy caps (0: none)."""

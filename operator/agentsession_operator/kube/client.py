@@ -5,6 +5,7 @@ Objects go in and come out as plain dicts, so the pure logic never sees a client
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import json
 from typing import Any
@@ -292,6 +293,43 @@ class Kube:
         }
         answer = await self.core.create_namespaced_service_account_token(account, namespace, request)
         return str(answer.status.token)
+
+    # ---- the node agents' certificates (kube/agent_certificates.py) --------------------------
+    async def answer_certificate_request(
+        self, csr: dict[str, Any], approved: bool, reason: str, message: str
+    ) -> dict[str, Any] | None:
+        """Approve or deny a CertificateSigningRequest (its approval, at the version read): the request as
+        written, or None when another replica answered first (409) or it is gone (404)."""
+        condition = {
+            "type": "Approved" if approved else "Denied",
+            "status": "True",
+            "reason": reason,
+            "message": message,
+        }
+        status = dict(csr.get("status") or {})
+        status["conditions"] = [*(status.get("conditions") or []), condition]
+        body = {**csr, "status": status}
+        api = client.CertificatesV1Api(self.api_client)
+        try:
+            written = await api.replace_certificate_signing_request_approval(csr["metadata"]["name"], body)
+        except ApiException as exc:
+            if exc.status in (404, 409):
+                return None
+            raise
+        return dict(self.api_client.sanitize_for_serialization(written))
+
+    async def issue_certificate(self, csr: dict[str, Any], certificate_pem: bytes) -> bool:
+        """Write the signed certificate into an approved request (at the version read); False when another
+        replica wrote first or it is gone."""
+        status = {**(csr.get("status") or {}), "certificate": base64.b64encode(certificate_pem).decode()}
+        api = client.CertificatesV1Api(self.api_client)
+        try:
+            await api.replace_certificate_signing_request_status(csr["metadata"]["name"], {**csr, "status": status})
+        except ApiException as exc:
+            if exc.status in (404, 409):
+                return False
+            raise
+        return True
 
     # ---- who a caller is, and what it may (the router credential issuer) -----------------------
     async def review_token(self, token: str) -> dict[str, Any] | None:

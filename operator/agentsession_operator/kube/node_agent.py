@@ -13,6 +13,7 @@ operator).
 from __future__ import annotations
 
 import asyncio
+import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from typing import Any, Protocol
 
 import aiohttp
 
+from agentsession_operator.decisions.agent_certificates import server_name
 from agentsession_operator.decisions.hibernate import CheckpointResult, DeleteOutcome
 from agentsession_operator.decisions.hibernate import node_agent_audience as audience_for
 from agentsession_operator.infra.logs import logger
@@ -33,8 +35,13 @@ class NoToken(RuntimeError):
     """The operator could not mint the token for an agent's node (the TokenRequest failed)."""
 
 
-UNREACHABLE = (aiohttp.ClientError, TimeoutError, OSError, ValueError, NoToken)
-"""What a request to an agent raises when it got no answer (refused, timed out, not JSON, no token)."""
+class NoTrust(RuntimeError):
+    """The operator has no CA to verify the agents with: it sends them nothing."""
+
+
+UNREACHABLE = (aiohttp.ClientError, TimeoutError, OSError, ValueError, NoToken, NoTrust)
+"""What a request to an agent raises when it got no answer (refused, timed out, not JSON, no token, not the
+node's agent by its certificate: aiohttp's certificate errors are ClientErrors)."""
 
 
 CONNECT_TIMEOUT = 5.0
@@ -58,6 +65,10 @@ class TokenMinter(Protocol):
 
 class TokenSource(Protocol):
     async def token(self, node: str) -> str: ...
+
+
+class Trust(Protocol):
+    async def client_context(self) -> ssl.SSLContext: ...
 
 
 @dataclass(frozen=True)
@@ -143,11 +154,14 @@ class NodeAgents:
         where: AgentSelector,
         tokens: TokenSource | Path = TOKEN_PATH,
         timeout: float = 180.0,
+        trust: Trust | None = None,
     ) -> None:
         self.lister = lister
         self.where = where
         self.tokens: TokenSource = FileToken(tokens) if isinstance(tokens, Path) else tokens
         self.timeout = timeout
+        self.trust = trust
+        """The node agents' CA; without it (no --node-agent-ca-secret) no agent is sent anything."""
 
     async def _ready(self) -> list[Agent]:
         return ready_agents(await self.lister.list_pods(self.where.namespace, self.where.selector))
@@ -161,14 +175,26 @@ class NodeAgents:
             token = await self.tokens.token(agent.node)
         except Exception as e:  # the API server's refusal or absence: this agent is not asked
             raise NoToken(f"no token for node {agent.node or '?'}: {type(e).__name__} {e}") from e
-        return await self._post(agent.ip, path, body, token)
+        return await self._post(agent, path, body, token)
 
-    async def _post(self, ip: str, path: str, body: dict[str, Any], token: str) -> tuple[int, dict[str, Any]]:
+    async def _post(self, agent: Agent, path: str, body: dict[str, Any], token: str) -> tuple[int, dict[str, Any]]:
+        """POST over TLS to ``agent``'s pod IP, its certificate checked for its node's name: the handshake
+        fails, and the token is never written, unless the other end holds that node's agent's key."""
+        if self.trust is None:
+            raise NoTrust("no CA to verify the node agents with (--node-agent-ca-secret): nothing is sent to them")
+        try:
+            context = await self.trust.client_context()
+        except Exception as e:  # the CA's Secret missing or unreadable: nothing is sent
+            raise NoTrust(f"no CA to verify the node agents with: {type(e).__name__} {e}") from e
         timeout = aiohttp.ClientTimeout(total=self.timeout, sock_connect=CONNECT_TIMEOUT)
         async with (
             aiohttp.ClientSession(timeout=timeout) as http,
             http.post(
-                f"http://{ip}:{AGENT_PORT}{path}", json=body, headers={"Authorization": f"Bearer {token}"}
+                f"https://{agent.ip}:{AGENT_PORT}{path}",
+                json=body,
+                headers={"Authorization": f"Bearer {token}"},
+                ssl=context,
+                server_hostname=server_name(agent.node),
             ) as answer,
         ):
             data = await answer.json(content_type=None)

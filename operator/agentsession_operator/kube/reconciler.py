@@ -26,6 +26,7 @@ from agentsession_operator.infra.logs import logger
 from agentsession_operator.kube import clock, forks, orphans, owners
 from agentsession_operator.kube import resync as relists
 from agentsession_operator.kube.acting import Actor
+from agentsession_operator.kube.agent_certificates import Authority, Signer
 from agentsession_operator.kube.background import Background
 from agentsession_operator.kube.cache import Cache, Key
 from agentsession_operator.kube.client import Kube
@@ -100,7 +101,14 @@ class Reconciler:
                 "node agents get one token, not one per node: --node-agent-account is not set",
                 token_file=str(self.config.node_agent_token),
             )
-        agents = NodeAgents(kube, where, tokens) if where else None
+        ca_secret = self.config.node_agent_ca_secret
+        self.agent_authority = Authority(kube, *ca_secret) if where and ca_secret else None
+        agents = NodeAgents(kube, where, tokens, trust=self.agent_authority) if where else None
+        self.agent_signer = (
+            Signer(kube, self.agent_authority, where.namespace, where.selector)
+            if where and self.agent_authority
+            else None
+        )
         self.hibernator = Hibernator(
             kube,
             agents,

@@ -56,6 +56,8 @@ class Config:
     """The operator's token for every node agent (audience-bound), when it has no account to mint per node."""
     node_agent_account: str = ""
     """NAMESPACE/ServiceAccount: the operator mints each node's agent its own token (kube/node_agent.py)."""
+    node_agent_ca_secret: tuple[str, str] | None = None
+    """NAMESPACE, NAME of the node agents' CA (kube/agent_certificates.py); None: nothing is sent to agents."""
     max_checkpoint_bytes: int = 512 * 1024 * 1024
     max_sessions_per_namespace: int = quota.DEFAULT_MAX_SESSIONS_PER_NAMESPACE
     """The cap of a namespace no AgentSessionPolicy caps (0: none)."""

@@ -6,7 +6,8 @@ import argparse
 import os
 from pathlib import Path
 
-from agentsession_operator.nodeagent import authz, checkpointer, reviewer, server
+from agentsession_operator.decisions.agent_certificates import server_name
+from agentsession_operator.nodeagent import authz, checkpointer, reviewer, server, tls
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -38,10 +39,22 @@ def main(argv: list[str] | None = None) -> None:
         min_free_bytes=args.min_free_bytes,
     )
     audience = args.audience or authz.audience_for(args.node_name)
-    agent = server.Agent(node, reviewer.Reviewer().review, args.allowed_user, audience)
-    httpd = server.serve(agent, args.listen, args.port)
+    api = reviewer.Reviewer()
+    agent = server.Agent(node, api.review, args.allowed_user, audience)
+    # TLS only: the operator sends its token to no one who cannot show this node's certificate.
+    try:
+        identity = tls.obtain(api, args.node_name)
+    except (tls.NotSigned, OSError) as err:  # urllib's errors are OSErrors
+        raise SystemExit(f"agentsession-nodeagent: no serving certificate for node {args.node_name}: {err}") from err
+    httpd = server.serve(agent, args.listen, args.port, context=tls.server_context(identity))
+    renewal = tls.Renewal(api, args.node_name, identity, lambda context: setattr(httpd, "context", context))
+    renewal.start()
     swept = f", {agent.partials_swept} partial images swept" if agent.partials_swept else ""
-    print(f"node agent on {args.listen}:{args.port}, for {args.allowed_user} ({audience}){swept}", flush=True)
+    print(
+        f"node agent on https://{args.listen}:{args.port} as {server_name(args.node_name)} (until "
+        f"{identity.not_after:%Y-%m-%d %H:%M}Z), for {args.allowed_user} ({audience}){swept}",
+        flush=True,
+    )
     httpd.serve_forever()
 
 
@@ -60,6 +73,8 @@ def preflight(args: argparse.Namespace) -> list[str]:
             f"--task-state {args.task_state} is not a directory here: mount the node's containerd task bundles "
             "into the agent's pod"
         )
+    if not args.node_name:
+        problems.append("--node-name (or $NODE_NAME) is empty: the agent's certificate and tokens name its node")
     if not os.access(args.runsc, os.X_OK):
         problems.append(f"--runsc {args.runsc} is not an executable here: mount the node's runsc into the agent's pod")
     return problems

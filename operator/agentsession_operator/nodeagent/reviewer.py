@@ -1,4 +1,5 @@
-"""The agent's one API call: a TokenReview of a caller's token, with the agent's own ServiceAccount."""
+"""The agent's API calls, with its own ServiceAccount: a TokenReview of each caller's token, and its
+certificate's request at start and renewal (nodeagent/tls.py)."""
 
 from __future__ import annotations
 
@@ -26,12 +27,16 @@ class Reviewer:
         self.timeout = timeout
 
     def review(self, token: str, audience: str) -> dict[str, Any]:
+        return self.call("POST", "/apis/authentication.k8s.io/v1/tokenreviews", token_review(token, audience))
+
+    def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        """One request to the API server; an answer other than 2xx raises urllib's HTTPError."""
         own = (self.sa_dir / "token").read_text().strip()  # re-read: the kubelet rotates it
         request = urllib.request.Request(
-            f"{self.server}/apis/authentication.k8s.io/v1/tokenreviews",
-            data=json.dumps(token_review(token, audience)).encode(),
+            f"{self.server}{path}",
+            data=None if body is None else json.dumps(body).encode(),
             headers={"Authorization": f"Bearer {own}", "Content-Type": "application/json"},
-            method="POST",
+            method=method,
         )
         with urllib.request.urlopen(request, timeout=self.timeout, context=self.context) as answer:
             result: dict[str, Any] = json.loads(answer.read())

@@ -12,7 +12,10 @@
   images.MAX_LISTED): the operator's sweep deletes those whose session is gone.
 
 Anything else is 404; a caller that is not the operator 401/403 before the body is read; a connection past
-MAX_CONNECTIONS 503 at once, unread.
+MAX_CONNECTIONS 503 at once, unread (closed at once, unanswered, over TLS: an answer needs a handshake).
+
+The shipped agent serves TLS only (``__main__``: a certificate the operator signed for this node, so the
+operator sends its token to no one else); ``serve`` without a context is plain HTTP, for tests of the rest.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from __future__ import annotations
 import io
 import json
 import socket
+import ssl
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -113,11 +118,21 @@ def handler_for(agent: Agent, socket_timeout: float = SOCKET_TIMEOUT) -> type[Ba
         timeout = socket_timeout  # StreamRequestHandler sets it on the connection
 
         def setup(self) -> None:
+            context = getattr(self.server, "context", None)
+            if context is not None:
+                # The handshake in this connection's thread, within the socket timeout: never in the accept loop.
+                self.request.settimeout(socket_timeout)
+                self.request = context.wrap_socket(self.request, server_side=True)
             super().setup()
             # The request is read through a deadline of its own (the whole request within socket_timeout);
             # a TimeoutError there is handle_one_request's: the connection is closed, nothing answered.
             self.rfile.close()  # the socket's makefile: an open one would keep the connection from closing
             self.rfile = io.BufferedReader(DeadlineReader(self.connection, time.monotonic() + socket_timeout))
+
+        def finish(self) -> None:
+            super().finish()
+            if isinstance(self.request, ssl.SSLSocket):  # the server closes the socket it accepted, now detached
+                self.request.close()
 
         def log_message(self, format: str, *args: Any) -> None:
             pass
@@ -187,9 +202,17 @@ class BoundedServer(ThreadingHTTPServer):
 
     daemon_threads = True  # a stuck connection never holds the process at exit
 
-    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], max_connections: int) -> None:
+    def __init__(
+        self,
+        address: tuple[str, int],
+        handler: type[BaseHTTPRequestHandler],
+        max_connections: int,
+        context: ssl.SSLContext | None = None,
+    ) -> None:
         super().__init__(address, handler)
         self.max_connections = max_connections
+        self.context = context
+        """TLS for every new connection (replaced whole when the certificate is renewed); None: plain HTTP."""
         self._active = 0
         self._lock = threading.Lock()
 
@@ -218,7 +241,15 @@ class BoundedServer(ThreadingHTTPServer):
         with self._lock:
             self._active -= 1
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A failed handshake or a dropped connection is the caller's; anything else is printed."""
+        if not isinstance(sys.exc_info()[1], (ssl.SSLError, OSError)):
+            super().handle_error(request, client_address)
+
     def _answer_busy(self, request: socket.socket) -> None:
+        if self.context is not None:  # no plain answer on a TLS port: closed at once
+            self.shutdown_request(request)
+            return
         body = json.dumps(
             {
                 "error": f"busy: the node agent serves {self.max_connections} connections at once; try again",
@@ -243,5 +274,6 @@ def serve(
     port: int,
     socket_timeout: float = SOCKET_TIMEOUT,
     max_connections: int = MAX_CONNECTIONS,
-) -> ThreadingHTTPServer:
-    return BoundedServer((host, port), handler_for(agent, socket_timeout), max_connections)
+    context: ssl.SSLContext | None = None,
+) -> BoundedServer:
+    return BoundedServer((host, port), handler_for(agent, socket_timeout), max_connections, context)

@@ -45,4 +45,5 @@ def test_the_operator_is_told_where_the_agents_are() -> None:
     assert nodeagent.operator_args() == [
         "--node-agent=agentsession-nodeagent/app.kubernetes.io/name=agentsession-nodeagent",
         "--node-agent-account=agentsession-system/agentsession-operator",
+        "--node-agent-ca-secret=agentsession-system/agentsession-nodeagent-ca",
     ]

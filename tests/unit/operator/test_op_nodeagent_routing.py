@@ -9,6 +9,7 @@ each with its own spec.nodeName.
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -16,7 +17,7 @@ from typing import Any
 
 from agentsession_operator.decisions.actions import HibernateSandbox, reconcile_actions
 from agentsession_operator.kube.hibernation import Hibernator
-from agentsession_operator.kube.node_agent import AgentSelector, NodeAgents, NodeTokens
+from agentsession_operator.kube.node_agent import Agent, AgentSelector, NodeAgents, NodeTokens
 from agentsession_operator.nodeagent import authz
 from tests.unit.operator.test_op_actions import ready_claim, settle
 
@@ -44,7 +45,8 @@ class RecordingAgents(NodeAgents):
         super().__init__(Lister(), AgentSelector("agentsession-nodeagent", "app=agent"), token)
         self.calls: list[tuple[str, str]] = []
 
-    async def _post(self, ip: str, path: str, body: dict[str, Any], token: str) -> tuple[int, dict[str, Any]]:
+    async def _post(self, agent: Agent, path: str, body: dict[str, Any], token: str) -> tuple[int, dict[str, Any]]:
+        ip = agent.ip
         self.calls.append((ip, path))
         if ip == "10.0.1.1":
             raise TimeoutError("node-a's agent does not answer")
@@ -103,7 +105,7 @@ class FakeHttp:
     async def __aexit__(self, *exc: object) -> None:
         pass
 
-    def post(self, url: str, json: Any = None, headers: dict[str, str] | None = None) -> Any:
+    def post(self, url: str, json: Any = None, headers: dict[str, str] | None = None, **tls: Any) -> Any:
         FakeHttp.sent.append((url, (headers or {}).get("Authorization", "")))
 
         class Answer:
@@ -135,7 +137,12 @@ class Minter:
 def operator_agents(tmp_path: Path, minter: Minter | None = None) -> NodeAgents:
     """The operator's NodeAgents as the reconciler builds it with --node-agent-account (config/ sets it)."""
     tokens = NodeTokens(minter or Minter(), "agentsession-system/agentsession-operator")
-    return NodeAgents(Lister(), AgentSelector("agentsession-nodeagent", "app=agent"), tokens)
+    return NodeAgents(Lister(), AgentSelector("agentsession-nodeagent", "app=agent"), tokens, trust=AnyTrust())
+
+
+class AnyTrust:
+    async def client_context(self) -> ssl.SSLContext:
+        return ssl.create_default_context()
 
 
 async def test_what_one_nodes_agent_receives_is_no_key_to_another_nodes_agent(tmp_path: Path, monkeypatch: Any) -> None:
@@ -149,7 +156,7 @@ async def test_what_one_nodes_agent_receives_is_no_key_to_another_nodes_agent(tm
     agents = operator_agents(tmp_path)
     await agents.delete_outcome("team-a", "img")  # a delete goes to every agent
     sent = dict(FakeHttp.sent)
-    to_a, to_b = sent["http://10.0.1.1:8490/v1/delete"], sent["http://10.0.2.1:8490/v1/delete"]
+    to_a, to_b = sent["https://10.0.1.1:8490/v1/delete"], sent["https://10.0.2.1:8490/v1/delete"]
     assert to_a != to_b, "node-a's agent received the very token node-b's agent accepts"
     # Each bound to its own node's agent's audience, which is all that agent accepts (nodeagent.__main__).
     assert to_a == f"Bearer agentsession-system/agentsession-operator@{authz.audience_for('node-a')}"
@@ -180,5 +187,5 @@ async def test_a_failed_token_request_skips_that_agent_only(tmp_path: Path, monk
     monkeypatch.setattr(node_agent.aiohttp, "ClientSession", FakeHttp)
     FakeHttp.sent = []
     outcome = await operator_agents(tmp_path, Refusing()).delete_outcome("team-a", "img")
-    assert [url for url, _ in FakeHttp.sent] == ["http://10.0.2.1:8490/v1/delete"]
+    assert [url for url, _ in FakeHttp.sent] == ["https://10.0.2.1:8490/v1/delete"]
     assert outcome.unreachable == 1 and outcome.asked == 2
