@@ -10,10 +10,13 @@ wakes it, the shim restores the new pod from the image, and the same process ans
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
 import signal
+import socket
+import ssl
 from pathlib import Path
 from typing import Any
 
@@ -503,34 +506,117 @@ def test_the_node_agent_killed_mid_checkpoint_leaves_a_suspended_session(
     backend.delete_session()
 
 
+def _agent_ca(kube: Kube) -> bytes:
+    """The node agents' CA, as the operator made it (its Secret)."""
+    namespace, name = nodeagent.CA_SECRET.split("/")
+    secret = kube.get("secret", name, namespace) or {}
+    return base64.b64decode((secret.get("data") or {})["ca.crt"])
+
+
+def _ask_agent(ip: str, name: str, ca: bytes, token: str, path: str = "/v1/list") -> int:
+    """POST to the agent as the operator does: TLS trusting the agents' CA alone, its certificate checked
+    for ``name``; the HTTP status it answers."""
+    context = ssl.create_default_context(cadata=ca.decode())
+    with (
+        socket.create_connection((ip, 8490), timeout=30) as raw,
+        context.wrap_socket(raw, server_hostname=name) as tls,
+    ):
+        tls.sendall(
+            f"POST {path} HTTP/1.0\r\nHost: {name}\r\nAuthorization: Bearer {token}\r\n"
+            "Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}".encode()
+        )
+        status_line = tls.makefile("rb").readline().decode()
+    return int(status_line.split()[1])
+
+
+def _operator_token(kube: Kube, audience: str) -> str:
+    return str(
+        kube.run(
+            "create", "token", nodeagent.OPERATOR_ACCOUNT, "-n", nodeagent.OPERATOR_NAMESPACE, f"--audience={audience}"
+        ).stdout.strip()
+    )
+
+
 def test_a_token_for_another_nodes_agent_is_refused_by_this_one(
     cluster: Cluster, kube: Kube, hibernating_operator: OperatorProcess
 ) -> None:
     """Issue 49 item 5: the operator mints each node's agent its own token (audience
     agentsession-nodeagent:<node>); what one node's agent receives opens no other. Asked as the operator asks
-    (its ServiceAccount's tokens, from the address the agent's NetworkPolicy admits): a token minted for
-    another node's agent, or for the audience every agent shared before, is refused; this node's is served."""
-    import urllib.error
-    import urllib.request
-
+    (its ServiceAccount's tokens, over the agent's TLS, from the address the agent's NetworkPolicy admits): a
+    token minted for another node's agent, or for the audience every agent shared before, is refused; this
+    node's is served."""
+    from agentsession_operator.decisions.agent_certificates import server_name
     from agentsession_operator.decisions.hibernate import node_agent_audience
 
     (agent,) = kube.list("pod", nodeagent.NAMESPACE, f"app.kubernetes.io/name={nodeagent.NAME}")
     node, ip = agent["spec"]["nodeName"], agent["status"]["podIP"]
+    ca = _agent_ca(kube)
 
     def listing(audience: str) -> int:
-        token = kube.run(
-            "create", "token", nodeagent.OPERATOR_ACCOUNT, "-n", nodeagent.OPERATOR_NAMESPACE, f"--audience={audience}"
-        ).stdout.strip()
-        request = urllib.request.Request(
-            f"http://{ip}:8490/v1/list", data=b"{}", headers={"Authorization": f"Bearer {token}"}, method="POST"
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=30) as answer:
-                return int(answer.status)
-        except urllib.error.HTTPError as e:
-            return int(e.code)
+        return _ask_agent(ip, server_name(node), ca, _operator_token(kube, audience))
 
     assert listing(node_agent_audience(f"{node}-other")) == 403
     assert listing(node_agent_audience("")) == 403  # the one audience every agent accepted before
     assert listing(node_agent_audience(node)) == 200
+
+
+def test_the_agent_proves_its_node_before_the_operator_sends_a_token(
+    cluster: Cluster, kube: Kube, hibernating_operator: OperatorProcess
+) -> None:
+    """Issue 49 item 5, TLS: the agent serves only TLS, with the certificate the operator signed for its node
+    (its CertificateSigningRequest, made by its pod's token, approved by the operator); a client checking for
+    another node's name fails the handshake, so the operator's token for that node is never written."""
+    from agentsession_operator.decisions.agent_certificates import SIGNER, server_name
+    from agentsession_operator.decisions.hibernate import node_agent_audience
+
+    (agent,) = kube.list("pod", nodeagent.NAMESPACE, f"app.kubernetes.io/name={nodeagent.NAME}")
+    node, ip, pod = agent["spec"]["nodeName"], agent["status"]["podIP"], agent["metadata"]["name"]
+    ca = _agent_ca(kube)
+    token = _operator_token(kube, node_agent_audience(node))
+    assert _ask_agent(ip, server_name(node), ca, token) == 200
+    with pytest.raises(ssl.SSLCertVerificationError):
+        _ask_agent(ip, server_name(f"{node}-other"), ca, token)
+    with pytest.raises(ssl.SSLCertVerificationError):  # any other CA's trust: the agent's certificate is not it
+        _ask_agent(ip, server_name(node), _other_ca(), token)
+    with socket.create_connection((ip, 8490), timeout=30) as raw:  # plain HTTP gets no HTTP answer
+        raw.sendall(b"GET /healthz HTTP/1.0\r\n\r\n")
+        assert not raw.recv(64).startswith(b"HTTP/")
+    signed = [
+        r
+        for r in json.loads(kube.run("get", "csr", "-o", "json").stdout)["items"]
+        if r["spec"]["signerName"] == SIGNER and (r.get("status") or {}).get("certificate")
+    ]
+    extras = [(r["spec"].get("extra") or {}).get("authentication.kubernetes.io/pod-name") for r in signed]
+    assert [pod] in extras, "the serving agent's own request, made with its pod's token"
+
+
+def _other_ca() -> bytes:
+    from agentsession_operator.infra.agent_ca import new_ca
+
+    return new_ca().cert
+
+
+def test_a_certificate_request_no_agent_pod_made_is_denied(
+    cluster: Cluster, kube: Kube, hibernating_operator: OperatorProcess
+) -> None:
+    """A request for the agents' signer made by anyone but an agent pod's own token (here the cluster's admin,
+    as a tenant with the right to create CSRs would): denied, saying why; no certificate."""
+    from agentsession_operator.decisions.agent_certificates import SIGNER
+    from agentsession_operator.nodeagent.tls import key_and_request
+
+    _, request = key_and_request("some-node")
+    name = f"not-an-agent-{os.getpid()}"
+    csr = {
+        "apiVersion": "certificates.k8s.io/v1",
+        "kind": "CertificateSigningRequest",
+        "metadata": {"name": name},
+        "spec": {"request": base64.b64encode(request).decode(), "signerName": SIGNER, "usages": ["server auth"]},
+    }
+    kube.run("create", "-f", "-", input=json.dumps(csr))
+    try:
+        kube.run("wait", f"csr/{name}", "--for=condition=Denied", "--timeout=60s")
+        status = (kube.get("csr", name) or {}).get("status") or {}
+        assert [c["reason"] for c in status["conditions"]] == ["NotAPod"]
+        assert not status.get("certificate")
+    finally:
+        kube.run("delete", "csr", name, "--ignore-not-found")
