@@ -580,7 +580,11 @@ def test_the_agent_proves_its_node_before_the_operator_sends_a_token(
         _ask_agent(ip, server_name(node), _other_ca(), token)
     with socket.create_connection((ip, 8490), timeout=30) as raw:  # plain HTTP gets no HTTP answer
         raw.sendall(b"GET /healthz HTTP/1.0\r\n\r\n")
-        assert not raw.recv(64).startswith(b"HTTP/")
+        try:
+            answered = raw.recv(64)
+        except ConnectionResetError:  # the handshake failed on the agent's side
+            answered = b""
+        assert not answered.startswith(b"HTTP/")
     signed = [
         r
         for r in json.loads(kube.run("get", "csr", "-o", "json").stdout)["items"]
