@@ -47,3 +47,11 @@ def test_the_operator_is_told_where_the_agents_are() -> None:
         "--node-agent-account=agentsession-system/agentsession-operator",
         "--node-agent-ca-secret=agentsession-system/agentsession-nodeagent-ca",
     ]
+
+
+def test_devcluster_applies_every_resource_of_the_component() -> None:
+    """A file added to the component (the CA's Secret) and not to devcluster's list left the agent unsigned."""
+    import yaml
+
+    kustomization = yaml.safe_load((nodeagent.COMPONENT / "kustomization.yaml").read_text())
+    assert list(nodeagent.RESOURCES) == kustomization["resources"]
