@@ -39,11 +39,12 @@ cluster-down: venv ## stop the local control plane
 cluster-status: venv ## is the local control plane running?
 	$(PY) -m devcluster status
 
-crds: venv ## regenerate crds/*.yaml (and the TypeScript contract and protocol) from the Python sources
+crds: venv ## regenerate crds/*.yaml (and the TypeScript contract and protocol, the sync transport) from their sources
 	$(PY) -m agentsession_api.crdgen
 	$(PY) -m agentsession_api.apidoc
 	$(PY) -m agentsession_api.tsgen  # the TypeScript client's contract (client-ts/src/generated)
 	$(PY) -m langchain_k8s_client.protocol_tsgen  # and its in-pod protocol (client-ts/src/generated/protocol.ts)
+	$(PY) -m langchain_k8s_client.http11_unasync  # the pod transport's sync twin (http11_sync.py) from http11_async.py
 	cp crds/agentsession.dev_*.yaml charts/agentsession/crds/  # Helm installs crds/ verbatim
 
 # REPLICAS=2: a leader and a hot standby (one Lease); each further replica on ports +10 (metrics, health, webhook).

@@ -98,7 +98,19 @@ CLIENT_CORE = {
     "flows",
     "pod_identity",
 }
-CLIENT_IO = {"transport", "http11", "http11_protocol", "limits", "sessions", "cluster_keys", "router_credentials"}
+CLIENT_IO = {
+    "transport",
+    "http11",
+    "http11_protocol",
+    "http11_io",
+    "http11_async",
+    "http11_sync",
+    "http11_unasync",
+    "limits",
+    "sessions",
+    "cluster_keys",
+    "router_credentials",
+}
 NO_IO = ("asyncio", "socket", "httpx", "kopf", "kubernetes", "kubernetes_asyncio", "structlog", "prometheus_client")
 """Modules the pure layers (the client's core, the operator's decisions, the contract) never import."""
 

@@ -16,8 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from langchain_k8s_client import http11_protocol
-from langchain_k8s_client.http11 import AsyncPodHTTPTransport, PodHTTPTransport
+from langchain_k8s_client import http11_protocol, http11_sync, http11_unasync
+from langchain_k8s_client.http11 import DEADLINE, AsyncPodHTTPTransport, PodHTTPTransport
 from langchain_k8s_client.http11_protocol import ResponseParser
 
 OK = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
@@ -197,13 +197,10 @@ def test_chunked_request_bodies_are_framed(server_factory: Callable[..., Server]
         sent: list[bytes] = []
 
         class Recorder:
-            def settimeout(self, timeout: float | None) -> None:
-                pass
-
-            def sendall(self, data: bytes) -> None:
+            def write(self, data: bytes, timeout: float | None) -> None:
                 sent.append(data)
 
-        PodHTTPTransport._send(Recorder(), request, http11_protocol.serialize_head(request), None)  # type: ignore[arg-type]
+        http11_sync.send(Recorder(), request, http11_protocol.serialize_head(request), None)  # type: ignore[arg-type]
     assert len(sent) == 1 and sent[0].endswith(b"\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n")
 
 
@@ -275,3 +272,42 @@ def test_async_keep_alive_bodies_and_a_closed_idle_connection(server_factory: Ca
 
     asyncio.run(run())
     assert server.connections == 1 and closing.connections == 2
+
+
+def test_the_sync_transport_is_generated_from_the_async_one() -> None:
+    """Issue 50 item 3: the transport is written once; `make crds` regenerates http11_sync.py from it."""
+    assert http11_unasync.drift() == [], "http11_sync.py is stale: run `make crds`"
+
+
+def test_unasync_turns_the_async_names_into_their_sync_twins() -> None:
+    source = '"""doc"""\nasync def f(s: AsyncStream) -> None:\n    async for x in y:\n        await s.aclose()\n'
+    assert http11_unasync.render(source).split('"""')[-1] == (
+        "\ndef f(s: SyncStream) -> None:\n    for x in y:\n        s.close()\n"
+    )
+
+
+def test_the_async_transport_honours_the_deadline_too(server_factory: Callable[..., Server]) -> None:
+    """Before, only the sync transport bounded a response by `DEADLINE`: the async one waited its read timeout
+    per received chunk, so endless trailers held an async caller past the answer's deadline."""
+
+    def endless(request: bytes, conn: socket.socket) -> None:
+        conn.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n0\r\n")
+        with contextlib.suppress(OSError):
+            for _ in range(200):
+                conn.sendall(b"X: y\r\n")
+                time.sleep(0.02)
+
+    server = server_factory(endless)
+
+    async def run() -> None:
+        async with httpx.AsyncClient(transport=AsyncPodHTTPTransport(), trust_env=False) as client:
+            request = client.build_request("GET", server.url + "/", timeout=httpx.Timeout(5.0))
+            request.extensions[DEADLINE] = time.monotonic() + 0.3
+            response = await client.send(request, stream=True)
+            with pytest.raises(httpx.ReadTimeout):
+                await response.aread()
+            await response.aclose()
+
+    started = time.monotonic()
+    asyncio.run(run())
+    assert time.monotonic() - started < 2.0
