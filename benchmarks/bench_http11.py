@@ -156,7 +156,7 @@ def main() -> None:
         earlier = cols.get("before")
         ratio = cols["after"] / earlier if earlier else float("nan")
         if earlier:
-            ratios[row] = round(ratio, 3)
+            ratios[f"after / before, {row}"] = round(ratio, 3)
         print(f"{row:>20} {cols['after']:>9.1f} {earlier or float('nan'):>9.1f} {ratio:>6.2f}")
     print(f"written: {record.finish('us', medians, ratios)}")
 
