@@ -117,3 +117,152 @@ def status_of(session: Mapping[str, Any] | None) -> SessionStatus:
 def spec_of(session: Mapping[str, Any] | None) -> SessionSpec:
     """The session's spec as a typed view; no copy, no check."""
     return cast(SessionSpec, (session or {}).get("spec") or {})
+
+
+# ---- accessors over whole objects (no copies): what the decisions read, named once -------------------------
+
+
+def _condition(conditions: Any, type_: str) -> Mapping[str, Any]:
+    for condition in conditions or ():
+        if isinstance(condition, Mapping) and condition.get("type") == type_:
+            return condition
+    return {}
+
+
+class Obj:
+    """Any object's body as the API server sends it (a dict), read through named accessors; a missing part
+    reads as empty (None, {} or ""), never raises. Holds the body itself: nothing is copied or checked."""
+
+    __slots__ = ("body",)
+
+    def __init__(self, body: Mapping[str, Any] | None) -> None:
+        self.body: Mapping[str, Any] = body or {}
+
+    @property
+    def meta(self) -> Mapping[str, Any]:
+        return self.body.get("metadata") or {}
+
+    @property
+    def name(self) -> str:
+        return str(self.meta.get("name") or "")
+
+    @property
+    def namespace(self) -> str:
+        return str(self.meta.get("namespace") or "")
+
+    @property
+    def uid(self) -> str:
+        return str(self.meta.get("uid") or "")
+
+    @property
+    def generation(self) -> int | None:
+        value = self.meta.get("generation")
+        return value if isinstance(value, int) else None
+
+    @property
+    def labels(self) -> Mapping[str, str]:
+        return self.meta.get("labels") or {}
+
+    @property
+    def annotations(self) -> Mapping[str, str]:
+        return self.meta.get("annotations") or {}
+
+    @property
+    def created(self) -> str:
+        return str(self.meta.get("creationTimestamp") or "")
+
+    @property
+    def deleting(self) -> bool:
+        return bool(self.meta.get("deletionTimestamp"))
+
+    @property
+    def spec(self) -> Mapping[str, Any]:
+        return self.body.get("spec") or {}
+
+    @property
+    def status(self) -> Mapping[str, Any]:
+        return self.body.get("status") or {}
+
+    @property
+    def conditions(self) -> list[Mapping[str, Any]]:
+        return list(self.status.get("conditions") or [])
+
+    def condition(self, type_: str) -> Mapping[str, Any]:
+        """The status condition of ``type_`` ({} when there is none)."""
+        return _condition(self.status.get("conditions"), type_)
+
+
+class Session(Obj):
+    """An AgentSession."""
+
+    __slots__ = ()
+
+    @property
+    def phase(self) -> str | None:
+        return self.status.get("phase")
+
+    @property
+    def suspend(self) -> bool:
+        return bool(self.spec.get("suspend"))
+
+    @property
+    def fork_from(self) -> str | None:
+        """The source session's name (spec.forkFrom), None when it is no fork."""
+        return (self.spec.get("forkFrom") or {}).get("name") or None
+
+    @property
+    def warm_pool(self) -> str | None:
+        """spec.warmPoolRef's name (None: the policies' default)."""
+        return (self.spec.get("warmPoolRef") or {}).get("name") or None
+
+    @property
+    def resolved(self) -> Mapping[str, Any]:
+        return self.status.get("resolved") or {}
+
+    @property
+    def resolved_pool(self) -> str | None:
+        """The pool the session was resolved to (status.resolved), else the one its spec names."""
+        return (self.resolved.get("warmPoolRef") or {}).get("name") or self.warm_pool
+
+    @property
+    def hibernation(self) -> Mapping[str, Any]:
+        return self.status.get("hibernation") or {}
+
+
+class Claim(Obj):
+    """A SandboxClaim (agent-sandbox)."""
+
+    __slots__ = ()
+
+    @property
+    def bound_sandbox(self) -> str | None:
+        """The Sandbox it is bound to (status.sandbox.name)."""
+        return (self.status.get("sandbox") or {}).get("name") or None
+
+    @property
+    def warm_pool(self) -> str | None:
+        return (self.spec.get("warmPoolRef") or {}).get("name") or None
+
+
+class Sandbox(Obj):
+    """A Sandbox (agent-sandbox)."""
+
+    __slots__ = ()
+
+    @property
+    def node_name(self) -> str:
+        return str(self.status.get("nodeName") or "")
+
+    @property
+    def volume_claim_templates(self) -> list[Mapping[str, Any]]:
+        return list(self.spec.get("volumeClaimTemplates") or [])
+
+
+class Policy(Obj):
+    """An AgentSessionPolicy."""
+
+    __slots__ = ()
+
+    @property
+    def cleanup(self) -> Mapping[str, Any]:
+        return self.spec.get("cleanup") or {}

@@ -22,6 +22,7 @@ from typing import Any
 
 from agentsession_api import names, phases
 from agentsession_api.phases import Phase
+from agentsession_api.views import Claim, Obj, Sandbox, Session
 from agentsession_operator.decisions import lineage
 from agentsession_operator.decisions.desired import suspension_settled
 from agentsession_operator.decisions.ownership import is_owned_by
@@ -50,12 +51,7 @@ class ForkBlocked:
 
 def source_name(session: Mapping[str, Any]) -> str | None:
     """``spec.forkFrom.name``, or None for a session that is no fork."""
-    ref = ((session.get("spec") or {}).get("forkFrom") or {}).get("name")
-    return str(ref) if ref else None
-
-
-def _meta(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    return (obj or {}).get("metadata") or {}
+    return Session(session).fork_from
 
 
 def pvc_name(template_name: str, sandbox_name: str) -> str:
@@ -65,13 +61,13 @@ def pvc_name(template_name: str, sandbox_name: str) -> str:
 
 def source_templates(sandbox: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
     """The Sandbox's volumeClaimTemplates (the template's and the claim's, as agent-sandbox merged them)."""
-    return list(((sandbox or {}).get("spec") or {}).get("volumeClaimTemplates") or [])
+    return Sandbox(sandbox).volume_claim_templates
 
 
 def source_pvc_names(sandbox: Mapping[str, Any] | None) -> list[str]:
     """The PVCs the reconciler must read for :func:`plan_fork`."""
-    name = _meta(sandbox).get("name")
-    return [pvc_name(_meta(t).get("name", ""), name) for t in source_templates(sandbox)] if name else []
+    name = Sandbox(sandbox).name
+    return [pvc_name(Obj(t).name, name) for t in source_templates(sandbox)] if name else []
 
 
 def _failed(reason: str, message: str) -> ForkBlocked:
@@ -86,34 +82,35 @@ def _bound_source(
     source: Mapping[str, Any], claim: Mapping[str, Any] | None, sandbox: Mapping[str, Any] | None
 ) -> Mapping[str, Any] | None:
     """The source's Sandbox, only when ownership proves it (session -> claim -> Sandbox, by UID)."""
-    if claim is None or not is_owned_by(claim, _meta(source).get("uid")):
+    if claim is None or not is_owned_by(claim, Session(source).uid):
         return None
-    bound = ((claim.get("status") or {}).get("sandbox") or {}).get("name")
-    if sandbox is None or not bound or _meta(sandbox).get("name") != bound:
+    bound = Claim(claim).bound_sandbox
+    if sandbox is None or not bound or Sandbox(sandbox).name != bound:
         return None
-    return sandbox if is_owned_by(sandbox, _meta(claim).get("uid")) else None
+    return sandbox if is_owned_by(sandbox, Claim(claim).uid) else None
 
 
 def copy_method(storage_class: Mapping[str, Any] | None) -> str | None:
     """How a class's volumes can be copied: Clone when its admin annotated it so, else None."""
-    value = (_meta(storage_class).get("annotations") or {}).get(names.ANNOTATION_VOLUME_COPY)
+    value = Obj(storage_class).annotations.get(names.ANNOTATION_VOLUME_COPY)
     return names.VOLUME_COPY_CLONE if value == names.VOLUME_COPY_CLONE else None
 
 
 def _clone_template(template: Mapping[str, Any], pvc: Mapping[str, Any]) -> dict[str, Any]:
     """The fork's volumeClaimTemplate for one source volume: same shape, dataSource the source PVC."""
-    meta = _meta(template)
-    spec = pvc.get("spec") or {}
+    volume, claimed = Obj(template), Obj(pvc)
+    spec = claimed.spec
     requests = (spec.get("resources") or {}).get("requests") or {}
-    out_meta: dict[str, Any] = {"name": meta.get("name")}
-    for key in ("labels", "annotations"):
-        if meta.get(key):
-            out_meta[key] = dict(meta[key])
+    out_meta: dict[str, Any] = {"name": volume.meta.get("name")}
+    if volume.labels:
+        out_meta["labels"] = dict(volume.labels)
+    if volume.annotations:
+        out_meta["annotations"] = dict(volume.annotations)
     out_spec: dict[str, Any] = {
         "accessModes": list(spec.get("accessModes") or ["ReadWriteOnce"]),
         "resources": {"requests": {"storage": requests.get("storage", "1Gi")}},
         "storageClassName": spec.get("storageClassName"),
-        "dataSource": {"kind": "PersistentVolumeClaim", "name": _meta(pvc).get("name")},
+        "dataSource": {"kind": "PersistentVolumeClaim", "name": claimed.meta.get("name")},
     }
     if spec.get("volumeMode"):
         out_spec["volumeMode"] = spec["volumeMode"]
@@ -136,17 +133,17 @@ def plan_fork(
     ``storage_classes`` those PVCs' classes by name.
     """
     name = source_name(fork) or ""
-    namespace = _meta(fork).get("namespace")
+    namespace = Session(fork).namespace
     field = f"spec.forkFrom.name {name}"
-    if name == _meta(fork).get("name"):
+    if name == Session(fork).name:
         return _failed(phases.REASON_SOURCE_NOT_FOUND, f"{field}: a session cannot fork itself; {RECREATE}")
-    if source is None or _meta(source).get("deletionTimestamp"):
+    if source is None or Session(source).deleting:
         return _failed(
             phases.REASON_SOURCE_NOT_FOUND,
             f"{field}: no AgentSession {name} in namespace {namespace} (a fork copies a session of its own "
             f"namespace); create it, or {RECREATE} naming an existing session",
         )
-    source_phase = (source.get("status") or {}).get("phase")
+    source_phase = Session(source).phase
     if phases.is_terminal(source_phase):
         return _failed(
             phases.REASON_SOURCE_FINISHED,
@@ -168,27 +165,26 @@ def plan_fork(
     if not templates:
         return _no_volumes(field)
     volumes = []
+    bound = Sandbox(sandbox)
     for template in templates:
-        wanted = pvc_name(_meta(template).get("name", ""), _meta(sandbox)["name"])
+        volume = Obj(template).name
+        wanted = pvc_name(volume, bound.name)
         pvc = pvcs.get(wanted)
-        if pvc is None or not (pvc.get("spec") or {}).get("volumeName"):
+        if pvc is None or not Obj(pvc).spec.get("volumeName"):
             return _waiting(f"waiting for the source's PersistentVolumeClaim {wanted} to be bound")
-        if not is_owned_by(pvc, _meta(sandbox).get("uid")):
+        if not is_owned_by(pvc, bound.uid):
             return _waiting(f"the source's PersistentVolumeClaim {wanted} is not owned by its Sandbox; waiting")
-        class_name = (pvc.get("spec") or {}).get("storageClassName")
+        class_name = Obj(pvc).spec.get("storageClassName")
         if copy_method(storage_classes.get(class_name or "")) is None:
             return _failed(
                 phases.REASON_VOLUME_COPY_UNSUPPORTED,
-                f"{field}: volume {_meta(template).get('name')} is on StorageClass {class_name or '(none)'}, which "
+                f"{field}: volume {volume} is on StorageClass {class_name or '(none)'}, which "
                 f"cannot clone volumes as far as the cluster says: if its CSI driver supports volume cloning, "
                 f"annotate the class {names.ANNOTATION_VOLUME_COPY}={names.VOLUME_COPY_CLONE} (the fork is checked "
                 f"again every 30 s); otherwise fork a session whose volumes are on a class that can",
             )
         volumes.append(_clone_template(template, pvc))
-    pool = ((source.get("status") or {}).get("resolved") or {}).get("warmPoolRef") or (
-        (source.get("spec") or {}).get("warmPoolRef") or {}
-    )
-    return ForkPlan(source=name, warm_pool=pool.get("name"), volumes=tuple(volumes))
+    return ForkPlan(source=name, warm_pool=Session(source).resolved_pool, volumes=tuple(volumes))
 
 
 def _no_volumes(field: str) -> ForkBlocked:
@@ -202,20 +198,19 @@ def _no_volumes(field: str) -> ForkBlocked:
 def expand(session: Mapping[str, Any], warm_pool: str | None, volumes: Any) -> dict[str, Any]:
     """The fork as policies and the claim see it: the source's volumes as its volumeClaimTemplates and,
     unless the fork names one, the source's warm pool. The stored object never changes (GitOps owns it)."""
-    spec = dict(session.get("spec") or {})
+    spec = dict(Session(session).spec)
     if volumes:
         spec["volumeClaimTemplates"] = [dict(v) for v in volumes]
-    if warm_pool and not (spec.get("warmPoolRef") or {}).get("name"):
+    if warm_pool and not Session(session).warm_pool:
         spec["warmPoolRef"] = {"name": warm_pool}
     return {**session, "spec": spec}
 
 
 def claim_warm_pool(claim: Mapping[str, Any], session: Mapping[str, Any]) -> str | None:
     """The warm pool of the fork's own claim (None for a claim the session does not own)."""
-    if not is_owned_by(claim, _meta(session).get("uid")):
+    if not is_owned_by(claim, Session(session).uid):
         return None
-    name = ((claim.get("spec") or {}).get("warmPoolRef") or {}).get("name")
-    return str(name) if name else None
+    return Claim(claim).warm_pool
 
 
 def lineage_of(source: Mapping[str, Any], *older: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -228,7 +223,7 @@ def judged_view(
 ) -> dict[str, Any]:
     """The fork with the lineage it gets from ``source`` added to what it recorded (policies judge this),
     unless the source is gone or its lineage is too long to record (the fork is refused for that)."""
-    if source is None or _meta(source).get("deletionTimestamp") or source_name(session) is None:
+    if source is None or Session(source).deleting or source_name(session) is None:
         return dict(session)
     view = lineage.with_lineage(session, lineage_of(source, *older))
     if lineage.problem(lineage.recorded(view), source_name(session) or "") is not None:
@@ -243,11 +238,8 @@ def admission_view(
     lineage it will record (``older``: the source's own sources, when the source has not recorded them)."""
     if source is None:
         return dict(session)
-    pool = ((source.get("status") or {}).get("resolved") or {}).get("warmPoolRef") or (
-        (source.get("spec") or {}).get("warmPoolRef") or {}
-    )
     view = judged_view(session, source, *older)
-    return expand(view, pool.get("name"), (source.get("spec") or {}).get("volumeClaimTemplates"))
+    return expand(view, Session(source).resolved_pool, Session(source).spec.get("volumeClaimTemplates"))
 
 
 def needs_older(source: Mapping[str, Any]) -> str | None:
@@ -261,15 +253,15 @@ def admission_problems(session: Mapping[str, Any], source: Mapping[str, Any] | N
     name = source_name(session)
     if name is None:
         return []
-    namespace = _meta(session).get("namespace")
-    if name == _meta(session).get("name"):
+    namespace = Session(session).namespace
+    if name == Session(session).name:
         return [f"spec.forkFrom.name {name}: a session cannot fork itself; name another session of {namespace}"]
-    if source is None or _meta(source).get("deletionTimestamp"):
+    if source is None or Session(source).deleting:
         return [
             f"spec.forkFrom.name {name}: no AgentSession {name} in namespace {namespace} (a fork copies a session "
             "of its own namespace); name an existing session"
         ]
-    phase = (source.get("status") or {}).get("phase")
+    phase = Session(source).phase
     if phases.is_terminal(phase):
         return [f"spec.forkFrom.name {name}: the source is {phase}; name a Ready or Suspended session"]
     too_long = lineage.problem(lineage_of(source), name)

@@ -40,50 +40,44 @@ from typing import Any
 
 from agentsession_api import phases
 from agentsession_api.phases import Phase
+from agentsession_api.views import Obj, Policy, Session
 from agentsession_operator.decisions import policy
-from agentsession_operator.decisions.conditions import find_condition
 from agentsession_operator.decisions.policy_merge import EffectivePolicy, SessionLimit
 from agentsession_operator.decisions.status import TERMINAL_CLAIM_REASONS
 
 NAMES_SHOWN = 5  # sessions named in a sentence; more are counted
 
 
-def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    return obj.get("metadata") or {}
-
-
-def holds_place(session: Mapping[str, Any]) -> bool:
+def holds_place(body: Mapping[str, Any]) -> bool:
     """True until the session is finished for good (see the module docstring)."""
-    status = session.get("status") or {}
-    phase = status.get("phase")
-    conditions = status.get("conditions")
+    session = Session(body)
     # A Terminating session keeps the Expired and Failed conditions it had (decisions.status): one that
     # was finished before its deletion does not come back to count.
-    expired = find_condition(conditions, phases.COND_EXPIRED) or {}
-    if phase == Phase.EXPIRED or expired.get("status") == "True":
+    if session.phase == Phase.EXPIRED or session.condition(phases.COND_EXPIRED).get("status") == "True":
         return False
-    failed = find_condition(conditions, phases.COND_FAILED) or {}
-    if (phase == Phase.FAILED or failed.get("status") == "True") and failed.get("reason") in TERMINAL_CLAIM_REASONS:
+    failed = session.condition(phases.COND_FAILED)
+    if (session.phase == Phase.FAILED or failed.get("status") == "True") and failed.get(
+        "reason"
+    ) in TERMINAL_CLAIM_REASONS:
         return False
-    if _meta(session).get("deletionTimestamp"):
+    if session.deleting:
         # Until a pass saw the claim gone: the deletionTimestamp alone freed the place while a foreign
         # finalizer kept the object and its sandbox ran on (issue 28 item 5).
-        created = find_condition(conditions, phases.COND_CLAIM_CREATED) or {}
-        return created.get("status") != "False"
+        return session.condition(phases.COND_CLAIM_CREATED).get("status") != "False"
     return True
 
 
 def rank(session: Mapping[str, Any]) -> tuple[str, str]:
     """Creation time, then name (RFC 3339 UTC timestamps sort as text)."""
-    meta = _meta(session)
-    return str(meta.get("creationTimestamp") or ""), str(meta.get("name") or "")
+    view = Session(session)
+    return view.created, view.name
 
 
 def _same(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
-    ma, mb = _meta(a), _meta(b)
-    if ma.get("uid") and mb.get("uid"):
-        return bool(ma.get("uid") == mb.get("uid"))
-    return bool(ma.get("name")) and ma.get("name") == mb.get("name") and ma.get("namespace") == mb.get("namespace")
+    va, vb = Obj(a), Obj(b)
+    if va.uid and vb.uid:
+        return va.uid == vb.uid
+    return bool(va.name) and va.name == vb.name and va.namespace == vb.namespace
 
 
 def in_group(labels: Mapping[str, Any], key: str, value: str) -> bool:
@@ -98,16 +92,14 @@ def members(
     found = [
         s
         for s in sessions
-        if _meta(s).get("namespace", namespace) == namespace
-        and in_group(_meta(s).get("labels") or {}, key, value)
-        and holds_place(s)
+        if (Obj(s).namespace or namespace) == namespace and in_group(Obj(s).labels, key, value) and holds_place(s)
     ]
     return sorted(found, key=rank)
 
 
 def sentence(ahead: Sequence[Mapping[str, Any]], limit: SessionLimit, value: str) -> str:
     """Why a session is over the cap, naming the sessions holding the places (same namespace)."""
-    names = [str(_meta(s).get("name")) for s in ahead[:NAMES_SHOWN]]
+    names = [Obj(s).name for s in ahead[:NAMES_SHOWN]]
     more = f" and {len(ahead) - NAMES_SHOWN} more" if len(ahead) > NAMES_SHOWN else ""
     carry = (
         f"the label {limit.key} (any value, countAcrossValues)" if value == policy.ANY_VALUE else f"{limit.key}={value}"
@@ -140,7 +132,7 @@ def over_cap(
         return []  # before reading ``sessions``: callers may pass a lazy scan of the namespace
     sessions = list(sessions)
     wanted = set(only) if only is not None else None
-    namespace = _meta(session).get("namespace")
+    namespace = Session(session).namespace
     found = []
     for limit, value in limits:
         if wanted is not None and (limit.key, value) not in wanted:
@@ -160,7 +152,7 @@ def capped_keys(policies: Iterable[Mapping[str, Any]]) -> frozenset[Cap]:
     """Every label key some policy caps (``cleanup.maxSessionsPerLabel.key``), with how it is counted."""
     keys = set()
     for body in policies:
-        limit = ((body.get("spec") or {}).get("cleanup") or {}).get("maxSessionsPerLabel") or {}
+        limit = Policy(body).cleanup.get("maxSessionsPerLabel") or {}
         if limit.get("key"):
             keys.add((str(limit["key"]), limit.get("countAcrossValues") is True))
     return frozenset(keys)
@@ -171,7 +163,7 @@ def groups(session: Mapping[str, Any] | None, caps: Iterable[Cap]) -> frozenset[
     :data:`policy.ANY_VALUE` for a cap counted across values)."""
     if session is None or not holds_place(session):
         return frozenset()
-    labels = _meta(session).get("labels") or {}
+    labels = Session(session).labels
     return frozenset((k, policy.ANY_VALUE if across else labels[k]) for k, across in caps if k in labels)
 
 
@@ -201,15 +193,14 @@ def to_wake(
         return []
     me = after if after is not None else before
     assert me is not None
-    namespace = _meta(me).get("namespace")
+    namespace = Session(me).namespace
     wake = []
     for s in sessions:
-        meta = _meta(s)
-        if meta.get("namespace") != namespace or _same(s, me) or rank(s) <= rank(me):
+        other = Session(s)
+        if other.namespace != namespace or _same(s, me) or rank(s) <= rank(me):
             continue
-        labels = meta.get("labels") or {}
-        if any(in_group(labels, k, v) for k, v in changed) and holds_place(s):
-            wake.append((str(namespace), str(meta.get("name"))))
+        if any(in_group(other.labels, k, v) for k, v in changed) and holds_place(s):
+            wake.append((namespace, other.name))
     return wake
 
 
@@ -240,13 +231,13 @@ def namespace_limit(
     not read: the cap holds for every session there), a tie going to the first policy by name; without
     any, the operator's ``default`` (0: none)."""
     best: NamespaceLimit | None = None
-    for body in sorted(policies, key=lambda b: str(_meta(b).get("name") or "")):
-        meta = _meta(body)
-        if meta.get("namespace", namespace) != namespace:
+    for body in sorted(policies, key=lambda b: Policy(b).name):
+        found = Policy(body)
+        if (found.namespace or namespace) != namespace:
             continue
-        value = ((body.get("spec") or {}).get("cleanup") or {}).get("maxSessionsPerNamespace")
+        value = found.cleanup.get("maxSessionsPerNamespace")
         if isinstance(value, int) and not isinstance(value, bool) and (best is None or value < best.max):
-            best = NamespaceLimit(str(namespace), value, str(meta.get("name") or ""))
+            best = NamespaceLimit(str(namespace), value, found.name)
     if best is None and default > 0:
         return NamespaceLimit(str(namespace), default, "")
     return best
@@ -286,8 +277,7 @@ def over_namespace_cap(
     ``places``: the ranks (:func:`rank`) of every session of the namespace that holds a place, sorted;
     the session's own rank may be among them. At a pass the places ranked before the session count;
     at admission (``newcomer``) every other place does (the newcomer ranks last)."""
-    meta = _meta(session)
-    limit = namespace_limit(meta.get("namespace"), policies, default)
+    limit = namespace_limit(Session(session).namespace, policies, default)
     if limit is None or not holds_place(session):
         return []
     mine = rank(session)
@@ -331,8 +321,8 @@ class WakeUps:
     """Its labels changed (or it came or went): the policies' matchedSessions are refreshed soon."""
 
 
-def _labels(body: Mapping[str, Any] | None) -> Any:
-    return ((body or {}).get("metadata") or {}).get("labels") or {}
+def _labels(body: Mapping[str, Any] | None) -> Mapping[str, str]:
+    return Obj(body).labels
 
 
 def wake_ups(
