@@ -228,6 +228,34 @@ class Session(Obj):
     def hibernation(self) -> Mapping[str, Any]:
         return self.status.get("hibernation") or {}
 
+    @property
+    def lineage(self) -> list[Mapping[str, Any]]:
+        return list(self.status.get("lineage") or [])
+
+    @property
+    def pod_name(self) -> str | None:
+        return self.status.get("podName") or None
+
+    @property
+    def ready_at(self) -> str | None:
+        return self.status.get("readyAt") or None
+
+    @property
+    def last_activity_time(self) -> str | None:
+        return self.status.get("lastActivityTime") or None
+
+    @property
+    def busy_until(self) -> str | None:
+        return self.status.get("busyUntil") or None
+
+    @property
+    def expires_at(self) -> str | None:
+        return self.status.get("expiresAt") or None
+
+    @property
+    def idle_deadline(self) -> str | None:
+        return self.status.get("idleDeadline") or None
+
 
 class Claim(Obj):
     """A SandboxClaim (agent-sandbox)."""
@@ -235,9 +263,14 @@ class Claim(Obj):
     __slots__ = ()
 
     @property
+    def bound(self) -> Mapping[str, Any]:
+        """What agent-sandbox says of the Sandbox it is bound to (status.sandbox: name, podIPs, serviceFQDN)."""
+        return self.status.get("sandbox") or {}
+
+    @property
     def bound_sandbox(self) -> str | None:
         """The Sandbox it is bound to (status.sandbox.name)."""
-        return (self.status.get("sandbox") or {}).get("name") or None
+        return self.bound.get("name") or None
 
     @property
     def warm_pool(self) -> str | None:
@@ -252,6 +285,14 @@ class Sandbox(Obj):
     @property
     def node_name(self) -> str:
         return str(self.status.get("nodeName") or "")
+
+    @property
+    def pod_ips(self) -> list[str]:
+        return list(self.status.get("podIPs") or [])
+
+    @property
+    def service_fqdn(self) -> str | None:
+        return self.status.get("serviceFQDN") or None
 
     @property
     def volume_claim_templates(self) -> list[Mapping[str, Any]]:

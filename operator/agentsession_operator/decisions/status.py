@@ -25,9 +25,10 @@ from agentsession_api.activity import report_key
 from agentsession_api.durations import format_duration
 from agentsession_api.phases import IdleAction, Phase
 from agentsession_api.timestamps import format_time, parse_time, utc
+from agentsession_api.views import Claim, Obj, Sandbox, Session
 from agentsession_operator import constants
 from agentsession_operator.decisions import hibernate, lifecycle
-from agentsession_operator.decisions.conditions import find_condition, is_true, set_condition
+from agentsession_operator.decisions.conditions import is_true, set_condition
 from agentsession_operator.decisions.desired import sandbox_operating_mode
 from agentsession_operator.decisions.fork import ForkBlocked
 from agentsession_operator.decisions.ownership import is_owned_by
@@ -106,36 +107,32 @@ def sandbox_lags(sandbox: Mapping[str, Any] | None) -> bool:
     """
     if sandbox is None:
         return False
-    generation = _meta(sandbox).get("generation")
-    ready = find_condition((sandbox.get("status") or {}).get("conditions"), phases.COND_READY) or {}
-    observed = ready.get("observedGeneration")
-    return isinstance(generation, int) and isinstance(observed, int) and observed < generation
-
-
-def _meta(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    return (obj or {}).get("metadata") or {}
+    view = Sandbox(sandbox)
+    generation = view.generation
+    observed = view.condition(phases.COND_READY).get("observedGeneration")
+    return generation is not None and isinstance(observed, int) and observed < generation
 
 
 def observe(claim: Mapping[str, Any] | None, sandbox: Mapping[str, Any] | None) -> Observed:
     """Read claim and Sandbox status. A Sandbox whose name is not the claim's sandbox is ignored."""
     if claim is None:
         return Observed()
-    claim_status = claim.get("status") or {}
-    bound = claim_status.get("sandbox") or {}
-    sandbox_name = bound.get("name") or None
-    if sandbox is not None and (sandbox_name is None or _meta(sandbox).get("name") != sandbox_name):
+    owned = Claim(claim)
+    bound = owned.bound
+    sandbox_name = owned.bound_sandbox
+    if sandbox is not None and (sandbox_name is None or Sandbox(sandbox).name != sandbox_name):
         sandbox = None
-    sandbox_status = (sandbox or {}).get("status") or {}
-    ready = find_condition(claim_status.get("conditions"), phases.COND_READY) or {}
-    launch = (_meta(sandbox).get("labels") or {}).get(constants.SANDBOX_LAUNCH_TYPE_LABEL) if sandbox else None
-    claim_name = _meta(claim).get("name")
+    running = Sandbox(sandbox)
+    ready = owned.condition(phases.COND_READY)
+    launch = running.labels.get(constants.SANDBOX_LAUNCH_TYPE_LABEL) if sandbox else None
+    claim_name = owned.meta.get("name")
     if launch not in ("warm", "cold"):
         launch = None if sandbox_name is None else ("cold" if sandbox_name == claim_name else "warm")
     return Observed(
         claim_name=claim_name,
         sandbox_name=sandbox_name,
-        pod_ips=tuple(bound.get("podIPs") or sandbox_status.get("podIPs") or ())[:MAX_POD_IPS],
-        service_fqdn=sandbox_status.get("serviceFQDN") or bound.get("serviceFQDN") or None,
+        pod_ips=tuple(bound.get("podIPs") or running.pod_ips)[:MAX_POD_IPS],
+        service_fqdn=running.service_fqdn or bound.get("serviceFQDN") or None,
         launch_type=launch,
         ready_status=ready.get("status"),
         ready_reason=ready.get("reason") or "",
@@ -147,13 +144,12 @@ def observe(claim: Mapping[str, Any] | None, sandbox: Mapping[str, Any] | None) 
 
 def _sticky(session: Mapping[str, Any]) -> Verdict | None:
     """The verdict to keep when the session already reached a terminal phase."""
-    status = session.get("status") or {}
-    conditions = status.get("conditions")
-    if status.get("phase") == Phase.EXPIRED:
-        cond = find_condition(conditions, phases.COND_EXPIRED) or {}
+    view = Session(session)
+    if view.phase == Phase.EXPIRED:
+        cond = view.condition(phases.COND_EXPIRED)
         return Verdict(Phase.EXPIRED, cond.get("reason") or phases.REASON_TTL_EXPIRED, cond.get("message", ""))
-    if status.get("phase") == Phase.FAILED:
-        cond = find_condition(conditions, phases.COND_FAILED) or {}
+    if view.phase == Phase.FAILED:
+        cond = view.condition(phases.COND_FAILED)
         if cond.get("reason") in TERMINAL_CLAIM_REASONS:
             return Verdict(Phase.FAILED, cond["reason"], cond.get("message", ""))
     return None
@@ -168,7 +164,7 @@ def _claim_verdict(session: Mapping[str, Any], seen: Observed, warm_pool_exists:
     if reason in EXPIRED_CLAIM_REASONS:
         return Verdict(Phase.EXPIRED, phases.REASON_TTL_EXPIRED, f"agent-sandbox ended the sandbox ({reason})")
     if seen.suspended or reason == SUSPENDED_REASON:
-        if (session.get("spec") or {}).get("suspend"):
+        if Session(session).suspend:
             return Verdict(Phase.SUSPENDED, phases.REASON_SUSPEND_REQUESTED, "suspended by spec.suspend")
         if resolved.idle_action in phases.SUSPENDING_IDLE_ACTIONS:
             return Verdict(
@@ -177,7 +173,7 @@ def _claim_verdict(session: Mapping[str, Any], seen: Observed, warm_pool_exists:
                 "suspended after the idle timeout; client activity resumes it",
             )
         return Verdict(Phase.SUSPENDED, SUSPENDED_REASON, seen.ready_message or "the Sandbox is suspended")
-    if seen.ready_status == "True" and seen.sandbox_lags and (session.get("status") or {}).get("phase") != Phase.READY:
+    if seen.ready_status == "True" and seen.sandbox_lags and Session(session).phase != Phase.READY:
         # Only on the way to Ready: a spec change of a Ready session's Sandbox must not flap it.
         return Verdict(
             Phase.PROVISIONING,
@@ -235,13 +231,14 @@ def _unclaimed_verdict(
 
 def _was_ready(session: Mapping[str, Any]) -> bool:
     """Ready until now, or already reported as having lost its sandbox (and not Ready since)."""
-    status = session.get("status") or {}
-    ready = find_condition(status.get("conditions"), phases.COND_READY) or {}
-    return status.get("phase") == Phase.READY or ready.get("reason") == phases.REASON_SANDBOX_UNAVAILABLE
+    view = Session(session)
+    return view.phase == Phase.READY or view.condition(phases.COND_READY).get("reason") == (
+        phases.REASON_SANDBOX_UNAVAILABLE
+    )
 
 
 def _pool_not_found(session: Mapping[str, Any], resolved: Resolved) -> str:
-    return f"SandboxWarmPool {resolved.warm_pool} not found in namespace {_meta(session).get('namespace')}"
+    return f"SandboxWarmPool {resolved.warm_pool} not found in namespace {Session(session).namespace}"
 
 
 def _verdict(
@@ -263,7 +260,7 @@ def _verdict(
     if expiry is not None and now >= expiry:
         ttl = format_duration(resolved.ttl) if resolved.ttl is not None else "?"
         message = f"the TTL of {ttl} ended at {format_time(expiry)}"
-        if resolved.ttl is not None and not resolved.ttl and (session.get("status") or {}).get("lineage"):
+        if resolved.ttl is not None and not resolved.ttl and Session(session).lineage:
             # A fork whose source's data had used up its maxTtl (policy.lineage_max_ttl): say so.
             message += " (a fork ends when its source's data would: see the PolicyCompliant condition)"
         return Verdict(Phase.EXPIRED, phases.REASON_TTL_EXPIRED, message)
@@ -271,7 +268,7 @@ def _verdict(
         return Verdict(
             Phase.FAILED,
             phases.REASON_CLAIM_CONFLICT,
-            f"a SandboxClaim named {_meta(claim).get('name')} already exists and is not owned by this AgentSession; "
+            f"a SandboxClaim named {Obj(claim).name} already exists and is not owned by this AgentSession; "
             "delete that claim or recreate the session under another name",
         )
     if seen.claim_name is not None and violations:
@@ -289,20 +286,19 @@ def _verdict(
 
 def _activity_fields(session: Mapping[str, Any], verdict: Verdict, now: datetime) -> tuple[str | None, str | None]:
     """lastActivityTime and busyUntil; becoming Ready, or a resume asked via spec.suspend, counts as activity."""
-    status = session.get("status") or {}
-    last = status.get("lastActivityTime")
-    conditions = status.get("conditions")
-    ready_before = find_condition(conditions, phases.COND_READY) or {}
+    view = Session(session)
+    last = view.last_activity_time
+    ready_before = view.condition(phases.COND_READY)
     became_ready = verdict.phase == Phase.READY and ready_before.get("status") != "True"
     resumed = (
-        not (session.get("spec") or {}).get("suspend")
-        and status.get("phase") == Phase.SUSPENDED
+        not view.suspend
+        and view.phase == Phase.SUSPENDED
         and ready_before.get("reason") == phases.REASON_SUSPEND_REQUESTED
     )
     if became_ready or resumed:
         previous = parse_time(last)
         last = format_time(max(previous, now) if previous else now)
-    return last, status.get("busyUntil")
+    return last, view.busy_until
 
 
 def compute_status(
@@ -325,10 +321,10 @@ def compute_status(
     fork.plan_fork) when a fork without a claim cannot have one yet.
     """
     now = utc(now)
-    meta = _meta(session)
-    current = session.get("status") or {}
-    generation = meta.get("generation")
-    owned = claim if claim is not None and is_owned_by(claim, meta.get("uid")) else None
+    view = Session(session)
+    current = view.status
+    generation = view.meta.get("generation")
+    owned = claim if claim is not None and is_owned_by(claim, view.meta.get("uid")) else None
     seen = observe(owned, sandbox)
     verdict = _verdict(session, claim, seen, now, warm_pool_exists, resolved, violations, fork)
 
@@ -341,7 +337,7 @@ def compute_status(
         and deadline is not None
         and now >= deadline
         and resolved.idle_action == IdleAction.DELETE
-        and not (session.get("spec") or {}).get("suspend")
+        and not view.suspend
     ):
         verdict = Verdict(
             Phase.EXPIRED,
@@ -351,9 +347,9 @@ def compute_status(
         )
 
     conditions = _conditions(current.get("conditions"), verdict, seen, claim, now, generation, violations)
-    conditions = _hibernate_condition(conditions, resolved, now, generation, current.get("hibernation"))
+    conditions = _hibernate_condition(conditions, resolved, now, generation, view.hibernation)
     terminal = verdict.phase in (Phase.EXPIRED, Phase.TERMINATING)
-    ready_at = current.get("readyAt") or (format_time(now) if verdict.phase == Phase.READY else None)
+    ready_at = view.ready_at or (format_time(now) if verdict.phase == Phase.READY else None)
     expiry = lifecycle.expires_at(session, resolved)
     keep = current if terminal else {}
     return {
