@@ -192,14 +192,82 @@ class Obj:
         return _condition(self.status.get("conditions"), type_)
 
 
-class Session(Obj):
+class _StatusFields:
+    """An AgentSession's status fields, read from ``_fields()`` (the whole session's status, or a status alone)."""
+
+    __slots__ = ()
+
+    def _fields(self) -> Mapping[str, Any]:
+        raise NotImplementedError
+
+    @property
+    def phase(self) -> str | None:
+        return self._fields().get("phase")
+
+    @property
+    def resolved(self) -> Mapping[str, Any]:
+        return self._fields().get("resolved") or {}
+
+    @property
+    def hibernation(self) -> Mapping[str, Any]:
+        return self._fields().get("hibernation") or {}
+
+    @property
+    def lineage(self) -> list[Mapping[str, Any]]:
+        return list(self._fields().get("lineage") or [])
+
+    @property
+    def pod_name(self) -> str | None:
+        return self._fields().get("podName") or None
+
+    @property
+    def ready_at(self) -> str | None:
+        return self._fields().get("readyAt") or None
+
+    @property
+    def last_activity_time(self) -> str | None:
+        return self._fields().get("lastActivityTime") or None
+
+    @property
+    def busy_until(self) -> str | None:
+        return self._fields().get("busyUntil") or None
+
+    @property
+    def expires_at(self) -> str | None:
+        return self._fields().get("expiresAt") or None
+
+    @property
+    def expiry_warned_for(self) -> str | None:
+        return self._fields().get("expiryWarnedFor") or None
+
+    @property
+    def idle_deadline(self) -> str | None:
+        return self._fields().get("idleDeadline") or None
+
+    def condition(self, type_: str) -> Mapping[str, Any]:
+        """The condition of ``type_`` ({} when there is none)."""
+        return _condition(self._fields().get("conditions"), type_)
+
+
+class Status(_StatusFields):
+    """An AgentSession's status alone (a pass's status before and after, a patch)."""
+
+    __slots__ = ("fields",)
+
+    def __init__(self, fields: Mapping[str, Any] | None) -> None:
+        self.fields: Mapping[str, Any] = fields or {}
+
+    def _fields(self) -> Mapping[str, Any]:
+        return self.fields
+
+
+class Session(_StatusFields, Obj):
     """An AgentSession."""
 
     __slots__ = ()
 
-    @property
-    def phase(self) -> str | None:
-        return self.status.get("phase")
+    def _fields(self) -> Mapping[str, Any]:
+        return self.status
 
     @property
     def suspend(self) -> bool:
@@ -216,45 +284,9 @@ class Session(Obj):
         return (self.spec.get("warmPoolRef") or {}).get("name") or None
 
     @property
-    def resolved(self) -> Mapping[str, Any]:
-        return self.status.get("resolved") or {}
-
-    @property
     def resolved_pool(self) -> str | None:
         """The pool the session was resolved to (status.resolved), else the one its spec names."""
         return (self.resolved.get("warmPoolRef") or {}).get("name") or self.warm_pool
-
-    @property
-    def hibernation(self) -> Mapping[str, Any]:
-        return self.status.get("hibernation") or {}
-
-    @property
-    def lineage(self) -> list[Mapping[str, Any]]:
-        return list(self.status.get("lineage") or [])
-
-    @property
-    def pod_name(self) -> str | None:
-        return self.status.get("podName") or None
-
-    @property
-    def ready_at(self) -> str | None:
-        return self.status.get("readyAt") or None
-
-    @property
-    def last_activity_time(self) -> str | None:
-        return self.status.get("lastActivityTime") or None
-
-    @property
-    def busy_until(self) -> str | None:
-        return self.status.get("busyUntil") or None
-
-    @property
-    def expires_at(self) -> str | None:
-        return self.status.get("expiresAt") or None
-
-    @property
-    def idle_deadline(self) -> str | None:
-        return self.status.get("idleDeadline") or None
 
 
 class Claim(Obj):

@@ -17,6 +17,7 @@ from agentsession_api import phases
 from agentsession_api.durations import format_duration
 from agentsession_api.phases import Phase
 from agentsession_api.timestamps import format_time, parse_time, utc
+from agentsession_api.views import Claim, Sandbox, Session, Status
 from agentsession_operator import constants
 from agentsession_operator.decisions import desired, hibernate, lifecycle, network, template_identity, template_policy
 from agentsession_operator.decisions.conditions import find_condition, set_condition
@@ -189,16 +190,17 @@ def progress_deferred_until(
     lastTransitionTime), and after a progress write at `written`, once it has waited twice as long as
     then. The pass writes nothing meanwhile and looks again at that time.
     """
-    if status.get("phase") != Phase.PROVISIONING:
+    was = Status(before)
+    if Status(status).phase != Phase.PROVISIONING:
         return None
-    if not before.get("phase"):
+    if not was.phase:
         if created is None or now >= created + PROGRESS_DELAY:
             return None
         return created + PROGRESS_DELAY
-    if before.get("phase") != Phase.PROVISIONING:
+    if was.phase != Phase.PROVISIONING:
         return None
-    ready = find_condition(before.get("conditions"), phases.COND_READY) or {}
-    if before.get("readyAt") or ready.get("reason") == phases.REASON_SANDBOX_UNAVAILABLE:
+    ready = was.condition(phases.COND_READY)
+    if was.ready_at or ready.get("reason") == phases.REASON_SANDBOX_UNAVAILABLE:
         return None
     since = parse_time(ready.get("lastTransitionTime"))
     if since is None:
@@ -242,9 +244,9 @@ def _claim_actions(
     patch = desired.claim_patch_for_ttl(claim, lifecycle.expires_at(session, resolved))
     if patch is not None:
         actions.append(PatchClaim(name, patch))
-    claim_uid = claim["metadata"].get("uid")
-    bound = ((claim.get("status") or {}).get("sandbox") or {}).get("name")
-    if sandbox is not None and bound and sandbox["metadata"].get("name") == bound and is_owned_by(sandbox, claim_uid):
+    owned = Claim(claim)
+    bound = owned.bound_sandbox
+    if sandbox is not None and bound and Sandbox(sandbox).name == bound and is_owned_by(sandbox, owned.uid):
         mode = lifecycle.desired_operating_mode(session, status, resolved, now, desired.sandbox_operating_mode(sandbox))
         mode_patch = desired.sandbox_patch_for_mode(sandbox, mode)
         actions += _mode_actions(session, claim, sandbox, bound, mode, mode_patch, status, resolved, now)
@@ -264,7 +266,7 @@ def _mode_actions(
 ) -> list[Action]:
     """The Sandbox's operating mode, with Hibernate's checkpoint before an idle suspend and its restore
     annotation on the wake (issue 33)."""
-    before = session.get("status") or {}
+    view = Session(session)
     kept = hibernate.kept_checkpoint(session)
     # A checkpoint of another pod spec: the wake starts fresh, the image goes (issue 49 item 7).
     stale = kept is not None and hibernate.pod_spec_changed(session, sandbox)
@@ -274,7 +276,7 @@ def _mode_actions(
         # must start fresh), also when a pass recorded the wake but failed to clear one of them; the wake is
         # recorded once, while the status still keeps the checkpoint (a second record would hide a
         # RestoreFailed the first one wrote).
-        if mode != constants.OPERATING_MODE_RUNNING or status.get("phase") != Phase.READY:
+        if mode != constants.OPERATING_MODE_RUNNING or Status(status).phase != Phase.READY:
             return []
         actions: list[Action] = []
         if hibernate.claim_restore_from(claim):
@@ -283,23 +285,20 @@ def _mode_actions(
             actions.append(PatchSandbox(bound, hibernate.clear_restore_patch()))
         if kept:
             record = (
-                hibernate.spec_changed_record(kept)
-                if stale
-                else hibernate.restored_record(dict(before.get("hibernation") or {}), now)
+                hibernate.spec_changed_record(kept) if stale else hibernate.restored_record(dict(view.hibernation), now)
             )
             actions.append(FinishRestore(kept, record))
         return actions
     if mode == constants.OPERATING_MODE_SUSPENDED:
-        pod = before.get("podName") or bound
+        pod = view.pod_name or bound
         # A checkpoint already kept (the pass after the hibernate saw its status, not yet the Sandbox's
         # suspend): suspend only, never checkpoint a sandbox that is gone and overwrite the record.
-        if kept is None and hibernate.hibernates(resolved, bool((session.get("spec") or {}).get("suspend"))):
-            meta = session.get("metadata") or {}
+        if kept is None and hibernate.hibernates(resolved, view.suspend):
             # The image's name is this hibernation's own: the record's takenAt, which the wake recomputes it from.
             taken_at = format_time(now)
-            name = hibernate.checkpoint_name(str(meta.get("name", "")), str(meta.get("uid", "")), taken_at)
+            name = hibernate.checkpoint_name(view.name, view.uid, taken_at)
             budget, budget_policy = resolved.max_hibernated or (None, "")
-            node = str((sandbox.get("status") or {}).get("nodeName") or "")
+            node = Sandbox(sandbox).node_name
             return [
                 HibernateSandbox(
                     bound,
@@ -327,10 +326,10 @@ def _mode_actions(
 def _stop_for_policy(claim: Mapping[str, Any], sandbox: Mapping[str, Any] | None) -> list[Action]:
     """Suspend the Sandbox of a session that now breaks a policy (the claim and its volumes stay), or of a
     deleted one whose claim lingers."""
-    bound = ((claim.get("status") or {}).get("sandbox") or {}).get("name")
-    if sandbox is None or not bound or sandbox["metadata"].get("name") != bound:
+    bound = Claim(claim).bound_sandbox
+    if sandbox is None or not bound or Sandbox(sandbox).name != bound:
         return []
-    if not is_owned_by(sandbox, claim["metadata"].get("uid")):
+    if not is_owned_by(sandbox, Claim(claim).uid):
         return []
     patch = desired.sandbox_patch_for_mode(sandbox, constants.OPERATING_MODE_SUSPENDED)
     return [PatchSandbox(bound, patch)] if patch is not None else []
@@ -347,26 +346,26 @@ def _isolation(
 ) -> list[Action]:
     """The session's NetworkPolicy once its claim exists, and the NetworkIsolated condition saying so:
     True only when it is applied and applies (a hostNetwork pod ignores every NetworkPolicy)."""
-    meta = session.get("metadata") or {}
+    view = Session(session)
     conditions = status.get("conditions")
-    if owned is None or lifecycle.is_deleting(owned) or not (owned.get("metadata") or {}).get("uid"):
+    if owned is None or lifecycle.is_deleting(owned) or not Claim(owned).uid:
         if find_condition(conditions, phases.COND_NETWORK_ISOLATED) is not None:
             status["conditions"] = set_condition(
-                conditions, phases.COND_NETWORK_ISOLATED, False, "NoSandbox", "no claim", now, meta.get("generation")
+                conditions, phases.COND_NETWORK_ISOLATED, False, "NoSandbox", "no claim", now, view.generation
             )
         return []
     egress = network.merge_egress(effective.egress)
     wanted = network.desired_network_policy(session, owned, egress, isolation.settings)
     current = isolation.current
     actions: list[Action] = []
-    if current is not None and not is_owned_by(current, meta.get("uid")):
+    if current is not None and not is_owned_by(current, view.uid):
         verdict = (
             False,
             "NameConflict",
             f"a NetworkPolicy {wanted['metadata']['name']} not owned by this session exists",
         )
     else:
-        if not network.in_place(current, wanted, meta.get("uid")):
+        if not network.in_place(current, wanted, view.uid):
             actions.append(ApplyNetworkPolicy(wanted, current))
         # Applied before the status is written: a failed apply fails the pass, so True is never early.
         verdict = (
@@ -388,9 +387,7 @@ def _isolation(
                 "TemplatePolicyWider",
                 f"{opened} (NetworkPolicy {wanted['metadata']['name']} is in place)",
             )
-    status["conditions"] = set_condition(
-        conditions, phases.COND_NETWORK_ISOLATED, *verdict, now, meta.get("generation")
-    )
+    status["conditions"] = set_condition(conditions, phases.COND_NETWORK_ISOLATED, *verdict, now, view.generation)
     return actions
 
 
@@ -401,8 +398,8 @@ def _next_check(status: Mapping[str, Any], now: datetime, warn_at: datetime | No
     candidates = [
         (moment, reason)
         for moment, reason in (
-            (parse_time(status.get("expiresAt")), phases.REASON_TTL_EXPIRED),
-            (parse_time(status.get("idleDeadline")), phases.REASON_IDLE_TIMEOUT),
+            (parse_time(Status(status).expires_at), phases.REASON_TTL_EXPIRED),
+            (parse_time(Status(status).idle_deadline), phases.REASON_IDLE_TIMEOUT),
             (warn_at, REASON_EXPIRING_SOON),
         )
         if moment is not None and moment > now
@@ -419,7 +416,7 @@ def max_ttl_warning(
     """A Warning Event at once when a lowered maxTtl starts its grace period (or is lowered again in it)."""
     if resolved.pending_max_ttl is None or resolved.pending_max_ttl_at is None:
         return None
-    recorded = before.get("resolved") or {}
+    recorded = Status(before).resolved
     if recorded.get("pendingMaxTtl") == format_duration(resolved.pending_max_ttl) and recorded.get("pendingMaxTtlAt"):
         return None  # warned already
     origin = effective.max_ttl.origin() if effective.max_ttl else ""
@@ -428,8 +425,8 @@ def max_ttl_warning(
         REASON_MAX_TTL_LOWERED,
         f"maxTtl lowered to {format_duration(resolved.pending_max_ttl)} {origin}; it applies to this running "
         f"session after the grace period (spec.limits.maxTtlGracePeriod {grace}), at "
-        f"{format_time(resolved.pending_max_ttl_at)}: the session now expires at {status.get('expiresAt')} "
-        f"(was {before.get('expiresAt')}), and its sandbox and volumes are deleted then",
+        f"{format_time(resolved.pending_max_ttl_at)}: the session now expires at {Status(status).expires_at} "
+        f"(was {Status(before).expires_at}), and its sandbox and volumes are deleted then",
     )
 
 
@@ -441,10 +438,10 @@ def expiry_warning(
     Records what it warned about in ``status`` (``expiryWarnedFor``), so a restart or another pass never
     posts it twice, and a changed expiry (a longer ttl) is warned about again when its time comes.
     """
-    expires = parse_time(status.get("expiresAt"))
+    expires = parse_time(Status(status).expires_at)
     if lead is None or expires is None or phases.is_terminal(status["phase"]) or status["phase"] == Phase.TERMINATING:
         return None, None
-    if parse_time(before.get("expiryWarnedFor")) == expires:
+    if parse_time(Status(before).expiry_warned_for) == expires:
         return None, None
     warn_at = expires - lead
     if now < warn_at:
@@ -498,13 +495,13 @@ def reconcile_actions(
     status = compute_status(
         session, claim, sandbox, now, warm_pool_exists, resolved=resolved, violations=violations, fork=fork
     )
-    uid = (session.get("metadata") or {}).get("uid")
-    owned = claim if claim is not None and is_owned_by(claim, uid) else None
+    view = Session(session)
+    owned = claim if claim is not None and is_owned_by(claim, view.uid) else None
     phase = status["phase"]
     actions: list[Action] = []
     if phase == Phase.EXPIRED:
         if owned is not None and not lifecycle.is_deleting(owned):
-            reason = (find_condition(status["conditions"], phases.COND_EXPIRED) or {}).get("reason", "")
+            reason = Status(status).condition(phases.COND_EXPIRED).get("reason", "")
             actions.append(DeleteClaim(owned["metadata"]["name"], reason or phases.REASON_TTL_EXPIRED))
     elif phase == Phase.FAILED and violations and owned is not None and not lifecycle.is_deleting(owned):
         actions += _stop_for_policy(owned, sandbox)
@@ -540,16 +537,17 @@ def reconcile_actions(
     if isolation is not None:
         actions += _isolation(session, owned, status, now, effective, isolation, sandbox)
     if identity is not None and owned is not None:
-        generation = (session.get("metadata") or {}).get("generation")
         verdict = template_identity.condition(identity)
-        status["conditions"] = set_condition(status["conditions"], phases.COND_POD_IDENTITY, *verdict, now, generation)
-    before = session.get("status") or {}
+        status["conditions"] = set_condition(
+            status["conditions"], phases.COND_POD_IDENTITY, *verdict, now, view.generation
+        )
+    before = view.status
     lowered = max_ttl_warning(before, resolved, status, effective)
     soon, warn_at = expiry_warning(before, status, now, expiry_lead)
     actions += [w for w in (lowered, soon) if w is not None]
     check = _next_check(status, now, warn_at)
     if patch_changes(before, status):
-        created = parse_time((session.get("metadata") or {}).get("creationTimestamp"))
+        created = parse_time(view.created)
         later = progress_deferred_until(before, status, now, progress_written, created)
         if later is None:
             actions.append(PatchStatus(status))
