@@ -43,6 +43,7 @@ crds: venv ## regenerate crds/*.yaml (and the TypeScript contract and protocol, 
 	$(PY) -m agentsession_api.crdgen
 	$(PY) -m agentsession_api.apidoc
 	$(PY) -m agentsession_api.tsgen  # the TypeScript client's contract (client-ts/src/generated)
+	$(PY) -m agentsession_api.viewgen  # the read-only views of the specs the operator decides over
 	$(PY) -m langchain_k8s_client.protocol_tsgen  # and its in-pod protocol (client-ts/src/generated/protocol.ts)
 	$(PY) -m langchain_k8s_client.http11_unasync  # the pod transport's sync twin (http11_sync.py) from http11_async.py
 	cp crds/agentsession.dev_*.yaml charts/agentsession/crds/  # Helm installs crds/ verbatim

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal, TypedDict, cast
 
+from agentsession_api.views_generated import AgentSessionPolicySpecView, AgentSessionSpecView
+
 
 class NameRef(TypedDict, total=False):
     name: str
@@ -270,6 +272,11 @@ class Session(_StatusFields, Obj):
         return self.status
 
     @property
+    def spec_view(self) -> AgentSessionSpecView:
+        """The spec, field by field (views_generated, from the pydantic model)."""
+        return AgentSessionSpecView(self.spec)
+
+    @property
     def suspend(self) -> bool:
         return bool(self.spec.get("suspend"))
 
@@ -308,11 +315,21 @@ class Claim(Obj):
     def warm_pool(self) -> str | None:
         return (self.spec.get("warmPoolRef") or {}).get("name") or None
 
+    @property
+    def pod_annotations(self) -> Mapping[str, str]:
+        """spec.additionalPodMetadata.annotations: what the claim adds to its Sandbox's pod."""
+        return (self.spec.get("additionalPodMetadata") or {}).get("annotations") or {}
+
 
 class Sandbox(Obj):
     """A Sandbox (agent-sandbox)."""
 
     __slots__ = ()
+
+    @property
+    def pod_template(self) -> Obj:
+        """spec.podTemplate (its metadata and spec)."""
+        return Obj(self.spec.get("podTemplate"))
 
     @property
     def node_name(self) -> str:
@@ -335,6 +352,11 @@ class Policy(Obj):
     """An AgentSessionPolicy."""
 
     __slots__ = ()
+
+    @property
+    def spec_view(self) -> AgentSessionPolicySpecView:
+        """The spec, field by field (views_generated, from the pydantic model)."""
+        return AgentSessionPolicySpecView(self.spec)
 
     @property
     def cleanup(self) -> Mapping[str, Any]:

@@ -18,6 +18,7 @@ from typing import Any, Final
 
 from agentsession_api import names, patterns, phases
 from agentsession_api.timestamps import format_time, parse_time
+from agentsession_api.views import Claim, Obj, Sandbox, Session
 from agentsession_operator.decisions.resolved import Resolved
 
 GVISOR_RUNTIME_CLASSES = frozenset({"gvisor"})
@@ -104,9 +105,9 @@ def checkpoint_prefix(session_name: str, session_uid: str) -> str:
 def own_checkpoints(session: Mapping[str, Any]) -> tuple[str, ...]:
     """The names the session's recorded hibernation may have: this one's (from its takenAt) and, for an
     image an older operator took, the one name of old."""
-    meta = session.get("metadata") or {}
-    name, uid = str(meta.get("name", "")), str(meta.get("uid", ""))
-    taken_at = ((session.get("status") or {}).get("hibernation") or {}).get("takenAt")
+    view = Session(session)
+    name, uid = view.name, view.uid
+    taken_at = view.hibernation.get("takenAt")
     names_ = [checkpoint_name(name, uid, taken_at)] if isinstance(taken_at, str) and taken_at else []
     return (*names_, checkpoint_name(name, uid))
 
@@ -120,8 +121,7 @@ def runtime_class_of(template: dict[str, Any] | None) -> str | None:
     """The SandboxTemplate's pod runtimeClassName, or None (the cluster's default runtime)."""
     if not template:
         return None
-    pod_spec = (((template.get("spec") or {}).get("podTemplate") or {}).get("spec")) or {}
-    value = pod_spec.get("runtimeClassName")
+    value = Obj(Obj(template).spec.get("podTemplate")).spec.get("runtimeClassName")
     return value if isinstance(value, str) and value else None
 
 
@@ -249,11 +249,11 @@ def pod_spec_digest(sandbox: Mapping[str, Any] | None) -> str:
     would restore into. runsc restores with spec validation at "warning" (a restored pod's cgroup parent always
     differs), so a spec changed in between (tightened) would not apply to the restored processes. A cached
     copy carries it already computed (CACHED_POD_SPEC_DIGEST)."""
-    spec = (sandbox or {}).get("spec") or {}
-    cached = spec.get(CACHED_POD_SPEC_DIGEST)
+    view = Sandbox(sandbox)
+    cached = view.spec.get(CACHED_POD_SPEC_DIGEST)
     if isinstance(cached, str):
         return cached
-    pod_spec = (spec.get("podTemplate") or {}).get("spec") or {}
+    pod_spec = view.pod_template.spec
     canonical = json.dumps(pod_spec, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()
 
@@ -261,7 +261,7 @@ def pod_spec_digest(sandbox: Mapping[str, Any] | None) -> str:
 def pod_spec_changed(session: Mapping[str, Any], sandbox: Mapping[str, Any] | None) -> bool:
     """The kept checkpoint was taken from another pod spec than the Sandbox's now (issue 49 item 7). A record
     without a digest (an older operator's) is judged as before: restored."""
-    recorded = ((session.get("status") or {}).get("hibernation") or {}).get("podSpecDigest")
+    recorded = Session(session).hibernation.get("podSpecDigest")
     return bool(recorded) and recorded != pod_spec_digest(sandbox)
 
 
@@ -320,7 +320,7 @@ def kept_checkpoint(session: Mapping[str, Any]) -> str | None:
     """The checkpoint a hibernated session wakes from, None when it has none. Only the session's own image
     (its name recomputed from the session's name and UID): a status naming any other (forged, or another
     session's) restores nothing and is not this session's to delete (issue 49 item 1)."""
-    hibernation = (session.get("status") or {}).get("hibernation") or {}
+    hibernation = Session(session).hibernation
     name = hibernation.get("checkpoint")
     if hibernation.get("hibernated") and name in own_checkpoints(session) and is_valid_checkpoint_name(str(name)):
         return str(name)
@@ -329,15 +329,13 @@ def kept_checkpoint(session: Mapping[str, Any]) -> str | None:
 
 def sandbox_restore_from(sandbox: Mapping[str, Any] | None) -> str | None:
     """The restore annotation on the Sandbox's pod template, if any."""
-    template = ((sandbox or {}).get("spec") or {}).get("podTemplate") or {}
-    value = ((template.get("metadata") or {}).get("annotations") or {}).get(names.ANNOTATION_RESTORE_FROM)
+    value = Sandbox(sandbox).pod_template.annotations.get(names.ANNOTATION_RESTORE_FROM)
     return value if isinstance(value, str) else None
 
 
 def claim_restore_from(claim: Mapping[str, Any] | None) -> str | None:
     """The restore annotation in the claim's additionalPodMetadata, if any."""
-    metadata = ((claim or {}).get("spec") or {}).get("additionalPodMetadata") or {}
-    value = (metadata.get("annotations") or {}).get(names.ANNOTATION_RESTORE_FROM)
+    value = Claim(claim).pod_annotations.get(names.ANNOTATION_RESTORE_FROM)
     return value if isinstance(value, str) else None
 
 
@@ -425,16 +423,15 @@ def owned_checkpoints(sessions: Iterable[Mapping[str, Any]]) -> Owned:
     names_: set[str] = set()
     prefixes: list[str] = []
     for session in sessions:
-        meta = session.get("metadata") or {}
-        phase = (session.get("status") or {}).get("phase")
-        if meta.get("deletionTimestamp") or phase in phases.TERMINAL_PHASES:
+        view = Session(session)
+        if view.deleting or view.phase in phases.TERMINAL_PHASES:
             continue
         kept = kept_checkpoint(session)
         if kept is not None:
             names_.add(kept)
         else:
-            prefixes.append(checkpoint_prefix(str(meta.get("name", "")), str(meta.get("uid", ""))))
-            names_.add(checkpoint_name(str(meta.get("name", "")), str(meta.get("uid", ""))))
+            prefixes.append(checkpoint_prefix(view.name, view.uid))
+            names_.add(checkpoint_name(view.name, view.uid))
     return Owned(frozenset(names_), tuple(prefixes))
 
 

@@ -33,6 +33,7 @@ from typing import Any, Generic, TypeVar
 
 from agentsession_api.durations import parse_duration
 from agentsession_api.quantities import parse_quantity
+from agentsession_api.views import Policy
 
 T = TypeVar("T")
 
@@ -112,7 +113,7 @@ EMPTY_POLICY = EffectivePolicy()
 
 def policy_name(obj: Mapping[str, Any]) -> str:
     """A policy's ``metadata.name`` (the order policies are merged in)."""
-    return str((obj.get("metadata") or {}).get("name", ""))
+    return Policy(obj).name
 
 
 class _Merger:
@@ -157,82 +158,78 @@ class _Merger:
 
     def add(self, policy: Mapping[str, Any]) -> None:
         name = policy_name(policy)
-        spec = policy.get("spec") or {}
-        defaults, limits = spec.get("defaults") or {}, spec.get("limits") or {}
-        label_rules, cleanup = spec.get("labels") or {}, spec.get("cleanup") or {}
+        spec = Policy(policy).spec_view
+        defaults, limits, label_rules, cleanup = spec.defaults, spec.limits, spec.labels, spec.cleanup
 
-        pool = (defaults.get("warmPoolRef") or {}).get("name")
+        pool = defaults.warm_pool_ref.name
         self.first("default_warm_pool", Sourced(pool, name, pool) if pool else None)
-        self.first("default_ttl", self.duration(name, "spec.defaults.ttl", defaults.get("ttl")))
-        self.first(
-            "default_idle_timeout", self.duration(name, "spec.defaults.idleTimeout", defaults.get("idleTimeout"))
-        )
-        action = defaults.get("idleAction")
+        self.first("default_ttl", self.duration(name, "spec.defaults.ttl", defaults.ttl))
+        self.first("default_idle_timeout", self.duration(name, "spec.defaults.idleTimeout", defaults.idle_timeout))
+        action = defaults.idle_action
         self.first("default_idle_action", Sourced(action, name, action) if action else None)
-        for target, source in (("default_labels", "labels"), ("default_pod_labels", "podLabels")):
-            for key, value in (defaults.get(source) or {}).items():
+        for target, labels in (("default_labels", defaults.labels), ("default_pod_labels", defaults.pod_labels)):
+            for key, value in (labels or {}).items():
                 self.values[target].setdefault(key, Sourced(value, name, value))
 
-        self.smallest("max_ttl", self.duration(name, "spec.limits.maxTtl", limits.get("maxTtl")))
+        self.smallest("max_ttl", self.duration(name, "spec.limits.maxTtl", limits.max_ttl))
         self.smallest(
-            "max_ttl_grace",
-            self.duration(name, "spec.limits.maxTtlGracePeriod", limits.get("maxTtlGracePeriod")),
+            "max_ttl_grace", self.duration(name, "spec.limits.maxTtlGracePeriod", limits.max_ttl_grace_period)
         )
-        self.smallest(
-            "max_idle_timeout", self.duration(name, "spec.limits.maxIdleTimeout", limits.get("maxIdleTimeout"))
-        )
-        self.smallest("max_storage", self._quantity(name, limits.get("maxStorage")))
-        self.smallest("max_checkpoint", self._quantity(name, limits.get("maxCheckpointSize"), "maxCheckpointSize"))
-        self.smallest("max_hibernated", self._quantity(name, limits.get("maxHibernatedSize"), "maxHibernatedSize"))
+        self.smallest("max_idle_timeout", self.duration(name, "spec.limits.maxIdleTimeout", limits.max_idle_timeout))
+        self.smallest("max_storage", self._quantity(name, limits.max_storage))
+        self.smallest("max_checkpoint", self._quantity(name, limits.max_checkpoint_size, "maxCheckpointSize"))
+        self.smallest("max_hibernated", self._quantity(name, limits.max_hibernated_size, "maxHibernatedSize"))
         self.smallest(
             "delete_finished_after",
-            self.duration(name, "spec.cleanup.deleteFinishedAfter", cleanup.get("deleteFinishedAfter")),
+            self.duration(name, "spec.cleanup.deleteFinishedAfter", cleanup.delete_finished_after),
         )
-        if limits.get("allowedWarmPools") is not None:
-            allowed = frozenset(limits["allowedWarmPools"])
+        if limits.allowed_warm_pools is not None:
+            allowed = frozenset(limits.allowed_warm_pools)
             self.pools = (
                 Sourced(allowed, name)
                 if self.pools is None
                 else Sourced(self.pools.value & allowed, f"{self.pools.policy}, {name}")
             )
 
-        if limits.get("allowedStorageClasses") is not None:
-            classes = frozenset(limits["allowedStorageClasses"])
+        if limits.allowed_storage_classes is not None:
+            classes = frozenset(limits.allowed_storage_classes)
             self.classes = (
                 Sourced(classes, name)
                 if self.classes is None
                 else Sourced(self.classes.value & classes, f"{self.classes.policy}, {name}")
             )
-        if limits.get("allowForks") is False:
+        if limits.allow_forks is False:
             self.first("forks_denied", Sourced(True, name))
-        if limits.get("allowHibernate") is False:
+        if limits.allow_hibernate is False:
             self.first("hibernate_denied", Sourced(True, name))
-        for field_name, attr in (("podAnnotations", "pod_annotation"), ("volumeAnnotations", "volume_annotation")):
-            rules = limits.get(field_name) or {}
-            if rules.get("allow") is not None:
-                self.values[f"{attr}_allow"].append(Sourced(tuple(rules["allow"]), name))
-            self.values[f"{attr}_deny"] += [Sourced(glob, name) for glob in rules.get("deny") or []]
+        for rules, attr in (
+            (limits.pod_annotations, "pod_annotation"),
+            (limits.volume_annotations, "volume_annotation"),
+        ):
+            if rules.allow is not None:
+                self.values[f"{attr}_allow"].append(Sourced(tuple(rules.allow), name))
+            self.values[f"{attr}_deny"] += [Sourced(glob, name) for glob in rules.deny or []]
 
-        env = limits.get("env") or {}
-        if env.get("allow") is not None:
-            self.values["env_allow"].append(Sourced(tuple(env["allow"]), name))
-        self.values["env_deny"] += [Sourced(glob, name) for glob in env.get("deny") or []]
-        self.values["required_labels"] += [Sourced(key, name) for key in label_rules.get("required") or []]
-        if label_rules.get("allowedPrefixes") is not None:
-            self.values["allowed_prefixes"].append(Sourced(tuple(label_rules["allowedPrefixes"]), name))
+        env = limits.env
+        if env.allow is not None:
+            self.values["env_allow"].append(Sourced(tuple(env.allow), name))
+        self.values["env_deny"] += [Sourced(glob, name) for glob in env.deny or []]
+        self.values["required_labels"] += [Sourced(key, name) for key in label_rules.required or []]
+        if label_rules.allowed_prefixes is not None:
+            self.values["allowed_prefixes"].append(Sourced(tuple(label_rules.allowed_prefixes), name))
         self.values["label_values"] += [
-            Sourced((key, regex), name) for key, regex in (label_rules.get("values") or {}).items()
+            Sourced((key, regex), name) for key, regex in (label_rules.values or {}).items()
         ]
 
-        if isinstance(spec.get("egress"), Mapping):
-            self.values["egress"].append(Sourced(spec["egress"], name))
+        if spec.egress.present:  # even empty: egress {} means something
+            self.values["egress"].append(Sourced(spec.egress.raw, name))
 
-        limit = cleanup.get("maxSessionsPerLabel") or {}
-        if limit.get("key") and isinstance(limit.get("max"), int):
-            across = limit.get("countAcrossValues") is True
-            current = self.limits.get((limit["key"], across))
-            if current is None or limit["max"] < current.max:
-                self.limits[(limit["key"], across)] = SessionLimit(limit["key"], limit["max"], name, across)
+        limit = cleanup.max_sessions_per_label
+        if limit.key and isinstance(limit.max, int):
+            across = limit.count_across_values is True
+            current = self.limits.get((limit.key, across))
+            if current is None or limit.max < current.max:
+                self.limits[(limit.key, across)] = SessionLimit(limit.key, limit.max, name, across)
 
     def _quantity(self, name: str, text: Any, field_name: str = "maxStorage") -> Sourced[int] | None:
         if text is None:
