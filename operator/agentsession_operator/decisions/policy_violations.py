@@ -22,14 +22,16 @@ from agentsession_api.durations import format_duration, parse_duration
 from agentsession_api.phases import IdleAction
 from agentsession_api.quantities import format_quantity, parse_quantity
 from agentsession_api.types import MAX_SESSION_LABELS
+from agentsession_api.views import Session
+from agentsession_api.views_generated import AgentSessionSpecView
 from agentsession_operator.decisions import hibernate, policy_resolve
 from agentsession_operator.decisions.policy_merge import EMPTY_POLICY, EffectivePolicy, Sourced
 from agentsession_operator.decisions.policy_resolve import recorded_maxima
 from agentsession_operator.decisions.resolved import Resolved
 
 
-def _spec(session: Mapping[str, Any]) -> Mapping[str, Any]:
-    return session.get("spec") or {}
+def _spec(session: Mapping[str, Any]) -> AgentSessionSpecView:
+    return Session(session).spec_view
 
 
 @functools.lru_cache(maxsize=1024)
@@ -49,11 +51,11 @@ def regex_error(regex: str) -> str | None:
 
 
 def _pod_label_violations(
-    spec: Mapping[str, Any], effective: EffectivePolicy, resolved: Resolved, domains: Sequence[str]
+    spec: AgentSessionSpecView, effective: EffectivePolicy, resolved: Resolved, domains: Sequence[str]
 ) -> list[str]:
     allowed = " or ".join(domains) + " (or a subdomain)"
     found = []
-    own = spec.get("podLabels") or {}
+    own = spec.pod_labels or {}
     for key in sorted(resolved.pod_labels):
         where = "spec.podLabels" if key in own else f"default podLabels {effective.default_pod_labels[key].origin()}"
         domain = patterns.key_domain(key)
@@ -70,9 +72,9 @@ def _pod_label_violations(
     return found
 
 
-def _pod_annotation_violations(spec: Mapping[str, Any]) -> list[str]:
+def _pod_annotation_violations(spec: AgentSessionSpecView) -> list[str]:
     found = []
-    for key in sorted(spec.get("podAnnotations") or {}):
+    for key in sorted(spec.pod_annotations or {}):
         domain = patterns.key_domain(key)
         if (
             domain is not None
@@ -83,14 +85,14 @@ def _pod_annotation_violations(spec: Mapping[str, Any]) -> list[str]:
                 f'spec.podAnnotations key "{key}" is in a domain agent-sandbox refuses '
                 f"({', '.join(names.RESTRICTED_ANNOTATION_DOMAINS)} and their subdomains)"
             )
-    if hibernate.user_names_restore(spec.get("podAnnotations")):
+    if hibernate.user_names_restore(spec.pod_annotations):
         # The CRD's CEL refuses it too; this covers a session stored before that rule (issue 33).
         found.append(f"spec.podAnnotations key {names.ANNOTATION_RESTORE_FROM} {cel_rules.RESTORE_ANNOTATION_TEXT}")
     return found
 
 
 def _limit_violations(
-    spec: Mapping[str, Any],
+    spec: AgentSessionSpecView,
     effective: EffectivePolicy,
     resolved: Resolved,
     running: bool = False,
@@ -99,11 +101,13 @@ def _limit_violations(
     found = []
     pools = effective.allowed_warm_pools
     if pools is not None and resolved.warm_pool and resolved.warm_pool not in pools.value:
-        where = "spec.warmPoolRef.name" if (spec.get("warmPoolRef") or {}).get("name") else "the default warm pool"
+        where = "spec.warmPoolRef.name" if spec.warm_pool_ref.name else "the default warm pool"
         listed = ", ".join(sorted(pools.value)) or "none"
         found.append(f"{where} {resolved.warm_pool} is not an allowed warm pool (allowed: {listed}) {pools.origin()}")
-    for key, cap in (("ttl", effective.max_ttl), ("idleTimeout", effective.max_idle_timeout)):
-        text = spec.get(key)
+    for key, text, cap in (
+        ("ttl", spec.ttl, effective.max_ttl),
+        ("idleTimeout", spec.idle_timeout, effective.max_idle_timeout),
+    ):
         if text is None:
             continue
         try:
@@ -127,8 +131,8 @@ def _limit_violations(
             )
     if effective.max_storage is not None:
         total = 0
-        for template in spec.get("volumeClaimTemplates") or []:
-            size = (((template.get("spec") or {}).get("resources") or {}).get("requests") or {}).get("storage")
+        for template in spec.volume_claim_templates:
+            size = template.spec.resources.requests.storage
             try:
                 total += parse_quantity(size) if size is not None else 0
             except ValueError as err:
@@ -142,10 +146,10 @@ def _limit_violations(
     return found
 
 
-def _env_violations(spec: Mapping[str, Any], effective: EffectivePolicy) -> list[str]:
+def _env_violations(spec: AgentSessionSpecView, effective: EffectivePolicy) -> list[str]:
     found = []
-    for variable in spec.get("env") or []:
-        name = variable.get("name", "")
+    for variable in spec.env:
+        name = variable.name or ""
         builtin = next((glob for glob in names.DENIED_ENV_DEFAULTS if fnmatch.fnmatchcase(name, glob)), None)
         if builtin is not None:
             found.append(
@@ -164,7 +168,7 @@ def _env_violations(spec: Mapping[str, Any], effective: EffectivePolicy) -> list
 
 def _label_count_violations(session: Mapping[str, Any]) -> list[str]:
     """A session over the bound on its own labels (the cached copy keeps one more than the bound)."""
-    labels = (session.get("metadata") or {}).get("labels") or {}
+    labels = Session(session).labels
     if len(labels) <= MAX_SESSION_LABELS:
         return []
     return [
@@ -174,10 +178,10 @@ def _label_count_violations(session: Mapping[str, Any]) -> list[str]:
     ]
 
 
-def _reserved_label_violations(spec: Mapping[str, Any]) -> list[str]:
+def _reserved_label_violations(spec: AgentSessionSpecView) -> list[str]:
     """The CRD refuses these too; checked here for sessions stored before that rule covered subdomains."""
     found = []
-    for key in sorted(spec.get("labels") or {}):
+    for key in sorted(spec.labels or {}):
         domain = patterns.key_domain(key)
         if domain is not None and patterns.in_domain(domain, names.RESERVED_LABEL_DOMAINS):
             found.append(
@@ -205,28 +209,28 @@ def _key_violations(
     return found
 
 
-def _annotation_and_volume_violations(spec: Mapping[str, Any], effective: EffectivePolicy) -> list[str]:
+def _annotation_and_volume_violations(spec: AgentSessionSpecView, effective: EffectivePolicy) -> list[str]:
     """limits.podAnnotations, limits.volumeAnnotations and limits.allowedStorageClasses."""
     found = _key_violations(
         "spec.podAnnotations",
-        (spec.get("podAnnotations") or {}).keys(),
+        (spec.pod_annotations or {}).keys(),
         effective.pod_annotation_allow,
         effective.pod_annotation_deny,
     )
     classes = effective.allowed_storage_classes
-    for template in spec.get("volumeClaimTemplates") or []:
-        name = (template.get("metadata") or {}).get("name", "?")
+    for template in spec.volume_claim_templates:
+        name = template.metadata.name or "?"
         where = f"spec.volumeClaimTemplates[{name}]"
         found += _key_violations(
             f"{where}.metadata.annotations",
-            ((template.get("metadata") or {}).get("annotations") or {}).keys(),
+            (template.metadata.annotations or {}).keys(),
             effective.volume_annotation_allow,
             effective.volume_annotation_deny,
         )
         if classes is None:
             continue
         listed = ", ".join(sorted(classes.value)) or "none"
-        chosen = (template.get("spec") or {}).get("storageClassName")
+        chosen = template.spec.storage_class_name
         if chosen is None:
             found.append(
                 f"{where} leaves storageClassName unset (the cluster default storage class), but only these are "
@@ -244,7 +248,7 @@ def hibernate_refusals(session: Mapping[str, Any], effective: EffectivePolicy) -
     """limits.allowHibernate false: a session asking for idleAction Hibernate itself is refused at admission.
     Not a violation at reconcile: a session that has it anyway suspends as Suspend (decisions/hibernate.py)."""
     denied = effective.hibernate_denied
-    if denied is None or _spec(session).get("idleAction") != IdleAction.HIBERNATE:
+    if denied is None or _spec(session).idle_action != IdleAction.HIBERNATE:
         return []
     return [
         f"spec.idleAction: Hibernate is not allowed (spec.limits.allowHibernate: false) {denied.origin()}; use "
@@ -252,10 +256,10 @@ def hibernate_refusals(session: Mapping[str, Any], effective: EffectivePolicy) -
     ]
 
 
-def _fork_violations(spec: Mapping[str, Any], effective: EffectivePolicy, running: bool) -> list[str]:
+def _fork_violations(spec: AgentSessionSpecView, effective: EffectivePolicy, running: bool) -> list[str]:
     """limits.allowForks: false refuses a new fork (a running one is not stopped for it)."""
     denied = effective.forks_denied
-    if running or denied is None or not (spec.get("forkFrom") or {}).get("name"):
+    if running or denied is None or not spec.fork_from.name:
         return []
     return [
         f"spec.forkFrom: forks are not allowed (spec.limits.allowForks: false) {denied.origin()}; remove "
@@ -276,11 +280,15 @@ def _lineage_violations(effective: EffectivePolicy, running: bool) -> list[str]:
 
 def _label_violations(session: Mapping[str, Any], effective: EffectivePolicy, resolved: Resolved) -> list[str]:
     found = []
-    own_labels = (session.get("metadata") or {}).get("labels") or {}
+    own_labels: Mapping[str, str] = Session(session).labels
     for required in effective.required_labels:
         if required.value not in own_labels:
             found.append(f"metadata.labels is missing the required label {required.value} {required.origin()}")
-    for where, labels in (("spec.labels", resolved.labels), ("spec.podLabels", resolved.pod_labels)):
+    resolved_labels: tuple[tuple[str, Mapping[str, str]], ...] = (
+        ("spec.labels", resolved.labels),
+        ("spec.podLabels", resolved.pod_labels),
+    )
+    for where, labels in resolved_labels:
         for key in sorted(labels):
             for prefixes in effective.allowed_prefixes:
                 if not any(key.startswith(p) for p in prefixes.value):
