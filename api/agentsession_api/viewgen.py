@@ -26,8 +26,9 @@ from agentsession_api import types
 from agentsession_api.tsgen import drift_of, generator_main
 
 DEFAULT_OUT = Path(__file__).with_name("views_generated.py")
-ROOTS: tuple[type[BaseModel], ...] = (types.AgentSessionSpec, types.AgentSessionPolicySpec)
-"""What tenants write (the status has its hand-written accessors in views.py: Status, Session)."""
+ROOTS: tuple[type[BaseModel], ...] = (types.AgentSessionSpec, types.AgentSessionPolicySpec, types.ResolvedSettings)
+"""What tenants write, and the settings in force the status records (the rest of the status has its
+hand-written accessors in views.py: Status, Session)."""
 
 HEADER = '''"""Read-only views of the API's bodies: generated from the pydantic models (agentsession_api.types) by
 `python -m agentsession_api.viewgen`. Do not edit: change the models and run `make crds`."""

@@ -12,7 +12,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal, TypedDict, cast
 
-from agentsession_api.views_generated import AgentSessionPolicySpecView, AgentSessionSpecView
+from agentsession_api import phases
+from agentsession_api.views_generated import (
+    AgentSessionPolicySpecView,
+    AgentSessionSpecView,
+    ResolvedSettingsView,
+)
 
 
 class NameRef(TypedDict, total=False):
@@ -209,6 +214,16 @@ class _StatusFields:
     @property
     def resolved(self) -> Mapping[str, Any]:
         return self._fields().get("resolved") or {}
+
+    @property
+    def resolved_view(self) -> ResolvedSettingsView:
+        """status.resolved field by field (views_generated)."""
+        return ResolvedSettingsView(self._fields().get("resolved"))
+
+    @property
+    def claim_created(self) -> bool:
+        """Condition ClaimCreated is True: the session's sandbox was asked for (its maxima only tighten since)."""
+        return self.condition(phases.COND_CLAIM_CREATED).get("status") == "True"
 
     @property
     def hibernation(self) -> Mapping[str, Any]:

@@ -98,6 +98,44 @@ class AgentSessionPolicySpecView(_View):
         return EgressRulesView(self.raw.get("egress"))
 
 
+class ResolvedSettingsView(_View):
+    """A ResolvedSettings (agentsession_api.types) as the API server sends it."""
+
+    __slots__ = ()
+
+    @property
+    def warm_pool_ref(self) -> WarmPoolRefView:
+        return WarmPoolRefView(self.raw.get("warmPoolRef"))
+
+    @property
+    def ttl(self) -> str | None:
+        return self.raw.get("ttl")
+
+    @property
+    def idle_timeout(self) -> str | None:
+        return self.raw.get("idleTimeout")
+
+    @property
+    def idle_action(self) -> str | None:
+        return self.raw.get("idleAction")
+
+    @property
+    def max_ttl(self) -> str | None:
+        return self.raw.get("maxTtl")
+
+    @property
+    def max_idle_timeout(self) -> str | None:
+        return self.raw.get("maxIdleTimeout")
+
+    @property
+    def pending_max_ttl(self) -> str | None:
+        return self.raw.get("pendingMaxTtl")
+
+    @property
+    def pending_max_ttl_at(self) -> str | None:
+        return self.raw.get("pendingMaxTtlAt")
+
+
 class WarmPoolRefView(_View):
     """A WarmPoolRef (agentsession_api.types) as the API server sends it."""
 

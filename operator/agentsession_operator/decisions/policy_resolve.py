@@ -14,22 +14,17 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from agentsession_api import phases
 from agentsession_api.durations import parse_duration
 from agentsession_api.phases import IdleAction
 from agentsession_api.timestamps import parse_time
-from agentsession_operator.decisions import conditions
+from agentsession_api.views import Session
 from agentsession_operator.decisions.policy_merge import EMPTY_POLICY, EffectivePolicy, Sourced
 from agentsession_operator.decisions.resolved import Resolved
 
 
-def _spec(session: Mapping[str, Any]) -> Mapping[str, Any]:
-    return session.get("spec") or {}
-
-
-def _spec_duration(spec: Mapping[str, Any], key: str) -> timedelta | None:
+def _spec_duration(text: str | None) -> timedelta | None:
     try:
-        return parse_duration(spec[key]) if spec.get(key) is not None else None
+        return parse_duration(text) if text is not None else None
     except ValueError:
         return None  # admission refuses these; policy_violations reports it should one slip through
 
@@ -109,39 +104,38 @@ def resolve(
     """Settings in force: the session's values, else policy defaults, capped by policy maxima.
 
     ``now`` lets a lowered maxTtl's grace period start or end (:func:`max_ttl_in_force`)."""
-    spec = _spec(session)
-    status = session.get("status") or {}
-    pool = (spec.get("warmPoolRef") or {}).get("name")
-    if not pool and conditions.is_true(status.get("conditions"), phases.COND_CLAIM_CREATED):
-        pool = ((status.get("resolved") or {}).get("warmPoolRef") or {}).get("name")
+    view = Session(session)
+    spec, before = view.spec_view, view.resolved_view
+    pool = spec.warm_pool_ref.name
+    if not pool and view.claim_created:
+        pool = before.warm_pool_ref.name
     if not pool and effective.default_warm_pool:
         pool = effective.default_warm_pool.value
-    ttl = _spec_duration(spec, "ttl")
+    ttl = _spec_duration(spec.ttl)
     if ttl is None and effective.default_ttl:
         ttl = effective.default_ttl.value
-    idle = _spec_duration(spec, "idleTimeout")
+    idle = _spec_duration(spec.idle_timeout)
     if idle is None and effective.default_idle_timeout:
         idle = effective.default_idle_timeout.value
-    action = spec.get("idleAction") or (
+    action = spec.idle_action or (
         effective.default_idle_action.value if effective.default_idle_action else IdleAction.DELETE
     )
     max_ttl, max_idle = _stricter(effective.max_ttl, _left(effective.lineage_max_ttl)), effective.max_idle_timeout
     ttl_cap = TtlCap(max_ttl, max_ttl.value if max_ttl else None)
-    if conditions.is_true(status.get("conditions"), phases.COND_CLAIM_CREATED):
+    if view.claim_created:
         # Once running, a session only becomes more constrained: the maxima that applied before
         # (status.resolved) still cap it, so unselecting a policy (removing a label) lifts nothing;
         # a lowered maxTtl applies after its grace period.
-        before = status.get("resolved") or {}
-        pending_value, pending_at = _recorded(before.get("pendingMaxTtl")), parse_time(before.get("pendingMaxTtlAt"))
+        pending_value, pending_at = _recorded(before.pending_max_ttl), parse_time(before.pending_max_ttl_at)
         ttl_cap = max_ttl_in_force(
-            _recorded(before.get("maxTtl")),
+            _recorded(before.max_ttl),
             max_ttl,
             (pending_value.value, pending_at) if pending_value and pending_at else None,
-            parse_time((session.get("metadata") or {}).get("creationTimestamp")),
+            parse_time(view.created),
             now,
             effective.max_ttl_grace.value if effective.max_ttl_grace else DEFAULT_MAX_TTL_GRACE,
         )
-        max_idle = _stricter(max_idle, _recorded(before.get("maxIdleTimeout")))
+        max_idle = _stricter(max_idle, _recorded(before.max_idle_timeout))
     return Resolved(
         warm_pool=pool or None,
         ttl=ttl if ttl_cap.cap is None else (ttl_cap.cap if ttl is None else min(ttl, ttl_cap.cap)),
@@ -151,8 +145,8 @@ def resolve(
         pending_max_ttl=ttl_cap.pending,
         pending_max_ttl_at=ttl_cap.pending_at,
         idle_action=action,
-        labels={**{k: s.value for k, s in effective.default_labels.items()}, **(spec.get("labels") or {})},
-        pod_labels={**{k: s.value for k, s in effective.default_pod_labels.items()}, **(spec.get("podLabels") or {})},
+        labels={**{k: s.value for k, s in effective.default_labels.items()}, **(spec.labels or {})},
+        pod_labels={**{k: s.value for k, s in effective.default_pod_labels.items()}, **(spec.pod_labels or {})},
         hibernate_forbidden_by=effective.hibernate_denied.origin()[1:-1] if effective.hibernate_denied else None,
         max_checkpoint_bytes=effective.max_checkpoint.value if effective.max_checkpoint else None,
         max_hibernated=(effective.max_hibernated.value, effective.max_hibernated.policy)
@@ -164,13 +158,16 @@ def resolve(
 def recorded_maxima(session: Mapping[str, Any]) -> dict[str, Sourced[timedelta]]:
     """``maxTtl``/``maxIdleTimeout`` recorded in ``status.resolved`` once the claim exists: a running
     session's maxima only tighten (:func:`resolve`), so these still bound what ``spec`` may ask for."""
-    status = session.get("status") or {}
-    if not conditions.is_true(status.get("conditions"), phases.COND_CLAIM_CREATED):
+    view = Session(session)
+    if not view.claim_created:
         return {}
-    before = status.get("resolved") or {}
+    before = view.resolved_view
     found = {}
-    for key, field_name in (("ttl", "maxTtl"), ("idleTimeout", "maxIdleTimeout")):
-        value = _recorded(before.get(field_name))
+    for key, field_name, text in (
+        ("ttl", "maxTtl", before.max_ttl),
+        ("idleTimeout", "maxIdleTimeout", before.max_idle_timeout),
+    ):
+        value = _recorded(text)
         if value is not None:
-            found[key] = Sourced(value.value, f"status.resolved.{field_name}", str(before.get(field_name)))
+            found[key] = Sourced(value.value, f"status.resolved.{field_name}", str(text))
     return found
