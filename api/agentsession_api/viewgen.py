@@ -26,7 +26,13 @@ from agentsession_api import types
 from agentsession_api.tsgen import drift_of, generator_main
 
 DEFAULT_OUT = Path(__file__).with_name("views_generated.py")
-ROOTS: tuple[type[BaseModel], ...] = (types.AgentSessionSpec, types.AgentSessionPolicySpec, types.ResolvedSettings)
+ROOTS: tuple[type[BaseModel], ...] = (
+    types.AgentSessionSpec,
+    types.AgentSessionPolicySpec,
+    types.ResolvedSettings,
+    types.Condition,
+    types.LineageEntry,
+)
 """What tenants write, and the settings in force the status records (the rest of the status has its
 hand-written accessors in views.py: Status, Session)."""
 

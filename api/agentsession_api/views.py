@@ -16,6 +16,8 @@ from agentsession_api import phases
 from agentsession_api.views_generated import (
     AgentSessionPolicySpecView,
     AgentSessionSpecView,
+    ConditionView,
+    LineageEntryView,
     ResolvedSettingsView,
 )
 
@@ -129,11 +131,11 @@ def spec_of(session: Mapping[str, Any] | None) -> SessionSpec:
 # ---- accessors over whole objects (no copies): what the decisions read, named once -------------------------
 
 
-def _condition(conditions: Any, type_: str) -> Mapping[str, Any]:
+def _condition(conditions: Any, type_: str) -> ConditionView:
     for condition in conditions or ():
         if isinstance(condition, Mapping) and condition.get("type") == type_:
-            return condition
-    return {}
+            return ConditionView(condition)
+    return ConditionView(None)
 
 
 class Obj:
@@ -194,8 +196,8 @@ class Obj:
     def conditions(self) -> list[Mapping[str, Any]]:
         return list(self.status.get("conditions") or [])
 
-    def condition(self, type_: str) -> Mapping[str, Any]:
-        """The status condition of ``type_`` ({} when there is none)."""
+    def condition(self, type_: str) -> ConditionView:
+        """The status condition of ``type_`` (an empty view when there is none)."""
         return _condition(self.status.get("conditions"), type_)
 
 
@@ -223,15 +225,15 @@ class _StatusFields:
     @property
     def claim_created(self) -> bool:
         """Condition ClaimCreated is True: the session's sandbox was asked for (its maxima only tighten since)."""
-        return self.condition(phases.COND_CLAIM_CREATED).get("status") == "True"
+        return self.condition(phases.COND_CLAIM_CREATED).status == "True"
 
     @property
     def hibernation(self) -> Mapping[str, Any]:
         return self._fields().get("hibernation") or {}
 
     @property
-    def lineage(self) -> list[Mapping[str, Any]]:
-        return list(self._fields().get("lineage") or [])
+    def lineage(self) -> list[LineageEntryView]:
+        return [LineageEntryView(entry) for entry in self._fields().get("lineage") or []]
 
     @property
     def pod_name(self) -> str | None:
@@ -261,8 +263,8 @@ class _StatusFields:
     def idle_deadline(self) -> str | None:
         return self._fields().get("idleDeadline") or None
 
-    def condition(self, type_: str) -> Mapping[str, Any]:
-        """The condition of ``type_`` ({} when there is none)."""
+    def condition(self, type_: str) -> ConditionView:
+        """The condition of ``type_`` (an empty view when there is none)."""
         return _condition(self._fields().get("conditions"), type_)
 
 

@@ -136,6 +136,54 @@ class ResolvedSettingsView(_View):
         return self.raw.get("pendingMaxTtlAt")
 
 
+class ConditionView(_View):
+    """A Condition (agentsession_api.types) as the API server sends it."""
+
+    __slots__ = ()
+
+    @property
+    def type(self) -> str | None:
+        return self.raw.get("type")
+
+    @property
+    def status(self) -> str | None:
+        return self.raw.get("status")
+
+    @property
+    def reason(self) -> str | None:
+        return self.raw.get("reason")
+
+    @property
+    def message(self) -> str | None:
+        return self.raw.get("message")
+
+    @property
+    def last_transition_time(self) -> str | None:
+        return self.raw.get("lastTransitionTime")
+
+    @property
+    def observed_generation(self) -> int | None:
+        return self.raw.get("observedGeneration")
+
+
+class LineageEntryView(_View):
+    """A LineageEntry (agentsession_api.types) as the API server sends it."""
+
+    __slots__ = ()
+
+    @property
+    def name(self) -> str | None:
+        return self.raw.get("name")
+
+    @property
+    def created_at(self) -> str | None:
+        return self.raw.get("createdAt")
+
+    @property
+    def labels(self) -> dict[str, str] | None:
+        return self.raw.get("labels")
+
+
 class WarmPoolRefView(_View):
     """A WarmPoolRef (agentsession_api.types) as the API server sends it."""
 

@@ -200,9 +200,9 @@ def progress_deferred_until(
     if was.phase != Phase.PROVISIONING:
         return None
     ready = was.condition(phases.COND_READY)
-    if was.ready_at or ready.get("reason") == phases.REASON_SANDBOX_UNAVAILABLE:
+    if was.ready_at or ready.reason == phases.REASON_SANDBOX_UNAVAILABLE:
         return None
-    since = parse_time(ready.get("lastTransitionTime"))
+    since = parse_time(ready.last_transition_time)
     if since is None:
         return None
     due = since + PROGRESS_DELAY
@@ -501,7 +501,7 @@ def reconcile_actions(
     actions: list[Action] = []
     if phase == Phase.EXPIRED:
         if owned is not None and not lifecycle.is_deleting(owned):
-            reason = Status(status).condition(phases.COND_EXPIRED).get("reason", "")
+            reason = Status(status).condition(phases.COND_EXPIRED).reason or ""
             actions.append(DeleteClaim(owned["metadata"]["name"], reason or phases.REASON_TTL_EXPIRED))
     elif phase == Phase.FAILED and violations and owned is not None and not lifecycle.is_deleting(owned):
         actions += _stop_for_policy(owned, sandbox)

@@ -53,17 +53,15 @@ def holds_place(body: Mapping[str, Any]) -> bool:
     session = Session(body)
     # A Terminating session keeps the Expired and Failed conditions it had (decisions.status): one that
     # was finished before its deletion does not come back to count.
-    if session.phase == Phase.EXPIRED or session.condition(phases.COND_EXPIRED).get("status") == "True":
+    if session.phase == Phase.EXPIRED or session.condition(phases.COND_EXPIRED).status == "True":
         return False
     failed = session.condition(phases.COND_FAILED)
-    if (session.phase == Phase.FAILED or failed.get("status") == "True") and failed.get(
-        "reason"
-    ) in TERMINAL_CLAIM_REASONS:
+    if (session.phase == Phase.FAILED or failed.status == "True") and failed.reason in TERMINAL_CLAIM_REASONS:
         return False
     if session.deleting:
         # Until a pass saw the claim gone: the deletionTimestamp alone freed the place while a foreign
         # finalizer kept the object and its sandbox ran on (issue 28 item 5).
-        return session.condition(phases.COND_CLAIM_CREATED).get("status") != "False"
+        return session.condition(phases.COND_CLAIM_CREATED).status != "False"
     return True
 
 

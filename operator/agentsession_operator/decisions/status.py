@@ -109,7 +109,7 @@ def sandbox_lags(sandbox: Mapping[str, Any] | None) -> bool:
         return False
     view = Sandbox(sandbox)
     generation = view.generation
-    observed = view.condition(phases.COND_READY).get("observedGeneration")
+    observed = view.condition(phases.COND_READY).observed_generation
     return generation is not None and isinstance(observed, int) and observed < generation
 
 
@@ -125,7 +125,7 @@ def observe(claim: Mapping[str, Any] | None, sandbox: Mapping[str, Any] | None) 
     running = Sandbox(sandbox)
     ready = owned.condition(phases.COND_READY)
     launch = running.labels.get(constants.SANDBOX_LAUNCH_TYPE_LABEL) if sandbox else None
-    claim_name = owned.meta.get("name")
+    claim_name = owned.name or None
     if launch not in ("warm", "cold"):
         launch = None if sandbox_name is None else ("cold" if sandbox_name == claim_name else "warm")
     return Observed(
@@ -134,9 +134,9 @@ def observe(claim: Mapping[str, Any] | None, sandbox: Mapping[str, Any] | None) 
         pod_ips=tuple(bound.get("podIPs") or running.pod_ips)[:MAX_POD_IPS],
         service_fqdn=running.service_fqdn or bound.get("serviceFQDN") or None,
         launch_type=launch,
-        ready_status=ready.get("status"),
-        ready_reason=ready.get("reason") or "",
-        ready_message=ready.get("message") or "",
+        ready_status=ready.status,
+        ready_reason=ready.reason or "",
+        ready_message=ready.message or "",
         suspended=sandbox is not None and sandbox_operating_mode(sandbox) == constants.OPERATING_MODE_SUSPENDED,
         sandbox_lags=sandbox_lags(sandbox),
     )
@@ -147,11 +147,11 @@ def _sticky(session: Mapping[str, Any]) -> Verdict | None:
     view = Session(session)
     if view.phase == Phase.EXPIRED:
         cond = view.condition(phases.COND_EXPIRED)
-        return Verdict(Phase.EXPIRED, cond.get("reason") or phases.REASON_TTL_EXPIRED, cond.get("message", ""))
+        return Verdict(Phase.EXPIRED, cond.reason or phases.REASON_TTL_EXPIRED, cond.message or "")
     if view.phase == Phase.FAILED:
         cond = view.condition(phases.COND_FAILED)
-        if cond.get("reason") in TERMINAL_CLAIM_REASONS:
-            return Verdict(Phase.FAILED, cond["reason"], cond.get("message", ""))
+        if cond.reason in TERMINAL_CLAIM_REASONS:
+            return Verdict(Phase.FAILED, cond.reason, cond.message or "")
     return None
 
 
@@ -232,9 +232,7 @@ def _unclaimed_verdict(
 def _was_ready(session: Mapping[str, Any]) -> bool:
     """Ready until now, or already reported as having lost its sandbox (and not Ready since)."""
     view = Session(session)
-    return view.phase == Phase.READY or view.condition(phases.COND_READY).get("reason") == (
-        phases.REASON_SANDBOX_UNAVAILABLE
-    )
+    return view.phase == Phase.READY or view.condition(phases.COND_READY).reason == phases.REASON_SANDBOX_UNAVAILABLE
 
 
 def _pool_not_found(session: Mapping[str, Any], resolved: Resolved) -> str:
@@ -289,11 +287,9 @@ def _activity_fields(session: Mapping[str, Any], verdict: Verdict, now: datetime
     view = Session(session)
     last = view.last_activity_time
     ready_before = view.condition(phases.COND_READY)
-    became_ready = verdict.phase == Phase.READY and ready_before.get("status") != "True"
+    became_ready = verdict.phase == Phase.READY and ready_before.status != "True"
     resumed = (
-        not view.suspend
-        and view.phase == Phase.SUSPENDED
-        and ready_before.get("reason") == phases.REASON_SUSPEND_REQUESTED
+        not view.suspend and view.phase == Phase.SUSPENDED and ready_before.reason == phases.REASON_SUSPEND_REQUESTED
     )
     if became_ready or resumed:
         previous = parse_time(last)
@@ -323,8 +319,8 @@ def compute_status(
     now = utc(now)
     view = Session(session)
     current = view.status
-    generation = view.meta.get("generation")
-    owned = claim if claim is not None and is_owned_by(claim, view.meta.get("uid")) else None
+    generation = view.generation
+    owned = claim if claim is not None and is_owned_by(claim, view.uid) else None
     seen = observe(owned, sandbox)
     verdict = _verdict(session, claim, seen, now, warm_pool_exists, resolved, violations, fork)
 
