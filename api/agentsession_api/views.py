@@ -333,6 +333,11 @@ class Claim(Obj):
         return (self.spec.get("warmPoolRef") or {}).get("name") or None
 
     @property
+    def shutdown_time(self) -> str | None:
+        """spec.lifecycle.shutdownTime: when agent-sandbox ends the Sandbox."""
+        return (self.spec.get("lifecycle") or {}).get("shutdownTime") or None
+
+    @property
     def pod_annotations(self) -> Mapping[str, str]:
         """spec.additionalPodMetadata.annotations: what the claim adds to its Sandbox's pod."""
         return (self.spec.get("additionalPodMetadata") or {}).get("annotations") or {}
@@ -342,6 +347,11 @@ class Sandbox(Obj):
     """A Sandbox (agent-sandbox)."""
 
     __slots__ = ()
+
+    @property
+    def operating_mode(self) -> str | None:
+        """spec.operatingMode (None: unset, which agent-sandbox runs)."""
+        return self.spec.get("operatingMode") or None
 
     @property
     def pod_template(self) -> Obj:

@@ -14,6 +14,8 @@ from typing import Any
 
 from agentsession_api import names
 from agentsession_api.timestamps import format_time, parse_time
+from agentsession_api.views import Claim, Sandbox, Session
+from agentsession_api.views_generated import AgentSessionSpecView
 from agentsession_operator import constants
 from agentsession_operator.decisions import naming
 from agentsession_operator.decisions.ownership import session_owner_reference
@@ -26,10 +28,10 @@ read the claim's final status; the operator deletes the claim itself."""
 
 def identifying_labels(session: Mapping[str, Any]) -> dict[str, str]:
     """Labels that tie a child to its session (they win over user labels with the same key)."""
-    meta = session.get("metadata") or {}
+    view = Session(session)
     return {
-        names.LABEL_SESSION: naming.label_value(meta["name"]),
-        names.LABEL_SESSION_UID: meta["uid"],
+        names.LABEL_SESSION: naming.label_value(view.name),
+        names.LABEL_SESSION_UID: view.uid,
         constants.LABEL_MANAGED_BY: constants.MANAGED_BY,
     }
 
@@ -44,19 +46,16 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def _env(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
-    return [
-        {"name": e["name"], "value": e.get("value", ""), "containerName": e.get("containerName")}
-        for e in spec.get("env") or []
-    ]
+def _env(spec: AgentSessionSpecView) -> list[dict[str, Any]]:
+    return [{"name": e.name, "value": e.value or "", "containerName": e.container_name} for e in spec.env]
 
 
 def desired_claim(session: Mapping[str, Any], resolved: Resolved, expires_at: datetime | None) -> dict[str, Any]:
     """The SandboxClaim manifest for ``session`` (extensions.agents.x-k8s.io/v1beta1)."""
     if not resolved.warm_pool:
         raise ValueError("a SandboxClaim needs a warm pool: spec.warmPoolRef or a policy default")
-    meta = session.get("metadata") or {}
-    spec = session.get("spec") or {}
+    view = Session(session)
+    spec = view.spec_view
     lifecycle: dict[str, Any] = {"shutdownPolicy": SHUTDOWN_POLICY}
     if expires_at is not None:
         lifecycle["shutdownTime"] = format_time(expires_at)
@@ -64,13 +63,13 @@ def desired_claim(session: Mapping[str, Any], resolved: Resolved, expires_at: da
         "warmPoolRef": {"name": resolved.warm_pool},
         "lifecycle": lifecycle,
         "env": _env(spec),
-        "volumeClaimTemplates": spec.get("volumeClaimTemplates"),
+        "volumeClaimTemplates": view.spec.get("volumeClaimTemplates"),  # as written: copied whole
         "additionalPodMetadata": {
             "labels": dict(resolved.pod_labels),
             # Never the restore annotation (policy_violations.violations refuses such a session; this is the backstop):
             # only a hibernated session's wake sets it, on the Sandbox (decisions/hibernate.py).
             "annotations": {
-                k: v for k, v in (spec.get("podAnnotations") or {}).items() if k != names.ANNOTATION_RESTORE_FROM
+                k: v for k, v in (spec.pod_annotations or {}).items() if k != names.ANNOTATION_RESTORE_FROM
             },
         },
     }
@@ -78,8 +77,8 @@ def desired_claim(session: Mapping[str, Any], resolved: Resolved, expires_at: da
         "apiVersion": constants.EXTENSIONS_API_VERSION,
         "kind": constants.CLAIM_KIND,
         "metadata": {
-            "name": naming.claim_name(meta["name"], meta["uid"]),
-            "namespace": meta["namespace"],
+            "name": naming.claim_name(view.name, view.uid),
+            "namespace": view.namespace,
             "labels": {**resolved.labels, **identifying_labels(session)},
             "ownerReferences": [session_owner_reference(session)],
         },
@@ -89,8 +88,7 @@ def desired_claim(session: Mapping[str, Any], resolved: Resolved, expires_at: da
 
 def claim_patch_for_ttl(claim: Mapping[str, Any], expires_at: datetime | None) -> dict[str, Any] | None:
     """Merge patch moving the claim's shutdownTime to ``expires_at`` (None: remove it); None when in place."""
-    lifecycle = (claim.get("spec") or {}).get("lifecycle") or {}
-    current = parse_time(lifecycle.get("shutdownTime"))
+    current = parse_time(Claim(claim).shutdown_time)
     wanted = parse_time(format_time(expires_at)) if expires_at is not None else None
     if current == wanted:
         return None
@@ -99,7 +97,7 @@ def claim_patch_for_ttl(claim: Mapping[str, Any], expires_at: datetime | None) -
 
 def sandbox_operating_mode(sandbox: Mapping[str, Any] | None) -> str:
     """The Sandbox's spec.operatingMode (Running when unset)."""
-    return ((sandbox or {}).get("spec") or {}).get("operatingMode") or constants.OPERATING_MODE_RUNNING
+    return Sandbox(sandbox).operating_mode or constants.OPERATING_MODE_RUNNING
 
 
 def suspension_settled(sandbox: Mapping[str, Any]) -> bool:
@@ -108,15 +106,15 @@ def suspension_settled(sandbox: Mapping[str, Any]) -> bool:
     Settled: its Suspended condition is True (the Pod is gone), or it has observed the Sandbox's current
     generation and reports anything but a Pod still terminating (say, its state unknown).
     """
-    generation = (sandbox.get("metadata") or {}).get("generation")
-    for cond in (sandbox.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == constants.SANDBOX_COND_SUSPENDED:
-            if cond.get("status") == "True":
-                return True
-            observed = cond.get("observedGeneration")
-            current = generation is None or (observed is not None and observed >= generation)
-            return current and cond.get("reason") not in constants.SANDBOX_POD_STILL_TERMINATING
-    return False
+    view = Sandbox(sandbox)
+    cond = view.condition(constants.SANDBOX_COND_SUSPENDED)
+    if not cond:
+        return False
+    if cond.status == "True":
+        return True
+    observed, generation = cond.observed_generation, view.generation
+    current = generation is None or (observed is not None and observed >= generation)
+    return current and cond.reason not in constants.SANDBOX_POD_STILL_TERMINATING
 
 
 def sandbox_patch_for_mode(sandbox: Mapping[str, Any], mode: str) -> dict[str, Any] | None:
