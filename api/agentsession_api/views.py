@@ -240,6 +240,11 @@ class _StatusFields:
         return self._fields().get("podName") or None
 
     @property
+    def admitted_labels(self) -> Any:
+        """status.admittedLabels as stored (a mapping once recorded; None before)."""
+        return self._fields().get("admittedLabels")
+
+    @property
     def ready_at(self) -> str | None:
         return self._fields().get("readyAt") or None
 
@@ -388,3 +393,8 @@ class Policy(Obj):
     @property
     def cleanup(self) -> Mapping[str, Any]:
         return self.spec.get("cleanup") or {}
+
+    @property
+    def selector(self) -> Mapping[str, Any] | None:
+        """spec.selector as stored (None: every session of its namespace)."""
+        return self.spec.get("selector")

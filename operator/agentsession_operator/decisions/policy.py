@@ -21,6 +21,7 @@ from typing import Any
 from agentsession_api.durations import format_duration
 from agentsession_api.timestamps import format_time, parse_time
 from agentsession_api.types import MAX_SESSION_LABELS
+from agentsession_api.views import Policy, Session
 from agentsession_operator.decisions import conditions, lineage
 from agentsession_operator.decisions.policy_merge import (
     EffectivePolicy,
@@ -35,7 +36,7 @@ from agentsession_operator.decisions.selectors import selector_matches
 
 def matches(policy: Mapping[str, Any], session_labels: Mapping[str, str] | None) -> bool:
     """True when the policy's ``spec.selector`` selects a session with these metadata labels."""
-    return selector_matches((policy.get("spec") or {}).get("selector"), session_labels)
+    return selector_matches(Policy(policy).selector, session_labels)
 
 
 def selects(
@@ -43,10 +44,10 @@ def selects(
 ) -> bool:
     """True when the policy, of the session's namespace, selects the session's metadata labels or, for a
     fork, the labels of any session its data came from (``status.lineage``, see :mod:`lineage`)."""
-    meta = session.get("metadata") or {}
-    if (policy.get("metadata") or {}).get("namespace") != meta.get("namespace"):
+    view = Session(session)
+    if Policy(policy).namespace != view.namespace:
         return False
-    if matches(policy, meta.get("labels") or {}):
+    if matches(policy, view.labels):
         return True
     admitted = admitted_labels(session)
     if admitted is not None and matches(policy, admitted):
@@ -59,7 +60,7 @@ def admitted_labels(session: Mapping[str, Any]) -> Mapping[str, str] | None:
     """``status.admittedLabels``: the labels the operator first judged the session with (issue 49 item 6).
     Policies selecting them keep selecting it: admission refuses a relabel that leaves a policy
     (decisions/admission.departures), and this holds the same rule at reconcile when admission did not run."""
-    recorded = (session.get("status") or {}).get("admittedLabels")
+    recorded = Session(session).admitted_labels
     if not isinstance(recorded, Mapping):
         return None
     return {str(k): str(v) for k, v in recorded.items()}
@@ -70,7 +71,7 @@ def labels_to_admit(session: Mapping[str, Any]) -> dict[str, str] | None:
     recorded already, or over MAX_SESSION_LABELS: such a session is refused, see violations)."""
     if admitted_labels(session) is not None:
         return None
-    labels = (session.get("metadata") or {}).get("labels") or {}
+    labels = Session(session).labels
     if not isinstance(labels, Mapping) or len(labels) > MAX_SESSION_LABELS:
         return None
     return {str(k): str(v) for k, v in labels.items()}
@@ -87,11 +88,11 @@ def lineage_max_ttl(session: Mapping[str, Any], policies: Iterable[Mapping[str, 
     ancestor's creation plus the maxTtl of the policies selecting that ancestor's labels (the smallest such
     bound). None for a session that is no fork, or when no such policy sets a maxTtl."""
     ancestors = lineage.ancestors(session)
-    created = parse_time((session.get("metadata") or {}).get("creationTimestamp"))
+    created = parse_time(Session(session).created)
     if not ancestors or created is None:
         return None
-    namespace = (session.get("metadata") or {}).get("namespace")
-    policies = [p for p in policies if (p.get("metadata") or {}).get("namespace") == namespace]
+    namespace = Session(session).namespace
+    policies = [p for p in policies if Policy(p).namespace == namespace]
     best: Sourced[timedelta] | None = None
     for ancestor in ancestors:
         cap = merge_policies([p for p in policies if matches(p, ancestor.labels)]).max_ttl
@@ -119,7 +120,7 @@ ANY_VALUE = "*"
 def session_limits_for(session: Mapping[str, Any], effective: EffectivePolicy) -> list[tuple[SessionLimit, str]]:
     """The per-label session caps that apply to this session, each with its group value: the session's value
     of that label, or :data:`ANY_VALUE` for a cap counted across values."""
-    labels = (session.get("metadata") or {}).get("labels") or {}
+    labels = Session(session).labels
     return [
         (limit, ANY_VALUE if limit.across else labels[limit.key])
         for limit in effective.session_limits
@@ -130,7 +131,7 @@ def session_limits_for(session: Mapping[str, Any], effective: EffectivePolicy) -
 def policy_errors(policy: Mapping[str, Any]) -> list[str]:
     """Problems in one policy the schema cannot catch (bad regular expressions, unparsable values)."""
     problems = list(merge_policies([policy]).errors)
-    for key, regex in (((policy.get("spec") or {}).get("labels") or {}).get("values") or {}).items():
+    for key, regex in (Policy(policy).spec_view.labels.values or {}).items():
         error = regex_error(regex)
         if error:
             problems.append(f"spec.labels.values[{key}] {regex!r} is not a valid regular expression: {error}")
@@ -144,15 +145,14 @@ def policy_status(policy: Mapping[str, Any], sessions: Iterable[Mapping[str, Any
     """The policy's own status: ``Valid`` (False with every problem, e.g. a pattern RE2 refuses, so GitOps
     tools show it unhealthy), ``matchedSessions`` (sessions of its namespace it selects now) and
     ``observedGeneration``."""
-    meta = policy.get("metadata") or {}
     matched = sum(1 for s in sessions if selects(policy, s))
     problems = policy_errors(policy)
-    generation = meta.get("generation")
+    generation = Policy(policy).generation
     return {
         "observedGeneration": generation,
         "matchedSessions": matched,
         "conditions": conditions.set_condition(
-            ((policy.get("status") or {}).get("conditions")),
+            Policy(policy).status.get("conditions"),
             COND_VALID,
             not problems,
             "InvalidSpec" if problems else "Valid",
