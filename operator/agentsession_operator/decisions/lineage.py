@@ -29,6 +29,8 @@ from typing import Any
 
 from agentsession_api.names import MAX_LINEAGE, MAX_LINEAGE_LABELS
 from agentsession_api.timestamps import parse_time
+from agentsession_api.views import Session
+from agentsession_api.views_generated import LineageEntryView
 
 
 @dataclass(frozen=True)
@@ -40,25 +42,21 @@ class Ancestor:
     labels: Mapping[str, str]
 
 
-def _meta(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    return (obj or {}).get("metadata") or {}
-
-
 def recorded(session: Mapping[str, Any] | None) -> list[dict[str, Any]]:
     """``status.lineage`` as stored (entries that are no mapping are skipped)."""
-    entries = ((session or {}).get("status") or {}).get("lineage") or []
+    entries = Session(session).status.get("lineage") or []
     return [dict(e) for e in entries if isinstance(e, Mapping)] if isinstance(entries, list) else []
 
 
 def ancestors(session: Mapping[str, Any]) -> list[Ancestor]:
     """The recorded lineage of ``session`` (empty for a session that is no fork, or forked before it existed)."""
     found = []
-    for entry in recorded(session):
-        labels = entry.get("labels") or {}
+    for entry in map(LineageEntryView, recorded(session)):
+        labels = entry.labels or {}
         found.append(
             Ancestor(
-                name=str(entry.get("name") or ""),
-                created=parse_time(entry.get("createdAt")),
+                name=str(entry.name or ""),
+                created=parse_time(entry.created_at),
                 labels={str(k): str(v) for k, v in labels.items()} if isinstance(labels, Mapping) else {},
             )
         )
@@ -66,20 +64,20 @@ def ancestors(session: Mapping[str, Any]) -> list[Ancestor]:
 
 
 def _entry(session: Mapping[str, Any]) -> dict[str, Any]:
-    meta = _meta(session)
+    view = Session(session)
     return {
-        "name": meta.get("name"),
-        "createdAt": meta.get("creationTimestamp"),
-        "labels": dict(meta.get("labels") or {}),
+        "name": view.name or None,
+        "createdAt": view.created or None,
+        "labels": dict(view.labels),
     }
 
 
 def _key(entry: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
-    return tuple(sorted((str(k), str(v)) for k, v in (entry.get("labels") or {}).items()))
+    return tuple(sorted((str(k), str(v)) for k, v in (LineageEntryView(entry).labels or {}).items()))
 
 
 def _older(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
-    when_a, when_b = parse_time(a.get("createdAt")), parse_time(b.get("createdAt"))
+    when_a, when_b = parse_time(LineageEntryView(a).created_at), parse_time(LineageEntryView(b).created_at)
     if when_a is None or when_b is None:
         return when_a is None and when_b is not None  # unknown counts as oldest: never loosen a clock
     return when_a < when_b
@@ -112,10 +110,10 @@ def problem(lineage: Sequence[Mapping[str, Any]], source: str) -> str | None:
             f"and a fork records at most {MAX_LINEAGE} (status.lineage, so that their policies hold for it): "
             "fork a session with a shorter lineage"
         )
-    crowded = next((e for e in lineage if len(e.get("labels") or {}) > MAX_LINEAGE_LABELS), None)
+    crowded = next((e for e in map(LineageEntryView, lineage) if len(e.labels or {}) > MAX_LINEAGE_LABELS), None)
     if crowded is not None:
         return (
-            f"spec.forkFrom.name {source}: AgentSession {crowded.get('name')} has more than {MAX_LINEAGE_LABELS} "
+            f"spec.forkFrom.name {source}: AgentSession {crowded.name} has more than {MAX_LINEAGE_LABELS} "
             "labels, more than a fork records (status.lineage); remove some of its labels first"
         )
     return None
@@ -123,6 +121,6 @@ def problem(lineage: Sequence[Mapping[str, Any]], source: str) -> str | None:
 
 def with_lineage(session: Mapping[str, Any], lineage: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The session as policies judge it: its recorded lineage and ``lineage`` (only ever more)."""
-    status = dict(session.get("status") or {})
+    status = dict(Session(session).status)
     status["lineage"] = merged(recorded(session), lineage)
     return {**session, "status": status}
