@@ -1,13 +1,13 @@
 """Generate read-only views of the API's bodies from the pydantic models (`types`), the one source.
 
 ``python -m agentsession_api.viewgen`` (run by `make crds`) writes ``views_generated.py``: for every model
-reachable from the two specs, a class ``<Model>View`` over the JSON mapping the API
-server sends (camelCase keys), with one property per field under the model's own (snake_case) name. A
-property returns the stored value as it is (None when absent: an empty allow-list and no allow-list stay
-apart), a nested model as its view (empty when absent; a view is true when its mapping is not empty), a list
-of models as a list of views. Nothing is copied or validated: the operator decides over the dicts it caches,
-and reads them through these names. ``--check`` writes nothing and exits 1 with a diff when the committed file
-is stale; tests/unit/api/test_api_viewgen.py runs it.
+reachable from ROOTS, a class ``<Model>View`` over the JSON mapping the API server sends (camelCase keys),
+with one property per field under the model's own (snake_case) name. A property returns the stored value as
+it is (None when absent: an empty allow-list and no allow-list stay apart), a time parsed (None when absent
+or not RFC 3339), a nested model as its view (empty when absent; a view is true when its mapping is not
+empty), a list of models as a list of views. Nothing is copied or validated: the operator decides over the
+dicts it caches, and reads them through these names. ``--check`` writes nothing and exits 1 with a diff when
+the committed file is stale; tests/unit/api/test_api_viewgen.py runs it.
 """
 
 from __future__ import annotations
@@ -42,7 +42,10 @@ HEADER = '''"""Read-only views of the API's bodies: generated from the pydantic 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
+
+from agentsession_api.timestamps import parse_time
 
 
 class _View:
@@ -88,8 +91,8 @@ def _python(annotation: object) -> str:
         return "str"
     if found in (str, int, bool, float):
         return typing.cast(type, found).__name__
-    if found is datetime.datetime:  # RFC 3339 text in JSON
-        return "str"
+    if found is datetime.datetime:  # RFC 3339 text in JSON, parsed by the view
+        return "datetime"
     if typing.get_origin(found) is list:
         return f"list[{_python(typing.get_args(found)[0])}]"
     if typing.get_origin(found) is dict:
@@ -129,6 +132,9 @@ def render() -> str:
             elif listed is not None:
                 lines.append(f"    def {name}(self) -> list[{listed.__name__}View]:")
                 lines.append(f'        return [{listed.__name__}View(item) for item in self.raw.get("{key}") or []]')
+            elif _python(field.annotation) == "datetime":
+                lines.append(f"    def {name}(self) -> datetime | None:")
+                lines.append(f'        return parse_time(self.raw.get("{key}"))')
             else:
                 lines.append(f"    def {name}(self) -> {_python(field.annotation)} | None:")
                 lines.append(f'        return self.raw.get("{key}")')

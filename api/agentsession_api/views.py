@@ -10,9 +10,11 @@ renamed field fails the tests, and then type-checking wherever the old name is r
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any, Literal, TypedDict, cast
 
 from agentsession_api import phases
+from agentsession_api.timestamps import parse_time
 from agentsession_api.views_generated import (
     AgentSessionPolicySpecView,
     AgentSessionSpecView,
@@ -181,6 +183,10 @@ class Obj:
         return str(self.meta.get("creationTimestamp") or "")
 
     @property
+    def creation_time(self) -> datetime | None:
+        return parse_time(self.meta.get("creationTimestamp"))
+
+    @property
     def deleting(self) -> bool:
         return bool(self.meta.get("deletionTimestamp"))
 
@@ -267,6 +273,27 @@ class _StatusFields:
     @property
     def idle_deadline(self) -> str | None:
         return self._fields().get("idleDeadline") or None
+
+    # The same times, parsed (None when absent or not RFC 3339).
+    @property
+    def expiry_time(self) -> datetime | None:
+        return parse_time(self._fields().get("expiresAt"))
+
+    @property
+    def idle_deadline_time(self) -> datetime | None:
+        return parse_time(self._fields().get("idleDeadline"))
+
+    @property
+    def expiry_warned_time(self) -> datetime | None:
+        return parse_time(self._fields().get("expiryWarnedFor"))
+
+    @property
+    def last_activity(self) -> datetime | None:
+        return parse_time(self._fields().get("lastActivityTime"))
+
+    @property
+    def busy_until_time(self) -> datetime | None:
+        return parse_time(self._fields().get("busyUntil"))
 
     def condition(self, type_: str) -> ConditionView:
         """The condition of ``type_`` (an empty view when there is none)."""

@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
+
+from agentsession_api.timestamps import parse_time
 
 
 class _View:
@@ -132,8 +135,8 @@ class ResolvedSettingsView(_View):
         return self.raw.get("pendingMaxTtl")
 
     @property
-    def pending_max_ttl_at(self) -> str | None:
-        return self.raw.get("pendingMaxTtlAt")
+    def pending_max_ttl_at(self) -> datetime | None:
+        return parse_time(self.raw.get("pendingMaxTtlAt"))
 
 
 class ConditionView(_View):
@@ -158,8 +161,8 @@ class ConditionView(_View):
         return self.raw.get("message")
 
     @property
-    def last_transition_time(self) -> str | None:
-        return self.raw.get("lastTransitionTime")
+    def last_transition_time(self) -> datetime | None:
+        return parse_time(self.raw.get("lastTransitionTime"))
 
     @property
     def observed_generation(self) -> int | None:
@@ -176,8 +179,8 @@ class LineageEntryView(_View):
         return self.raw.get("name")
 
     @property
-    def created_at(self) -> str | None:
-        return self.raw.get("createdAt")
+    def created_at(self) -> datetime | None:
+        return parse_time(self.raw.get("createdAt"))
 
     @property
     def labels(self) -> dict[str, str] | None:

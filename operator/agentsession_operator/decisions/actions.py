@@ -16,7 +16,7 @@ from typing import Any
 from agentsession_api import phases
 from agentsession_api.durations import format_duration
 from agentsession_api.phases import Phase
-from agentsession_api.timestamps import format_time, parse_time, utc
+from agentsession_api.timestamps import format_time, utc
 from agentsession_api.views import Claim, Sandbox, Session, Status
 from agentsession_operator import constants
 from agentsession_operator.decisions import desired, hibernate, lifecycle, network, template_identity, template_policy
@@ -202,7 +202,7 @@ def progress_deferred_until(
     ready = was.condition(phases.COND_READY)
     if was.ready_at or ready.reason == phases.REASON_SANDBOX_UNAVAILABLE:
         return None
-    since = parse_time(ready.last_transition_time)
+    since = ready.last_transition_time
     if since is None:
         return None
     due = since + PROGRESS_DELAY
@@ -398,8 +398,8 @@ def _next_check(status: Mapping[str, Any], now: datetime, warn_at: datetime | No
     candidates = [
         (moment, reason)
         for moment, reason in (
-            (parse_time(Status(status).expires_at), phases.REASON_TTL_EXPIRED),
-            (parse_time(Status(status).idle_deadline), phases.REASON_IDLE_TIMEOUT),
+            (Status(status).expiry_time, phases.REASON_TTL_EXPIRED),
+            (Status(status).idle_deadline_time, phases.REASON_IDLE_TIMEOUT),
             (warn_at, REASON_EXPIRING_SOON),
         )
         if moment is not None and moment > now
@@ -438,10 +438,10 @@ def expiry_warning(
     Records what it warned about in ``status`` (``expiryWarnedFor``), so a restart or another pass never
     posts it twice, and a changed expiry (a longer ttl) is warned about again when its time comes.
     """
-    expires = parse_time(Status(status).expires_at)
+    expires = Status(status).expiry_time
     if lead is None or expires is None or phases.is_terminal(status["phase"]) or status["phase"] == Phase.TERMINATING:
         return None, None
-    if parse_time(Status(before).expiry_warned_for) == expires:
+    if Status(before).expiry_warned_time == expires:
         return None, None
     warn_at = expires - lead
     if now < warn_at:
@@ -547,7 +547,7 @@ def reconcile_actions(
     actions += [w for w in (lowered, soon) if w is not None]
     check = _next_check(status, now, warn_at)
     if patch_changes(before, status):
-        created = parse_time(view.created)
+        created = view.creation_time
         later = progress_deferred_until(before, status, now, progress_written, created)
         if later is None:
             actions.append(PatchStatus(status))

@@ -14,8 +14,8 @@ from typing import Any
 
 from agentsession_api import phases
 from agentsession_api.activity import parse_activity
-from agentsession_api.timestamps import format_time, parse_time, utc
-from agentsession_api.views import SessionStatus, spec_of, status_of
+from agentsession_api.timestamps import format_time, utc
+from agentsession_api.views import Session, SessionStatus, Status, spec_of, status_of
 from agentsession_operator import constants
 from agentsession_operator.decisions.resolved import Resolved
 
@@ -25,7 +25,7 @@ from agentsession_operator.decisions.resolved import Resolved
 # a rule that resolved on its own would judge the session without its policies.
 def created_at(session: Mapping[str, Any]) -> datetime | None:
     """metadata.creationTimestamp, parsed."""
-    return parse_time((session.get("metadata") or {}).get("creationTimestamp"))
+    return Session(session).creation_time
 
 
 def expires_at(session: Mapping[str, Any], resolved: Resolved) -> datetime | None:
@@ -134,10 +134,8 @@ def status_idle_deadline(
     status: Mapping[str, Any] | None, idle_timeout: timedelta | None, busy_cap: timedelta | None = None
 ) -> datetime | None:
     """:func:`idle_deadline` from the session's status fields."""
-    status = status or {}
-    return idle_deadline(
-        parse_time(status.get("lastActivityTime")), parse_time(status.get("busyUntil")), idle_timeout, busy_cap
-    )
+    view = Status(status)
+    return idle_deadline(view.last_activity, view.busy_until_time, idle_timeout, busy_cap)
 
 
 def desired_operating_mode(

@@ -28,7 +28,6 @@ from datetime import datetime
 from typing import Any
 
 from agentsession_api.names import MAX_LINEAGE, MAX_LINEAGE_LABELS
-from agentsession_api.timestamps import parse_time
 from agentsession_api.views import Session
 from agentsession_api.views_generated import LineageEntryView
 
@@ -56,7 +55,7 @@ def ancestors(session: Mapping[str, Any]) -> list[Ancestor]:
         found.append(
             Ancestor(
                 name=str(entry.name or ""),
-                created=parse_time(entry.created_at),
+                created=entry.created_at,
                 labels={str(k): str(v) for k, v in labels.items()} if isinstance(labels, Mapping) else {},
             )
         )
@@ -77,7 +76,7 @@ def _key(entry: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
 
 
 def _older(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
-    when_a, when_b = parse_time(LineageEntryView(a).created_at), parse_time(LineageEntryView(b).created_at)
+    when_a, when_b = LineageEntryView(a).created_at, LineageEntryView(b).created_at
     if when_a is None or when_b is None:
         return when_a is None and when_b is not None  # unknown counts as oldest: never loosen a clock
     return when_a < when_b

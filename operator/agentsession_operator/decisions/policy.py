@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from agentsession_api.durations import format_duration
-from agentsession_api.timestamps import format_time, parse_time
+from agentsession_api.timestamps import format_time
 from agentsession_api.types import MAX_SESSION_LABELS
 from agentsession_api.views import Policy, Session
 from agentsession_operator.decisions import conditions, lineage
@@ -88,7 +88,7 @@ def lineage_max_ttl(session: Mapping[str, Any], policies: Iterable[Mapping[str, 
     ancestor's creation plus the maxTtl of the policies selecting that ancestor's labels (the smallest such
     bound). None for a session that is no fork, or when no such policy sets a maxTtl."""
     ancestors = lineage.ancestors(session)
-    created = parse_time(Session(session).created)
+    created = Session(session).creation_time
     if not ancestors or created is None:
         return None
     namespace = Session(session).namespace

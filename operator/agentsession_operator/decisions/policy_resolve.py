@@ -16,7 +16,6 @@ from typing import Any
 
 from agentsession_api.durations import parse_duration
 from agentsession_api.phases import IdleAction
-from agentsession_api.timestamps import parse_time
 from agentsession_api.views import Session
 from agentsession_operator.decisions.policy_merge import EMPTY_POLICY, EffectivePolicy, Sourced
 from agentsession_operator.decisions.resolved import Resolved
@@ -126,12 +125,12 @@ def resolve(
         # Once running, a session only becomes more constrained: the maxima that applied before
         # (status.resolved) still cap it, so unselecting a policy (removing a label) lifts nothing;
         # a lowered maxTtl applies after its grace period.
-        pending_value, pending_at = _recorded(before.pending_max_ttl), parse_time(before.pending_max_ttl_at)
+        pending_value, pending_at = _recorded(before.pending_max_ttl), before.pending_max_ttl_at
         ttl_cap = max_ttl_in_force(
             _recorded(before.max_ttl),
             max_ttl,
             (pending_value.value, pending_at) if pending_value and pending_at else None,
-            parse_time(view.created),
+            view.creation_time,
             now,
             effective.max_ttl_grace.value if effective.max_ttl_grace else DEFAULT_MAX_TTL_GRACE,
         )

@@ -13,26 +13,25 @@ from typing import Any
 
 from agentsession_api import phases
 from agentsession_api.phases import Phase
-from agentsession_api.timestamps import parse_time, utc
-from agentsession_operator.decisions.conditions import find_condition
+from agentsession_api.timestamps import utc
+from agentsession_api.views import Session
 from agentsession_operator.decisions.status import TERMINAL_CLAIM_REASONS
 
 
 def finished_at(session: Mapping[str, Any]) -> datetime | None:
     """When the session reached Expired or a sticky Failed; None while it is not finished."""
-    status = session.get("status") or {}
-    phase = status.get("phase")
-    if phase == Phase.EXPIRED:
-        cond = find_condition(status.get("conditions"), phases.COND_EXPIRED)
-    elif phase == Phase.FAILED:
-        cond = find_condition(status.get("conditions"), phases.COND_FAILED)
-        if cond is not None and cond.get("reason") not in TERMINAL_CLAIM_REASONS:
+    view = Session(session)
+    if view.phase == Phase.EXPIRED:
+        cond = view.condition(phases.COND_EXPIRED)
+    elif view.phase == Phase.FAILED:
+        cond = view.condition(phases.COND_FAILED)
+        if cond and cond.reason not in TERMINAL_CLAIM_REASONS:
             return None
     else:
         return None
-    if cond is None or cond.get("status") != "True":
+    if cond.status != "True":
         return None
-    return parse_time(cond.get("lastTransitionTime"))
+    return cond.last_transition_time
 
 
 def deletion_time(session: Mapping[str, Any], delete_finished_after: timedelta | None) -> datetime | None:

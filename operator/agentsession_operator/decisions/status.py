@@ -24,7 +24,7 @@ from agentsession_api import phases
 from agentsession_api.activity import report_key
 from agentsession_api.durations import format_duration
 from agentsession_api.phases import IdleAction, Phase
-from agentsession_api.timestamps import format_time, parse_time, utc
+from agentsession_api.timestamps import format_time, utc
 from agentsession_api.views import Claim, Obj, Sandbox, Session
 from agentsession_operator import constants
 from agentsession_operator.decisions import hibernate, lifecycle
@@ -282,19 +282,22 @@ def _verdict(
     return _unclaimed_verdict(session, warm_pool_exists, resolved, violations, fork)
 
 
-def _activity_fields(session: Mapping[str, Any], verdict: Verdict, now: datetime) -> tuple[str | None, str | None]:
-    """lastActivityTime and busyUntil; becoming Ready, or a resume asked via spec.suspend, counts as activity."""
+def _activity_fields(
+    session: Mapping[str, Any], verdict: Verdict, now: datetime
+) -> tuple[str | None, str | None, datetime | None, datetime | None]:
+    """lastActivityTime and busyUntil, as written and as times; becoming Ready, or a resume asked via
+    spec.suspend, counts as activity."""
     view = Session(session)
-    last = view.last_activity_time
+    last, last_time = view.last_activity_time, view.last_activity
     ready_before = view.condition(phases.COND_READY)
     became_ready = verdict.phase == Phase.READY and ready_before.status != "True"
     resumed = (
         not view.suspend and view.phase == Phase.SUSPENDED and ready_before.reason == phases.REASON_SUSPEND_REQUESTED
     )
     if became_ready or resumed:
-        previous = parse_time(last)
-        last = format_time(max(previous, now) if previous else now)
-    return last, view.busy_until
+        last_time = (max(last_time, now) if last_time else now).replace(microsecond=0)  # as written
+        last = format_time(last_time)
+    return last, view.busy_until, last_time, view.busy_until_time
 
 
 def compute_status(
@@ -324,10 +327,8 @@ def compute_status(
     seen = observe(owned, sandbox)
     verdict = _verdict(session, claim, seen, now, warm_pool_exists, resolved, violations, fork)
 
-    last_activity, busy_until = _activity_fields(session, verdict, now)
-    deadline = lifecycle.idle_deadline(
-        parse_time(last_activity), parse_time(busy_until), resolved.idle_timeout, resolved.max_idle_timeout
-    )
+    last_activity, busy_until, last_time, busy_time = _activity_fields(session, verdict, now)
+    deadline = lifecycle.idle_deadline(last_time, busy_time, resolved.idle_timeout, resolved.max_idle_timeout)
     if (
         verdict.phase == Phase.READY
         and deadline is not None
