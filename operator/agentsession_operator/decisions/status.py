@@ -79,7 +79,7 @@ class Verdict:
 
 
 @dataclass(frozen=True)
-class Observed:
+class ClaimSeen:
     """What the claim and Sandbox say, reduced to the fields the status needs."""
 
     claim_name: str | None = None
@@ -113,10 +113,10 @@ def sandbox_lags(sandbox: Mapping[str, Any] | None) -> bool:
     return generation is not None and isinstance(observed, int) and observed < generation
 
 
-def observe(claim: Mapping[str, Any] | None, sandbox: Mapping[str, Any] | None) -> Observed:
+def observe(claim: Mapping[str, Any] | None, sandbox: Mapping[str, Any] | None) -> ClaimSeen:
     """Read claim and Sandbox status. A Sandbox whose name is not the claim's sandbox is ignored."""
     if claim is None:
-        return Observed()
+        return ClaimSeen()
     owned = Claim(claim)
     bound = owned.bound
     sandbox_name = owned.bound_sandbox
@@ -128,7 +128,7 @@ def observe(claim: Mapping[str, Any] | None, sandbox: Mapping[str, Any] | None) 
     claim_name = owned.name or None
     if launch not in ("warm", "cold"):
         launch = None if sandbox_name is None else ("cold" if sandbox_name == claim_name else "warm")
-    return Observed(
+    return ClaimSeen(
         claim_name=claim_name,
         sandbox_name=sandbox_name,
         pod_ips=tuple(bound.get("podIPs") or running.pod_ips)[:MAX_POD_IPS],
@@ -155,7 +155,7 @@ def _sticky(session: Mapping[str, Any]) -> Verdict | None:
     return None
 
 
-def _claim_verdict(session: Mapping[str, Any], seen: Observed, warm_pool_exists: bool, resolved: Resolved) -> Verdict:
+def _claim_verdict(session: Mapping[str, Any], seen: ClaimSeen, warm_pool_exists: bool, resolved: Resolved) -> Verdict:
     """Phase from an owned claim's Ready condition and the Sandbox's operating mode."""
     reason = seen.ready_reason
     if reason in TERMINAL_CLAIM_REASONS:
@@ -242,7 +242,7 @@ def _pool_not_found(session: Mapping[str, Any], resolved: Resolved) -> str:
 def _verdict(
     session: Mapping[str, Any],
     claim: Mapping[str, Any] | None,
-    seen: Observed,
+    seen: ClaimSeen,
     now: datetime,
     warm_pool_exists: bool,
     resolved: Resolved,
@@ -371,7 +371,7 @@ def compute_status(
 def _conditions(
     current: list[dict[str, Any]] | None,
     verdict: Verdict,
-    seen: Observed,
+    seen: ClaimSeen,
     claim: Mapping[str, Any] | None,
     now: datetime,
     generation: int | None,
