@@ -8,6 +8,7 @@ took the token, good against that node's agent for 10 minutes, and every tenant 
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import json
@@ -301,3 +302,44 @@ def test_the_agent_waits_for_its_certificate_and_says_when_it_is_denied() -> Non
     clock = iter(range(0, 1000, 10))
     with pytest.raises(tls.NotSigned, match="--node-agent"):
         tls.obtain(API({}), "node-a", wait=30, clock=lambda: float(next(clock)), sleep=lambda s: None)
+
+
+def test_a_handshake_dripped_a_byte_at_a_time_is_cut_at_the_request_deadline(tmp_path: Path) -> None:
+    """The agent bounds a whole request to SOCKET_TIMEOUT from the connection's start (a per-read timeout alone
+    restarts at every byte). The TLS handshake comes before the request: it is bounded too (CPython's ssl
+    gives a handshake one deadline of the socket's timeout, not one per read), so a caller sending its
+    ClientHello a byte at a time, each within the timeout, is cut at it and holds no agent thread longer."""
+    import socket
+    import time
+
+    identity = asyncio.run(certificate_for(authority(), "agent-a", "uid-a", "node-a"))
+    root = tmp_path / "agent"
+    node = checkpointer.Node(root / "runsc", root / "runsc-root", root / "state", root / "checkpoints")
+    agent = server.Agent(node, lambda token, audience: {}, "operator", "aud")
+    httpd = server.serve(agent, "127.0.0.1", 0, socket_timeout=1.0, context=tls.server_context(identity))
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    hello = b"\x16\x03\x01\x00\xc8\x01\x00\x00\xc4\x03\x03" + b"\x00" * 64
+    try:
+        with socket.create_connection(("127.0.0.1", httpd.server_address[1]), timeout=10) as caller:
+            started = time.monotonic()
+            closed_after = None
+            for byte in hello:
+                try:
+                    caller.sendall(bytes([byte]))
+                    caller.settimeout(0.5)
+                    if caller.recv(1) == b"":
+                        closed_after = time.monotonic() - started
+                        break
+                except TimeoutError:
+                    continue  # the agent still waits for more: drip the next byte
+                except OSError:
+                    closed_after = time.monotonic() - started
+                    break
+                if time.monotonic() - started > 8:
+                    break
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(timeout=5)
+    assert closed_after is not None and closed_after < 3.0, "the dripped handshake was still served after 8 s"
