@@ -1,6 +1,6 @@
 """What `Connection: close` on every admission review costs: a new TLS connection per review.
 
-The operator's webhook answers every review with `Connection: close` (infra/webhook_server.py: a stopping
+The operator's webhook answers every review with `Connection: close` (admission/server.py: a stopping
 replica must not close a pooled connection under the API server's next POST). This times reviews sent
 the way the API server sends them, one after another, against the same allow-everything handler served two
 ways in one process: kopf's server (keep-alive, one connection reused) and ours (a handshake per review).
@@ -23,7 +23,7 @@ from typing import Any, cast
 
 import kopf
 
-from agentsession_operator.infra import webhook_server
+from agentsession_operator.admission import server as webhook_server
 
 REVIEW = b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": "u"}}'
 

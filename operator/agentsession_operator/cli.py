@@ -23,11 +23,12 @@ import agentsession_api
 import agentsession_operator
 from agentsession_api import router_access as ra
 from agentsession_api.durations import parse_duration
+from agentsession_operator.admission import handler as admission
+from agentsession_operator.admission import server as webhook
 from agentsession_operator.decisions import network, quota
-from agentsession_operator.handlers import admission, certificates
+from agentsession_operator.handlers import certificates
 from agentsession_operator.handlers.state import Election, OperatorState
 from agentsession_operator.infra import logs, metrics
-from agentsession_operator.infra import webhook_server as webhook
 from agentsession_operator.issuer import router_check
 from agentsession_operator.issuer import server as issuer_server
 from agentsession_operator.issuer.server import IssuerConfig

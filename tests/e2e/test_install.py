@@ -280,7 +280,8 @@ def test_samples_apply_with_server_dry_run(kube: Kube, crds: None, restricted_na
 def test_sample_session_complies_with_the_sample_policy() -> None:
     """The operator's own rules (admission and reconcile share them): the sample session passes the
     sample policy, and the policy's env.deny refuses the usual names of credentials."""
-    from agentsession_operator.decisions import admission, policy
+    from agentsession_operator.admission import rules as admission
+    from agentsession_operator.decisions import policy
 
     (pol,) = load(SAMPLES / "30-agentsessionpolicy.yaml")
     (session,) = load(SAMPLES / "40-agentsession.yaml")

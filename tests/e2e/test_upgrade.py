@@ -153,7 +153,7 @@ def _upgrade_keeps_everything(kube: Kube, namespace: str, upgrade: Callable[[], 
         took = time.monotonic() - started
         # The previous release's webhook server closes the API server's pooled connections when its pods
         # exit; a create written on one that instant fails with EOF (this release answers `Connection:
-        # close`, see infra/webhook_server.py). The prober counts those; the create below waits them out.
+        # close`, see admission/server.py). The prober counts those; the create below waits them out.
         kube.wait_for("the previous release's pods gone", lambda: not _terminating_operator_pods(kube), timeout=90)
         # The new operator reconciles: a session created now gets Ready.
         kube.apply(manifests.session("after-upgrade", "pool", ttl="30m"), namespace=namespace)

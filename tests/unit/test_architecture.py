@@ -42,14 +42,24 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "agentsession_operator.decisions",
         "agentsession_operator.infra",
     ),
+    # Admission, a feature room beside the reconciler: its rules (pure, checked below like decisions), the
+    # kopf handler, the server and its shared certificate; it reads the API through kube.client.
+    "agentsession_operator.admission": (
+        "agentsession_api",
+        "agentsession_operator.constants",
+        "agentsession_operator.decisions",
+        "agentsession_operator.infra",
+        "agentsession_operator.kube",
+    ),
     # The router credential issuer, a feature room beside the reconciler: it reads the API (kube.client) and
-    # serves HTTPS (infra); the handlers start it.
+    # serves HTTPS with the webhook's certificate (admission); the handlers start it.
     "agentsession_operator.issuer": (
         "agentsession_api",
         "agentsession_operator.constants",
         "agentsession_operator.decisions",
         "agentsession_operator.infra",
         "agentsession_operator.kube",
+        "agentsession_operator.admission",
     ),
     "agentsession_operator.handlers": (
         "agentsession_api",
@@ -57,6 +67,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "agentsession_operator.decisions",
         "agentsession_operator.infra",
         "agentsession_operator.kube",
+        "agentsession_operator.admission",
         "agentsession_operator.issuer",
     ),
     "agentsession_operator.cli": (
@@ -65,6 +76,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "agentsession_operator.decisions",
         "agentsession_operator.infra",
         "agentsession_operator.kube",
+        "agentsession_operator.admission",
         "agentsession_operator.issuer",
         "agentsession_operator.handlers",
     ),
@@ -184,6 +196,7 @@ PURE = [
     (m, p)
     for m, p in ALL
     if layer_of(m) in ("agentsession_api", "langchain_k8s_client.core", "agentsession_operator.decisions")
+    or m == "agentsession_operator.admission.rules"
 ]
 
 
@@ -252,7 +265,6 @@ KUBE_FLOORS: dict[str, int] = {
     "status_writer": 2,
     "election.leader": 2,
     "preflight": 2,
-    "webhook": 2,
     "hibernation": 2,
     "acting": 3,
     "forks": 3,

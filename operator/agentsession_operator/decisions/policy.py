@@ -59,7 +59,7 @@ def selects(
 def admitted_labels(session: Mapping[str, Any]) -> Mapping[str, str] | None:
     """``status.admittedLabels``: the labels the operator first judged the session with (issue 49 item 6).
     Policies selecting them keep selecting it: admission refuses a relabel that leaves a policy
-    (decisions/admission.departures), and this holds the same rule at reconcile when admission did not run."""
+    (admission/rules.departures), and this holds the same rule at reconcile when admission did not run."""
     recorded = Session(session).admitted_labels
     if not isinstance(recorded, Mapping):
         return None

@@ -10,11 +10,13 @@ from typing import Any
 import kopf
 
 from agentsession_operator import constants as c
-from agentsession_operator.handlers import admission
+from agentsession_operator.admission import certificate as webhook
+from agentsession_operator.admission import handler as admission
+from agentsession_operator.admission import server as webhook_server
 from agentsession_operator.handlers.state import of
-from agentsession_operator.infra import memory, metrics, webhook_server
+from agentsession_operator.infra import memory, metrics
 from agentsession_operator.issuer.server import IssuerServer
-from agentsession_operator.kube import primed_watch, webhook
+from agentsession_operator.kube import primed_watch
 from agentsession_operator.kube.client import LIST_PAGE, Kube
 from agentsession_operator.kube.election import KubeLeaseAPI, LayoutGuard, LeaderElector, ShardElector
 from agentsession_operator.kube.reconciler import Config, Reconciler

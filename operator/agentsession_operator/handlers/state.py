@@ -14,10 +14,10 @@ from pathlib import Path
 
 import kopf
 
+from agentsession_operator.admission.server import WebhookConfig
 from agentsession_operator.decisions import quota
 from agentsession_operator.decisions.actions import DEFAULT_EXPIRY_WARNING
 from agentsession_operator.decisions.network import NetworkSettings
-from agentsession_operator.infra.webhook_server import WebhookConfig
 from agentsession_operator.issuer.server import IssuerConfig, IssuerServer
 from agentsession_operator.kube.client import Kube
 from agentsession_operator.kube.election import KubeLeaseAPI, LeaderElector, ShardElector, Timing

@@ -20,7 +20,8 @@ from typing import Protocol
 import aiohttp.web
 
 from agentsession_api import router_access as ra
-from agentsession_operator.infra import metrics, webhook_server
+from agentsession_operator.admission import server as webhook_server
+from agentsession_operator.infra import metrics
 from agentsession_operator.infra.logs import logger
 from agentsession_operator.issuer.issuer import Answer, Issuer, IssuerAPI, Seen
 from agentsession_operator.issuer.tokens import SigningKey

@@ -10,13 +10,13 @@ from typing import Any, cast
 import kopf
 import pytest
 
-from agentsession_operator.decisions import admission
+from agentsession_operator.admission import handler as admission_handler
+from agentsession_operator.admission import rules as admission
+from agentsession_operator.admission import server as webhook
 from agentsession_operator.decisions.policy import effective_policy_for
 from agentsession_operator.decisions.policy_violations import violations
 from agentsession_operator.decisions.selectors import namespace_matches
-from agentsession_operator.handlers import admission as admission_handler
 from agentsession_operator.handlers.state import OperatorState
-from agentsession_operator.infra import webhook_server as webhook
 from agentsession_operator.kube.places import Admitted
 
 Make = Callable[..., dict[str, Any]]
@@ -603,7 +603,7 @@ class FakeSecrets:
 async def test_replicas_starting_together_share_one_certificate() -> None:
     import asyncio
 
-    from agentsession_operator.kube import webhook as kube_webhook
+    from agentsession_operator.admission import certificate as kube_webhook
 
     secrets = FakeSecrets({})
     names = ["op.ns.svc"]
@@ -619,7 +619,7 @@ async def test_replicas_starting_together_share_one_certificate() -> None:
 
 
 async def test_publishing_retries_and_never_raises() -> None:
-    from agentsession_operator.kube import webhook as kube_webhook
+    from agentsession_operator.admission import certificate as kube_webhook
 
     class Flaky:
         def __init__(self, failures: int, found: bool = True) -> None:

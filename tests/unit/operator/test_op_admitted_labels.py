@@ -1,5 +1,5 @@
 """Issue 49 item 6: what admission checked, re-checked at reconcile. Admission refuses a label change that
-takes a session out of a policy that selects it (decisions/admission.departures: a session may only become
+takes a session out of a policy that selects it (admission/rules.departures: a session may only become
 more constrained); when that check did not run (the webhook down, or failing open as it did before issue
 49), the stored change widened what applied to the session, its egress among it, from the next pass."""
 
@@ -50,7 +50,7 @@ def test_admission_still_refuses_the_relabel_and_then_takes_unrelated_writes(
 ) -> None:
     """status.admittedLabels keeps the policy holding, but the writer of a departing relabel is still told
     at admission what to put back; a session that departed before (past admission) takes unrelated writes."""
-    from agentsession_operator.decisions import admission
+    from agentsession_operator.admission import rules as admission
 
     recorded = {"admittedLabels": {"team": "a"}}
     stored = make_session(labels={"team": "a"}, status=recorded)

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from agentsession_api import names, phases
-from agentsession_operator.decisions import admission, fork
+from agentsession_operator.admission import rules as admission
+from agentsession_operator.decisions import fork
 from agentsession_operator.decisions.actions import CreateClaim, PatchStatus, reconcile_actions
 from agentsession_operator.decisions.desired import desired_claim
 from agentsession_operator.decisions.policy import effective_policy_for

@@ -19,11 +19,12 @@ import pytest
 from agentsession_api import names
 from agentsession_api.durations import parse_duration
 from agentsession_api.types import AgentSessionStatus
-from agentsession_operator.decisions import admission, fork, lifecycle, naming, network
+from agentsession_operator.admission import handler as admission_handler
+from agentsession_operator.admission import rules as admission
+from agentsession_operator.decisions import fork, lifecycle, naming, network
 from agentsession_operator.decisions.policy import effective_policy_for
 from agentsession_operator.decisions.policy_resolve import resolve
 from agentsession_operator.decisions.policy_violations import violations
-from agentsession_operator.handlers import admission as admission_handler
 from agentsession_operator.handlers.state import OperatorState
 from agentsession_operator.kube.cache import Cache
 from agentsession_operator.kube.places import Admitted

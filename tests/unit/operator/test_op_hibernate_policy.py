@@ -8,7 +8,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from agentsession_api import phases
-from agentsession_operator.decisions import admission, hibernate
+from agentsession_operator.admission import rules as admission
+from agentsession_operator.decisions import hibernate
 from agentsession_operator.decisions.actions import HibernateSandbox, PatchSandbox, PatchStatus, reconcile_actions
 from agentsession_operator.decisions.conditions import find_condition
 from agentsession_operator.decisions.policy_merge import merge_policies

@@ -1,12 +1,13 @@
 """cleanup.maxSessionsPerNamespace (issue 28 item 2): the pure rule (decisions/quota.py), its sorted places
-(kube/places.py), admission (decisions/admission.py) and the wake when a place frees."""
+(kube/places.py), admission (admission/rules.py) and the wake when a place frees."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
-from agentsession_operator.decisions import admission, quota
+from agentsession_operator.admission import rules as admission
+from agentsession_operator.decisions import quota
 from agentsession_operator.kube.places import Admitted, Places
 
 Obj = dict[str, Any]

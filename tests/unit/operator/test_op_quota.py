@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from agentsession_api import names
-from agentsession_operator.decisions import admission, naming, quota
+from agentsession_operator.admission import rules as admission
+from agentsession_operator.decisions import naming, quota
 from agentsession_operator.decisions.policy import effective_policy_for
 from agentsession_operator.kube import policy_status
 from agentsession_operator.kube.client import Kube
@@ -379,7 +380,7 @@ def test_a_namespace_without_any_policy_is_capped_by_the_operators_default(make_
     create admitted, the cap being opt-in. Now every namespace has the operator's default cap (1,000:
     --max-sessions-per-namespace, the chart's maxSessionsPerNamespace; a policy's
     cleanup.maxSessionsPerNamespace sets the namespace's own): the 1,001st is refused, saying so."""
-    from agentsession_operator.decisions import admission as admission_rules
+    from agentsession_operator.admission import rules as admission_rules
 
     places = sorted((f"2025-01-01T00:{i // 60:02d}:{i % 60:02d}Z", f"s-{i:04d}") for i in range(1000))
     newcomer = make_session("s-new")

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from agentsession_operator.decisions import admission, quota
+from agentsession_operator.admission import rules as admission
+from agentsession_operator.decisions import quota
 from agentsession_operator.decisions.policy import ANY_VALUE, effective_policy_for
 
 Obj = dict[str, Any]

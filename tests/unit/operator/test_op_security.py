@@ -243,7 +243,8 @@ def test_operator_binds_loopback_unless_told_otherwise(monkeypatch: pytest.Monke
     """Attack: run locally (make dev), the webhook, metrics and health ports answered on every address of
     the machine. The Deployment asks for 0.0.0.0 explicitly (config/manager/deployment.yaml)."""
     from agentsession_operator import cli
-    from agentsession_operator.infra import metrics, webhook_server
+    from agentsession_operator.admission import server as webhook_server
+    from agentsession_operator.infra import metrics
 
     monkeypatch.delenv("BIND_ADDRESS", raising=False)
     args = cli.parse_args([])
@@ -262,7 +263,7 @@ def test_webhook_client_certificate_is_required_when_configured(tmp_path: Any) -
     import ssl
 
     from agentsession_operator import cli
-    from agentsession_operator.infra import webhook_server
+    from agentsession_operator.admission import server as webhook_server
 
     ca = tmp_path / "client-ca.crt"
     ca.write_bytes(webhook_server.issue(["client-ca"]).ca)

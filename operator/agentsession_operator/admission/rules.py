@@ -1,6 +1,6 @@
 """AgentSessionPolicy at admission: the reconciler's own rules, decided before the object is stored.
 
-Pure (no API calls): the webhook handler (handlers/admission.py) gathers the inputs and refuses a
+Pure (no API calls): the webhook handler (admission/handler.py) gathers the inputs and refuses a
 request when :func:`review` returns anything. Every sentence comes from policy_violations.py, the same
 code that writes the ``PolicyCompliant`` condition, so admission and reconciliation can never disagree on
 a rule; the reconciler stays the backstop for whatever slips past (operator down, a policy not yet seen).

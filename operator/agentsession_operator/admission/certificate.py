@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 import kopf
 
-from agentsession_operator.infra import webhook_server
+from agentsession_operator.admission import server as webhook_server
 from agentsession_operator.infra.logs import logger
 from agentsession_operator.kube.client import Kube
 

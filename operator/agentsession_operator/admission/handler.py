@@ -1,7 +1,7 @@
 """The validating webhook's handler: AgentSessionPolicy enforced when an AgentSession is written.
 
 It gathers what the reconciler already keeps (its cache of policies, agent-sandbox's label allowlist)
-and decides with decisions/admission.py, which reuses decisions/policy.py and policy_violations.py: one
+and decides with admission/rules.py, which reuses decisions/policy.py and policy_violations.py: one
 source of truth for every rule. The shipped configuration fails closed (config/webhook/: failurePolicy Fail)
 when no operator answers, and so does this handler when the check itself fails: the request is refused (500),
 saying so, and the writer tries again; the reconciler re-checks each session at every pass besides.
@@ -10,16 +10,19 @@ saying so, and the writer tries again; the reconciler re-checks each session at 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import kopf
 
 from agentsession_api import names
-from agentsession_operator.decisions import admission, fork, policy, quota
+from agentsession_operator.admission import rules as admission
+from agentsession_operator.admission import server as webhook_server
+from agentsession_operator.decisions import fork, policy, quota
 from agentsession_operator.decisions.selectors import watched
-from agentsession_operator.handlers.state import of, reconciler_of
-from agentsession_operator.infra import webhook_server
 from agentsession_operator.infra.logs import logger
+
+if TYPE_CHECKING:
+    from agentsession_operator.kube.reconciler import Reconciler
 
 HANDLER_ID = "policy"
 
@@ -81,6 +84,22 @@ async def _unrecorded_ancestors(reconciler: Any, namespace: str, source: dict[st
     return found
 
 
+class OperatorState(Protocol):
+    """What the handler reads of the operator's state (handlers/state.py's, which kopf's memo carries)."""
+
+    webhook: webhook_server.WebhookConfig | None
+    namespaces: tuple[str, ...]
+    max_sessions_per_namespace: int
+    reconciler: Reconciler | None
+
+
+def _state(memo: kopf.Memo) -> OperatorState:
+    state = memo.get("state")
+    if state is None:
+        raise RuntimeError("the operator has not started: kopf's memo carries no state (the CLI puts it there)")
+    return cast(OperatorState, state)
+
+
 async def validate_session(
     *,
     body: kopf.Body,
@@ -93,7 +112,7 @@ async def validate_session(
     **_: Any,
 ) -> None:
     """Refuse an AgentSession CREATE/UPDATE that breaks an applicable AgentSessionPolicy."""
-    state = of(memo)
+    state = _state(memo)
     denied = webhook_server.caller_refusal(state.webhook, sslpeer)
     if denied is not None:  # before anything is read: such a caller learns nothing of the policies
         _log.warning("webhook call refused", reason=denied, peer=webhook_server.peer_names(sslpeer))
@@ -106,7 +125,9 @@ async def validate_session(
         return
     capped = False
     try:
-        reconciler = reconciler_of(memo)
+        reconciler = state.reconciler
+        if reconciler is None:
+            raise RuntimeError("the operator has not started: no reconciler yet (the startup handler builds it)")
         policies = list(reconciler.cache.policies.get(namespace, {}).values())
         domains = await reconciler.label_domains()
         previous = dict(old) if old is not None else None

@@ -1,6 +1,6 @@
 """The validating admission webhook's server: where it listens, its certificate, how it is announced.
 
-The handler itself is handlers/admission.py; it decides with decisions/admission.py.
+The handler itself is admission/handler.py; it decides with admission/rules.py.
 
 The ValidatingWebhookConfiguration ``agentsession.dev`` is shipped (config/webhook/, the chart) with
 ``failurePolicy: Fail`` and a namespaceSelector that exempts the operator's namespace and kube-system.
@@ -15,8 +15,9 @@ The certificate: in a cluster, one for every replica and restart, from the Secre
 renewed when it nears expiry; or provided, e.g. by cert-manager); outside, a generated one per start.
 
 Wiring: ``cli`` builds a :class:`WebhookConfig` from its flags, passes it to kopf in the operator's
-memo (``memo.state.webhook``, handlers/state.py) and registers the handler (handlers/admission.py); the
-startup handler reads the certificate (kube/webhook.py) and calls :func:`configure`. Nothing is registered on import, so
+memo (``memo.state.webhook``, handlers/state.py) and registers the handler (admission/handler.py); the
+startup handler reads the certificate (admission/certificate.py) and calls :func:`configure`. Nothing is
+registered on import, so
 ``kopf run`` or KopfRunner over the handlers runs without a webhook (kopf refuses admission handlers
 without a server).
 """
