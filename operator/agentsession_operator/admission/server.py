@@ -41,6 +41,7 @@ import aiohttp.web
 import kopf
 
 from agentsession_api import names
+from agentsession_operator.infra import agent_ca
 from agentsession_operator.infra.logs import logger
 
 CONFIGURATION = names.GROUP
@@ -279,19 +280,7 @@ def issue(names: list[str], previous_ca: bytes | None = None) -> CertBundle:
             return x509.DNSName(name)
 
     now = dt.datetime.now(dt.UTC)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_cert = (
-        x509.CertificateBuilder()
-        .subject_name(subject("agentsession-operator webhook CA"))
-        .issuer_name(subject("agentsession-operator webhook CA"))
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + CERT_VALIDITY)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True)
-        .sign(ca_key, hashes.SHA256())
-    )
+    ca_cert, ca_key = agent_ca.self_signed_ca("agentsession-operator webhook CA", CERT_VALIDITY, now)
     key = ec.generate_private_key(ec.SECP256R1())
     cert = (
         x509.CertificateBuilder()

@@ -87,10 +87,13 @@ class AgentCA:
         return cert.public_bytes(serialization.Encoding.PEM)
 
 
-def new_ca(now: dt.datetime | None = None) -> AgentCA:
-    now = now or dt.datetime.now(dt.UTC)
+def self_signed_ca(
+    common_name: str, validity: dt.timedelta, now: dt.datetime
+) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+    """A CA certificate (P-256, signs certificates only, no intermediate) and its key: the node agents' CA
+    here, the webhook's in admission/server.py."""
     key = ec.generate_private_key(ec.SECP256R1())
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "agentsession node agents CA")])
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
     cert = (
         x509.CertificateBuilder()
         .subject_name(subject)
@@ -98,11 +101,16 @@ def new_ca(now: dt.datetime | None = None) -> AgentCA:
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + CA_VALIDITY)
+        .not_valid_after(now + validity)
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
         .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True)
         .sign(key, hashes.SHA256())
     )
+    return cert, key
+
+
+def new_ca(now: dt.datetime | None = None) -> AgentCA:
+    cert, key = self_signed_ca("agentsession node agents CA", CA_VALIDITY, now or dt.datetime.now(dt.UTC))
     return AgentCA(
         cert.public_bytes(serialization.Encoding.PEM),
         key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()),
