@@ -12,17 +12,17 @@ export DEVCLUSTER_NODE := $(NODE)
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
 
-# The three distributions (api/, client/, operator/), editable, plus the dev tools and devcluster's needs.
-$(VENV)/.installed: api/pyproject.toml client/pyproject.toml operator/pyproject.toml requirements-dev.txt
+# The four distributions (api/, client/, operator/, nodeagent/), editable, plus the dev tools and devcluster's needs.
+$(VENV)/.installed: api/pyproject.toml client/pyproject.toml operator/pyproject.toml nodeagent/pyproject.toml requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
 	@# setuptools prints an "information only" box of asterisks per editable package (its import finder's
-	@# generic caveat); nothing to act on, and three of them bury a newcomer's progress lines.
+	@# generic caveat); nothing to act on, and four of them bury a newcomer's progress lines.
 	PYTHONWARNINGS="ignore:Editable installation" \
-	  $(VENV)/bin/pip install -q -e './api[codegen]' -e './client[agent-sandbox]' -e ./operator -r requirements-dev.txt
+	  $(VENV)/bin/pip install -q -e './api[codegen]' -e './client[agent-sandbox]' -e ./operator -e ./nodeagent -r requirements-dev.txt
 	touch $@
 
-venv: $(VENV)/.installed ## create the virtualenv: the three packages (editable) and the dev tools
+venv: $(VENV)/.installed ## create the virtualenv: the four packages (editable) and the dev tools
 
 demo: venv ## the quick start: control plane + operator + a deep agent in a sandbox, then tear down
 	$(PY) -m examples.demo_agent
@@ -130,7 +130,7 @@ uninstall: venv ## remove what make install applied
 lint: venv client-ts/node_modules/.installed ## ruff, mypy, shellcheck and tsc (the scripts the client runs in the pod, and ours)
 	$(PY) -m devcluster.prereqs lint  # shellcheck: installed as root on Debian, else one line naming it
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy devcluster testkit api/agentsession_api client/langchain_k8s_client operator/agentsession_operator benchmarks
+	$(VENV)/bin/mypy devcluster testkit api/agentsession_api client/langchain_k8s_client operator/agentsession_operator nodeagent/agentsession_nodeagent benchmarks
 	cd client/langchain_k8s_client/scripts && shellcheck -x *.sh
 	cd client-ts && npm run --silent copy-scripts && npx tsc -p tsconfig.json --noEmit
 	shellcheck kind/*.sh .ci/run client/krew/kubectl-agentsession

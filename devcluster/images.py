@@ -131,7 +131,7 @@ def tree_digest(root: Path, files: Iterable[str]) -> str:
 
 # What operator/Dockerfile builds from (the .dockerignore lets in no more): a change elsewhere (tests,
 # the client) neither rebuilds the image nor restarts an installed operator.
-OPERATOR_CONTEXT = (".dockerignore", "api", "operator")
+OPERATOR_CONTEXT = (".dockerignore", "api", "operator", "nodeagent")
 
 
 def tracked_files(root: Path = REPO_ROOT, paths: tuple[str, ...] = OPERATOR_CONTEXT) -> list[str]:
@@ -390,12 +390,19 @@ def _build_operator(image: Image, work: Path, log: Path) -> None:
         _buildah(["tag", image.refs[0], ref], log)
 
 
+def _exists_at(commit: str, path: str) -> bool:
+    found = subprocess.run(["git", "cat-file", "-e", f"{commit}:{path}"], cwd=REPO_ROOT, capture_output=True)
+    return found.returncode == 0
+
+
 def _git_archive(commit: str, paths: tuple[str, ...], dest: Path) -> None:
     """`paths` as they were at `commit`, unpacked under `dest` (needs the clone's history)."""
     known = subprocess.run(["git", "cat-file", "-e", f"{commit}^{{commit}}"], cwd=REPO_ROOT, capture_output=True)
     if known.returncode != 0:
         raise ImageError(f"commit {commit} is not in this clone (a shallow clone?): run `git fetch --unshallow`")
-    archive = subprocess.run(["git", "archive", commit, *paths], cwd=REPO_ROOT, capture_output=True, check=True)
+    # An older commit may lack some (nodeagent/ came later): archive what it had.
+    present = [p for p in paths if _exists_at(commit, p)]
+    archive = subprocess.run(["git", "archive", commit, *present], cwd=REPO_ROOT, capture_output=True, check=True)
     dest.mkdir(parents=True, exist_ok=True)
     with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
         tar.extractall(dest, filter="data")

@@ -2,7 +2,7 @@
 this checkout's node paths, and the token a host-process operator calls it with.
 
 `python -m devcluster nodeagent` (on a running real-node cluster) builds the operator's image (the agent runs
-`python -m agentsession_operator.nodeagent` from it), pushes it into the cluster's registry and applies the
+`python -m agentsession_nodeagent` from it), pushes it into the cluster's registry and applies the
 component's ServiceAccount, RBAC, DaemonSet and NetworkPolicy with:
 
 - the hostPaths of this node: the runsc binary of the build cache, runsc's state root for containerd's

@@ -1,9 +1,10 @@
 """`make release`: every artifact a user installs from, built here into one folder (issue 52 item 1).
 
     dist/
-      python/     agentsession_api, langchain_k8s_client, agentsession_operator: a wheel and an sdist each
+      python/     agentsession_api, langchain_k8s_client, agentsession_operator, agentsession_nodeagent: a
+                  wheel and an sdist each
       npm/        agentsession-deepagents-VERSION.tgz (client-ts, npm pack)
-      images/     operator-VERSION.oci.tar (the operator's image; the node agent runs from it too), an OCI
+      images/     operator-VERSION.oci.tar (the operator's image; the node agent's wheel is installed in it too), an OCI
                   archive: `skopeo copy oci-archive:... docker://YOUR-REGISTRY/agentsession/operator:VERSION`
       install/    agentsession-VERSION.yaml: `kubectl kustomize config/` rendered whole (CRDs, RBAC, pins,
                   webhook, Deployment), the image named ghcr.io/agentsession/operator:VERSION
@@ -32,7 +33,7 @@ from devcluster import build, prereqs
 from devcluster.errors import DevclusterError, report
 from devcluster.paths import REPO_ROOT
 
-PROJECTS = ("api", "client", "operator")
+PROJECTS = ("api", "client", "operator", "nodeagent")
 
 
 def version() -> str:

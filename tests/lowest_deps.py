@@ -1,9 +1,9 @@
-"""The declared floors hold (issue 52 item 2): the three packages at the lowest versions they allow.
+"""The declared floors hold (issue 52 item 2): the four packages at the lowest versions they allow.
 
     python -m tests.lowest_deps [--venv DIR]
 
-New virtualenvs (default .cluster/lowest-venv-*: the api alone, then all three) get api, client (with
-its agent-sandbox extra) and operator from this checkout, resolved by uv with `--resolution lowest-direct`:
+New virtualenvs (default .cluster/lowest-venv-*: the api alone, then all four) get api, client (with
+its agent-sandbox extra), operator and nodeagent from this checkout, resolved by uv with `--resolution lowest-direct`:
 each dependency a pyproject.toml names at the lowest version its range allows (their own dependencies at
 their newest). The test tools go in at the versions of the development virtualenv, which runs this. It
 prints each direct dependency's floor beside what was installed, imports the packages, then runs their
@@ -25,16 +25,25 @@ from pathlib import Path
 from packaging.requirements import Requirement
 
 ROOT = Path(__file__).resolve().parents[1]
-MODULES = {"api": "agentsession_api", "client": "langchain_k8s_client", "operator": "agentsession_operator"}
+MODULES = {
+    "api": "agentsession_api",
+    "client": "langchain_k8s_client",
+    "operator": "agentsession_operator",
+    "nodeagent": "agentsession_nodeagent",
+}
 EXTRAS = {"api": "[codegen]", "client": "[agent-sandbox]"}
 TEST_TOOLS = ("pytest", "pytest-asyncio", "pytest-timeout", "hypothesis")
 """Pinned to the development virtualenv's versions: the product's floors are under test, not pytest's (pyyaml
 comes with api[codegen], at its floor)."""
 SETS = (
-    # The contract alone, as a tool built on it installs it (pydantic at its own floor), then the three
+    # The contract alone, as a tool built on it installs it (pydantic at its own floor), then the four
     # together (where the client's and the operator's dependencies raise some floors of the others).
     ("api", ("api",), ("tests/unit/api",)),
-    ("all", ("api", "client", "operator"), ("tests/unit/api", "tests/unit/client", "tests/unit/operator")),
+    (
+        "all",
+        ("api", "client", "operator", "nodeagent"),
+        ("tests/unit/api", "tests/unit/client", "tests/unit/operator", "tests/unit/nodeagent"),
+    ),
 )
 SOURCE_TREE_ONLY = (
     # They check files of the checkout that no package ships: the generated API reference beside the

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from agentsession_operator.nodeagent import images
+from agentsession_nodeagent import images
 from devcluster import build
 from devcluster.cluster import Cluster
 from devcluster.realnode.configs import RESTORE_ANNOTATION, NodeDirs

@@ -448,7 +448,7 @@ def _agent_pids(kube: Kube) -> list[int]:
             argv = (proc / "cmdline").read_bytes()
         except OSError:
             continue
-        if b"agentsession_operator.nodeagent" in argv and b"--checkpoint-root=/host/checkpoints" in argv:
+        if b"agentsession_nodeagent" in argv and b"--checkpoint-root=/host/checkpoints" in argv:
             found.append(int(proc.name))
     return found
 
@@ -545,8 +545,8 @@ def test_a_token_for_another_nodes_agent_is_refused_by_this_one(
     (its ServiceAccount's tokens, over the agent's TLS, from the address the agent's NetworkPolicy admits): a
     token minted for another node's agent, or for the audience every agent shared before, is refused; this
     node's is served."""
-    from agentsession_operator.decisions.agent_certificates import server_name
-    from agentsession_operator.decisions.hibernate import node_agent_audience
+    from agentsession_api.node_agent import audience_for as node_agent_audience
+    from agentsession_api.node_agent import server_name
 
     (agent,) = kube.list("pod", nodeagent.NAMESPACE, f"app.kubernetes.io/name={nodeagent.NAME}")
     node, ip = agent["spec"]["nodeName"], agent["status"]["podIP"]
@@ -566,8 +566,8 @@ def test_the_agent_proves_its_node_before_the_operator_sends_a_token(
     """Issue 49 item 5, TLS: the agent serves only TLS, with the certificate the operator signed for its node
     (its CertificateSigningRequest, made by its pod's token, approved by the operator); a client checking for
     another node's name fails the handshake, so the operator's token for that node is never written."""
-    from agentsession_operator.decisions.agent_certificates import SIGNER, server_name
-    from agentsession_operator.decisions.hibernate import node_agent_audience
+    from agentsession_api.node_agent import SIGNER, server_name
+    from agentsession_api.node_agent import audience_for as node_agent_audience
 
     (agent,) = kube.list("pod", nodeagent.NAMESPACE, f"app.kubernetes.io/name={nodeagent.NAME}")
     node, ip, pod = agent["spec"]["nodeName"], agent["status"]["podIP"], agent["metadata"]["name"]
@@ -605,8 +605,8 @@ def test_a_certificate_request_no_agent_pod_made_is_denied(
 ) -> None:
     """A request for the agents' signer made by anyone but an agent pod's own token (here the cluster's admin,
     as a tenant with the right to create CSRs would): denied, saying why; no certificate."""
-    from agentsession_operator.decisions.agent_certificates import SIGNER
-    from agentsession_operator.nodeagent.tls import key_and_request
+    from agentsession_api.node_agent import SIGNER
+    from agentsession_nodeagent.tls import key_and_request
 
     _, request = key_and_request("some-node")
     name = f"not-an-agent-{os.getpid()}"

@@ -39,7 +39,7 @@ def _agent_status() -> dict[str, str]:
             continue
         try:
             argv = (proc / "cmdline").read_bytes()
-            if b"agentsession_operator.nodeagent" not in argv or b"--checkpoint-root=/host/checkpoints" not in argv:
+            if b"agentsession_nodeagent" not in argv or b"--checkpoint-root=/host/checkpoints" not in argv:
                 continue
             lines = (proc / "status").read_text().splitlines()
         except OSError:

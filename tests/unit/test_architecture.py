@@ -18,6 +18,7 @@ PACKAGES = {
     "agentsession_api": ROOT / "api" / "agentsession_api",
     "langchain_k8s_client": ROOT / "client" / "langchain_k8s_client",
     "agentsession_operator": ROOT / "operator" / "agentsession_operator",
+    "agentsession_nodeagent": ROOT / "nodeagent" / "agentsession_nodeagent",
     "devcluster": ROOT / "devcluster",
     "testkit": ROOT / "testkit",
 }
@@ -34,8 +35,9 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "agentsession_operator.constants": ("agentsession_api",),
     "agentsession_operator.decisions": ("agentsession_api", "agentsession_operator.constants"),
     "agentsession_operator.infra": ("agentsession_api", "agentsession_operator.constants"),
-    # The node agent (a DaemonSet of its own): the contract and the pure decisions it shares with the operator.
-    "agentsession_operator.nodeagent": ("agentsession_api", "agentsession_operator.decisions"),
+    # The node agent (its own distribution, a privileged DaemonSet): the contract alone; what it shares with
+    # the operator is agentsession_api.node_agent, never the operator's code.
+    "agentsession_nodeagent": ("agentsession_api",),
     "agentsession_operator.kube": (
         "agentsession_api",
         "agentsession_operator.constants",

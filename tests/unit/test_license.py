@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PYTHON_PROJECTS = ("api", "client", "operator")
+PYTHON_PROJECTS = ("api", "client", "operator", "nodeagent")
 
 
 def test_the_root_license_is_apache_2() -> None:

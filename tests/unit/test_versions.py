@@ -14,7 +14,12 @@ import yaml
 from packaging.requirements import Requirement
 
 ROOT = Path(__file__).resolve().parents[2]
-DISTRIBUTIONS = {"api": "agentsession_api", "client": "langchain_k8s_client", "operator": "agentsession_operator"}
+DISTRIBUTIONS = {
+    "api": "agentsession_api",
+    "client": "langchain_k8s_client",
+    "operator": "agentsession_operator",
+    "nodeagent": "agentsession_nodeagent",
+}
 
 
 def _project(folder: str) -> dict[str, Any]:
@@ -38,7 +43,7 @@ def test_the_released_pieces_share_one_version() -> None:
     assert len(set(versions.values())) == 1, versions
 
 
-@pytest.mark.parametrize("folder", ["client", "operator"])
+@pytest.mark.parametrize("folder", ["client", "operator", "nodeagent"])
 def test_the_api_requirement_admits_the_api_version(folder: str) -> None:
     (requirement,) = [Requirement(r) for r in _project(folder)["dependencies"] if r.startswith("agentsession-api")]
     assert requirement.specifier.contains(_project("api")["version"])

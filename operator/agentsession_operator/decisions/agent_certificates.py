@@ -15,8 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-SIGNER: Final = "agentsession.dev/nodeagent"
-"""The CertificateSigningRequests' signerName: only the operator signs them, with its own CA."""
+from agentsession_api.node_agent import SIGNER
 
 POD_NAME: Final = "authentication.kubernetes.io/pod-name"
 POD_UID: Final = "authentication.kubernetes.io/pod-uid"
@@ -25,15 +24,6 @@ NODE_NAME: Final = "authentication.kubernetes.io/node-name"
 
 USAGES: Final = frozenset({"digital signature", "key encipherment", "server auth"})
 """What an agent's certificate may be used for: serving TLS, nothing else (never client auth)."""
-
-CERTIFICATE_SECONDS: Final = 7 * 24 * 3600
-"""The longest an agent's certificate lives (the agent asks again after two thirds of what it got)."""
-
-
-def server_name(node: str) -> str:
-    """The DNS name an agent's certificate carries, and that the operator checks, for ``node``: never an IP
-    (a node named like one) and never a name that resolves anywhere."""
-    return f"{node}.nodeagent.agentsession.dev"
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
-from agentsession_api import names, patterns, phases
+from agentsession_api import names, phases
+from agentsession_api.node_agent import is_valid_checkpoint_name
 from agentsession_api.timestamps import format_time, parse_time
 from agentsession_api.views import Claim, Obj, Sandbox, Session
 from agentsession_operator.decisions.resolved import Resolved
@@ -26,17 +27,6 @@ GVISOR_RUNTIME_CLASSES = frozenset({"gvisor"})
 
 DEFAULT_MAX_CHECKPOINT_BYTES = 512 * 1024 * 1024
 """The bound on one checkpoint image when no policy sets one: larger ones are deleted, the session suspends."""
-
-
-NODE_AGENT_AUDIENCE: Final = "agentsession-nodeagent"
-"""The audience of the operator's tokens for the node agents: a token for the API server (or any other) is
-refused. The agent (nodeagent/authz.py) and the operator (kube/node_agent.py) both take it from here."""
-
-
-def node_agent_audience(node: str) -> str:
-    """The audience of one node's agent (issue 49 item 5): the operator mints each node's token for it, so a
-    token one agent receives is refused by every other node's agent. "" (no node known): the shared one."""
-    return f"{NODE_AGENT_AUDIENCE}:{node}" if node else NODE_AGENT_AUDIENCE
 
 
 @dataclass(frozen=True)
@@ -110,11 +100,6 @@ def own_checkpoints(session: Mapping[str, Any]) -> tuple[str, ...]:
     taken_at = view.hibernation.get("takenAt")
     names_ = [checkpoint_name(name, uid, taken_at)] if isinstance(taken_at, str) and taken_at else []
     return (*names_, checkpoint_name(name, uid))
-
-
-def is_valid_checkpoint_name(name: str) -> bool:
-    """A plain DNS label: no separators, no ``..`` (the node agent and the shim refuse anything else)."""
-    return patterns.is_dns1123_label(name)
 
 
 def runtime_class_of(template: dict[str, Any] | None) -> str | None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import kopf
 
-from agentsession_operator.decisions.agent_certificates import SIGNER
+from agentsession_api.node_agent import SIGNER
 from agentsession_operator.handlers.state import of
 
 

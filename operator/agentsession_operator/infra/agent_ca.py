@@ -3,7 +3,7 @@ it signs each agent's key for the agent's node, and is the one root the operator
 an agent.
 
 Nothing here reads the request's subject or names: the certificate's only name is the one the operator
-decided (``decisions.agent_certificates.server_name``); the request gives its public key alone, proven by its
+decided (``agentsession_api.node_agent.server_name``); the request gives its public key alone, proven by its
 signature.
 """
 

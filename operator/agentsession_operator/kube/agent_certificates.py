@@ -13,6 +13,7 @@ import base64
 import ssl
 from typing import Any, Protocol
 
+from agentsession_api import node_agent
 from agentsession_operator.decisions import agent_certificates as decide
 from agentsession_operator.infra import agent_ca
 from agentsession_operator.infra.logs import logger
@@ -108,9 +109,10 @@ class Signer:
         ca = await self.authority.ca()
         request = base64.b64decode((csr.get("spec") or {}).get("request") or "")
         asked = (csr.get("spec") or {}).get("expirationSeconds")
-        seconds = min(int(asked), decide.CERTIFICATE_SECONDS) if isinstance(asked, int) else decide.CERTIFICATE_SECONDS
+        longest = node_agent.CERTIFICATE_SECONDS
+        seconds = min(int(asked), longest) if isinstance(asked, int) else longest
         try:
-            certificate = ca.sign(request, decide.server_name(verdict.node), seconds)
+            certificate = ca.sign(request, node_agent.server_name(verdict.node), seconds)
         except agent_ca.BadRequest as err:
             await self.api.answer_certificate_request(csr, False, "BadRequest", str(err))
             return "denied"

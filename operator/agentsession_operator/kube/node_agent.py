@@ -22,9 +22,8 @@ from typing import Any, Protocol
 
 import aiohttp
 
-from agentsession_operator.decisions.agent_certificates import server_name
+from agentsession_api.node_agent import audience_for, server_name
 from agentsession_operator.decisions.hibernate import CheckpointResult, DeleteOutcome
-from agentsession_operator.decisions.hibernate import node_agent_audience as audience_for
 from agentsession_operator.infra.logs import logger
 
 AGENT_PORT = 8490

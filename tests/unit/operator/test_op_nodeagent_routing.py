@@ -15,10 +15,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from agentsession_nodeagent import authz
 from agentsession_operator.decisions.actions import HibernateSandbox, reconcile_actions
 from agentsession_operator.kube.hibernation import Hibernator
 from agentsession_operator.kube.node_agent import Agent, AgentSelector, NodeAgents, NodeTokens
-from agentsession_operator.nodeagent import authz
 from tests.unit.operator.test_op_actions import ready_claim, settle
 
 T0 = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)

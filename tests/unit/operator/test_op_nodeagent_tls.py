@@ -20,11 +20,12 @@ from typing import Any
 
 import pytest
 
+from agentsession_api import node_agent as contract
+from agentsession_nodeagent import checkpointer, server, tls
 from agentsession_operator.decisions import agent_certificates
 from agentsession_operator.kube import node_agent
 from agentsession_operator.kube.agent_certificates import Authority, Signer
 from agentsession_operator.kube.node_agent import AgentSelector, NodeAgents, NodeTokens
-from agentsession_operator.nodeagent import checkpointer, server, tls
 
 
 class Minter:
@@ -137,7 +138,7 @@ def csr(pod: str, uid: str, username: str = AGENT_ACCOUNT, request: bytes = b"",
     return {
         "metadata": {"name": f"csr-{pod}", "resourceVersion": "1"},
         "spec": {
-            "signerName": agent_certificates.SIGNER,
+            "signerName": contract.SIGNER,
             "username": username,
             "extra": {agent_certificates.POD_NAME: [pod], agent_certificates.POD_UID: [uid], **extra},
             "usages": ["digital signature", "server auth"],
@@ -292,7 +293,7 @@ def test_the_agent_waits_for_its_certificate_and_says_when_it_is_denied() -> Non
 
         def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
             if method == "POST":
-                assert body is not None and body["spec"]["signerName"] == agent_certificates.SIGNER
+                assert body is not None and body["spec"]["signerName"] == contract.SIGNER
                 return {"metadata": {"name": "agentsession-nodeagent-x"}}
             return {"status": self.status}
 

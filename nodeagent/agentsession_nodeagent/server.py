@@ -32,7 +32,7 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from agentsession_operator.nodeagent import authz, checkpointer, images
+from agentsession_nodeagent import authz, checkpointer, images
 
 MAX_BODY = 4096
 BUSY_CHECKPOINTING = "busy: this node's agent is taking another checkpoint; ask again"

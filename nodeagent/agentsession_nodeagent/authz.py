@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from agentsession_operator.decisions.hibernate import NODE_AGENT_AUDIENCE as AUDIENCE
-from agentsession_operator.decisions.hibernate import node_agent_audience as audience_for
+from agentsession_api.node_agent import AUDIENCE, audience_for
 
 __all__ = ["AUDIENCE", "AuthzResult", "audience_for", "bearer_token", "judge", "token_review"]
 

@@ -10,7 +10,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from agentsession_operator.nodeagent.authz import token_review
+from agentsession_nodeagent.authz import token_review
 
 SA_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 

@@ -25,7 +25,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from agentsession_operator.decisions.agent_certificates import CERTIFICATE_SECONDS, SIGNER, server_name
+from agentsession_api.node_agent import CERTIFICATE_SECONDS, SIGNER, server_name
 
 CSR_PATH = "/apis/certificates.k8s.io/v1/certificatesigningrequests"
 WAIT_SECONDS = 120.0

@@ -8,7 +8,7 @@ import os
 import shutil
 from pathlib import Path
 
-from agentsession_operator.decisions.hibernate import is_valid_checkpoint_name
+from agentsession_api.node_agent import is_valid_checkpoint_name
 
 MANIFEST = "agentsession.sha256"
 """The file in an image listing ``<sha256 hex>  <file>`` for every other file: the shim's restore

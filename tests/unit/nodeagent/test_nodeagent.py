@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from agentsession_operator.nodeagent import authz, checkpointer, images, server
+from agentsession_nodeagent import authz, checkpointer, images, server
 
 OPERATOR = "system:serviceaccount:agentsession-system:agentsession-operator"
 TOKENS = {
@@ -395,7 +395,7 @@ def test_an_agent_that_cannot_do_its_job_fails_at_start(
     now it refuses to start and says what to fix."""
     import os
 
-    from agentsession_operator.nodeagent import __main__ as agent_main
+    from agentsession_nodeagent import __main__ as agent_main
 
     args = [
         "--runsc", str(node.runsc),

@@ -16,8 +16,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from agentsession_operator.nodeagent import checkpointer, server
-from tests.unit.operator.test_op_nodeagent import OPERATOR, node, post, review
+from agentsession_nodeagent import checkpointer, server
+from tests.unit.nodeagent.test_nodeagent import OPERATOR, node, post, review
 
 __all__ = ["node"]  # the fixture, imported for these tests
 

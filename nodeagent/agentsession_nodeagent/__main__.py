@@ -1,4 +1,4 @@
-"""``python -m agentsession_operator.nodeagent``: the node agent (the DaemonSet's command)."""
+"""``python -m agentsession_nodeagent``: the node agent (the DaemonSet's command)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import argparse
 import os
 from pathlib import Path
 
-from agentsession_operator.decisions.agent_certificates import server_name
-from agentsession_operator.nodeagent import authz, checkpointer, reviewer, server, tls
+from agentsession_api.node_agent import server_name
+from agentsession_nodeagent import authz, checkpointer, reviewer, server, tls
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from agentsession_operator.nodeagent import images
+from agentsession_nodeagent import images
 
 
 @dataclass(frozen=True)
