@@ -1,10 +1,10 @@
 """`PodSandbox`: the deepagents sandbox backend over one pod's python runtime.
 
-This module holds the construction, identity and `execute`; the file operations are
-`sandbox_files.SandboxFiles` (their answers mapped in `file_results`), the activity reports
-`sandbox_activity.ActivityHooks`, the path rules `paths.PathPolicy`. Every public method does
-three things: pure preparation, one call on the transport (sync or async), and pure
-interpretation of the answer.
+A deepagents `BaseSandbox` (nothing in between). This module holds the construction, identity and
+`execute`; the file operations are a `sandbox_files.SandboxFiles` it holds and delegates to (their
+answers mapped in `file_results`), the activity reports `sandbox_activity.ActivityHooks`, the path
+rules `paths.PathPolicy`. Every public method does three things: pure preparation, one call on the
+transport (sync or async), and pure interpretation of the answer.
 
 Session hooks (for the AgentSession layer):
 - `on_activity(busy_seconds)` is called before each operation (`execute` passes
@@ -23,7 +23,20 @@ import math
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from deepagents.backends.protocol import ExecuteOffloadResult, ExecuteResponse
+from deepagents.backends.protocol import (
+    DeleteResult,
+    EditResult,
+    ExecuteOffloadResult,
+    ExecuteResponse,
+    FileDownloadResponse,
+    FileUploadResponse,
+    GlobResult,
+    GrepResult,
+    LsResult,
+    ReadResult,
+    WriteResult,
+)
+from deepagents.backends.sandbox import BaseSandbox
 
 from .commands import CommandResult
 from .paths import PathPolicy, normalize
@@ -34,7 +47,7 @@ from .sandbox_files import SandboxFiles
 from .transport import PodEndpoint, ResponseLimits, RetryPolicy, RuntimeTransport
 
 
-class PodSandbox(SandboxFiles):
+class PodSandbox(BaseSandbox):
     """deepagents sandbox backend talking to one pod's runtime (see the module docstring).
 
     Args:
@@ -105,6 +118,7 @@ class PodSandbox(SandboxFiles):
             raise ValueError("working_dir must be absolute")
         self._cwd = working_dir or (self._policy.root_dir if virtual_mode else "")
         self.enable_capture_offload = enable_capture_offload
+        self._files = SandboxFiles(self, transport, self._policy, self._cwd, self._activity)
 
     # -- identity and session hooks --------------------------------------------------
 
@@ -175,6 +189,66 @@ class PodSandbox(SandboxFiles):
         if not self._policy.virtual_mode or not capture_path.startswith("/"):
             return capture_path
         return self._policy.to_real(normalize(capture_path))
+
+    # -- the file operations: SandboxFiles' (see there) --------------------------------
+
+    def upload_files(self, files: list[tuple[str, bytes]]) -> list[FileUploadResponse]:
+        return self._files.upload_files(files)
+
+    async def aupload_files(self, files: list[tuple[str, bytes]]) -> list[FileUploadResponse]:
+        return await self._files.aupload_files(files)
+
+    def download_files(self, paths: list[str]) -> list[FileDownloadResponse]:
+        return self._files.download_files(paths)
+
+    async def adownload_files(self, paths: list[str]) -> list[FileDownloadResponse]:
+        return await self._files.adownload_files(paths)
+
+    def write(self, file_path: str, content: str) -> WriteResult:
+        return self._files.write(file_path, content)
+
+    async def awrite(self, file_path: str, content: str) -> WriteResult:
+        return await self._files.awrite(file_path, content)
+
+    def edit(self, file_path: str, old_string: str, new_string: str, replace_all: bool = False) -> EditResult:
+        return self._files.edit(file_path, old_string, new_string, replace_all)
+
+    async def aedit(self, file_path: str, old_string: str, new_string: str, replace_all: bool = False) -> EditResult:
+        return await self._files.aedit(file_path, old_string, new_string, replace_all)
+
+    def delete(self, file_path: str) -> DeleteResult:
+        return self._files.delete(file_path)
+
+    async def adelete(self, file_path: str) -> DeleteResult:
+        return await self._files.adelete(file_path)
+
+    def ls(self, path: str) -> LsResult:
+        return self._files.ls(path)
+
+    async def als(self, path: str) -> LsResult:
+        return await self._files.als(path)
+
+    def grep(
+        self, pattern: str, path: str | None = None, glob: str | None = None, *, max_count: int | None = None
+    ) -> GrepResult:
+        return self._files.grep(pattern, path, glob, max_count=max_count)
+
+    async def agrep(
+        self, pattern: str, path: str | None = None, glob: str | None = None, *, max_count: int | None = None
+    ) -> GrepResult:
+        return await self._files.agrep(pattern, path, glob, max_count=max_count)
+
+    def glob(self, pattern: str, path: str | None = None) -> GlobResult:
+        return self._files.glob(pattern, path)
+
+    async def aglob(self, pattern: str, path: str | None = None) -> GlobResult:
+        return await self._files.aglob(pattern, path)
+
+    def read(self, file_path: str, offset: int = 0, limit: int = 2000) -> ReadResult:
+        return self._files.read(file_path, offset, limit)
+
+    async def aread(self, file_path: str, offset: int = 0, limit: int = 2000) -> ReadResult:
+        return await self._files.aread(file_path, offset, limit)
 
 
 # -- pure helpers ----------------------------------------------------------------------

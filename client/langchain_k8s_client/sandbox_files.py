@@ -4,8 +4,10 @@ delete, ls, grep, glob, read), sync and async.
 Each operation is pure preparation (the path rules of `paths`, a command from `commands` or
 `pyscripts`), one call on the transport, and pure interpretation (`file_results`). Where an
 operation takes more than one step (grep, glob, read) the steps are one flow (`flows`) both APIs
-run. `PodSandbox` adds the transport, the command execution and the session hooks; this class
-only needs `_transport`, `_policy`, `_cwd` and `_activity` from it.
+run. `PodSandbox` holds one and delegates its file operations to it; it gives it the transport,
+the path policy, the working directory, the activity hooks, and itself as the shell on which
+deepagents' own glob and read scripts run (`BaseSandbox.glob`, `BaseSandbox.read`, through its
+`execute`).
 """
 
 from __future__ import annotations
@@ -41,13 +43,26 @@ from .wire import RuntimeExec
 _GREP_READ_TIMEOUT: Final = GREP_TIME_BUDGET + GREP_READ_MARGIN
 
 
-class SandboxFiles(BaseSandbox):
-    """The file operations over `_transport`, confined by `_policy` (see the module docstring)."""
+class SandboxFiles:
+    """The file operations over `transport`, confined by `policy` (see the module docstring).
 
-    _transport: RuntimeTransport
-    _policy: PathPolicy
-    _cwd: str
-    _activity: ActivityHooks
+    Args:
+        shell: the sandbox whose `execute` runs deepagents' own glob and read scripts, and whose
+            `grep_exclude_dirs` grep skips (the `PodSandbox` holding this).
+        transport: the pod's runtime.
+        policy: the path rules.
+        cwd: the directory a search without a path starts from ("" for the runtime's base directory).
+        activity: one report per operation.
+    """
+
+    def __init__(
+        self, shell: BaseSandbox, transport: RuntimeTransport, policy: PathPolicy, cwd: str, activity: ActivityHooks
+    ) -> None:
+        self._shell = shell
+        self._transport = transport
+        self._policy = policy
+        self._cwd = cwd
+        self._activity = activity
 
     # -- upload / download -----------------------------------------------------------
 
@@ -229,12 +244,12 @@ class SandboxFiles(BaseSandbox):
         root = self._search_root(path, info.base_dir if self._needs_base_dir(path) else "")
         if isinstance(root, GrepResult):
             return root
-        if info.gnu_grep and gnu_grep.gnu_grep_fits(root.real, self.grep_exclude_dirs, glob, root.confine):
+        if info.gnu_grep and gnu_grep.gnu_grep_fits(root.real, self._shell.grep_exclude_dirs, glob, root.confine):
             cap = max_count + 1 if max_count is not None else pyscripts.GREP_MATCH_LIMIT + 1
             gnu = gnu_grep.build_gnu_grep(
                 [p for p in pattern.split("\n") if p] or [pattern],
                 root.real,
-                exclude_dirs=self.grep_exclude_dirs,
+                exclude_dirs=self._shell.grep_exclude_dirs,
                 cap=cap,
                 budget=pyscripts.GREP_TIME_BUDGET if info.runner == "timeout" else None,
             )
@@ -299,7 +314,7 @@ class SandboxFiles(BaseSandbox):
                 root.real,
                 glob,
                 max_count=max_count,
-                exclude_dirs=self.grep_exclude_dirs,
+                exclude_dirs=self._shell.grep_exclude_dirs,
                 confine=root.confine,
             )
         except ValueError as exc:
@@ -336,7 +351,9 @@ class SandboxFiles(BaseSandbox):
         refusal = yield from self._confine_flow(root)
         if refusal:
             return GlobResult(error=f"Path '{path}': {refusal}")
-        result = yield Call(super().glob, super().aglob, (pattern, self._pod_path(path, root)))
+        # deepagents' own glob, run on the shell (its `execute`): absolute paths, its messages.
+        args = (self._shell, pattern, self._pod_path(path, root))
+        result = yield Call(BaseSandbox.glob, BaseSandbox.aglob, args)
         return self._map_glob(result, root)
 
     def _glob_root(self, path: str | None) -> ResolvedPath | GlobResult:
@@ -375,8 +392,8 @@ class SandboxFiles(BaseSandbox):
         refusal = yield from self._confine_flow(resolved)
         if refusal:
             return ReadResult(error=f"File '{file_path}': {refusal}")
-        args = (self._pod_path(file_path, resolved), offset, limit)
-        return file_results.map_read((yield Call(super().read, super().aread, args)), resolved)
+        args = (self._shell, self._pod_path(file_path, resolved), offset, limit)
+        return file_results.map_read((yield Call(BaseSandbox.read, BaseSandbox.aread, args)), resolved)
 
     def _confine_flow(self, resolved: ResolvedPath) -> Flow[str | None]:
         """Before deepagents' own scripts run: refuse a symlink out of the confinement root, and a
