@@ -138,7 +138,7 @@ def layer_of(module: str) -> str:
             return "langchain_k8s_client.core"
         return "langchain_k8s_client.io" if first in CLIENT_IO else "langchain_k8s_client.backends"
     if top == "agentsession_operator":
-        if first in ("", "__main__", "cli"):
+        if first in ("", "__main__", "cli", "settings"):  # the command line and the settings it parses
             return "agentsession_operator.cli"
         return f"agentsession_operator.{first}"
     return top

@@ -230,7 +230,7 @@ WIDE = ("0.0.0.0/0", "128.0.0.0/1", "64.0.0.0/2", "::/0", "fc00::/7", "fe80::/9"
 
 def flagged(cidrs: tuple[str, ...]) -> tuple[str, ...]:
     """The cluster ranges the operator passes to the builder when started with these --cluster-cidr flags."""
-    return cli.network_settings(cli.parse_args([f"--cluster-cidr={c}" for c in cidrs])).cluster_cidrs
+    return cli.parse_args([f"--cluster-cidr={c}" for c in cidrs]).network_settings().cluster_cidrs
 
 
 def ip_blocks(rules: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -302,7 +302,7 @@ def test_an_allowance_never_reopens_a_link_local_or_metadata_range(allowed: str)
 
 def test_cluster_cidr_adds_to_the_private_ranges(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("CLUSTER_CIDRS", raising=False)
-    settings = cli.network_settings(cli.parse_args(["--cluster-cidr=10.96.0.0/12", "--cluster-cidr=fd00:10:96::/112"]))
+    settings = cli.parse_args(["--cluster-cidr=10.96.0.0/12", "--cluster-cidr=fd00:10:96::/112"]).network_settings()
     egress = egress_of(policy("p", {"allowCIDRs": ["0.0.0.0/0", "::/0"]}))
     rules = network.egress_rules(egress, settings.cluster_cidrs)
     # Nodes and the VPC (10.0.0.5, 192.168.1.1, ...) stay closed: the flag names the cluster's ranges in

@@ -154,8 +154,8 @@ def test_a_token_life_the_clients_would_renew_at_once_is_refused(tmp_path: Any) 
     key = tmp_path / "key.pem"
     key.write_bytes(private_pem(Ed25519PrivateKey.generate()))
     with pytest.raises(SystemExit, match="at least 120 seconds"):
-        cli.issuer_config(cli.parse_args([f"--router-token-key-file={key}", "--router-token-ttl=60"]))
-    config = cli.issuer_config(cli.parse_args([f"--router-token-key-file={key}"]))
+        cli.parse_args([f"--router-token-key-file={key}", "--router-token-ttl=60"]).issuer_config()
+    config = cli.parse_args([f"--router-token-key-file={key}"]).issuer_config()
     assert config is not None and (config.ttl, config.port) == (300, 9444)
     assert config.published_url() == "https://127.0.0.1:9444"  # --bind's default, outside a cluster
 

@@ -249,7 +249,7 @@ def test_operator_binds_loopback_unless_told_otherwise(monkeypatch: pytest.Monke
     monkeypatch.delenv("BIND_ADDRESS", raising=False)
     args = cli.parse_args([])
     assert args.bind == "127.0.0.1"
-    assert cli.webhook_config(args).bind == "127.0.0.1"
+    assert args.webhook_config().bind == "127.0.0.1"
     assert webhook_server.WebhookConfig().bind == "127.0.0.1"
     import inspect
 
@@ -268,11 +268,11 @@ def test_webhook_client_certificate_is_required_when_configured(tmp_path: Any) -
     ca = tmp_path / "client-ca.crt"
     ca.write_bytes(webhook_server.issue(["client-ca"]).ca)
     args = cli.parse_args(["--webhook-client-ca", str(ca), "--webhook-client-name", "kube-apiserver-webhook-client"])
-    config = cli.webhook_config(args)
+    config = args.webhook_config()
     assert config.client_ca == str(ca) and config.client_names == ("kube-apiserver-webhook-client",)
     server = webhook_server.build_server(config)
     assert server.verify_mode == ssl.CERT_REQUIRED and server.verify_cafile == str(ca)
-    plain = webhook_server.build_server(cli.webhook_config(cli.parse_args([])))
+    plain = webhook_server.build_server(cli.parse_args([]).webhook_config())
     assert plain.verify_mode is None and plain.verify_cafile is None  # off unless asked for
 
     apiserver = {"subject": ((("commonName", "kube-apiserver-webhook-client"),),)}

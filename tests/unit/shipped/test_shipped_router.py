@@ -44,7 +44,7 @@ def _foreign(peers: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def test_the_shipped_operator_admits_no_router_to_any_sandbox() -> None:
-    settings = cli.network_settings(cli.parse_args(_operator_args()))
+    settings = cli.parse_args(_operator_args()).network_settings()
     assert settings.router is None
     assert _foreign(_peers(settings)) == []
 
@@ -55,7 +55,7 @@ def test_the_charts_default_values_admit_no_router() -> None:
 
 
 def test_a_configured_router_is_admitted_by_its_namespace_and_labels_only() -> None:
-    settings = cli.network_settings(cli.parse_args(["--sandbox-router=gateway-system/app=my-router"]))
+    settings = cli.parse_args(["--sandbox-router=gateway-system/app=my-router"]).network_settings()
     assert _foreign(_peers(settings)) == [
         {
             "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "gateway-system"}},
@@ -79,8 +79,7 @@ def test_a_configured_router_is_a_loud_warning_unless_checked_or_said_to_authori
     (warning,) = [e for e in logs if e["log_level"] == "warning"]
     assert "every sandbox" in warning["event"] and "--authz-mode=scoped-token" in warning["fix"]
     with capture_logs() as logs:
-        args = cli.parse_args([ROUTER, "--sandbox-router-authorizes"])
-        cli.check_router(args)
+        args = cli.check_router(cli.parse_args([ROUTER, "--sandbox-router-authorizes"]))
         cli.check_router(cli.parse_args([]))
     (deprecated,) = [e for e in logs if e["log_level"] == "warning"]
     assert "deprecated" in deprecated["event"] and args.sandbox_router, deprecated
@@ -109,6 +108,7 @@ def test_the_operator_drops_a_router_that_answers_without_a_credential(monkeypat
     monkeypatch.setattr(router_check, "_ask", lambda url, timeout: 502)
     args = cli.parse_args([ROUTER, "--sandbox-router-url=http://router:8080", "--sandbox-router-authorizes"])
     with capture_logs() as logs:
-        cli.check_router(args)
-    assert args.sandbox_router is None
+        checked = cli.check_router(args)
+    assert checked.sandbox_router is None and checked.network_settings().router is None
+    assert args.sandbox_router, "the parsed settings stay as they were: check_router returns new ones"
     assert any(e["log_level"] == "error" and "NOT admitted" in e["event"] for e in logs), logs
