@@ -4,6 +4,9 @@ Creating one creates the AgentSession when it is absent, or attaches to it when 
 any replica: the state lives in the cluster). The first operation waits for the session to be Ready
 (one watch), then talks to the pod the status names; when the pod changes (resume, replacement), the
 session is read again and the runtime's hostname is checked before anything runs.
+
+It is a deepagents `BaseSandbox` (nothing in between) that holds a `PodSandbox`, `pod`, built with this
+session's hooks (where the pod is now, the activity reports), and delegates every operation to it.
 """
 
 from __future__ import annotations
@@ -13,7 +16,22 @@ import functools
 import logging
 import warnings
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
+
+from deepagents.backends.protocol import (
+    DeleteResult,
+    EditResult,
+    ExecuteOffloadResult,
+    ExecuteResponse,
+    FileDownloadResponse,
+    FileUploadResponse,
+    GlobResult,
+    GrepResult,
+    LsResult,
+    ReadResult,
+    WriteResult,
+)
+from deepagents.backends.sandbox import BaseSandbox
 
 from agentsession_api.phases import IdleAction, Phase
 from langchain_k8s_client.activity import ActivityThrottle, interval_for
@@ -22,6 +40,7 @@ from langchain_k8s_client.endpoints import EndpointResolver
 from langchain_k8s_client.errors import SessionNotReady
 from langchain_k8s_client.pod_identity import PodIdentityMode
 from langchain_k8s_client.pod_sandbox import PodSandbox
+from langchain_k8s_client.probe import RuntimeInfo
 from langchain_k8s_client.sessions import (
     ProgressCallback,
     SessionSpec,
@@ -29,7 +48,7 @@ from langchain_k8s_client.sessions import (
     SessionView,
     raise_for_terminal,
 )
-from langchain_k8s_client.transport import PodEndpoint
+from langchain_k8s_client.transport import PodEndpoint, RuntimeTransport
 
 if TYPE_CHECKING:
     from langchain_k8s_client.endpoints import Connection
@@ -40,8 +59,9 @@ log = logging.getLogger(__name__)
 _UNRESOLVED = PodEndpoint("http://unresolved.invalid")
 
 
-class AgentSessionSandbox(PodSandbox):
-    """A deepagents `BaseSandbox` whose sandbox is the pod of an AgentSession.
+class AgentSessionSandbox(BaseSandbox):
+    """A deepagents `BaseSandbox` whose sandbox is the pod of an AgentSession: its `pod` (a `PodSandbox`)
+    does every operation.
 
     Args:
         name: the AgentSession (its `id` in deepagents); created if absent, attached if present.
@@ -118,7 +138,7 @@ class AgentSessionSandbox(PodSandbox):
         raise_for_terminal(SessionView.of(body))
         self._throttle = ActivityThrottle(interval_for(SessionView.of(body).idle_timeout))
         self._resolver = EndpointResolver(connection, namespace, self._store.api_client, pod_identity)
-        super().__init__(
+        self.pod = PodSandbox(
             _UNRESOLVED,
             sandbox_id=name,
             resolve_endpoint=self._resolve_endpoint,
@@ -126,7 +146,7 @@ class AgentSessionSandbox(PodSandbox):
             aon_activity=self._areport_activity,
             **options,
         )
-        self.transport.mark_stale()
+        self.pod.transport.mark_stale()
 
     # ---- the session side --------------------------------------------------------------------
     @property
@@ -167,7 +187,7 @@ class AgentSessionSandbox(PodSandbox):
         there, and the session be resumed only after). Costs no request: a report is sent anyway."""
         status = answer.get("status") if answer is not None else None
         if isinstance(status, Mapping) and status.get("phase") != Phase.READY:
-            self.transport.mark_stale()
+            self.pod.transport.mark_stale()
 
     def _send_activity(self, busy: float) -> dict[str, Any] | None:
         try:
@@ -237,7 +257,13 @@ class AgentSessionSandbox(PodSandbox):
         """Delete the AgentSession (and nothing else: the operator and GC remove what it owned)."""
         return self._store.delete(self.namespace, self.id, self.uid)
 
-    def delete(self, file_path: str | None = None) -> Any:
+    @overload
+    def delete(self) -> bool: ...
+
+    @overload
+    def delete(self, file_path: str) -> DeleteResult: ...
+
+    def delete(self, file_path: str | None = None) -> DeleteResult | bool:
         """`delete(path)` deletes a file in the sandbox (deepagents). `delete()` without a path still deletes
         the AgentSession, with a DeprecationWarning: one missing argument must not end a session. Use
         `delete_session()`; the overload goes in the next minor release."""
@@ -249,11 +275,115 @@ class AgentSessionSandbox(PodSandbox):
                 stacklevel=2,
             )
             return self.delete_session()
-        return super().delete(file_path)
+        return self.pod.delete(file_path)
+
+    # ---- the pod side: every operation is the PodSandbox's ------------------------------------
+    @property
+    def id(self) -> str:
+        return self.pod.id
+
+    @property
+    def transport(self) -> RuntimeTransport:
+        return self.pod.transport
+
+    @property
+    def grep_exclude_dirs(self) -> tuple[str, ...]:
+        return self.pod.grep_exclude_dirs
+
+    @grep_exclude_dirs.setter
+    def grep_exclude_dirs(self, value: tuple[str, ...]) -> None:
+        self.pod.grep_exclude_dirs = value
+
+    @property
+    def enable_capture_offload(self) -> bool:
+        return self.pod.enable_capture_offload
+
+    @enable_capture_offload.setter
+    def enable_capture_offload(self, value: bool) -> None:
+        self.pod.enable_capture_offload = value
+
+    def reconnect(self) -> None:
+        self.pod.reconnect()
+
+    def check_identity(self) -> RuntimeInfo:
+        return self.pod.check_identity()
+
+    async def acheck_identity(self) -> RuntimeInfo:
+        return await self.pod.acheck_identity()
+
+    def execute(self, command: str, *, timeout: int | None = None) -> ExecuteResponse:
+        return self.pod.execute(command, timeout=timeout)
+
+    async def aexecute(self, command: str, *, timeout: int | None = None) -> ExecuteResponse:
+        return await self.pod.aexecute(command, timeout=timeout)
+
+    def execute_with_offload(self, command: str, capture_path: str, **options: Any) -> ExecuteOffloadResult:
+        return self.pod.execute_with_offload(command, capture_path, **options)
+
+    async def aexecute_with_offload(self, command: str, capture_path: str, **options: Any) -> ExecuteOffloadResult:
+        return await self.pod.aexecute_with_offload(command, capture_path, **options)
+
+    def upload_files(self, files: list[tuple[str, bytes]]) -> list[FileUploadResponse]:
+        return self.pod.upload_files(files)
+
+    async def aupload_files(self, files: list[tuple[str, bytes]]) -> list[FileUploadResponse]:
+        return await self.pod.aupload_files(files)
+
+    def download_files(self, paths: list[str]) -> list[FileDownloadResponse]:
+        return self.pod.download_files(paths)
+
+    async def adownload_files(self, paths: list[str]) -> list[FileDownloadResponse]:
+        return await self.pod.adownload_files(paths)
+
+    def write(self, file_path: str, content: str) -> WriteResult:
+        return self.pod.write(file_path, content)
+
+    async def awrite(self, file_path: str, content: str) -> WriteResult:
+        return await self.pod.awrite(file_path, content)
+
+    def edit(self, file_path: str, old_string: str, new_string: str, replace_all: bool = False) -> EditResult:
+        return self.pod.edit(file_path, old_string, new_string, replace_all)
+
+    async def aedit(self, file_path: str, old_string: str, new_string: str, replace_all: bool = False) -> EditResult:
+        return await self.pod.aedit(file_path, old_string, new_string, replace_all)
+
+    async def adelete(self, file_path: str) -> DeleteResult:
+        return await self.pod.adelete(file_path)
+
+    def ls(self, path: str) -> LsResult:
+        return self.pod.ls(path)
+
+    async def als(self, path: str) -> LsResult:
+        return await self.pod.als(path)
+
+    def grep(
+        self, pattern: str, path: str | None = None, glob: str | None = None, *, max_count: int | None = None
+    ) -> GrepResult:
+        return self.pod.grep(pattern, path, glob, max_count=max_count)
+
+    async def agrep(
+        self, pattern: str, path: str | None = None, glob: str | None = None, *, max_count: int | None = None
+    ) -> GrepResult:
+        return await self.pod.agrep(pattern, path, glob, max_count=max_count)
+
+    def glob(self, pattern: str, path: str | None = None) -> GlobResult:
+        return self.pod.glob(pattern, path)
+
+    async def aglob(self, pattern: str, path: str | None = None) -> GlobResult:
+        return await self.pod.aglob(pattern, path)
+
+    def read(self, file_path: str, offset: int = 0, limit: int = 2000) -> ReadResult:
+        return self.pod.read(file_path, offset, limit)
+
+    async def aread(self, file_path: str, offset: int = 0, limit: int = 2000) -> ReadResult:
+        return await self.pod.aread(file_path, offset, limit)
 
     def close(self) -> None:
-        super().close()
+        self.pod.close()
         self._resolver.close()
+
+    async def aclose(self) -> None:
+        await self.pod.aclose()
 
     def __enter__(self) -> AgentSessionSandbox:
         return self
