@@ -425,3 +425,49 @@ class Policy(Obj):
     def selector(self) -> Mapping[str, Any] | None:
         """spec.selector as stored (None: every session of its namespace)."""
         return self.spec.get("selector")
+
+
+class Pod(Obj):
+    """A Pod (core/v1): what the operator reads of one."""
+
+    __slots__ = ()
+
+    @property
+    def node_name(self) -> str:
+        return str(self.spec.get("nodeName") or "")
+
+    @property
+    def service_account(self) -> str:
+        return str(self.spec.get("serviceAccountName") or "")
+
+
+class CertificateRequest(Obj):
+    """A CertificateSigningRequest (certificates.k8s.io/v1): who asked (the API server wrote it), for which
+    signer and usages, and what became of it."""
+
+    __slots__ = ()
+
+    @property
+    def signer(self) -> str:
+        return str(self.spec.get("signerName") or "")
+
+    @property
+    def username(self) -> str:
+        return str(self.spec.get("username") or "")
+
+    @property
+    def usages(self) -> set[str]:
+        return {str(u) for u in self.spec.get("usages") or []}
+
+    def extra(self, key: str) -> str:
+        """The one value of ``spec.extra[key]`` (a pod's name, UID or node), "" when absent or not exactly one."""
+        values = (self.spec.get("extra") or {}).get(key) or []
+        return str(values[0]) if isinstance(values, list) and len(values) == 1 else ""
+
+    @property
+    def certificate(self) -> str:
+        return str(self.status.get("certificate") or "")
+
+    @property
+    def condition_types(self) -> set[str]:
+        return {str(c.get("type")) for c in self.conditions if isinstance(c, Mapping)}

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from agentsession_api.node_agent import SIGNER
+from agentsession_api.views import CertificateRequest, Pod
 
 POD_NAME: Final = "authentication.kubernetes.io/pod-name"
 POD_UID: Final = "authentication.kubernetes.io/pod-uid"
@@ -42,53 +43,39 @@ class Refusal:
     message: str
 
 
-def _conditions(csr: Mapping[str, Any]) -> set[str]:
-    return {str(c.get("type")) for c in (csr.get("status") or {}).get("conditions") or []}
-
-
 def open_request(csr: Mapping[str, Any]) -> bool:
     """Whether ``csr`` is one for the operator to answer: its signer, no certificate yet, neither denied nor
     failed (an approved one without a certificate is signed: the replica that approved it may have stopped)."""
-    spec, status = csr.get("spec") or {}, csr.get("status") or {}
-    if spec.get("signerName") != SIGNER or status.get("certificate"):
+    request = CertificateRequest(csr)
+    if request.signer != SIGNER or request.certificate:
         return False
-    return not _conditions(csr) & {"Denied", "Failed"}
+    return not request.condition_types & {"Denied", "Failed"}
 
 
 def approved(csr: Mapping[str, Any]) -> bool:
-    return "Approved" in _conditions(csr)
-
-
-def _one(extra: Mapping[str, Any], key: str) -> str:
-    values = extra.get(key) or []
-    return str(values[0]) if isinstance(values, list) and len(values) == 1 else ""
+    return "Approved" in CertificateRequest(csr).condition_types
 
 
 def judge(csr: Mapping[str, Any], agent_pods: Sequence[Mapping[str, Any]]) -> Grant | Refusal:
     """Sign or deny an open request for SIGNER, given the agents' pods (the DaemonSet's, by its selector)."""
-    spec = csr.get("spec") or {}
-    extra = spec.get("extra") or {}
-    pod_name, pod_uid = _one(extra, POD_NAME), _one(extra, POD_UID)
+    request = CertificateRequest(csr)
+    asker = request.username or "?"
+    pod_name, pod_uid = request.extra(POD_NAME), request.extra(POD_UID)
     if not pod_name or not pod_uid:
-        return Refusal(
-            "NotAPod",
-            f"{spec.get('username', '?')} asked without a pod's token: only a node agent's pod may ask {SIGNER}",
-        )
-    pod = next((p for p in agent_pods if (p.get("metadata") or {}).get("uid") == pod_uid), None)
-    meta = (pod or {}).get("metadata") or {}
-    if pod is None or meta.get("name") != pod_name:
+        return Refusal("NotAPod", f"{asker} asked without a pod's token: only a node agent's pod may ask {SIGNER}")
+    pod = next((Pod(p) for p in agent_pods if Pod(p).uid == pod_uid), None)
+    if pod is None or pod.name != pod_name:
         return Refusal("NotANodeAgent", f"pod {pod_name} ({pod_uid}) is not a node agent's pod")
-    account_name = (pod.get("spec") or {}).get("serviceAccountName", "")
-    account = f"system:serviceaccount:{meta.get('namespace', '')}:{account_name}"
-    if spec.get("username") != account:
-        return Refusal("NotANodeAgent", f"{spec.get('username', '?')} is not the node agent's account {account}")
-    node = str((pod.get("spec") or {}).get("nodeName") or "")
+    account = f"system:serviceaccount:{pod.namespace}:{pod.service_account}"
+    if request.username != account:
+        return Refusal("NotANodeAgent", f"{asker} is not the node agent's account {account}")
+    node = pod.node_name
     if not node:
         return Refusal("NotScheduled", f"node agent pod {pod_name} runs on no node yet")
-    told = _one(extra, NODE_NAME)
+    told = request.extra(NODE_NAME)
     if told and told != node:  # the token's node (Kubernetes 1.30+) against the pod's: never differ
         return Refusal("NodeMismatch", f"the token names node {told}, pod {pod_name} runs on {node}")
-    usages = set(spec.get("usages") or [])
+    usages = request.usages
     if "server auth" not in usages or not usages <= USAGES:
         return Refusal("BadUsages", f"usages {sorted(usages)}: a node agent's certificate serves TLS only")
     return Grant(node, pod_name)
