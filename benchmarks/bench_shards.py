@@ -3,10 +3,11 @@ replica's memory, reap lag, duplicate claims, and a shard's failover.
 
 The sessions (pause-image pool on the kwok node) are spread over `--namespaces` namespaces and created
 once through a single operator. Then rounds alternate (single, sharded, sharded, single, ...): fresh
-process(es) started, measured until each settles (the first moment after which it used under 5 % of a
-core for 3 s, as bench_restart), then:
+process(es) started, each measured until its take-over is done (its own "first pass done" line, issue 53
+item 2: the seconds since its process started) and then at rest (under 5 % of a core for 3 s, as
+bench_restart), then:
 
-- RSS of each replica once settled (VmRSS), and its peak (VmHWM);
+- first pass done (the later replica's), RSS of each replica at rest (VmRSS), and its peak (VmHWM);
 - reap lag: a sample of sessions (spread over every namespace, so over both shards) get an idleTimeout
   whose deadlines fall over the next `--window` seconds; deadline -> the claim's DELETED event;
 - sharded rounds only: SIGKILL one replica; failover = kill -> the survivor holding every shard Lease,
@@ -30,6 +31,8 @@ import threading
 import time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -134,15 +137,26 @@ def populate(cluster: Cluster, api: client.CustomObjectsApi, n: int, spaces: lis
         stop_operator(operator)
 
 
-def start_replicas(cluster: Cluster, mode: str, round_: int) -> list[subprocess.Popen[bytes]]:
-    log = open(cluster.paths.logs / f"operator-shards-{mode}.log", "ab")  # noqa: SIM115
-    if mode == "single":
-        return [start_operator("--log-level", "WARNING", stdout=log)]
-    procs = []
-    for name in ("a", "b"):
-        env = dict(os.environ, POD_NAME=f"bench-{name}{round_}")
-        procs.append(start_operator("--log-level", "WARNING", "--shards", str(SHARDS), stdout=log, env=env))
-    return procs
+@dataclass
+class Replica:
+    """One started operator and its own log (INFO: its start and first-pass lines are what `settle` waits on)."""
+
+    proc: subprocess.Popen[bytes]
+    log: Path
+    offset: int
+
+
+def start_replicas(cluster: Cluster, mode: str, round_: int) -> list[Replica]:
+    replicas = []
+    for name in ("a",) if mode == "single" else ("a", "b"):
+        path = cluster.paths.logs / f"operator-shards-{mode}-{name}.log"
+        with open(path, "ab") as log:
+            offset = log.tell()
+            env = dict(os.environ, POD_NAME=f"bench-{name}{round_}")
+            extra = ("--shards", str(SHARDS)) if mode == "sharded" else ()
+            proc = start_operator("--log-level", "INFO", *extra, stdout=log, env=env)
+        replicas.append(Replica(proc, path, offset))
+    return replicas
 
 
 def holders(api: client.CoordinationV1Api) -> dict[int, str]:
@@ -237,12 +251,15 @@ def one_round(
     args: argparse.Namespace,
 ) -> dict[str, Any]:
     started = time.monotonic()
-    procs = start_replicas(cluster, mode, round_)
+    replicas = start_replicas(cluster, mode, round_)
+    procs = [r.proc for r in replicas]
     try:
-        with ThreadPoolExecutor(len(procs)) as threads:
-            settled = list(threads.map(lambda p: settle(p, started), procs))
+        with ThreadPoolExecutor(len(replicas)) as threads:
+            # Each replica's own end of take-over (its "first pass done" line), then its CPU at rest.
+            settled = list(threads.map(lambda r: settle(r.proc, started, r.log, r.offset, first_pass=True), replicas))
         row: dict[str, Any] = {
             "mode": mode,
+            "first_pass_s": max(s["first_pass_s"] for s in settled),
             "settled_s": max(s["settled_s"] for s in settled),
             "rss_mib": [round(s["settled_mib"]) for s in settled],
             "peak_mib": [round(s["peak_mib"]) for s in settled],
@@ -318,6 +335,9 @@ def main() -> None:
     s1 = statistics.median(r["settled_s"] for r in single)
     s2 = statistics.median(r["settled_s"] for r in sharded)
     print(f"{'settled after start, s':>26} {s1:>8.1f} {s2:>9.1f} {s2 / s1:>6.2f}")
+    f1 = statistics.median(r["first_pass_s"] for r in single)
+    f2 = statistics.median(r["first_pass_s"] for r in sharded)
+    print(f"{'first pass done, s':>26} {f1:>8.1f} {f2:>9.1f} {f2 / f1:>6.2f}")
     for key, label in (("p50", "reap lag p50, s"), ("p99", "reap lag p99, s")):
         a, b = statistics.median(r[key] for r in single), statistics.median(r[key] for r in sharded)
         print(f"{label:>26} {a:>8.2f} {b:>9.2f} {'':>6}  {'<= 1' if key == 'p99' else ''}")
