@@ -14,8 +14,8 @@ The certificate: in a cluster, one for every replica and restart, from the Secre
 ``--webhook-cert-secret`` (generated once by the operator when the shipped Secret is still empty,
 renewed when it nears expiry; or provided, e.g. by cert-manager); outside, a generated one per start.
 
-Wiring: ``cli`` builds a :class:`WebhookConfig` from its flags, passes it to kopf in the operator's
-memo (``memo.state.webhook``, handlers/state.py) and registers the handler (admission/handler.py); the
+Wiring: the settings build a :class:`WebhookConfig` from the flags (settings.py), ``cli`` passes it to kopf
+in the operator's memo (``memo.state.webhook``, handlers/state.py) and registers the handler (admission/handler.py); the
 startup handler reads the certificate (admission/certificate.py) and calls :func:`configure`. Nothing is
 registered on import, so
 ``kopf run`` or KopfRunner over the handlers runs without a webhook (kopf refuses admission handlers
