@@ -4,8 +4,11 @@ namespace patterns (the operator's --namespace), for what the operator watches."
 from __future__ import annotations
 
 import fnmatch
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+_NAMESPACE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
 
 def selector_matches(selector: Mapping[str, Any] | None, labels: Mapping[str, str] | None) -> bool:
@@ -46,6 +49,16 @@ def namespace_matches(namespace: str, pattern: str) -> bool:
         else:
             matches = matches or (first and fnmatch.fnmatch(namespace, glob))
     return matches
+
+
+def listed_namespaces(patterns: Iterable[str]) -> tuple[str, ...] | None:
+    """The namespaces to list one by one when every --namespace pattern names exactly one (no glob, no
+    exclusion, no comma): a replica given its namespaces reads nothing of the others (issue 53 item 3).
+    None: list cluster-wide and keep what `watched` accepts (no patterns, or a pattern that matches many)."""
+    names = tuple(patterns)
+    if not names or any(not _NAMESPACE_NAME.fullmatch(name) for name in names):
+        return None
+    return tuple(dict.fromkeys(names))
 
 
 def watched(namespace: str | None, patterns: Iterable[str]) -> bool:

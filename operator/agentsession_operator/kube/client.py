@@ -448,11 +448,11 @@ class Kube:
             raise
         return dict(self.api_client.sanitize_for_serialization(found))
 
-    async def list_warm_pools(self) -> list[dict[str, Any]]:
-        return await self._list(c.EXTENSIONS_GROUP, c.EXTENSIONS_VERSION, c.WARM_POOL_PLURAL, None)
+    async def list_warm_pools(self, namespace: str | None = None) -> list[dict[str, Any]]:
+        return await self._list(c.EXTENSIONS_GROUP, c.EXTENSIONS_VERSION, c.WARM_POOL_PLURAL, namespace)
 
-    async def list_templates(self) -> list[dict[str, Any]]:
-        return await self._list(c.EXTENSIONS_GROUP, c.EXTENSIONS_VERSION, c.TEMPLATE_PLURAL, None)
+    async def list_templates(self, namespace: str | None = None) -> list[dict[str, Any]]:
+        return await self._list(c.EXTENSIONS_GROUP, c.EXTENSIONS_VERSION, c.TEMPLATE_PLURAL, namespace)
 
     async def get_warm_pool(self, namespace: str, name: str) -> dict[str, Any] | None:
         return await self._get(c.EXTENSIONS_GROUP, c.EXTENSIONS_VERSION, c.WARM_POOL_PLURAL, namespace, name)

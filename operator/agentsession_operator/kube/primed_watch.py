@@ -23,19 +23,21 @@ Resource = tuple[str, str, str]  # group, version, plural
 
 
 class PrimedVersions:
-    """The resourceVersion of each primed kind's listing, handed out once per namespace watched."""
+    """The resourceVersion of each primed kind's listing (cluster-wide, or one namespace's), handed out
+    once per namespace watched."""
 
     def __init__(self) -> None:
-        self._versions: dict[Resource, str] = {}
+        self._versions: dict[tuple[Resource, str | None], str] = {}
         self._used: set[tuple[Resource, str | None]] = set()
 
-    def primed(self, resource: Resource, version: str) -> None:
+    def primed(self, resource: Resource, version: str, namespace: str | None = None) -> None:
         if version:
-            self._versions[resource] = version
+            self._versions[(resource, namespace)] = version
 
     def take(self, resource: Resource, namespace: str | None) -> str | None:
-        """The version to watch `resource` from instead of listing it (None: list it)."""
-        version = self._versions.get(resource)
+        """The version to watch `resource` from instead of listing it (None: list it): the namespace's own
+        listing's, else the cluster-wide one's."""
+        version = self._versions.get((resource, namespace)) or self._versions.get((resource, None))
         if version is None or (resource, namespace) in self._used:
             return None
         self._used.add((resource, namespace))

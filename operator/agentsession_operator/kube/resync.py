@@ -5,13 +5,14 @@ while no watch saw it)."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, Protocol, TypeVar
 
 from kubernetes_asyncio.client.rest import ApiException
 
-from agentsession_operator.decisions.selectors import watched
+from agentsession_operator.decisions.selectors import listed_namespaces, watched
 from agentsession_operator.infra import metrics
 from agentsession_operator.infra.logs import logger
 from agentsession_operator.kube.background import Background
@@ -58,22 +59,27 @@ async def prime(
     each, a NetworkPolicy create answered 409, a GET of the session for each claim listed first. A failed
     list fails the start (and kopf retries it) rather than act without policies. `versions` gets each
     listing's resourceVersion: kopf's own first listing of these kinds watches from it (kube/primed_watch.py).
-    `timings` gets each kind's listing time in seconds (kube/takeover.py tells them)."""
+    `timings` gets each kind's listing time in seconds (kube/takeover.py tells them). Given --namespace
+    names (no patterns), each kind is listed in those namespaces alone, never cluster-wide."""
     spent = timings if timings is not None else {}
+    where: tuple[str | None, ...] = listed_namespaces(namespaces) or (None,)
     started = time.monotonic()
-    for body in await _patiently(kube.list_policies, None):
-        meta = body["metadata"]
-        if watched(meta.get("namespace"), namespaces):
-            cache.policies[meta["namespace"]][meta["name"]] = dict(body)
+    for namespace in where:
+        for body in await _patiently(kube.list_policies, namespace):
+            meta = body["metadata"]
+            if watched(meta.get("namespace"), namespaces):
+                cache.policies[meta["namespace"]][meta["name"]] = dict(body)
     spent["policies"], started = time.monotonic() - started, time.monotonic()
-    for body in await _patiently(kube.list_warm_pools):
-        cache.remember_pool((body["metadata"]["namespace"], body["metadata"]["name"]), body)
+    for namespace in where:
+        for body in await _patiently(kube.list_warm_pools, namespace):
+            cache.remember_pool((body["metadata"]["namespace"], body["metadata"]["name"]), body)
     spent["warm_pools"], started = time.monotonic() - started, time.monotonic()
-    for body in await _patiently(kube.list_templates):
-        cache.remember_template((body["metadata"]["namespace"], body["metadata"]["name"]), body)
+    for namespace in where:
+        for body in await _patiently(kube.list_templates, namespace):
+            cache.remember_template((body["metadata"]["namespace"], body["metadata"]["name"]), body)
     spent["templates"] = time.monotonic() - started
     counts = await prime_children(
-        kube, cache, sessions, lambda namespace: watched(namespace, namespaces), kinds, versions, spent
+        kube, cache, sessions, lambda namespace: watched(namespace, namespaces), kinds, versions, spent, where
     )
     cache.loaded = True
     logger().info("cache loaded", policies=sum(map(len, cache.policies.values())), pools=len(cache.pools), **counts)
@@ -87,20 +93,23 @@ async def prime_children(
     kinds: tuple[str, ...] = PRIMED_KINDS,
     versions: PrimedVersions | None = None,
     timings: dict[str, float] | None = None,
+    where: tuple[str | None, ...] = (None,),
 ) -> dict[str, int]:
-    """List sessions and their children in pages, caching those of the namespaces `keep` accepts (every
-    watched one at start; a shard's when it is taken over). The counts cached, by kind."""
+    """List sessions and their children in pages (cluster-wide, or in each of `where`'s namespaces), caching
+    those of the namespaces `keep` accepts (every watched one at start; a shard's when it is taken over).
+    The counts cached, by kind."""
     counts: dict[str, int] = {}
     for kind in kinds:  # claims before Sandboxes: a Sandbox is cached by its claim's session
         counts[kind] = 0
         started = time.monotonic()
-        async for items, version in _pages(kube, kind):
-            if versions is not None:
-                versions.primed(KIND_RESOURCES[kind], version)
-            for body in items:
-                meta = body["metadata"]
-                if meta.get("namespace") and keep(meta["namespace"]):
-                    counts[kind] += _prime_one(cache, sessions, kind, (meta["namespace"], meta["name"]), body)
+        for namespace in where:
+            async for items, version in _pages(kube, kind, namespace):
+                if versions is not None:
+                    versions.primed(KIND_RESOURCES[kind], version, namespace)
+                for body in items:
+                    meta = body["metadata"]
+                    if meta.get("namespace") and keep(meta["namespace"]):
+                        counts[kind] += _prime_one(cache, sessions, kind, (meta["namespace"], meta["name"]), body)
         if timings is not None:
             timings[kind] = time.monotonic() - started
     return counts
@@ -134,12 +143,14 @@ def unchanged(cache: Cache, kind: str, key: Key, body: Mapping[str, Any]) -> boo
     return same_version(table.get(key), body)
 
 
-async def _pages(kube: Kube, kind: str) -> AsyncIterator[tuple[list[dict[str, Any]], str]]:
-    """The pages of a start-up listing with the listing's resourceVersion (the same on every page), each
-    page's request retried as _patiently does."""
+async def _pages(
+    kube: Kube, kind: str, namespace: str | None = None
+) -> AsyncIterator[tuple[list[dict[str, Any]], str]]:
+    """The pages of a start-up listing (cluster-wide, or of `namespace`) with the listing's resourceVersion
+    (the same on every page), each page's request retried as _patiently does."""
     token: str | None = None
     while True:
-        items, version, token = await _patiently(kube.list_page, kind, token)
+        items, version, token = await _patiently(functools.partial(kube.list_page, namespace=namespace), kind, token)
         yield items, version
         if not token:
             return

@@ -90,24 +90,29 @@ class FakeKube:
         self.gate: asyncio.Event | None = None  # when set, status writes wait for it
 
     async def list_policies(self, namespace: str | None = None) -> list[dict[str, Any]]:
-        return [copy.deepcopy(p) for p in self.policies]
+        self.reads.append(("list", f"policies{_in(namespace)}"))
+        return [copy.deepcopy(p) for p in self.policies if _of(p, namespace)]
 
-    async def list_warm_pools(self) -> list[dict[str, Any]]:
-        return [{"metadata": {"namespace": ns, "name": name}} for ns, name in self.pools]
+    async def list_warm_pools(self, namespace: str | None = None) -> list[dict[str, Any]]:
+        self.reads.append(("list", f"warm_pools{_in(namespace)}"))
+        return [{"metadata": {"namespace": ns, "name": name}} for ns, name in self.pools if namespace in (None, ns)]
 
-    async def list_templates(self) -> list[dict[str, Any]]:
-        return [copy.deepcopy(t) for t in self.templates.values()]
+    async def list_templates(self, namespace: str | None = None) -> list[dict[str, Any]]:
+        self.reads.append(("list", f"templates{_in(namespace)}"))
+        return [copy.deepcopy(t) for t in self.templates.values() if _of(t, namespace)]
 
-    async def list_page(self, kind: str, token: str | None = None) -> tuple[list[dict[str, Any]], str, str | None]:
-        """Everything in one page (the pages themselves: test_op_relist)."""
-        self.reads.append(("list", kind))
+    async def list_page(
+        self, kind: str, token: str | None = None, *, namespace: str | None = None
+    ) -> tuple[list[dict[str, Any]], str, str | None]:
+        """Everything in one page (the pages themselves: test_op_relist), cluster-wide or of `namespace`."""
+        self.reads.append(("list", f"{kind}{_in(namespace)}"))
         tables = {
             "sessions": self.sessions,
             "claims": self.claims,
             "sandboxes": self.sandboxes,
             "network_policies": self.network_policies,
         }
-        return [copy.deepcopy(body) for body in tables[kind].values()], "1", None
+        return [copy.deepcopy(body) for body in tables[kind].values() if _of(body, namespace)], "1", None
 
     async def get_session(self, namespace: str, name: str) -> dict[str, Any] | None:
         self.reads.append(("get-session", name))
@@ -225,3 +230,11 @@ def store(kube: FakeKube, session: dict[str, Any]) -> Key:
     session["metadata"].setdefault("resourceVersion", "1")
     kube.sessions[key] = session
     return key
+
+
+def _in(namespace: str | None) -> str:
+    return f" in {namespace}" if namespace else ""
+
+
+def _of(body: dict[str, Any], namespace: str | None) -> bool:
+    return namespace is None or (body.get("metadata") or {}).get("namespace") == namespace

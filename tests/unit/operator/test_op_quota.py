@@ -330,13 +330,15 @@ async def test_after_a_restart_a_waiting_session_is_judged_with_every_older_one_
     async def list_policies(namespace: str | None) -> list[Obj]:
         return [make_policy("cap", {"cleanup": {"maxSessionsPerLabel": {"key": "team", "max": 1}}})]
 
-    async def list_warm_pools() -> list[Obj]:
+    async def list_warm_pools(namespace: str | None = None) -> list[Obj]:
         return [{"metadata": {"name": "python-pool", "namespace": "ns"}}]
 
-    async def list_templates() -> list[Obj]:
+    async def list_templates(namespace: str | None = None) -> list[Obj]:
         return []
 
-    async def list_page(kind: str, token: str | None = None) -> tuple[list[Obj], str, str | None]:
+    async def list_page(
+        kind: str, token: str | None = None, *, namespace: str | None = None
+    ) -> tuple[list[Obj], str, str | None]:
         listed = {"sessions": [copy.deepcopy(waiting), copy.deepcopy(running)]}
         return listed.get(kind, []), "1", None
 

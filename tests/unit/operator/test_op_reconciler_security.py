@@ -158,13 +158,15 @@ async def test_no_session_is_acted_on_before_policies_are_loaded() -> None:
     async def list_policies(namespace: str | None) -> list[Obj]:
         return [forbidding]
 
-    async def list_warm_pools() -> list[Obj]:
+    async def list_warm_pools(namespace: str | None = None) -> list[Obj]:
         return [{"metadata": {"name": "python-pool", "namespace": "tenant-a"}}]
 
-    async def list_templates() -> list[Obj]:
+    async def list_templates(namespace: str | None = None) -> list[Obj]:
         return []
 
-    async def list_page(kind: str, token: str | None = None) -> tuple[list[Obj], str, str | None]:
+    async def list_page(
+        kind: str, token: str | None = None, *, namespace: str | None = None
+    ) -> tuple[list[Obj], str, str | None]:
         return [], "1", None
 
     fake.list_policies = list_policies  # type: ignore[attr-defined]

@@ -9,8 +9,11 @@ import pytest
 from fake_kube import FakeKube
 from kubernetes_asyncio.client.rest import ApiException
 
+from agentsession_operator.decisions.selectors import listed_namespaces
 from agentsession_operator.kube import resync
 from agentsession_operator.kube.cache import Cache, Key
+from agentsession_operator.kube.primed_watch import PrimedVersions
+from agentsession_operator.kube.resync import KIND_RESOURCES
 
 
 class Sessions:
@@ -44,6 +47,33 @@ async def test_prime_fills_every_table_of_the_watched_namespaces(
     assert cache.loaded and list(cache.policies) == ["ns"]
     assert list(cache.sessions) == [("ns", "demo")] and ("ns", "demo") in cache.claims
     assert resync.unchanged(cache, "claims", ("ns", "demo"), {"metadata": {"resourceVersion": "nope"}}) is False
+
+
+async def test_a_replica_given_its_namespaces_lists_those_alone(make_session: Any, make_policy: Any) -> None:
+    """--namespace a --namespace b: every start-up listing is of a and of b, none cluster-wide (issue 53
+    item 3); kopf's watch of each starts from that namespace's own listing."""
+    kube = FakeKube()
+    kube.policies = [make_policy("p", namespace="a"), make_policy("q", namespace="elsewhere")]
+    kube.sessions[("a", "one")] = make_session("one", namespace="a")
+    kube.sessions[("b", "two")] = make_session("two", namespace="b")
+    kube.sessions[("elsewhere", "x")] = make_session("x", namespace="elsewhere")
+    cache, versions = Cache(), PrimedVersions()
+    await resync.prime(kube, cache, Sessions(cache), ("a", "b"), versions)  # type: ignore[arg-type]
+    listed = [what for verb, what in kube.reads if verb == "list"]
+    assert listed and all(what.endswith((" in a", " in b")) for what in listed), listed
+    assert sorted(cache.sessions) == [("a", "one"), ("b", "two")] and list(cache.policies) == ["a"]
+    sessions = KIND_RESOURCES["sessions"]
+    assert versions.take(sessions, "a") == "1" and versions.take(sessions, "a") is None  # once per namespace
+
+
+@pytest.mark.parametrize("patterns", [(), ("team-*",), ("a", "!b"), ("a,b",)])
+def test_patterns_are_listed_cluster_wide(patterns: tuple[str, ...]) -> None:
+    """A --namespace that matches many (a glob, an exclusion, a list) cannot be listed one by one."""
+    assert listed_namespaces(patterns) is None
+
+
+def test_plain_names_are_listed_one_by_one() -> None:
+    assert listed_namespaces(("a", "team-1", "a")) == ("a", "team-1")
 
 
 async def test_prime_waits_out_a_429(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -515,7 +515,8 @@ async def test_a_fresh_replica_takes_over_a_ready_session_without_a_request(
 
     fresh = Reconciler(kube)  # type: ignore[arg-type]
     await fresh.prime()
-    assert {k for k in kube.reads if k[0] == "list"} == {("list", k) for k in PRIMED_KINDS}
+    listed = {("list", k) for k in (*PRIMED_KINDS, "policies", "warm_pools", "templates")}
+    assert {k for k in kube.reads if k[0] == "list"} == listed
     kube.reads.clear()
     kube.writes.clear()
     # kopf's listings, children first (the order that cost the most before)
