@@ -384,6 +384,8 @@ class AgentSessionSandbox(BaseSandbox):
 
     async def aclose(self) -> None:
         await self.pod.aclose()
+        # The router credentials and connection strategy close their own clients: off the event loop.
+        await asyncio.to_thread(self._resolver.close)
 
     def __enter__(self) -> AgentSessionSandbox:
         return self

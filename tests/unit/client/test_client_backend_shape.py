@@ -127,3 +127,15 @@ def test_deepagents_settings_read_and_set_the_pods(name: str) -> None:
     assert getattr(backend, name) == ("x",)
     setattr(backend, name, ("y",))
     assert getattr(pod, name) == ("y",)
+
+
+@pytest.mark.parametrize("closing", ["close", "aclose"])
+async def test_closing_closes_the_resolver_too(closing: str) -> None:
+    """Both closes end the router credentials and connection strategy the resolver holds (aclose used not to)."""
+    closed: list[str] = []
+    backend = _backend(_Pod())
+    backend._resolver = type("Resolver", (), {"close": lambda self: closed.append("resolver")})()  # type: ignore[assignment]
+    answer = getattr(backend, closing)()
+    if closing == "aclose":
+        await answer
+    assert closed == ["resolver"]
