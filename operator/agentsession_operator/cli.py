@@ -111,18 +111,9 @@ def main(argv: list[str] | None = None) -> None:
             registry=registry,
             memo=kopf.Memo(
                 state=OperatorState(
+                    settings=settings,
                     webhook=config,
-                    namespaces=settings.namespace,
                     election=settings.election(),
-                    network=settings.network_settings(),
-                    expiry_warning=settings.expiry_warning_time(),
-                    resync_period=settings.resync_period,
-                    node_agent=settings.node_agent,
-                    node_agent_token=settings.node_agent_token,
-                    node_agent_account=settings.node_agent_account,
-                    node_agent_ca_secret=settings.agent_ca_secret(),
-                    max_checkpoint_bytes=settings.max_checkpoint_size,
-                    max_sessions_per_namespace=settings.max_sessions_per_namespace,
                     issuer=settings.issuer_config(),
                 )
             ),

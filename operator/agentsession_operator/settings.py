@@ -6,7 +6,8 @@ argparse parser from the fields in one loop, so no flag exists without its field
 flag. :meth:`OperatorSettings.from_argv` parses (reading the environment variables then, not at import),
 checks the rules between flags and returns the object. What the rest of the operator takes (the network
 settings, the webhook's and the issuer's configurations, the election) is built from it by its methods;
-cli.py runs the operator with them.
+cli.py hands the object itself, with what it built from it, to the handlers (``OperatorState.settings``,
+handlers/state.py): this module is a layer below them.
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ from agentsession_api import router_access as ra
 from agentsession_api.durations import parse_duration
 from agentsession_operator.admission import server as webhook
 from agentsession_operator.decisions import network, quota
-from agentsession_operator.handlers.state import Election
 from agentsession_operator.issuer import server as issuer_server
 from agentsession_operator.issuer.server import IssuerConfig
 from agentsession_operator.kube.agent_certificates import AGENT_CA_SECRET
@@ -118,6 +118,18 @@ def _namespaced(text: str | None) -> tuple[str, str] | None:
         return None
     namespace, _, name = text.partition("/")
     return namespace, name
+
+
+@dataclass(frozen=True)
+class Election:
+    """Leader election's Lease and timing (--lease-*), built by :meth:`OperatorSettings.election`.
+    With shards above 1 (--shards), one Lease per shard named after `name` (kube/election/sharding.py)."""
+
+    namespace: str
+    name: str
+    identity: str
+    timing: Timing
+    shards: int = 1
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "langchain_k8s_client.core": ("agentsession_api",),
     "langchain_k8s_client.io": ("agentsession_api", "langchain_k8s_client.core"),
     "langchain_k8s_client.backends": ("agentsession_api", "langchain_k8s_client.core", "langchain_k8s_client.io"),
-    # The operator: names, then decisions and infra side by side, the I/O shell, the handlers, the CLI.
+    # The operator: names, then decisions and infra side by side, the I/O shell, the settings, the handlers, the CLI.
     "agentsession_operator.constants": ("agentsession_api",),
     "agentsession_operator.decisions": ("agentsession_api", "agentsession_operator.constants"),
     "agentsession_operator.infra": ("agentsession_api", "agentsession_operator.constants"),
@@ -63,6 +63,17 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "agentsession_operator.kube",
         "agentsession_operator.admission",
     ),
+    # Every flag in one frozen object (settings.py): it builds the webhook's, the issuer's, the network's and
+    # the election's configurations; the handlers hold it (handlers/state.py), the CLI parses it.
+    "agentsession_operator.settings": (
+        "agentsession_api",
+        "agentsession_operator.constants",
+        "agentsession_operator.decisions",
+        "agentsession_operator.infra",
+        "agentsession_operator.kube",
+        "agentsession_operator.admission",
+        "agentsession_operator.issuer",
+    ),
     "agentsession_operator.handlers": (
         "agentsession_api",
         "agentsession_operator.constants",
@@ -71,6 +82,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "agentsession_operator.kube",
         "agentsession_operator.admission",
         "agentsession_operator.issuer",
+        "agentsession_operator.settings",
     ),
     "agentsession_operator.cli": (
         "agentsession_api",
@@ -80,6 +92,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "agentsession_operator.kube",
         "agentsession_operator.admission",
         "agentsession_operator.issuer",
+        "agentsession_operator.settings",
         "agentsession_operator.handlers",
     ),
     # The dev cluster is a tool beside the products: it imports none of them.
@@ -138,7 +151,7 @@ def layer_of(module: str) -> str:
             return "langchain_k8s_client.core"
         return "langchain_k8s_client.io" if first in CLIENT_IO else "langchain_k8s_client.backends"
     if top == "agentsession_operator":
-        if first in ("", "__main__", "cli", "settings"):  # the command line and the settings it parses
+        if first in ("", "__main__", "cli"):  # the command line
             return "agentsession_operator.cli"
         return f"agentsession_operator.{first}"
     return top

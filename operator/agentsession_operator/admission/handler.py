@@ -84,12 +84,20 @@ async def _unrecorded_ancestors(reconciler: Any, namespace: str, source: dict[st
     return found
 
 
+class Settings(Protocol):
+    """What the handler reads of the operator's settings (settings.py's OperatorSettings, a layer above)."""
+
+    @property
+    def namespace(self) -> tuple[str, ...]: ...
+    @property
+    def max_sessions_per_namespace(self) -> int: ...
+
+
 class OperatorState(Protocol):
     """What the handler reads of the operator's state (handlers/state.py's, which kopf's memo carries)."""
 
     webhook: webhook_server.WebhookConfig | None
-    namespaces: tuple[str, ...]
-    max_sessions_per_namespace: int
+    settings: Settings
     reconciler: Reconciler | None
 
 
@@ -121,7 +129,7 @@ async def validate_session(
     meta = session.get("metadata") or {}
     namespace = meta.get("namespace")
     # Sessions in namespaces the operator does not watch are not its to judge.
-    if not namespace or not watched(namespace, state.namespaces) or operation not in ("CREATE", "UPDATE"):
+    if not namespace or not watched(namespace, state.settings.namespace) or operation not in ("CREATE", "UPDATE"):
         return
     capped = False
     try:
@@ -145,7 +153,7 @@ async def validate_session(
         groups = admission.counted_groups(session, policies, operation, previous)
         if groups:
             others = await _sessions_for_count(reconciler, groups, namespace)
-        cap = state.max_sessions_per_namespace
+        cap = state.settings.max_sessions_per_namespace
         capped = operation == "CREATE" and quota.namespace_limit(namespace, policies, cap) is not None
         places = await _places(reconciler, namespace) if capped else []
         violations = admission.review(

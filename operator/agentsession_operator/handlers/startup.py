@@ -20,6 +20,7 @@ from agentsession_operator.kube import primed_watch
 from agentsession_operator.kube.client import LIST_PAGE, Kube
 from agentsession_operator.kube.election import KubeLeaseAPI, LayoutGuard, LeaderElector, ShardElector
 from agentsession_operator.kube.reconciler import Config, Reconciler
+from agentsession_operator.settings import OperatorSettings
 
 WORKER_IDLE = 0.5  # seconds
 
@@ -67,16 +68,7 @@ async def startup(
     state = of(memo)
     kube = state.kube = await Kube.connect()
     files = await _serve_admission(settings, state.webhook, kube)
-    config = Config(
-        network=state.network,
-        expiry_warning=state.expiry_warning,
-        node_agent=state.node_agent,
-        node_agent_token=state.node_agent_token,
-        node_agent_account=state.node_agent_account,
-        node_agent_ca_secret=state.node_agent_ca_secret,
-        max_checkpoint_bytes=state.max_checkpoint_bytes,
-        max_sessions_per_namespace=state.max_sessions_per_namespace,
-    )
+    config = reconciler_config(state.settings)
     elector: LeaderElector | ShardElector | None = None
     shards: ShardElector | None = None
     if state.election is not None and state.election.shards > 1:  # a share of the namespaces (election/sharding.py)
@@ -123,7 +115,7 @@ async def startup(
         except Exception as err:
             logger.error(f"node agents get nothing (Hibernate suspends as Suspend): {err}")
     primed_watch.install(reconciler.primed_versions)  # kopf watches from the prime's listings, no second one
-    await reconciler.prime(state.namespaces)  # before any watch event: none judged without its policies
+    await reconciler.prime(state.settings.namespace)  # before any watch event: none judged without its policies
     if state.issuer is not None:  # every replica issues (no Lease: issuing writes nothing), reading its cache first
         state.issuer_server = IssuerServer(state.issuer, kube, seen=reconciler.cache)
         await state.issuer_server.start(files)
@@ -131,12 +123,27 @@ async def startup(
     if elector is None:  # the only replica: every session's first pass, from the cache (a leader's at election)
         await reconciler.take_over()
     state.tasks = [
-        asyncio.create_task(reconciler.resync_forever(state.resync_period), name="cache-resync"),
+        asyncio.create_task(reconciler.resync_forever(state.settings.resync_period), name="cache-resync"),
         asyncio.create_task(memory.collect_forever(), name="gc-freeze"),  # see infra/memory.py
     ]
     if elector is not None:
         elector.start()
     logger.info("agentsession operator started")
+
+
+def reconciler_config(settings: OperatorSettings) -> Config:
+    """The reconciler's share of the settings, taken from them here alone: kube/ sits below settings.py and
+    cannot read them itself (tests/unit/test_architecture.py)."""
+    return Config(
+        network=settings.network_settings(),
+        expiry_warning=settings.expiry_warning_time(),
+        node_agent=settings.node_agent,
+        node_agent_token=settings.node_agent_token,
+        node_agent_account=settings.node_agent_account,
+        node_agent_ca_secret=settings.agent_ca_secret(),
+        max_checkpoint_bytes=settings.max_checkpoint_size,
+        max_sessions_per_namespace=settings.max_sessions_per_namespace,
+    )
 
 
 async def _serve_admission(

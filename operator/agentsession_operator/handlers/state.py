@@ -1,62 +1,33 @@
 """The operator's state: one typed object that kopf's memo carries (``memo.state``).
 
-What the command line set before kopf started (cli.py; ``kopf run`` and KopfRunner get the defaults),
-and what the startup handler built. kopf copies the memo for each object it handles, shallowly: every
-handler sees this same object, so no module global is needed and no key is spelled twice.
+The settings the command line parsed (cli.py; ``kopf run`` and KopfRunner get the defaults) with what it
+built from them, and what the startup handler built. kopf copies the memo for each object it handles,
+shallowly: every handler sees this same object, so no module global is needed and no key is spelled twice.
 """
 
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import kopf
 
 from agentsession_operator.admission.server import WebhookConfig
-from agentsession_operator.decisions import quota
-from agentsession_operator.decisions.actions import DEFAULT_EXPIRY_WARNING
-from agentsession_operator.decisions.network import NetworkSettings
 from agentsession_operator.issuer.server import IssuerConfig, IssuerServer
 from agentsession_operator.kube.client import Kube
-from agentsession_operator.kube.election import KubeLeaseAPI, LeaderElector, ShardElector, Timing
-from agentsession_operator.kube.node_agent import TOKEN_PATH
+from agentsession_operator.kube.election import KubeLeaseAPI, LeaderElector, ShardElector
 from agentsession_operator.kube.reconciler import Reconciler
-from agentsession_operator.kube.resync import RESYNC_PERIOD
-
-
-@dataclass(frozen=True)
-class Election:
-    """Leader election's Lease and timing (cli: --lease-*); None in OperatorState: the only replica.
-    With shards above 1 (cli: --shards), one Lease per shard named after `name` (kube/election/sharding.py)."""
-
-    namespace: str
-    name: str
-    identity: str
-    timing: Timing
-    shards: int = 1
+from agentsession_operator.settings import Election, OperatorSettings
 
 
 @dataclass
 class OperatorState:
-    # Set by the command line.
+    settings: OperatorSettings = field(default_factory=OperatorSettings)
+    """Every flag, the one home of each value (cli.py; ``kopf run`` and KopfRunner: the fields' defaults)."""
+    # Built from the settings by the command line, each checked there once (None: off, as under ``kopf run``).
     webhook: WebhookConfig | None = None
-    namespaces: tuple[str, ...] = ()
     election: Election | None = None
-    network: NetworkSettings = field(default_factory=NetworkSettings)
-    expiry_warning: dt.timedelta | None = DEFAULT_EXPIRY_WARNING
-    resync_period: float = RESYNC_PERIOD
-    node_agent: str | None = None
-    """--node-agent: NAMESPACE/selector of the node agent's pods (idleAction Hibernate), None: off."""
-    node_agent_token: Path = TOKEN_PATH
-    node_agent_account: str = ""
-    """--node-agent-account: NAMESPACE/ServiceAccount the per-node tokens are minted for ("" : the token file)."""
-    node_agent_ca_secret: tuple[str, str] | None = None
-    """--node-agent-ca-secret: the Secret of the node agents' CA, which signs their certificates."""
-    max_checkpoint_bytes: int = 512 * 1024 * 1024
-    max_sessions_per_namespace: int = quota.DEFAULT_MAX_SESSIONS_PER_NAMESPACE
-    """--max-sessions-per-namespace: the cap of a namespace no AgentSessionPolicy caps (0: none)."""
+    """Leader election's Lease (None: the only replica, always reconciling)."""
     issuer: IssuerConfig | None = None
     """--router-token-key-file and its flags: the router credential issuer (None: off)."""
     # Built by the startup handler, released by the cleanup handler.

@@ -18,6 +18,7 @@ from agentsession_operator.decisions.policy_violations import violations
 from agentsession_operator.decisions.selectors import namespace_matches
 from agentsession_operator.handlers.state import OperatorState
 from agentsession_operator.kube.places import Admitted
+from agentsession_operator.settings import OperatorSettings
 
 Make = Callable[..., dict[str, Any]]
 DOMAINS = ["sandbox.users.io"]
@@ -400,7 +401,7 @@ def as_body(obj: dict[str, Any]) -> Any:
 
 
 def memo_for(reconciler: Any, namespaces: tuple[str, ...] = ()) -> Any:
-    return kopf.Memo(state=OperatorState(reconciler=reconciler, namespaces=namespaces))
+    return kopf.Memo(state=OperatorState(OperatorSettings(namespace=namespaces), reconciler=reconciler))
 
 
 async def test_handler_refuses_with_422_and_every_sentence(make_session: Make, policies: list[dict[str, Any]]) -> None:
@@ -752,7 +753,8 @@ async def test_a_sharded_replica_counts_a_namespaces_places_it_does_not_cache(ma
         make_session(name, created=f"2025-01-01T11:0{i}:00Z", status={"phase": "Ready"})
         for i, name in enumerate(("first", "second"))
     ]
-    memo = kopf.Memo(state=OperatorState(reconciler=OtherShard([], ListingKube(held)), max_sessions_per_namespace=2))
+    capped = OperatorSettings(max_sessions_per_namespace=2)
+    memo = kopf.Memo(state=OperatorState(capped, reconciler=OtherShard([], ListingKube(held))))
     third = as_body(make_session("third", created="2025-01-01T11:05:00Z"))
     with pytest.raises(kopf.AdmissionError) as refused:
         await admission_handler.validate_session(body=third, memo=memo, warnings=[], operation="CREATE")

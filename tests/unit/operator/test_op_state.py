@@ -12,7 +12,7 @@ from agentsession_operator.kube.resync import RESYNC_PERIOD
 def test_an_empty_memo_gets_the_defaults_once() -> None:
     memo = kopf.Memo()  # what `kopf run` and KopfRunner start with
     first = state.of(memo)
-    assert first is state.of(memo) and first.namespaces == () and first.resync_period == RESYNC_PERIOD
+    assert first is state.of(memo) and first.settings.namespace == () and first.settings.resync_period == RESYNC_PERIOD
     copy = kopf.Memo(memo)  # kopf's per-object shallow copy sees the same state
     assert state.of(copy) is first
 
