@@ -271,6 +271,7 @@ KUBE_FLOORS: dict[str, int] = {
     "election.sharding": 0,
     "projection": 0,
     "agent_certificates": 0,
+    "missing_pools": 0,
     "cache": 1,
     "election.layout_guard": 1,
     "client": 1,

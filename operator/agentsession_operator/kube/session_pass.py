@@ -29,6 +29,7 @@ from agentsession_operator.kube.acting import Actor
 from agentsession_operator.kube.cache import Cache, Key
 from agentsession_operator.kube.client import Kube
 from agentsession_operator.kube.forks import fork_inputs
+from agentsession_operator.kube.missing_pools import MissingPools
 from agentsession_operator.kube.node_agent import TOKEN_PATH
 from agentsession_operator.kube.scheduler import DeadlineScheduler
 from agentsession_operator.kube.session_records import Records
@@ -92,6 +93,10 @@ class SessionPass:
         self.r = rooms
         self.records = rooms.records  # a provisioning session's last progress write, a waiting fork's looks
         self._label_domains: tuple[float, list[str]] | None = None
+        self.missing_pools = MissingPools(self._pool_exists)
+
+    async def _pool_exists(self, namespace: str, name: str) -> bool:
+        return await self.r.kube.get_warm_pool(namespace, name) is not None
 
     async def run(self, key: Key, cause: str, deadline_lag: float | None, fresh: bool) -> None:
         """Observe, decide, act. `fresh` reads the session from the API first (deadlines act on the newest)."""
@@ -107,7 +112,7 @@ class SessionPass:
         ):
             record.fork_waits = 0  # no longer waiting: a later wait starts at decide's delay again
             self.records.prune(key)
-        if decision.missing_pool and await self.r.kube.get_warm_pool(key[0], decision.missing_pool) is not None:
+        if decision.missing_pool and await self.missing_pools.exists(key[0], decision.missing_pool):
             seen = replace(seen, pools={*seen.pools, decision.missing_pool})
             decision = decide.decide(seen)
         if not fresh and any(isinstance(a, CreateClaim) for a in decision.actions):
