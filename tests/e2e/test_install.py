@@ -499,15 +499,16 @@ def _dist(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def test_image_dependencies_cover_the_operators_imports() -> None:
-    """The image installs the operator's distribution (and the API package it depends on), not the
-    client's: every third-party module the operator imports must come from a dependency listed there."""
+@pytest.mark.parametrize("project", ["operator", "nodeagent"])
+def test_image_dependencies_cover_the_operators_imports(project: str) -> None:
+    """The image installs the operator's and the node agent's distributions (and the API package they depend
+    on), not the client's: every third-party module each imports must come from its own dependencies."""
     listed: set[str] = set()
-    for project in ("operator", "api"):
-        deps = tomllib.loads((ROOT / project / "pyproject.toml").read_text())["project"]["dependencies"]
+    for folder in (project, "api"):
+        deps = tomllib.loads((ROOT / folder / "pyproject.toml").read_text())["project"]["dependencies"]
         listed |= {_dist(re.split(r"[<>=!~ \[;]", req, maxsplit=1)[0]) for req in deps}
     modules: set[str] = set()
-    for package in ("operator/agentsession_operator", "api/agentsession_api"):
+    for package in (f"{project}/agentsession_{project}", "api/agentsession_api"):
         for path in (ROOT / package).rglob("*.py"):
             if path.name in ("crdgen.py", "apidoc.py"):  # make crds only (the codegen extra)
                 continue
@@ -516,23 +517,24 @@ def test_image_dependencies_cover_the_operators_imports() -> None:
                     modules |= {alias.name.split(".")[0] for alias in node.names}
                 elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                     modules.add(node.module.split(".")[0])
-    modules -= set(sys.stdlib_module_names) | {"agentsession_operator", "agentsession_api", "__future__"}
+    modules -= set(sys.stdlib_module_names) | {f"agentsession_{project}", "agentsession_api", "__future__"}
     owners = importlib.metadata.packages_distributions()
     missing = {m: owners.get(m) for m in sorted(modules) if not {_dist(d) for d in owners.get(m) or [m]} & listed}
-    assert missing == {}, f"imported by the operator but not among its dependencies: {missing}"
+    assert missing == {}, f"imported by {project} but not among its dependencies: {missing}"
 
 
-def test_build_context_is_api_and_operator_only() -> None:
+def test_build_context_is_the_images_distributions_only() -> None:
     """The image builds from the repository root: the root .dockerignore (read by docker and buildah)
-    lets in only api/ and operator/, so .cluster/ (the dev cluster's keys) and .venv/ never go out."""
+    lets in only api/, operator/ and nodeagent/ (the distributions the image installs), so .cluster/ (the dev
+    cluster's keys) and .venv/ never go out."""
     assert not (ROOT / "operator" / ".dockerignore").exists()  # would have no effect there
     lines = [line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()]
     rules = [line for line in lines if line and not line.startswith("#")]
     assert rules[0] == "*"
-    assert {rule for rule in rules if rule.startswith("!")} == {"!api/", "!operator/"}
+    assert {rule for rule in rules if rule.startswith("!")} == {"!api/", "!operator/", "!nodeagent/"}
     text = (ROOT / "operator" / "Dockerfile").read_text()
     assert "tomllib" not in text and "--no-deps" not in text
-    assert "pip wheel --wheel-dir /wheels ./api ./operator" in text
+    assert "pip wheel --wheel-dir /wheels ./api ./operator ./nodeagent" in text
 
 
 def test_dockerfile_shape() -> None:
