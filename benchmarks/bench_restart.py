@@ -63,7 +63,16 @@ BATCH = 250
 SETTLED_CPU = 0.05  # share of a core under which the operator counts as idle
 SETTLED_FOR = 3.0  # seconds it must stay under it
 TIMEOUT = 900.0  # seconds a restart may take before the run gives up on it
-RESOURCES = ("agentsessions", "sandboxclaims", "sandboxes", "networkpolicies", "events")
+# Warm pools and templates too: a waiting session's missing pool was read once per pass (issue 53 item 3).
+RESOURCES = (
+    "agentsessions",
+    "sandboxclaims",
+    "sandboxes",
+    "networkpolicies",
+    "events",
+    "sandboxwarmpools",
+    "sandboxtemplates",
+)
 
 
 def api_requests(cluster: Cluster) -> dict[str, float]:
