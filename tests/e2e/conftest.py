@@ -182,18 +182,27 @@ class OperatorProcess:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "agentsession_operator", *args], stdout=out, stderr=subprocess.STDOUT, env=env
             )
+        import socket
         import urllib.request
 
+        # Ready means healthy and, when it serves a webhook, listening there: kopf starts the webhook server
+        # and the liveness endpoint side by side, and on loaded cores /healthz can answer first.
+        serves_webhook = "--webhook-port" not in self.extra_args
+        healthy = False
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             # The log's end in the message: CI removes the cluster's folder, and with it the log.
             assert self.proc.poll() is None, f"operator exited; log {self.log}:\n{self.log.read_text()[-3000:]}"
             try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.health_port}/healthz", timeout=1):
-                    return
+                if not healthy:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{self.health_port}/healthz", timeout=1):
+                        healthy = True
+                if serves_webhook:
+                    socket.create_connection(("127.0.0.1", self.webhook_port), timeout=1).close()
+                return
             except OSError:
                 time.sleep(0.1)
-        raise AssertionError(f"operator not healthy after 60 s; log {self.log}")
+        raise AssertionError(f"operator not ready after 60 s (healthy: {healthy}); log {self.log}")
 
     def kill(self) -> None:
         """SIGKILL: no cleanup of any kind, as when a node dies."""

@@ -152,9 +152,11 @@ def test_operator_killed_during_concurrent_creations(kube: Kube, namespace: str,
             "some claims created", lambda: len(kube.list("sandboxclaim", namespace)) >= 3, timeout=60, interval=0.05
         )
         operator.kill()
-        for f in futures:
-            f.result()
-    operator.start()
+        try:
+            for f in futures:
+                f.result()
+        finally:
+            operator.start()  # the session's shared operator, whatever failed
     for name in names:
         session_in_phase(kube, name, namespace, "Ready", timeout=120)
     claims = kube.list("sandboxclaim", namespace)

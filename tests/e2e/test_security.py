@@ -412,50 +412,56 @@ def test_only_the_api_servers_client_certificate_reaches_the_webhook(
     stranger_ca = devcluster_pki.KeyPair(pki / f"{WEBHOOK_CLIENT_CA}.crt", pki / f"{WEBHOOK_CLIENT_CA}.key")
     stranger = devcluster_pki.issue(stranger_ca, tmp_path, "stranger", "tenant-b", client=True)
     operator.stop()
-    # Without the option (the operator's own default, where the API server presents no certificate): any
-    # caller gets an answer. Every other test's operator has it (webhook_client_auth_args).
-    anyone = _admission_review(namespace, manifests.session("probe", "pool", {"team": "c"}))
-    open_ = OperatorProcess(cluster, kubeconfig=operator.kubeconfig, client_auth=False, log_name="operator-open.log")
-    try:
-        open_.start()
-        assert "response" in _call_webhook("127.0.0.1", open_.webhook_port, anyone, None)
-    finally:
-        open_.stop()
-    guarded = OperatorProcess(
-        cluster,
-        kubeconfig=operator.kubeconfig,
-        extra_args=[
-            f"--webhook-client-ca={pki / f'{WEBHOOK_CLIENT_CA}.crt'}",
-            f"--webhook-client-name={WEBHOOK_CLIENT_NAME}",
-        ],
-        log_name="operator-client-auth.log",
-    )
-    try:
-        guarded.start()
-        kube.apply(
-            manifests.template("pause"),
-            manifests.warm_pool("pool", "pause", 0),
-            policy("secret-rules", {"labels": {"values": {"team": "^(alpha-7|omega-9)$"}}}),
-            namespace=namespace,
+    try:  # the session's shared operator comes back whatever fails here
+        # Without the option (the operator's own default, where the API server presents no certificate): any
+        # caller gets an answer. Every other test's operator has it (webhook_client_auth_args).
+        anyone = _admission_review(namespace, manifests.session("probe", "pool", {"team": "c"}))
+        open_ = OperatorProcess(
+            cluster, kubeconfig=operator.kubeconfig, client_auth=False, log_name="operator-open.log"
         )
-        wait_enforced(kube, namespace)  # through the API server: refused by the policy
-        assert refusal(kube, manifests.session("fine", "pool", {"team": "alpha-7"}), namespace, dry_run=True) is None
-        probe = _admission_review(namespace, manifests.session("probe", "pool", {"team": "c"}))
-        for who, cert in (
-            ("no client certificate", None),
-            ("the cluster CA's system:masters certificate", (pki / "admin.crt", pki / "admin.key")),
-        ):
-            with pytest.raises((ssl.SSLError, ConnectionError, urllib.error.URLError, http.client.HTTPException)):
-                answer = _call_webhook("127.0.0.1", guarded.webhook_port, probe, cert)
-                pytest.fail(f"{who}: answered {answer}")
-        answer = _call_webhook("127.0.0.1", guarded.webhook_port, probe, (stranger.cert, stranger.key))["response"]
-        assert answer["allowed"] is False and "alpha-7" not in json.dumps(answer), answer
-        assert "not one this webhook accepts" in answer["status"]["message"], answer
-        api_server = (pki / "apiserver-webhook-client.crt", pki / "apiserver-webhook-client.key")
-        answer = _call_webhook("127.0.0.1", guarded.webhook_port, probe, api_server)["response"]
-        assert answer["allowed"] is False and "alpha-7" in answer["status"]["message"], answer  # the real caller
+        try:
+            open_.start()
+            assert "response" in _call_webhook("127.0.0.1", open_.webhook_port, anyone, None)
+        finally:
+            open_.stop()
+        guarded = OperatorProcess(
+            cluster,
+            kubeconfig=operator.kubeconfig,
+            extra_args=[
+                f"--webhook-client-ca={pki / f'{WEBHOOK_CLIENT_CA}.crt'}",
+                f"--webhook-client-name={WEBHOOK_CLIENT_NAME}",
+            ],
+            log_name="operator-client-auth.log",
+        )
+        try:
+            guarded.start()
+            kube.apply(
+                manifests.template("pause"),
+                manifests.warm_pool("pool", "pause", 0),
+                policy("secret-rules", {"labels": {"values": {"team": "^(alpha-7|omega-9)$"}}}),
+                namespace=namespace,
+            )
+            wait_enforced(kube, namespace)  # through the API server: refused by the policy
+            assert (
+                refusal(kube, manifests.session("fine", "pool", {"team": "alpha-7"}), namespace, dry_run=True) is None
+            )
+            probe = _admission_review(namespace, manifests.session("probe", "pool", {"team": "c"}))
+            for who, cert in (
+                ("no client certificate", None),
+                ("the cluster CA's system:masters certificate", (pki / "admin.crt", pki / "admin.key")),
+            ):
+                with pytest.raises((ssl.SSLError, ConnectionError, urllib.error.URLError, http.client.HTTPException)):
+                    answer = _call_webhook("127.0.0.1", guarded.webhook_port, probe, cert)
+                    pytest.fail(f"{who}: answered {answer}")
+            answer = _call_webhook("127.0.0.1", guarded.webhook_port, probe, (stranger.cert, stranger.key))["response"]
+            assert answer["allowed"] is False and "alpha-7" not in json.dumps(answer), answer
+            assert "not one this webhook accepts" in answer["status"]["message"], answer
+            api_server = (pki / "apiserver-webhook-client.crt", pki / "apiserver-webhook-client.key")
+            answer = _call_webhook("127.0.0.1", guarded.webhook_port, probe, api_server)["response"]
+            assert answer["allowed"] is False and "alpha-7" in answer["status"]["message"], answer  # the real caller
+        finally:
+            guarded.stop()
     finally:
-        guarded.stop()
         operator.start()
 
 
