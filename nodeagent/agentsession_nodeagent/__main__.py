@@ -9,6 +9,9 @@ from pathlib import Path
 from agentsession_api.node_agent import server_name
 from agentsession_nodeagent import authz, checkpointer, reviewer, server, tls
 
+DRAIN_SECONDS = 20.0
+"""How long a stopping agent lets a checkpoint in flight finish: under the pod's 30 s grace period."""
+
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="agentsession-nodeagent")
@@ -55,7 +58,8 @@ def main(argv: list[str] | None = None) -> None:
         f"{identity.not_after:%Y-%m-%d %H:%M}Z), for {args.allowed_user} ({audience}){swept}",
         flush=True,
     )
-    httpd.serve_forever()
+    if not httpd.serve_until_terminated(DRAIN_SECONDS):
+        print(f"node agent stopped with requests still running after {DRAIN_SECONDS} s", flush=True)
 
 
 def preflight(args: argparse.Namespace) -> list[str]:

@@ -215,6 +215,7 @@ class BoundedServer(ThreadingHTTPServer):
         """TLS for every new connection (replaced whole when the certificate is renewed); None: plain HTTP."""
         self._active = 0
         self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
 
     def process_request(self, request: Any, client_address: Any) -> None:
         # The accept loop's thread: counted here, before the connection's own thread starts.
@@ -240,6 +241,32 @@ class BoundedServer(ThreadingHTTPServer):
     def _release(self) -> None:
         with self._lock:
             self._active -= 1
+            self._idle.notify_all()
+
+    def drain(self, timeout: float) -> bool:
+        """Wait at most `timeout` s for the connections in flight (a checkpoint being written) to finish;
+        False if some still run. Call it after serve_forever returned: nothing new is accepted then."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._active == 0, timeout)
+
+    def serve_until_terminated(self, drain_seconds: float) -> bool:
+        """Serve until SIGTERM (the kubelet stopping the pod), then let the requests in flight finish for at
+        most `drain_seconds` and close. As a container's PID 1, Python ignored SIGTERM: every stop of the
+        agent (a rollout, a node drain, an uninstall) waited out the pod's whole grace period and killed a
+        checkpoint half written. Main thread only (signal handlers); True if nothing was cut short."""
+        import signal
+
+        def stop(signum: int, frame: object) -> None:
+            # shutdown() waits for serve_forever's loop, which runs in this very thread: from another one.
+            threading.Thread(target=self.shutdown, name="sigterm", daemon=True).start()
+
+        previous = signal.signal(signal.SIGTERM, stop)
+        try:
+            self.serve_forever()
+            return self.drain(drain_seconds)
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+            self.server_close()
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A failed handshake or a dropped connection is the caller's; anything else is printed."""

@@ -89,3 +89,70 @@ def test_a_stalled_half_request_does_not_block_the_next_one(agent: tuple[str, in
             probe.sendall(b"GET /healthz HTTP/1.1\r\nHost: agent\r\n\r\n")
             assert probe.recv(1024).startswith(b"HTTP/1.0 200")
         assert time.monotonic() - started < TIMEOUT
+
+
+class _Held(server.BaseHTTPRequestHandler):
+    """Answers once the test lets it: a checkpoint being written."""
+
+    entered = threading.Event()
+    release = threading.Event()
+
+    def do_GET(self) -> None:
+        self.entered.set()
+        self.release.wait(timeout=10)
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def test_a_stopping_agent_lets_the_request_in_flight_finish() -> None:
+    """A SIGTERM ended the agent only at the grace period's SIGKILL (PID 1 ignores it by default), cutting a
+    checkpoint short; now the server drains: `drain` waits for the request in flight, within its bound."""
+    _Held.entered.clear()
+    _Held.release.clear()
+    httpd = server.BoundedServer(("127.0.0.1", 0), _Held, max_connections=4)
+    serving = threading.Thread(target=httpd.serve_forever, daemon=True)
+    serving.start()
+    answers: list[bytes] = []
+
+    def ask() -> None:
+        with socket.create_connection(httpd.server_address[:2], timeout=10) as conn:
+            conn.sendall(b"GET / HTTP/1.1\r\nHost: agent\r\n\r\n")
+            answers.append(conn.recv(1024))
+
+    client = threading.Thread(target=ask)
+    client.start()
+    assert _Held.entered.wait(timeout=10)
+    httpd.shutdown()  # what SIGTERM does: no new connection, the one in flight goes on
+    serving.join(timeout=10)
+    assert httpd.drain(0.2) is False  # still answering
+    _Held.release.set()
+    assert httpd.drain(10) is True
+    client.join(timeout=10)
+    httpd.server_close()
+    assert answers and answers[0].startswith(b"HTTP/1.0 200"), answers
+
+
+def test_sigterm_stops_the_agent() -> None:
+    """The DaemonSet's container gets SIGTERM on every rollout, drain or uninstall: the agent stops at once."""
+    import os
+    import signal
+
+    httpd = server.BoundedServer(("127.0.0.1", 0), _Held, max_connections=4)
+    before = signal.getsignal(signal.SIGTERM)
+    _Held.release.set()
+
+    def terminate_once_serving() -> None:  # an answer means serve_forever runs: the handler is in place
+        with socket.create_connection(httpd.server_address[:2], timeout=10) as conn:
+            conn.sendall(b"GET / HTTP/1.1\r\nHost: agent\r\n\r\n")
+            assert conn.recv(1024).startswith(b"HTTP/1.0 200")
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=terminate_once_serving, daemon=True).start()
+    started = time.monotonic()
+    assert httpd.serve_until_terminated(drain_seconds=5) is True  # in this (the main) thread, as in __main__
+    assert time.monotonic() - started < 5
+    assert signal.getsignal(signal.SIGTERM) is before  # the handler is the server's only while it serves
