@@ -111,6 +111,7 @@ def test_graceful_shutdown_hands_over_at_the_next_poll(kube: Kube, replicas: dic
     leader.start()
 
 
+@pytest.mark.slow  # 5 SIGKILLs and the sessions' TTLs, 85 s: make test-full (make test: test_shards's kill)
 def test_leader_sigkilled_standby_takes_over(
     kube: Kube, namespace: str, replicas: dict[str, Replica], record_property: Any
 ) -> None:
