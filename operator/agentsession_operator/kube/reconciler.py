@@ -340,6 +340,11 @@ class Reconciler:
         for key in self.cache.sessions_in(namespace):
             self.pass_soon(key, cause, now)
 
+    def remember_pool(self, key: Key, body: Mapping[str, Any]) -> None:
+        """Cache a pool the watch saw: a session waiting for it stops asking the API server whether it exists."""
+        self.cache.remember_pool(key, body)
+        self.session_pass.missing_pools.appeared(key)
+
     def remember_session(self, key: Key, body: dict[str, Any]) -> None:
         """Cache the newest body of a session (every path goes through here) and see what its change moves."""
         before = self.cache.sessions.get(key)

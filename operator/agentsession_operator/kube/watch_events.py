@@ -108,8 +108,7 @@ def warm_pool(rec: Reconciler, type: str | None, body: Body) -> None:
     if type == "DELETED":
         rec.cache.forget_pool(key)
     else:
-        rec.cache.remember_pool(key, body)
-        rec.session_pass.missing_pools.appeared(key)
+        rec.remember_pool(key, body)
     if known != (key in rec.cache.pools):
         rec.trigger_namespace(key[0], cause="warm pool appeared or went")
     elif template != rec.cache.pool_templates.get(key):
