@@ -451,6 +451,15 @@ class OperatorSettings:
                 yield f"--webhook-cert-secret: expected namespace/name, got {self.webhook_cert_secret!r}"
             if self.webhook_cert:
                 yield "--webhook-cert-secret and --webhook-cert exclude each other"
+        if self.router_token_key_file:
+            if self.router_token_ttl < issuer_server.MIN_TTL:
+                yield (
+                    f"--router-token-ttl {self.router_token_ttl}: at least {issuer_server.MIN_TTL} "
+                    f"seconds (clients renew a token {ra.RENEW_MARGIN} s before it expires)"
+                )
+            configmap = _namespaced(self.router_issuer_configmap)
+            if configmap is None or not all(configmap):
+                yield f"--router-issuer-configmap {self.router_issuer_configmap!r}: expected NAMESPACE/NAME"
 
     def network_settings(self) -> network.NetworkSettings:
         """The --cluster-cidr, --sandbox-router and --client-cidr flags (ValueError on a bad one)."""
@@ -478,19 +487,11 @@ class OperatorSettings:
         )
 
     def issuer_config(self) -> IssuerConfig | None:
-        """The router credential issuer, when --router-token-key-file is given (SystemExit on a bad flag)."""
+        """The router credential issuer, when --router-token-key-file is given (its flags checked by problems();
+        SystemExit when the key file cannot be read)."""
         if not self.router_token_key_file:
             return None
-        if self.router_token_ttl < issuer_server.MIN_TTL:
-            raise SystemExit(
-                f"{PROG}: --router-token-ttl {self.router_token_ttl}: at least {issuer_server.MIN_TTL} "
-                f"seconds (clients renew a token {ra.RENEW_MARGIN} s before it expires)"
-            )
-        configmap = _namespaced(self.router_issuer_configmap)
-        if configmap is None or not all(configmap):
-            raise SystemExit(
-                f"{PROG}: --router-issuer-configmap {self.router_issuer_configmap!r}: expected NAMESPACE/NAME"
-            )
+        namespace, _, name = self.router_issuer_configmap.partition("/")
         try:
             self.router_token_key_file.read_bytes()
         except OSError as err:
@@ -502,7 +503,7 @@ class OperatorSettings:
             port=self.router_issuer_port,
             ttl=self.router_token_ttl,
             url=self.router_issuer_url,
-            configmap=configmap,
+            configmap=(namespace, name),
         )
 
     def timing(self) -> Timing:

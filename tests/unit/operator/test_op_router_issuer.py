@@ -147,14 +147,22 @@ def test_a_missing_session_is_404_only_for_callers_rbac_allows() -> None:
     assert _answer(FakeAPI(), name="gone").status == 404
 
 
-def test_a_token_life_the_clients_would_renew_at_once_is_refused(tmp_path: Any) -> None:
+def test_a_token_life_the_clients_would_renew_at_once_is_refused(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
     from agentsession_operator import cli
     from agentsession_operator.issuer.tokens import private_pem
 
     key = tmp_path / "key.pem"
     key.write_bytes(private_pem(Ed25519PrivateKey.generate()))
-    with pytest.raises(SystemExit, match="at least 120 seconds"):
-        cli.parse_args([f"--router-token-key-file={key}", "--router-token-ttl=60"]).issuer_config()
+    for argv, said in (
+        (["--router-token-ttl=60"], "--router-token-ttl 60: at least 120 seconds"),
+        (["--router-issuer-configmap=just-a-name"], "--router-issuer-configmap 'just-a-name': expected NAMESPACE/NAME"),
+    ):  # usage errors at parse time (exit 2, with the usage), as every other flag's
+        with pytest.raises(SystemExit) as exited:
+            cli.parse_args([f"--router-token-key-file={key}", *argv])
+        assert exited.value.code == 2
+        assert said in capsys.readouterr().err
     config = cli.parse_args([f"--router-token-key-file={key}"]).issuer_config()
     assert config is not None and (config.ttl, config.port) == (300, 9444)
     assert config.published_url() == "https://127.0.0.1:9444"  # --bind's default, outside a cluster
