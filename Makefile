@@ -139,6 +139,7 @@ lint: venv client-ts/node_modules/.installed ## ruff, mypy, shellcheck and tsc (
 # shared 2 cores of docs/performance.md, claims created directly in every other round.
 SCALE_POINTS ?= 100,1000,5000,10000
 SHARD_SESSIONS ?= 10000
+RESTART_SESSIONS ?= 10000
 WAITING_POINTS ?= 5000,20000,60000
 
 bench: venv ## benchmarks (print tables of medians and ratios; installs benchmarks/requirements.txt)
@@ -151,7 +152,8 @@ bench: venv ## benchmarks (print tables of medians and ratios; installs benchmar
 	$(PY) -m benchmarks.bench_claim_pin --points 100,1000,4000 --rounds 5 --creates 20  # the opt-in claim-conformity pin: a check per session of the namespace
 	DEVCLUSTER_NODE=real $(PY) -m benchmarks.bench_first_call --rounds 24  # real node only (its NetworkPolicies; root)
 	DEVCLUSTER_NODE=real $(PY) -m benchmarks.bench_router --rounds 30  # the router with per-session credentials vs the pod IP (real node)
-	$(PY) -m benchmarks.bench_restart --sessions 1000 --rounds 3  # a fresh operator taking over 1,000 sessions
+	$(PY) -m benchmarks.bench_restart --sessions $(RESTART_SESSIONS) --rounds 3  # a fresh operator taking over 10,000 live sessions
+	$(PY) -m benchmarks.bench_restart --waiting --sessions 2000 --rounds 3  # ... over 2,000 sessions waiting on a missing pool
 	$(PY) -m benchmarks.bench_waiting --points $(WAITING_POINTS) --rounds 2 --copy-status  # RSS over N waiting sessions (issue 28.2)
 	$(PY) -m benchmarks.bench_session_cost --sessions 600 --rounds 5  # memory per session, minimal vs maximal (issue 49.2)
 	$(PY) -m benchmarks.bench_fairness --rounds 5 --samples 3 --tenant-a-user  # tenant B's create -> Ready while tenant A churns

@@ -303,7 +303,8 @@ def main() -> None:
             f" {m['peak_ratio']:>12.2f} {m['get']:>7.0f}"
             f" {m['list']:>6.0f} {m['write']:>7.0f}"
         )
-    record = Record.start("bench_restart", rounds=args.rounds, sessions=args.sessions, waiting=args.waiting)
+    name = "bench_restart_waiting" if args.waiting else "bench_restart"  # a results file each
+    record = Record.start(name, rounds=args.rounds, sessions=args.sessions, waiting=args.waiting)
     for r in results:
         for key in ("first_pass_s", "settled_s", "cpu_s", "peak_mib", "settled_mib", "gets", "lists", "writes"):
             if r.get(key) is not None:
