@@ -29,6 +29,7 @@ from kubernetes import client, config
 from benchmarks.bench_restart import MISSING_POOL, count_ready, settle
 from benchmarks.common import checkout_pythonpath, load_average, start_operator, stop_operator
 from benchmarks.populate import GROUP, PLURAL, VERSION, create_sessions, list_sessions, phase, wait_populated
+from benchmarks.results import Record
 from devcluster import errors
 from devcluster.cluster import Cluster, Paths
 from testkit import manifests
@@ -165,6 +166,7 @@ def main() -> None:
     if args.before:
         sides.insert(0, ("before", checkout_pythonpath(args.before)))
     table: dict[int, dict[str, dict[str, float]]] = {}
+    samples: dict[int, dict[str, list[dict[str, Any]]]] = {}
     spaces = namespaces_of(points[1:])
     try:
         started = time.monotonic()
@@ -177,6 +179,7 @@ def main() -> None:
             watched = [EMPTY] if n == 0 else [ns for ns, _ in spaces[:i]]
             results = measure_point(cluster, sides, args.rounds, n, watched)
             table[n] = {label: medians(rows) for label, rows in results.items()}
+            samples[n] = results
     except KeyboardInterrupt:
         print("interrupted: the points measured so far")
     finally:
@@ -186,6 +189,16 @@ def main() -> None:
     print(
         f"{'N':>6} {'operator':>8} {'RSS MiB':>8} {'peak MiB':>8} {'first pass s':>12} {'B/session':>10} {'ratio':>6}"
     )
+    record = Record.start("bench_waiting", rounds=args.rounds, points=args.points, copy_status=args.copy_status)
+    for n in sorted(samples):
+        for label, rows in samples[n].items():
+            for r in rows:  # a row per point and side: "20000" (this), "20000 before"
+                row = str(n) if label == "this" else f"{n} {label}"
+                for key in ("settled_mib", "peak_mib", "first_pass_s", "settled_s"):
+                    if r.get(key) is not None:
+                        record.sample(row, key, float(r[key]))
+    if samples:
+        record.finish("MiB, s")
     done = sorted(table)
     for i, n in enumerate(done):
         for label, _ in sides:
