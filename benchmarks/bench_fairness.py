@@ -50,7 +50,8 @@ os.environ["KUBECONFIG"] = str(Paths().kubeconfig)  # before the kubernetes clie
 
 from kubernetes import client, config
 
-from benchmarks.timeline import Timeline, print_split
+from benchmarks.results import Record
+from benchmarks.timeline import OWNERS, STEPS, Timeline, print_split
 from testkit import manifests
 
 NS_A, NS_BURST, NS_B = "fair-a", "fair-a-burst", "fair-b"  # a burst namespace per round: fair-a-burst-<round>
@@ -242,13 +243,43 @@ def main() -> None:
                 print(f"round {r} {condition}: settled in {settled:.0f} s", flush=True)
         timeline.stop()
         print_table(results, args, writes)
-        print_split({c: [v for k, v in SPLITS.items() if k.startswith(f"{c}-")] for c in CONDITIONS})
+        splits = {c: [v for k, v in SPLITS.items() if k.startswith(f"{c}-")] for c in CONDITIONS}
+        print_split(splits)
+        record_results(results, splits, args, writes)
     finally:
         stop_operator(operator)
         for ns in spaces:
             cluster.kubectl("delete", "namespace", ns, "--wait=false", check=False)
         if started_cluster:
             cluster.down()
+
+
+OPERATOR_STEPS = [step for step, owner in zip(STEPS, OWNERS, strict=True) if owner == "operator"]
+"""The operator's part of B's time: create -> claim created, and Sandbox Ready seen -> session Ready."""
+
+
+def record_results(
+    results: dict[str, list[float]], splits: dict[str, list[dict[str, float]]], args: argparse.Namespace, writes: int
+) -> None:
+    """The results file: per condition, B's whole create -> Ready and the operator's part of it (issue 54
+    item 3's target: the operator's part within 1.1x quiet), every sample; the ratios to quiet."""
+    record = Record.start(
+        "bench_fairness", rounds=args.rounds, samples=args.samples, tenant_a_user=args.tenant_a_user, writes=writes
+    )
+    for condition in CONDITIONS:
+        for value in results[condition]:
+            record.sample(condition, "whole_s", value)
+        for split in splits[condition]:
+            record.sample(condition, "operator_s", sum(split[step] for step in OPERATOR_STEPS))
+            record.sample(condition, "rest_s", sum(v for step, v in split.items() if step not in OPERATOR_STEPS))
+    medians = record.medians()
+    ratios = {
+        f"{condition} / quiet, {column}": medians[condition][column] / medians["quiet"][column]
+        for condition in CONDITIONS[1:]
+        for column in ("operator_s", "whole_s")
+        if column in medians.get(condition, {}) and medians.get("quiet", {}).get(column)
+    }
+    record.finish("s", ratios=ratios)
 
 
 def print_table(results: dict[str, list[float]], args: argparse.Namespace, writes: int) -> None:
