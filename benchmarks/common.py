@@ -102,7 +102,12 @@ def apiserver_requests(cluster: _ApiServer) -> dict[tuple[str, str, str], float]
 def start_operator(
     *extra: str, stdout: IO[Any] | int = subprocess.DEVNULL, env: dict[str, str] | None = None
 ) -> subprocess.Popen[bytes]:
-    """`python -m agentsession_operator` with no listeners, so it never collides with another one."""
+    """`python -m agentsession_operator` with no listeners, so it never collides with another one, and no cap
+    on a namespace's sessions: the benchmarks hold up to 60,000 in one namespace, where the operator's default
+    (--max-sessions-per-namespace, 1,000) would fail all but the first 1,000. Set through its environment
+    variable, which an older checkout's operator (`--before`) ignores instead of refusing an unknown flag."""
+    env = dict(os.environ if env is None else env)
+    env.setdefault("MAX_SESSIONS_PER_NAMESPACE", "0")
     command = [
         sys.executable,
         "-m",
