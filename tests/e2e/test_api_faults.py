@@ -22,12 +22,16 @@ from tests.e2e.test_faults import apply_retrying, converged, setup_pool
 
 pytestmark = [pytest.mark.e2e, pytest.mark.faults]
 
-# s: a connection the proxy accepted this soon after it sent the 429 was on its way before the operator read it.
-# 0.25 s was too short on 2 cores loaded by the whole e2e suite: the clean-clone CI of 9a07647 counted 5 requests
-# accepted 0.34 to 0.42 s after a 429 (claim and status patches, an Event; none of them the throttled request,
-# whose retry came 2.0 s later, as its Retry-After said). An operator that ignored Retry-After would send
-# throughout the whole 2 s window, well past this.
-IN_FLIGHT = 0.5
+# The first part of a 429's Retry-After window in which a connection the proxy accepted counts as on its way
+# before the operator read the 429. Both clocks are loops on the same 2 loaded cores: the proxy stamps `accepted`
+# in the test process's loop, and the operator sends what its tasks decided before it read the answer. Fixed
+# windows were too short twice: 0.25 s (the clean-clone CI of 9a07647: 5 requests at 0.34 to 0.42 s) and 0.5 s
+# (that of fe7341a: 8 requests at 0.52 to 0.57 s, one burst, as one stalled loop releases what it held; claim
+# and status patches, none of them the throttled request). The exact rule, no request goes out once the gate
+# is closed, is tests/unit/operator/test_op_transport.py's; here an operator that ignored Retry-After would
+# still send in the window's second half (this test makes about 10 requests a second), and the throttled
+# request's own retry must wait the whole Retry-After (min_retry_gap).
+IN_FLIGHT_SHARE = 0.5
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +87,7 @@ def retry_after_report(records: list[Record]) -> dict[str, object]:
             if other is r or not (r.answered < other.arrived < until):
                 continue
             if _ours(r) and _ours(other) and r.user_agent == other.user_agent:
-                if other.accepted < r.answered + IN_FLIGHT:
+                if other.accepted < r.answered + r.retry_after * IN_FLIGHT_SHARE:
                     in_flight += 1
                 else:
                     early += 1
@@ -95,7 +99,8 @@ def retry_after_report(records: list[Record]) -> dict[str, object]:
             (
                 o
                 for o in records
-                if o.accepted > r.answered + IN_FLIGHT and (o.method, o.target) == (r.method, r.target)
+                if o.accepted > r.answered + r.retry_after * IN_FLIGHT_SHARE
+                and (o.method, o.target) == (r.method, r.target)
             ),
             None,
         )
