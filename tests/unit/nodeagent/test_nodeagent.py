@@ -385,7 +385,9 @@ def test_a_sandbox_within_its_bound_and_an_old_operators_request_are_checkpointe
     status, _ = post(url, "/v1/checkpoint", {**CHECKPOINT, "name": "s-2"}, "operator-token")
     assert status == 200 and " events " not in f" {calls.read_text()} "
     for bad in (-1, "1Gi", True, 1.5):
-        assert post(url, "/v1/checkpoint", {**CHECKPOINT, "name": "s-3", "maxBytes": bad}, "operator-token")[0] == 400
+        # The whole answer in the message: one clean-clone CI run (91d2fef) got 200 here once, not reproduced.
+        status, answer = post(url, "/v1/checkpoint", {**CHECKPOINT, "name": "s-3", "maxBytes": bad}, "operator-token")
+        assert status == 400, (bad, status, answer, sorted(p.name for p in node.checkpoint_root.rglob("*")))
 
 
 def test_an_agent_that_cannot_do_its_job_fails_at_start(
