@@ -24,8 +24,6 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from kubernetes_asyncio import config as kube_config
-
 import agentsession_api
 import agentsession_operator
 from agentsession_api import router_access as ra
@@ -35,6 +33,7 @@ from agentsession_operator.decisions import network, quota
 from agentsession_operator.issuer import server as issuer_server
 from agentsession_operator.issuer.server import IssuerConfig
 from agentsession_operator.kube.agent_certificates import AGENT_CA_SECRET
+from agentsession_operator.kube.api import ConfigError, load_credentials
 from agentsession_operator.kube.election import MAX_SHARDS, Timing, default_identity
 from agentsession_operator.kube.node_agent import TOKEN_PATH
 
@@ -107,9 +106,8 @@ def own_namespace() -> str:
     except OSError:
         pass
     try:
-        _, active = kube_config.list_kube_config_contexts()
-        return str((active.get("context") or {}).get("namespace") or "default")
-    except Exception:  # no kubeconfig: the connection fails later with a clearer message
+        return load_credentials().namespace
+    except (ConfigError, OSError, ValueError):  # no kubeconfig: the connection fails later with a clearer message
         return "default"
 
 

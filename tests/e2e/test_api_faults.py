@@ -68,7 +68,7 @@ def faulty(proxied: tuple[FaultProxy, OperatorProcess]) -> Iterator[tuple[FaultP
 
 
 def _ours(record: Record) -> bool:
-    """The operator's own API client (kubernetes_asyncio), not kopf's watches and lists."""
+    """The operator's own API client (kube/api.py), not kopf's watches and lists."""
     return not record.user_agent.startswith("kopf")
 
 

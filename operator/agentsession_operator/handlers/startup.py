@@ -17,6 +17,7 @@ from agentsession_operator.handlers.state import of
 from agentsession_operator.infra import memory, metrics
 from agentsession_operator.issuer.server import IssuerServer
 from agentsession_operator.kube import primed_watch
+from agentsession_operator.kube.api import load_credentials
 from agentsession_operator.kube.client import LIST_PAGE, Kube
 from agentsession_operator.kube.election import KubeLeaseAPI, LayoutGuard, LeaderElector, ShardElector
 from agentsession_operator.kube.reconciler import Config, Reconciler
@@ -40,6 +41,14 @@ class NoEssence(kopf.DiffBaseStorage):
 
     def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
         return None
+
+
+@kopf.on.login()
+def login(**_: Any) -> kopf.ConnectionInfo:
+    """kopf's watches and patches use the credentials our own client uses (kube/api.py): the pod's
+    ServiceAccount (its token re-read as it rotates: kopf logs in again on a 401), or the kubeconfig's
+    context with its certificates, token or exec plugin."""
+    return kopf.ConnectionInfo(**load_credentials().connection_info())
 
 
 @kopf.on.startup()
@@ -73,7 +82,7 @@ async def startup(
     shards: ShardElector | None = None
     if state.election is not None and state.election.shards > 1:  # a share of the namespaces (election/sharding.py)
         election = state.election
-        state.lease_api = KubeLeaseAPI.connect(election.timing.round_timeout)
+        state.lease_api = KubeLeaseAPI.connect(election.timing.round_timeout, kube.api_client.credentials)
         elector = state.elector = shards = ShardElector(
             state.lease_api,
             election.namespace,
@@ -85,7 +94,9 @@ async def startup(
         )
     elif state.election is not None:  # else the only replica, always leader
         election = state.election
-        state.lease_api = KubeLeaseAPI.connect(election.timing.round_timeout)  # its own client and timeout
+        state.lease_api = KubeLeaseAPI.connect(
+            election.timing.round_timeout, kube.api_client.credentials
+        )  # its own client and timeout
         elector = state.elector = LeaderElector(
             state.lease_api,
             election.namespace,

@@ -39,7 +39,7 @@ def configure(level: str = "INFO", json: bool = True) -> None:
     root.handlers[:] = [handler]
     root.setLevel(level)
     # kopf logs every successful event handler at INFO: one line per watch event is noise here.
-    for noisy in ("aiohttp.access", "kubernetes_asyncio.client.rest", "kopf.objects"):
+    for noisy in ("aiohttp.access", "kopf.objects"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     logging.getLogger("kopf.objects").addFilter(_refusals_are_not_errors)
 

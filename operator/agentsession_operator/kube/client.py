@@ -1,4 +1,4 @@
-"""Every Kubernetes API call the operator makes, in one place (kubernetes_asyncio: never blocks the loop).
+"""Every Kubernetes API call the operator makes, in one place (over kube/api.py: never blocks the loop).
 
 Objects go in and come out as plain dicts, so the pure logic never sees a client model.
 """
@@ -10,14 +10,12 @@ import datetime as dt
 import json
 from typing import Any
 
-from kubernetes_asyncio import client, config
-from kubernetes_asyncio.client.rest import ApiException, RESTResponse
-
 from agentsession_api import names
 from agentsession_api.timestamps import format_micro_time
 from agentsession_operator import constants as c
 from agentsession_operator.infra.logs import logger
 from agentsession_operator.kube import transport
+from agentsession_operator.kube.api import ApiClient, ApiException, load_credentials
 from agentsession_operator.kube.projection import session_projection
 
 _log = logger()
@@ -42,10 +40,10 @@ _LISTED: dict[str, tuple[str, str, str, str | None]] = {  # kind: group, version
     "network_policies": ("networking.k8s.io", "v1", "networkpolicies", _MANAGED),
 }
 LISTED_RESOURCES = {kind: (group, version, plural) for kind, (group, version, plural, _) in _LISTED.items()}
-# Built-in kinds of a named group go through the generic path, as our CRDs: plain JSON in and out. Their
-# typed models (decoded into V1NetworkPolicy, dates parsed with dateutil, then turned back into a dict)
-# cost CPU on every new session's path for nothing a decision reads.
 _NETWORK_POLICY = ("networking.k8s.io", "v1", "networkpolicies")
+_CSR = ("certificates.k8s.io", "v1", "certificatesigningrequests")
+_CRD = ("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+_CLAIM = (c.EXTENSIONS_GROUP, c.EXTENSIONS_VERSION, c.CLAIM_PLURAL)
 
 
 def next_page_limit(limit: int, body_bytes: int) -> int:
@@ -56,17 +54,26 @@ def next_page_limit(limit: int, body_bytes: int) -> int:
     return max(1, min(fit, limit * 4, LIST_PAGE))
 
 
-def without_env_lookups(api_client: client.ApiClient) -> client.ApiClient:
-    """Turn off aiohttp's trust_env on kubernetes_asyncio's session (it opens it with True).
+def resource_path(
+    group: str, version: str, plural: str, namespace: str | None = None, name: str | None = None, sub: str = ""
+) -> str:
+    """The REST path of a kind (the core group is ""), one namespace's or cluster-wide, one object, a subresource."""
+    path = f"/api/{version}" if not group else f"/apis/{group}/{version}"
+    if namespace:
+        path += f"/namespaces/{namespace}"
+    path += f"/{plural}"
+    if name:
+        path += f"/{name}"
+    return f"{path}/{sub}" if sub else path
 
-    With it, every API call looks up ~/.netrc and the proxy variables in a worker thread: two thread
-    hops per call, a large share of the operator's CPU while sessions are being created. kopf's own API
-    session runs with trust_env=False (its default): now ours does too.
-    """
-    session = getattr(getattr(api_client, "rest_client", None), "pool_manager", None)
-    if session is not None and hasattr(session, "_trust_env"):
-        session._trust_env = False
-    return api_client
+
+def delete_options(uid: str | None = None, propagation: str | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
+    if uid:
+        body["preconditions"] = {"uid": uid}
+    if propagation:
+        body["propagationPolicy"] = propagation
+    return body
 
 
 def status_json_patch(status: dict[str, Any], uid: str, has_status: bool) -> list[dict[str, Any]]:
@@ -90,19 +97,13 @@ def _pointer(key: str) -> str:
 class Kube:
     """A thin async facade over the API: sessions, policies, claims, sandboxes, pools, CRDs, config, events."""
 
-    def __init__(self, api_client: client.ApiClient) -> None:
+    def __init__(self, api_client: ApiClient) -> None:
         self.api_client = api_client
-        self.custom = client.CustomObjectsApi(api_client)
-        self.core = client.CoreV1Api(api_client)
         self._page_limits: dict[tuple[str, bool], int] = {}  # learnt per kind (next_page_limit)
 
     @classmethod
     async def connect(cls) -> Kube:
-        try:
-            config.load_incluster_config()
-        except config.ConfigException:
-            await config.load_kube_config()
-        api_client = without_env_lookups(client.ApiClient())
+        api_client = ApiClient(load_credentials())
         transport.install(api_client)  # a timeout, Retry-After, client-go's retries
         return cls(api_client)
 
@@ -110,32 +111,40 @@ class Kube:
         await self.api_client.close()
 
     # ---- generic helpers ---------------------------------------------------------------------
-    async def _get(self, group: str, version: str, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
+    async def _call(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        answer = await self.api_client.call(method, path, **kwargs)
+        return dict(answer) if isinstance(answer, dict) else {}
+
+    async def _read(self, path: str, missing: tuple[int, ...] = (404,)) -> dict[str, Any] | None:
+        """GET one object; None when the API server answers one of `missing`."""
         try:
-            return dict(await self.custom.get_namespaced_custom_object(group, version, namespace, plural, name))
+            return await self._call("GET", path)
         except ApiException as exc:
-            if exc.status == 404:
+            if exc.status in missing:
                 return None
             raise
+
+    async def _get(self, group: str, version: str, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
+        return await self._read(resource_path(group, version, plural, namespace, name))
 
     async def _create(self, group: str, version: str, plural: str, body: dict[str, Any]) -> dict[str, Any] | None:
         """Create `body` in its namespace; None when an object of that name exists already (409)."""
         namespace = body["metadata"]["namespace"]
         try:
-            return dict(await self.custom.create_namespaced_custom_object(group, version, namespace, plural, body))
+            return await self._call("POST", resource_path(group, version, plural, namespace), body=body)
         except ApiException as exc:
             if exc.status == 409:
                 return None
             raise
 
+    async def _patch(self, path: str, patch: Any, content_type: str = _MERGE["Content-Type"]) -> dict[str, Any]:
+        return await self._call("PATCH", path, body=patch, content_type=content_type)
+
     async def _list(
         self, group: str, version: str, plural: str, namespace: str | None, selector: str | None = None
     ) -> list[dict[str, Any]]:
-        kwargs = {"label_selector": selector} if selector else {}
-        if namespace is None:
-            result = await self.custom.list_cluster_custom_object(group, version, plural, **kwargs)
-        else:
-            result = await self.custom.list_namespaced_custom_object(group, version, namespace, plural, **kwargs)
+        query = [("labelSelector", selector)] if selector else []
+        result = await self._call("GET", resource_path(group, version, plural, namespace), query=query)
         return list(result.get("items") or [])  # an empty list may answer `items: null`
 
     async def list_page(
@@ -162,23 +171,14 @@ class Kube:
             query.append(("labelSelector", ",".join(selectors)))
         if token:
             query.append(("continue", token))
-        where = f"namespaces/{namespace}/" if namespace else ""
-        answer = await self.api_client.call_api(
-            f"/apis/{group}/{version}/{where}{plural}",  # the generic path serves built-in kinds too
+        answer = await self.api_client.request(
             "GET",
-            query_params=query,
-            header_params={"Accept": _METADATA_ONLY if metadata_only else "application/json"},
-            auth_settings=["BearerToken"],
-            _preload_content=False,  # the body's size sets the next page's count
+            resource_path(group, version, plural, namespace),  # the generic path serves built-in kinds too
+            query=query,
+            accept=_METADATA_ONLY if metadata_only else "application/json",
         )
-        try:
-            data = await answer.read()
-        finally:
-            answer.release()
-        if not 200 <= answer.status <= 299:
-            raise ApiException(http_resp=RESTResponse(answer, data))  # type: ignore[arg-type]  # as rest.request raises it
-        self._page_limits[learnt] = next_page_limit(limit, len(data))
-        page = json.loads(data)
+        self._page_limits[learnt] = next_page_limit(limit, len(answer.data))  # the body's size sets the next count
+        page = json.loads(answer.data)
         meta = page.get("metadata") or {}
         items = page.get("items") or []  # a metadata-only list of nothing answers `items: null`
         return list(items), str(meta.get("resourceVersion") or ""), meta.get("continue") or None
@@ -252,33 +252,18 @@ class Kube:
         return await self._patch_status_of(namespace, name, status, uid, has_status, tries - 1)
 
     async def _patch_status(self, namespace: str, name: str, body: Any, content_type: str) -> dict[str, Any] | None:
+        path = resource_path(names.GROUP, names.VERSION, names.SESSION_PLURAL, namespace, name, "status")
         try:
-            return dict(
-                await self.custom.patch_namespaced_custom_object_status(
-                    names.GROUP,
-                    names.VERSION,
-                    namespace,
-                    names.SESSION_PLURAL,
-                    name,
-                    body,
-                    _content_type=content_type,
-                )
-            )
+            return await self._patch(path, body, content_type)
         except ApiException as exc:
             if exc.status == 404:
                 return None
             raise
 
     async def delete_session(self, namespace: str, name: str, uid: str) -> None:
+        path = resource_path(names.GROUP, names.VERSION, names.SESSION_PLURAL, namespace, name)
         try:
-            await self.custom.delete_namespaced_custom_object(
-                names.GROUP,
-                names.VERSION,
-                namespace,
-                names.SESSION_PLURAL,
-                name,
-                body=client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid)),
-            )
+            await self._call("DELETE", path, body=delete_options(uid))
         except ApiException as exc:
             if exc.status not in (404, 409):
                 raise
@@ -291,8 +276,9 @@ class Kube:
             "kind": "TokenRequest",
             "spec": {"audiences": [audience], "expirationSeconds": seconds},
         }
-        answer = await self.core.create_namespaced_service_account_token(account, namespace, request)
-        return str(answer.status.token)
+        path = resource_path("", "v1", "serviceaccounts", namespace, account, "token")
+        answer = await self._call("POST", path, body=request)
+        return str((answer.get("status") or {}).get("token") or "")
 
     # ---- the node agents' certificates (kube/agent_certificates.py) --------------------------
     async def answer_certificate_request(
@@ -309,22 +295,21 @@ class Kube:
         status = dict(csr.get("status") or {})
         status["conditions"] = [*(status.get("conditions") or []), condition]
         body = {**csr, "status": status}
-        api = client.CertificatesV1Api(self.api_client)
+        path = resource_path(_CSR[0], _CSR[1], _CSR[2], None, csr["metadata"]["name"], "approval")
         try:
-            written = await api.replace_certificate_signing_request_approval(csr["metadata"]["name"], body)
+            return await self._call("PUT", path, body=body)
         except ApiException as exc:
             if exc.status in (404, 409):
                 return None
             raise
-        return dict(self.api_client.sanitize_for_serialization(written))
 
     async def issue_certificate(self, csr: dict[str, Any], certificate_pem: bytes) -> bool:
         """Write the signed certificate into an approved request (at the version read); False when another
         replica wrote first or it is gone."""
         status = {**(csr.get("status") or {}), "certificate": base64.b64encode(certificate_pem).decode()}
-        api = client.CertificatesV1Api(self.api_client)
+        path = resource_path(_CSR[0], _CSR[1], _CSR[2], None, csr["metadata"]["name"], "status")
         try:
-            await api.replace_certificate_signing_request_status(csr["metadata"]["name"], {**csr, "status": status})
+            await self._call("PUT", path, body={**csr, "status": status})
         except ApiException as exc:
             if exc.status in (404, 409):
                 return False
@@ -335,16 +320,14 @@ class Kube:
     async def review_token(self, token: str) -> dict[str, Any] | None:
         """The user a bearer token authenticates as (TokenReview: ``username``, ``uid``, ``groups``,
         ``extra``), or None when the API server does not authenticate it."""
-        api = client.AuthenticationV1Api(self.api_client)
         body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}}
-        answer = self.api_client.sanitize_for_serialization(await api.create_token_review(body))
+        answer = await self._call("POST", resource_path("authentication.k8s.io", "v1", "tokenreviews"), body=body)
         status = answer.get("status") or {}
         return dict(status.get("user") or {}) if status.get("authenticated") else None
 
     async def user_may(self, user: dict[str, Any], attributes: dict[str, str]) -> bool:
         """Whether RBAC (any authorizer) allows ``user`` (a TokenReview's user) ``attributes``
         (SubjectAccessReview resourceAttributes)."""
-        api = client.AuthorizationV1Api(self.api_client)
         spec = {
             "user": user.get("username", ""),
             "uid": user.get("uid", ""),
@@ -353,23 +336,18 @@ class Kube:
             "resourceAttributes": attributes,
         }
         body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec}
-        answer = self.api_client.sanitize_for_serialization(await api.create_subject_access_review(body))
+        answer = await self._call(
+            "POST", resource_path("authorization.k8s.io", "v1", "subjectaccessreviews"), body=body
+        )
         return bool((answer.get("status") or {}).get("allowed"))
 
     async def list_policies(self, namespace: str | None) -> list[dict[str, Any]]:
         return await self._list(names.GROUP, names.VERSION, names.POLICY_PLURAL, namespace)
 
     async def patch_policy_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+        path = resource_path(names.GROUP, names.VERSION, names.POLICY_PLURAL, namespace, name, "status")
         try:
-            await self.custom.patch_namespaced_custom_object_status(
-                names.GROUP,
-                names.VERSION,
-                namespace,
-                names.POLICY_PLURAL,
-                name,
-                {"status": status},
-                _content_type=_MERGE["Content-Type"],
-            )
+            await self._patch(path, {"status": status})
         except ApiException as exc:
             if exc.status != 404:
                 raise
@@ -383,25 +361,15 @@ class Kube:
         return await self._create(c.EXTENSIONS_GROUP, c.EXTENSIONS_VERSION, c.CLAIM_PLURAL, claim)
 
     async def patch_claim(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
-        await self.custom.patch_namespaced_custom_object(
-            c.EXTENSIONS_GROUP,
-            c.EXTENSIONS_VERSION,
-            namespace,
-            c.CLAIM_PLURAL,
-            name,
-            patch,
-            _content_type=_MERGE["Content-Type"],
+        await self._patch(
+            resource_path(c.EXTENSIONS_GROUP, c.EXTENSIONS_VERSION, c.CLAIM_PLURAL, namespace, name), patch
         )
 
     async def delete_claim(self, namespace: str, name: str, uid: str | None = None) -> bool:
         """Delete (background cascade: the GC removes Sandbox, Pod, PVCs); False when already gone."""
-        body = client.V1DeleteOptions(
-            propagation_policy="Background", preconditions=client.V1Preconditions(uid=uid) if uid else None
-        )
+        path = resource_path(c.EXTENSIONS_GROUP, c.EXTENSIONS_VERSION, c.CLAIM_PLURAL, namespace, name)
         try:
-            await self.custom.delete_namespaced_custom_object(
-                c.EXTENSIONS_GROUP, c.EXTENSIONS_VERSION, namespace, c.CLAIM_PLURAL, name, body=body
-            )
+            await self._call("DELETE", path, body=delete_options(uid, "Background"))
             return True
         except ApiException as exc:
             if exc.status in (404, 409):
@@ -410,43 +378,22 @@ class Kube:
 
     async def list_pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
         """Pods of one namespace by label (only the node agent's, in the operator's own namespace)."""
-        pods = await self.core.list_namespaced_pod(namespace, label_selector=selector)
-        return [dict(self.api_client.sanitize_for_serialization(p)) for p in pods.items]
+        return await self._list("", "v1", "pods", namespace, selector)
 
     async def get_sandbox(self, namespace: str, name: str) -> dict[str, Any] | None:
         return await self._get(c.SANDBOX_GROUP, c.SANDBOX_VERSION, c.SANDBOX_PLURAL, namespace, name)
 
     async def patch_sandbox(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any] | None:
         """The Sandbox as the API server wrote it (the caller caches it: the watch may show it later)."""
-        written = await self.custom.patch_namespaced_custom_object(
-            c.SANDBOX_GROUP,
-            c.SANDBOX_VERSION,
-            namespace,
-            c.SANDBOX_PLURAL,
-            name,
-            patch,
-            _content_type=_MERGE["Content-Type"],
-        )
-        return dict(written) if isinstance(written, dict) else None
+        path = resource_path(c.SANDBOX_GROUP, c.SANDBOX_VERSION, c.SANDBOX_PLURAL, namespace, name)
+        return await self._patch(path, patch) or None
 
     # ---- a fork's source volumes (read only) ---------------------------------------------------
     async def get_pvc(self, namespace: str, name: str) -> dict[str, Any] | None:
-        try:
-            pvc = await self.core.read_namespaced_persistent_volume_claim(name, namespace)
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        return dict(self.api_client.sanitize_for_serialization(pvc))
+        return await self._read(resource_path("", "v1", "persistentvolumeclaims", namespace, name))
 
     async def get_storage_class(self, name: str) -> dict[str, Any] | None:
-        try:
-            found = await client.StorageV1Api(self.api_client).read_storage_class(name)
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        return dict(self.api_client.sanitize_for_serialization(found))
+        return await self._read(resource_path("storage.k8s.io", "v1", "storageclasses", None, name))
 
     async def list_warm_pools(self, namespace: str | None = None) -> list[dict[str, Any]]:
         return await self._list(c.EXTENSIONS_GROUP, c.EXTENSIONS_VERSION, c.WARM_POOL_PLURAL, namespace)
@@ -459,14 +406,16 @@ class Kube:
 
     async def crd_served_versions(self, name: str) -> list[str] | None:
         """The served versions of a CRD (None when it is not installed)."""
-        ext = client.ApiextensionsV1Api(self.api_client)
-        try:
-            crd = await ext.read_custom_resource_definition(name)
-        except ApiException as exc:
-            if exc.status in (403, 404):
-                return None
-            raise
-        return [v.name for v in crd.spec.versions if v.served]
+        crd = await self.get_crd(name, missing=(403, 404))
+        if crd is None:
+            return None
+        return [str(v["name"]) for v in (crd.get("spec") or {}).get("versions") or [] if v.get("served")]
+
+    async def get_crd(self, name: str, missing: tuple[int, ...] = (404,)) -> dict[str, Any] | None:
+        """A CustomResourceDefinition; None when the API server answers one of `missing`."""
+        return await self._read(
+            resource_path("apiextensions.k8s.io", "v1", "customresourcedefinitions", None, name), missing
+        )
 
     # ---- the sessions' NetworkPolicies ------------------------------------------------------
     async def get_network_policy(self, namespace: str, name: str) -> dict[str, Any] | None:
@@ -482,27 +431,23 @@ class Kube:
         meta = dict(current["metadata"])
         meta["labels"] = {**(meta.get("labels") or {}), **manifest["metadata"]["labels"]}
         body = {**manifest, "metadata": meta}
-        group, version, plural = _NETWORK_POLICY
-        namespace, name = meta["namespace"], meta["name"]
-        return dict(await self.custom.replace_namespaced_custom_object(group, version, namespace, plural, name, body))
+        path = resource_path(*_NETWORK_POLICY, meta["namespace"], meta["name"])
+        return await self._call("PUT", path, body=body)
 
     # ---- agent-sandbox's label allowlist -----------------------------------------------------
     async def allowed_label_domains(self, namespace: str, name: str) -> list[str]:
         """The domains agent-sandbox accepts for pod labels, read from the same ConfigMap it reads."""
-        try:
-            cm = await self.core.read_namespaced_config_map(name, namespace)
-        except ApiException as exc:
-            if exc.status in (403, 404):
-                return list(names.DEFAULT_ALLOWED_LABEL_DOMAINS)
-            raise
-        raw = (cm.data or {}).get("allowed-label-domains", "")
+        cm = await self._read(resource_path("", "v1", "configmaps", namespace, name), missing=(403, 404))
+        if cm is None:
+            return list(names.DEFAULT_ALLOWED_LABEL_DOMAINS)
+        raw = (cm.get("data") or {}).get("allowed-label-domains", "")
         domains = [d.strip().lower() for d in raw.replace("\n", ",").split(",") if d.strip()]
         return domains or list(names.DEFAULT_ALLOWED_LABEL_DOMAINS)
 
     async def publish_config_map(self, namespace: str, name: str, data: dict[str, str]) -> bool:
         """Merge ``data`` into a shipped ConfigMap (RBAC: patch on that name only); False when it is absent."""
         try:
-            await self.core.patch_namespaced_config_map(name, namespace, {"data": data})
+            await self._patch(resource_path("", "v1", "configmaps", namespace, name), {"data": data})
         except ApiException as exc:
             if exc.status == 404:
                 return False
@@ -512,19 +457,16 @@ class Kube:
     # ---- the admission webhook's certificate and configuration -------------------------------
     async def get_secret_data(self, namespace: str, name: str) -> tuple[dict[str, str], str] | None:
         """(data, resourceVersion) of one Secret (RBAC: get on that name only); None when absent."""
-        try:
-            secret = await self.core.read_namespaced_secret(name, namespace)
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        return dict(secret.data or {}), str(secret.metadata.resource_version)
+        secret = await self._read(resource_path("", "v1", "secrets", namespace, name))
+        if secret is None:
+            return None
+        return dict(secret.get("data") or {}), str((secret.get("metadata") or {}).get("resourceVersion") or "")
 
     async def fill_secret(self, namespace: str, name: str, data: dict[str, str], resource_version: str) -> bool:
         """Write ``data`` only if the Secret is still at ``resource_version``; False when another replica won."""
         patch = {"metadata": {"resourceVersion": resource_version}, "data": data}
         try:
-            await self.core.patch_namespaced_secret(name, namespace, patch, _content_type=_MERGE["Content-Type"])
+            await self._patch(resource_path("", "v1", "secrets", namespace, name), patch)
         except ApiException as exc:
             if exc.status == 409:
                 return False
@@ -533,11 +475,9 @@ class Kube:
 
     async def patch_validating_webhooks(self, name: str, patch: dict[str, Any]) -> bool:
         """Strategic merge (webhooks merge by name); False when the configuration does not exist."""
-        api = client.AdmissionregistrationV1Api(self.api_client)
+        path = resource_path("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations", None, name)
         try:
-            await api.patch_validating_webhook_configuration(
-                name, patch, _content_type="application/strategic-merge-patch+json"
-            )
+            await self._patch(path, patch, "application/strategic-merge-patch+json")
         except ApiException as exc:
             if exc.status == 404:
                 return False

@@ -6,9 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubernetes_asyncio import client
-from kubernetes_asyncio.client.rest import ApiException
-
 from agentsession_api import names
 from agentsession_operator import constants as c
 from agentsession_operator.kube.client import Kube
@@ -77,14 +74,8 @@ def stale_crds(installed: dict[str, dict[str, Any] | None], required: int = name
 
 
 async def _annotations(kube: Kube, name: str) -> dict[str, Any] | None:
-    ext = client.ApiextensionsV1Api(kube.api_client)
-    try:
-        crd = await ext.read_custom_resource_definition(name)
-    except ApiException as exc:
-        if exc.status == 404:
-            return None
-        raise
-    return dict(crd.metadata.annotations or {})
+    crd = await kube.get_crd(name)
+    return None if crd is None else dict((crd.get("metadata") or {}).get("annotations") or {})
 
 
 async def check_own_crds(kube: Kube) -> None:

@@ -10,11 +10,10 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, Protocol, TypeVar
 
-from kubernetes_asyncio.client.rest import ApiException
-
 from agentsession_operator.decisions.selectors import listed_namespaces, watched
 from agentsession_operator.infra import metrics
 from agentsession_operator.infra.logs import logger
+from agentsession_operator.kube.api import ApiException
 from agentsession_operator.kube.background import Background
 from agentsession_operator.kube.cache import Cache, Key, same_version, unseen_deletions
 from agentsession_operator.kube.client import LISTED_RESOURCES, Kube

@@ -10,8 +10,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from kubernetes_asyncio.client.rest import ApiException
-
 from agentsession_api.phases import Phase
 from agentsession_operator.decisions import decide, fork, naming, network, quota, refusals
 from agentsession_operator.decisions.actions import (
@@ -26,6 +24,7 @@ from agentsession_operator.decisions.actions import (
 from agentsession_operator.infra.logs import logger
 from agentsession_operator.kube import clock
 from agentsession_operator.kube.acting import Actor
+from agentsession_operator.kube.api import ApiException
 from agentsession_operator.kube.cache import Cache, Key
 from agentsession_operator.kube.client import Kube
 from agentsession_operator.kube.forks import fork_inputs
@@ -274,7 +273,7 @@ class SessionPass:
                 raise
             # Say why on the status before the pass fails (and is retried with backoff).
             verb = "create" if isinstance(action, CreateClaim) else "patch"
-            patch = decide.refused(decision, verb, int(exc.status), refusals.api_message(exc.body))
+            patch = decide.refused(decision, verb, int(exc.status or 0), refusals.api_message(exc.body))
             await self.r.writer.write(key, decision.view, patch, log)
             raise
 

@@ -6,13 +6,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kubernetes_asyncio.client.rest import ApiException
-
 from agentsession_api import phases
 from agentsession_api.phases import Phase
 from agentsession_api.timestamps import parse_time
 from agentsession_operator.decisions import status as session_status
 from agentsession_operator.infra import metrics
+from agentsession_operator.kube.api import ApiException
 from agentsession_operator.kube.cache import Key
 from agentsession_operator.kube.client import Kube
 from agentsession_operator.kube.session_records import Records

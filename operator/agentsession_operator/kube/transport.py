@@ -1,10 +1,10 @@
 """How every request of the operator's own API client is sent: a timeout, Retry-After, and client-go's retries.
 
-kubernetes_asyncio sends each request with an empty `aiohttp.ClientTimeout()`: no timeout at all, so an
-API server (or a middlebox) that accepts a request and never answers held a session's pass, and its
-lock, for good. And a 429 failed the pass, which was retried after 1 s whatever Retry-After said.
+A request without a timeout (kubernetes_asyncio's, before kube/api.py) let an API server (or a middlebox)
+that accepts a request and never answers hold a session's pass, and its lock, for good. And a 429 failed
+the pass, which was retried after 1 s whatever Retry-After said.
 
-Wrapped around `RESTClientObject.request` (every call of every API class goes through it):
+Wrapped around `ApiClient.request` (kube/api.py: every call goes through it):
 
 - each request has a total timeout (REQUEST_TIMEOUT unless the caller gives one);
 - a 429 (or a 5xx carrying Retry-After) closes a gate for the whole client until Retry-After has
@@ -34,11 +34,11 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
-from kubernetes_asyncio.client.rest import ApiException
 
 import agentsession_operator.kube.election.hold as holds
 from agentsession_operator.infra import metrics
 from agentsession_operator.infra.logs import logger
+from agentsession_operator.kube.api import ApiClient, ApiException
 
 REQUEST_TIMEOUT = 30.0  # seconds, the whole exchange (kopf's own requests: settings.networking)
 MAX_RETRY_AFTER = 30.0  # an absurd Retry-After must not park the operator
@@ -114,8 +114,10 @@ def request_kind(method: str, url: str) -> tuple[str, str]:
     return resource, verb
 
 
-def wrap(request: Callable[..., Awaitable[Any]], gate: Gate, timeout: float = REQUEST_TIMEOUT) -> Callable[..., Any]:
-    """`request` (RESTClientObject.request's signature) sent with the rules above."""
+def wrap(
+    request: Callable[..., Awaitable[Any]], gate: Gate, default_timeout: float = REQUEST_TIMEOUT
+) -> Callable[..., Any]:
+    """`request` (ApiClient.request's signature) sent with the rules above."""
 
     def should_retry(exc: ApiException, method: str, attempt: int) -> bool:
         """A 429, or a 5xx carrying Retry-After: the gate closes for the time asked, and the request goes again."""
@@ -130,14 +132,14 @@ def wrap(request: Callable[..., Awaitable[Any]], gate: Gate, timeout: float = RE
         gate.close_for(wait)
         return True
 
-    async def send(method: str, url: str, *args: Any, _request_timeout: Any = None, **kwargs: Any) -> Any:
+    async def send(method: str, url: str, *, timeout: float | None = None, **kwargs: Any) -> Any:
         hold_of = holds.bound() if method != "GET" else None
         lease: str | None = None
         term = 0
         attempt = 0
         while True:
             attempt += 1
-            limit = _request_timeout or timeout
+            limit = timeout or default_timeout
             sent = kwargs
             if hold_of is not None:
                 held = holds.check(hold_of, lease, gate.clock())
@@ -151,13 +153,13 @@ def wrap(request: Callable[..., Awaitable[Any]], gate: Gate, timeout: float = RE
                 remaining = held.remaining(gate.clock())
                 limit = min(limit, remaining)
                 deadline = ("timeout", holds.server_timeout(remaining))
-                sent = {**kwargs, "query_params": [*(kwargs.get("query_params") or []), deadline]}
+                sent = {**kwargs, "query": [*(kwargs.get("query") or ()), deadline]}
             if lease is not None:
                 metrics.HELD_WRITES.labels(lease=lease, term=str(term)).inc()
             metrics.API_REQUESTS.labels(*request_kind(method, url)).inc()
             try:
                 with holds.IN_FLIGHT.writing(lease) if lease is not None else contextlib.nullcontext():
-                    return await request(method, url, *args, _request_timeout=limit, **sent)
+                    return await request(method, url, timeout=limit, **sent)
             except ApiException as exc:
                 if not should_retry(exc, method, attempt):
                     raise
@@ -170,9 +172,8 @@ def wrap(request: Callable[..., Awaitable[Any]], gate: Gate, timeout: float = RE
     return send
 
 
-def install(api_client: Any, gate: Gate | None = None, timeout: float = REQUEST_TIMEOUT) -> Gate:
-    """Route every request of `api_client` through `wrap` (the API classes call rest_client.request)."""
+def install(api_client: ApiClient, gate: Gate | None = None, timeout: float = REQUEST_TIMEOUT) -> Gate:
+    """Route every request of `api_client` through `wrap`."""
     gate = gate or Gate()
-    rest = api_client.rest_client
-    rest.request = wrap(rest.request, gate, timeout)
+    api_client.request = wrap(api_client.request, gate, timeout)  # type: ignore[method-assign]
     return gate

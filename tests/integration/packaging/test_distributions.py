@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
-OPERATOR_ONLY = ("kopf", "structlog", "prometheus_client", "kubernetes_asyncio")
+OPERATOR_ONLY = ("kopf", "structlog", "prometheus_client")
 
 
 def _sources(tmp: Path, *projects: str) -> list[str]:

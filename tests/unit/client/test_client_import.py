@@ -9,7 +9,7 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
-OPERATOR_ONLY = ("kopf", "structlog", "prometheus_client", "kubernetes_asyncio", "agentsession_operator")
+OPERATOR_ONLY = ("kopf", "structlog", "prometheus_client", "agentsession_operator")
 
 
 def test_importing_the_client_loads_nothing_of_the_operator() -> None:

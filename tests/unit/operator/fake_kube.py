@@ -16,9 +16,9 @@ import datetime
 from typing import Any
 
 import pydantic
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from agentsession_api import types
+from agentsession_operator.kube.api import ApiException
 from agentsession_operator.kube.client import status_json_patch
 
 Key = tuple[str, str]

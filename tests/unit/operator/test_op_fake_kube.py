@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 from fake_kube import FakeKube, store
-from kubernetes_asyncio.client.exceptions import ApiException
+
+from agentsession_operator.kube.api import ApiException
 
 UID = "u-1"
 

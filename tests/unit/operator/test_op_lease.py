@@ -379,25 +379,22 @@ async def test_the_lease_client_has_its_own_gate_and_timeout(monkeypatch: pytest
     requests go out all the same, with the lease's timeout rather than the operator's 30 s."""
     import asyncio
 
-    from kubernetes_asyncio import client
-    from kubernetes_asyncio.client.rest import ApiException, RESTClientObject
-
     from agentsession_operator.kube import transport
+    from agentsession_operator.kube.api import ApiClient, ApiException, Credentials
     from agentsession_operator.kube.election.leader import KubeLeaseAPI
 
     sent: list[Any] = []
 
-    async def request(self: Any, method: str, url: str, *args: Any, _request_timeout: Any = None, **kw: Any) -> Any:
-        sent.append((method, _request_timeout))
-        exc = ApiException(status=404, reason="Not Found")
-        exc.body = b"{}"
-        raise exc
+    async def request(self: Any, method: str, url: str, *, timeout: Any = None, **kw: Any) -> Any:
+        sent.append((method, timeout))
+        raise ApiException(status=404, reason="Not Found", body=b"{}")
 
-    monkeypatch.setattr(RESTClientObject, "request", request)
-    operator_client = client.ApiClient()
+    monkeypatch.setattr(ApiClient, "request", request)
+    credentials = Credentials(server="https://127.0.0.1:1")
+    operator_client = ApiClient(credentials)
     operator_gate = transport.install(operator_client)
     operator_gate.close_for(30)  # throttled: the operator's own requests wait 30 s
-    lease = KubeLeaseAPI.connect(T.round_timeout)
+    lease = KubeLeaseAPI.connect(T.round_timeout, credentials)
     try:
         assert await asyncio.wait_for(lease.get("ns", "lease"), timeout=1) is None
         assert sent == [("GET", 3.0)] and lease.gate is not operator_gate

@@ -13,12 +13,12 @@ from typing import Any
 
 import pydantic
 import pytest
-from kubernetes_asyncio.client.rest import ApiException
 
 from agentsession_api import names
 from agentsession_api.activity import format_activity
 from agentsession_api.types import AgentSessionStatus
 from agentsession_operator.kube import reconciler as reconciler_module
+from agentsession_operator.kube.api import ApiException
 from agentsession_operator.kube.client import Kube
 from agentsession_operator.kube.reconciler import Reconciler
 

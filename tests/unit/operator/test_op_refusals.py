@@ -8,9 +8,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from kubernetes_asyncio.client.rest import ApiException
 
 from agentsession_operator.decisions import refusals
+from agentsession_operator.kube.api import ApiException
 from agentsession_operator.kube.reconciler import Reconciler
 
 

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from agentsession_operator.kube import client as kube_client
+from agentsession_operator.kube.api import Answer, ApiClient, ApiException, Credentials
 from agentsession_operator.kube.cache import Cache, unseen_deletions
 from agentsession_operator.kube.reconciler import Reconciler
 
@@ -98,41 +99,28 @@ class PagedCustom:
         return {"metadata": {"resourceVersion": "42" if start == 0 else "99", "continue": more}, "items": items}
 
 
-class RawAnswer:
-    """An undecoded HTTP answer (call_api with _preload_content=False): its bytes, read once."""
-
-    def __init__(self, body: dict[str, Any], status: int = 200) -> None:
-        self.data = json.dumps(body).encode()
-        self.status = status
-        self.reason = "OK" if status == 200 else "Too Many Requests"
-        self.released = False
-        self.headers = {"Retry-After": "1"}
-
-    async def read(self) -> bytes:
-        return self.data
-
-    def release(self) -> None:
-        self.released = True
+def raw_answer(body: dict[str, Any]) -> Answer:
+    """An undecoded HTTP answer (ApiClient.request): the caller reads its size before decoding it."""
+    return Answer(200, {}, json.dumps(body).encode())
 
 
 class PagedApiClient:
-    """call_api over a list path in pages of `limit`, as the API server with a continue token."""
+    """ApiClient.request over a list path in pages of `limit`, as the API server with a continue token."""
 
     def __init__(self, names: list[str], item_bytes: int = 0) -> None:
         self.pages = PagedCustom(names)
         self.item_bytes = item_bytes
         self.calls: list[tuple[str, dict[str, Any], str]] = []
 
-    async def call_api(self, path: str, method: str, **kw: Any) -> RawAnswer:
-        assert kw.get("_preload_content") is False  # the page's size is read before it is decoded
-        query = dict(kw["query_params"])
-        self.calls.append((path, query, kw["header_params"]["Accept"]))
+    async def request(self, method: str, path: str, **kw: Any) -> Answer:
+        query = dict(kw["query"])
+        self.calls.append((path, query, kw["accept"]))
         page = await self.pages.list_cluster_custom_object(
             "", "", "", limit=query["limit"], _continue=query.get("continue")
         )
         for item in page["items"]:
             item["spec"] = {"env": [{"name": "V", "value": "x" * self.item_bytes}]}
-        return RawAnswer(page)
+        return raw_answer(page)
 
 
 async def test_listing_for_a_resync_comes_in_pages_of_metadata_only(monkeypatch: Any) -> None:
@@ -186,8 +174,8 @@ async def test_a_listing_of_large_objects_comes_in_pages_bounded_in_bytes() -> N
 
 async def test_a_refused_page_is_an_api_error_with_its_retry_after() -> None:
     class Refusing(PagedApiClient):
-        async def call_api(self, path: str, method: str, **kw: Any) -> RawAnswer:
-            return RawAnswer({"kind": "Status", "code": 429}, status=429)
+        async def request(self, method: str, path: str, **kw: Any) -> Answer:
+            raise ApiException(429, "Too Many Requests", b'{"kind": "Status", "code": 429}', {"Retry-After": "1"})
 
     kube = kube_client.Kube(Refusing([]))  # type: ignore[arg-type]
     with pytest.raises(kube_client.ApiException) as refused:
@@ -245,22 +233,18 @@ def test_a_body_at_the_cached_version_keeps_the_cached_copy() -> None:
     assert cache.sessions[("n", "s")]["metadata"]["labels"] == {"a": "b"}
 
 
-class NamespacedApiClient(kube_client.client.ApiClient):  # type: ignore[misc]
-    """A namespace's sessions over call_api, each with a 1 MiB env value: in pages of `limit` when asked
-    for one (a continue token), else all at once, decoded or raw as the caller asks. The real ApiClient
-    otherwise (the generated API classes read its settings)."""
+class NamespacedApiClient(ApiClient):
+    """A namespace's sessions over ApiClient.request, each with a 1 MiB env value: in pages of `limit` when
+    asked for one (a continue token), else all at once."""
 
     def __init__(self, count: int) -> None:
-        super().__init__()
+        super().__init__(Credentials(server="https://127.0.0.1:1"))
         self.count = count
         self.page_sizes: list[int] = []
         self.paths: list[str] = []
 
-    async def call_api(self, path: str, method: str, *args: Any, **kw: Any) -> Any:
-        # The generated API classes pass path_params and query_params by position, list_page by name.
-        query = dict((args[1] if len(args) > 1 else kw.get("query_params")) or [])
-        for name, value in dict((args[0] if args else kw.get("path_params")) or {}).items():
-            path = path.replace("{" + name + "}", str(value))
+    async def request(self, method: str, path: str, **kw: Any) -> Answer:
+        query = dict(kw.get("query") or [])
         self.paths.append(path)
         start = int(query.get("continue") or 0)
         end = min(start + int(query.get("limit") or self.count), self.count)
@@ -271,7 +255,7 @@ class NamespacedApiClient(kube_client.client.ApiClient):  # type: ignore[misc]
             items.append(session)
         self.page_sizes.append(len(items))
         page = {"metadata": {"resourceVersion": "7", "continue": str(end) if end < self.count else ""}, "items": items}
-        return RawAnswer(page) if kw.get("_preload_content") is False else page
+        return raw_answer(page)
 
 
 async def test_a_live_listing_of_a_namespaces_sessions_never_holds_them_whole() -> None:

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 from fake_kube import FakeKube
-from kubernetes_asyncio.client.rest import ApiException
 
 from agentsession_operator.decisions.selectors import listed_namespaces
 from agentsession_operator.kube import resync
+from agentsession_operator.kube.api import ApiException
 from agentsession_operator.kube.cache import Cache, Key
 from agentsession_operator.kube.primed_watch import PrimedVersions
 from agentsession_operator.kube.resync import KIND_RESOURCES

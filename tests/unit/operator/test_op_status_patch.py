@@ -9,9 +9,9 @@ import copy
 from typing import Any
 
 import pytest
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from agentsession_operator.kube import client as kube_client
+from agentsession_operator.kube.api import ApiException
 
 
 class JsonPatchCustom:
@@ -22,9 +22,13 @@ class JsonPatchCustom:
         self.between: list[dict[str, Any] | None] = []  # the status another writer leaves, per refusal
         self.patches = 0
 
-    async def patch_namespaced_custom_object_status(self, *args: Any, **kw: Any) -> dict[str, Any]:
+    async def call(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
+        """ApiClient.call: a GET of the session, or a JSON patch of its status."""
+        if method == "GET":
+            return copy.deepcopy(self.session)
+        assert method == "PATCH" and path.endswith("/status") and kw["content_type"] == "application/json-patch+json"
         self.patches += 1
-        ops = args[5]
+        ops = kw["body"]
         doc = copy.deepcopy(self.session)
         for op in ops:
             if op["op"] == "test":
@@ -43,9 +47,6 @@ class JsonPatchCustom:
         self.session = doc
         return copy.deepcopy(doc)
 
-    async def get_namespaced_custom_object(self, *args: Any) -> dict[str, Any]:
-        return copy.deepcopy(self.session)
-
     def _refuse(self) -> ApiException:
         if self.between:
             status = self.between.pop(0)
@@ -57,9 +58,7 @@ class JsonPatchCustom:
 
 
 def _kube(custom: JsonPatchCustom) -> kube_client.Kube:
-    kube = kube_client.Kube.__new__(kube_client.Kube)
-    kube.custom = custom  # type: ignore[assignment]
-    return kube
+    return kube_client.Kube(custom)  # type: ignore[arg-type]
 
 
 async def test_a_status_written_by_another_between_the_refusal_and_the_read_is_added_to() -> None:

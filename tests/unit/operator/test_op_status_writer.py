@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 from fake_kube import FakeKube, store
-from kubernetes_asyncio.client.rest import ApiException
 
 from agentsession_operator.infra.logs import logger
+from agentsession_operator.kube.api import ApiException
 from agentsession_operator.kube.status_writer import SessionGone, StatusWriter
 
 # A condition as the CRD requires it (lastTransitionTime is required: the API server refuses one without).

@@ -6,9 +6,9 @@ from typing import Any
 
 import aiohttp
 import pytest
-from kubernetes_asyncio.client.rest import ApiException
 
 from agentsession_operator.kube import transport
+from agentsession_operator.kube.api import ApiException
 
 
 class Clock:
@@ -46,8 +46,8 @@ class Upstream:
         self.outcomes = list(outcomes)
         self.sent: list[tuple[float, str, Any]] = []
 
-    async def __call__(self, method: str, url: str, *_: Any, _request_timeout: Any = None, **__: Any) -> str:
-        self.sent.append((self.clock(), method, _request_timeout))
+    async def __call__(self, method: str, url: str, *, timeout: Any = None, **__: Any) -> str:
+        self.sent.append((self.clock(), method, timeout))
         if self.outcomes:
             raise self.outcomes.pop(0)
         return "ok"

@@ -11,9 +11,9 @@ import asyncio
 from typing import Any
 
 import pytest
-from kubernetes_asyncio.client.rest import ApiException
 
 from agentsession_operator.kube import transport
+from agentsession_operator.kube.api import ApiException
 from agentsession_operator.kube.election import hold as holds
 from agentsession_operator.kube.election.hold import Hold, NotLeader
 from tests.unit.operator.test_op_lease import Clock, FakeLeases, T, elector
@@ -65,8 +65,8 @@ async def test_a_write_under_a_renewed_hold_goes_with_the_rest_of_the_hold_as_it
     hold = Held(clock, until=clock() + 6.0)
     seen: list[Any] = []
 
-    async def request(method: str, url: str, *_: Any, _request_timeout: Any = None, **kwargs: Any) -> str:
-        seen.append((_request_timeout, kwargs.get("query_params")))
+    async def request(method: str, url: str, *, timeout: Any = None, **kwargs: Any) -> str:
+        seen.append((timeout, kwargs.get("query")))
         if len(seen) == 1:
             hold.until = clock() + 9.0  # a renewal while the first try was out
             raise _exc(503, "1")
@@ -74,7 +74,7 @@ async def test_a_write_under_a_renewed_hold_goes_with_the_rest_of_the_hold_as_it
 
     send = transport.wrap(request, transport.Gate(clock, clock.sleep))
     with holds.bind(hold):
-        assert await send("PATCH", "/claims/c", query_params=[("fieldManager", "x")]) == "ok"
+        assert await send("PATCH", "/claims/c", query=[("fieldManager", "x")]) == "ok"
     assert seen[0] == (5.0, [("fieldManager", "x"), ("timeout", "5s")])  # 6 s of hold, 1 s of margin
     assert seen[1] == (7.0, [("fieldManager", "x"), ("timeout", "7s")])  # the renewed hold, 1 s later
 

@@ -18,14 +18,12 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from kubernetes_asyncio import client
-from kubernetes_asyncio.client.rest import ApiException
-
 import agentsession_operator.kube.election.lease as rules
 from agentsession_operator.infra import metrics
 from agentsession_operator.infra.logs import logger
 from agentsession_operator.kube import transport
-from agentsession_operator.kube.client import without_env_lookups
+from agentsession_operator.kube.api import USER_AGENT, ApiClient, ApiException, Credentials, load_credentials
+from agentsession_operator.kube.client import resource_path
 from agentsession_operator.kube.election.hold import IN_FLIGHT, Hold
 from agentsession_operator.kube.election.layout_guard import LEASE_OF_LABEL, LayoutGuard
 
@@ -53,24 +51,18 @@ class LeaseAPI(Protocol):
 
 
 class KubeLeaseAPI:
-    """LeaseAPI over kubernetes_asyncio (plain dicts in and out; 409 as Conflict).
+    """LeaseAPI over the operator's API client (plain dicts in and out; 409 as Conflict)."""
 
-    The generic path, as for our CRDs: no typed V1Lease model decoded at every renewal (every 2 s), its
-    dates parsed with dateutil, and turned back into a dict."""
-
-    def __init__(self, api_client: client.ApiClient) -> None:
+    def __init__(self, api_client: ApiClient) -> None:
         self.api_client = api_client
-        self.api = client.CustomObjectsApi(api_client)
         self.gate: transport.Gate | None = None  # its own Retry-After gate (connect)
 
     @classmethod
-    def connect(cls, timeout: float) -> KubeLeaseAPI:
-        """A client of its own (configuration already loaded by Kube.connect): its own connections, its own
-        Retry-After gate and a timeout under the renew deadline. Sharing the operator's client, a 429 on
-        any reconcile request held the renewals back for Retry-After, and a stalled request for 30 s:
-        either cost the leader its Lease."""
-        api_client = without_env_lookups(client.ApiClient())
-        api_client.user_agent = f"{api_client.user_agent} {LEASE_USER_AGENT}"  # as client-go's AddUserAgent
+    def connect(cls, timeout: float, credentials: Credentials | None = None) -> KubeLeaseAPI:
+        """A client of its own: its own connections, its own Retry-After gate and a timeout under the renew
+        deadline. Sharing the operator's client, a 429 on any reconcile request held the renewals back for
+        Retry-After, and a stalled request for 30 s: either cost the leader its Lease."""
+        api_client = ApiClient(credentials or load_credentials(), f"{USER_AGENT} {LEASE_USER_AGENT}")
         lease_api = cls(api_client)
         lease_api.gate = transport.install(api_client, transport.Gate(), timeout=timeout)
         return lease_api
@@ -80,21 +72,22 @@ class KubeLeaseAPI:
 
     async def get(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:
-            return dict(await self.api.get_namespaced_custom_object(_GROUP, _VERSION, namespace, _PLURAL, name))
+            return dict(await self.api_client.call("GET", resource_path(_GROUP, _VERSION, _PLURAL, namespace, name)))
         except ApiException as exc:
             if exc.status == 404:
                 return None
             raise
 
     async def list(self, namespace: str, selector: str) -> list[dict[str, Any]]:
-        listed = await self.api.list_namespaced_custom_object(
-            _GROUP, _VERSION, namespace, _PLURAL, label_selector=selector
-        )
+        path = resource_path(_GROUP, _VERSION, _PLURAL, namespace)
+        listed = await self.api_client.call("GET", path, query=[("labelSelector", selector)])
         return [dict(item) for item in listed.get("items") or []]
 
     async def create(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         try:
-            return dict(await self.api.create_namespaced_custom_object(_GROUP, _VERSION, namespace, _PLURAL, body))
+            return dict(
+                await self.api_client.call("POST", resource_path(_GROUP, _VERSION, _PLURAL, namespace), body=body)
+            )
         except ApiException as exc:
             if exc.status == 409:
                 raise Conflict(str(exc.reason)) from exc
@@ -102,8 +95,8 @@ class KubeLeaseAPI:
 
     async def replace(self, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
         try:
-            written = await self.api.replace_namespaced_custom_object(_GROUP, _VERSION, namespace, _PLURAL, name, body)
-            return dict(written)
+            path = resource_path(_GROUP, _VERSION, _PLURAL, namespace, name)
+            return dict(await self.api_client.call("PUT", path, body=body))
         except ApiException as exc:
             if exc.status == 409:
                 raise Conflict(str(exc.reason)) from exc
