@@ -145,6 +145,7 @@ WAITING_POINTS ?= 5000,20000,60000
 bench: venv ## benchmarks (print tables of medians and ratios; installs benchmarks/requirements.txt)
 	$(VENV)/bin/pip install -q -r benchmarks/requirements.txt  # langchain-k8s (compared with) and matplotlib
 	$(PY) -m benchmarks.bench_cluster
+	$(PY) -m benchmarks.bench_base --rounds 5  # the operator's base in an empty cluster, as its image installs it (before any session)
 	$(PY) -m benchmarks.bench_client
 	$(PY) -m benchmarks.bench_ts_client  # client-ts against Node's raw POST (builds client-ts)
 	$(PY) -m benchmarks.bench_operator --rounds 25
