@@ -170,6 +170,7 @@ def churn_size() -> int:
     return 200 if node_kind() == "kwok" else 100
 
 
+@pytest.mark.slow  # 200 sessions and 3 SIGKILLs, ~35 s: make test-full (test_operator.py's kill during creations stays)
 def test_sigkill_at_random_points_during_200_sessions(kube: Kube, namespace: str, operator: OperatorProcess) -> None:
     """200 sessions (real node: 100) created, a fifth updated (ttl), a quarter deleted, with the operator
     SIGKILLed at random moments."""
