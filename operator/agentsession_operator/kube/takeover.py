@@ -5,17 +5,45 @@ had its pass, deadlines may be late and statuses stale; after, the replica is at
 operators used to guess that moment from CPU idleness; this says it (issue 53 item 2): the gauge
 `agentsession_first_pass_done_timestamp_seconds` (beside prometheus_client's process_start_time_seconds)
 and one log line with the phases' times: start-up (process start to the listing), the listing, the passes.
+
+A take-over passes the sessions soonest due first (`in_deadline_order`, issue 53 item 4): at 10,000 sessions
+its passes take seconds, and a deadline that fell during the handover waited for its session's turn in the
+cache's order, up to the whole first pass late.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
+from agentsession_api.phases import is_terminal
+from agentsession_api.timestamps import parse_time
 from agentsession_operator.infra import metrics
 from agentsession_operator.infra.logs import logger
 
 Key = tuple[str, str]
+
+STATUS_DEADLINES = ("expiresAt", "idleDeadline", "pendingMaxTtlAt")
+"""The status fields that say when the last leader expected to act next on a session."""
+
+_NEVER = dt.datetime.max.replace(tzinfo=dt.UTC)
+
+
+def status_deadline(session: Mapping[str, Any] | None) -> dt.datetime | None:
+    """The soonest deadline a session's status names (as its last leader wrote them), None without one or
+    once the session ended. Only an order: the pass judges the session anew (a TTL changed since, a
+    policy, an activity report)."""
+    status = session.get("status") if session else None
+    if not isinstance(status, Mapping) or is_terminal(status.get("phase")):
+        return None
+    return min(filter(None, (parse_time(status.get(field)) for field in STATUS_DEADLINES)), default=None)
+
+
+def in_deadline_order(keys: Iterable[Key], body_of: Callable[[Key], Mapping[str, Any] | None]) -> list[Key]:
+    """`keys`, the soonest status deadline first; those without one after them, in the order given."""
+    return sorted(keys, key=lambda key: status_deadline(body_of(key)) or _NEVER)
 
 
 class TakeOver:
