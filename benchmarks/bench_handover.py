@@ -6,7 +6,7 @@ populate in minutes, and a take-over still passes every one of them). A leader a
 Deployment of 2) run on them, with their own Lease. Each round has one window of each kind, in turn:
 
 - quiet: `--sample` sessions get a TTL ending over the next `--window` seconds; nothing else happens;
-- handover: the same, and as the window opens the leader is stopped as a rolling update stops it (SIGTERM:
+- handover: the same, and as the window opens (its first deadline) the leader is stopped as a rolling update stops it (SIGTERM:
   it stops acting, drains its writes and releases the Lease), the standby takes over; a fresh standby (the
   update's next pod) is started for the next round, and measured settled before it counts;
 - with `--before DIR`: a handover to a standby of that checkout (e.g. `git archive <commit> api operator`),
@@ -192,10 +192,11 @@ def one_window(
         successor = replicas.start(side)
     start = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=LEAD)
     deadlines = set_deadlines(api, sample, start, window)
-    while dt.datetime.now(dt.UTC) < start - dt.timedelta(seconds=2):
+    while dt.datetime.now(dt.UTC) < start:
         time.sleep(0.05)
     if kind != "quiet":
-        # The rolling update: the leader gets SIGTERM just before the first deadline.
+        # The rolling update: the leader gets SIGTERM at the first deadline; the others fall during the hand-over
+        # (the Lease released and taken, the new leader's passes over every session) and after it.
         stopped = time.monotonic()
         stopper = threading.Thread(target=replicas.stop, args=(leader,))
         stopper.start()
