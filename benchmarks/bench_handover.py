@@ -6,9 +6,9 @@ populate in minutes, and a take-over still passes every one of them). A leader a
 Deployment of 2) run on them, with their own Lease. Each round has one window of each kind, in turn:
 
 - quiet: `--sample` sessions get a TTL ending over the next `--window` seconds; nothing else happens;
-- handover: the same, and as the window opens (its first deadline) the leader is stopped as a rolling update stops it (SIGTERM:
-  it stops acting, drains its writes and releases the Lease), the standby takes over; a fresh standby (the
-  update's next pod) is started for the next round, and measured settled before it counts;
+- handover: the same, and as the window opens (its first deadline) the leader is stopped as a rolling update
+  stops it (SIGTERM: it stops acting, drains its writes and releases the Lease) and the standby takes over; the
+  standby is started fresh (the update's next pod) and measured settled before the window;
 - with `--before DIR`: a handover to a standby of that checkout (e.g. `git archive <commit> api operator`),
   so both orders of a take-over are measured in one run on the same sessions.
 

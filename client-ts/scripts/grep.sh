@@ -5,11 +5,11 @@
 # grep's complaints on stderr (nothing found and a complaint: the client asks the python version
 # what is wrong with the path). `head` bounds the output as the python version's cap does (grep's
 # own -m counts per file).
-# The time budget is not here: where the image has `timeout`, the client runs this script under
-# `timeout -s KILL <budget>`, which leads the script's process group and at the budget kills all of
-# it, itself too (the runtime answers -9 with what was found so far). Four processes per search
-# (timeout, this shell, grep, head); a watchdog beside the search cost two more (a subshell and its
-# `sleep`): every process start costs gVisor about 2.7 times what it costs runc.
+# The time budget is not here. The Python client tags the search (`lkc-<tag>` as $0 and in grep's
+# --label, which only names standard input) and, once the budget is spent, runs stop_search.sh, which
+# kills the tagged processes: three processes per search (this shell, grep, head), no watchdog beside
+# them. The TypeScript client runs this script under `timeout -s KILL <budget>`, which leads the
+# script's process group and at the budget kills all of it.
 # `wait`ing is the shell's: a pipeline ends when grep too has ended (after `head` stops at the cap,
 # grep ends at its next write), so the budget still covers a grep that writes nothing more.
 export LC_ALL=C

@@ -1,7 +1,8 @@
 // GNU grep where the probe found it (scripts/grep.sh): its command and parsers, as
 // langchain_k8s_client.gnu_grep (else grep() runs scripts/grep.py: pyscripts.ts).
 import * as protocol from "./generated/protocol.js";
-import { loadScript, runtimeCommand } from "./script-text.js";
+import { randomBytes } from "node:crypto";
+import { loadScript, runtimeCommand, shCommand } from "./script-text.js";
 
 export const GREP_KILLED: ReadonlySet<number> = new Set<number>(protocol.GREP_KILLED);
 const GLOB_CHARS = /[*?[\\]/;
@@ -15,12 +16,32 @@ export function gnuGrepFits(root: string, excludeDirs: readonly string[], glob: 
 }
 
 let grepScript: string | undefined;
-export function buildGnuGrep(alternatives: readonly string[], root: string, o: { excludeDirs: readonly string[]; cap: number; budget: number | null }): string {
+let stopScript: string | undefined;
+const SEARCH_MARK = "lkc-";
+const TAG = /^[0-9A-Za-z]{2,64}$/;
+
+/** scripts/grep.sh: fixed-string alternatives under `root`, at most `cap` records. `tag` (a fresh random
+ * word per search, `newTag`) marks its shell and its grep for `buildStopSearch(tag)`. */
+export function buildGnuGrep(alternatives: readonly string[], root: string, o: { excludeDirs: readonly string[]; cap: number; tag?: string | null }): string {
   grepScript ??= loadScript("grep.sh");
-  const args = o.excludeDirs.map((name) => `--exclude-dir=${name}`);
+  const marked = o.tag ? `${SEARCH_MARK}${o.tag}` : "lkc";
+  const args = o.tag ? [`--label=${marked}`] : [];
+  args.push(...o.excludeDirs.map((name) => `--exclude-dir=${name}`));
   for (const pattern of alternatives) args.push("-e", pattern);
-  const script = ["sh", "-c", grepScript, "lkc", String(o.cap), ...args, "--", root];
-  return runtimeCommand(o.budget === null ? script : ["timeout", "-s", "KILL", String(o.budget), ...script]);
+  return runtimeCommand(["sh", "-c", grepScript, marked, String(o.cap), ...args, "--", root]);
+}
+
+/** scripts/stop_search.sh: SIGKILL to the search `buildGnuGrep(..., { tag })` started, if still running. The
+ * time budget is the client's: no watchdog process runs beside a search in the pod. */
+export function buildStopSearch(tag: string): string {
+  if (!TAG.test(tag)) throw new Error(`a search tag is 2 to 64 letters or digits, not ${JSON.stringify(tag)}`);
+  stopScript ??= loadScript("stop_search.sh");
+  return shCommand(stopScript, tag[0]!, tag.slice(1));
+}
+
+/** A search's tag: 64 random bits, so a stop never meets another search's processes. */
+export function newTag(): string {
+  return randomBytes(8).toString("hex");
 }
 
 const GREP_RECORD = /^(\/[^\0\n]*)\0([0-9]{1,18}):([^\n]*)\n/gm;

@@ -103,6 +103,8 @@ function refusalOf(err: unknown): PathRefused {
 }
 
 const GREP_READ_TIMEOUT = pyscripts.GREP_TIME_BUDGET + GREP_READ_MARGIN;
+/** Seconds the request stopping a grep at its budget may take (it lists /proc and kills two processes). */
+const STOP_READ_TIMEOUT = 10;
 
 const FILE_ERRORS: ReadonlySet<string> = new Set<string>(FILE_ERROR_CODES);
 const asFileError = (code: string | null): FileOperationError | null =>
@@ -403,12 +405,14 @@ export class AgentSessionSandbox extends BaseSandbox {
         }
         if (info.gnuGrep && gnuGrep.gnuGrepFits(root.real, this.grepExcludeDirs, glob, root.confine)) {
           const cap = max !== null ? max + 1 : pyscripts.GREP_MATCH_LIMIT + 1;
+          const tag = gnuGrep.newTag();
           const gnu = gnuGrep.buildGnuGrep(pattern.split("\n").filter(Boolean).length ? pattern.split("\n").filter(Boolean) : [pattern], root.real, {
             excludeDirs: this.grepExcludeDirs,
             cap,
-            budget: info.runner === "timeout" ? pyscripts.GREP_TIME_BUDGET : null,
+            tag,
           });
-          const found = this.gnuGrepResult(await this.transport.script(gnu, true, GREP_READ_TIMEOUT), cap, max);
+          const [raw, stopped] = await this.search(gnu, tag);
+          const found = this.gnuGrepResult(raw, cap, max, stopped);
           if (found !== null) return found;
           // grep failed with nothing found (a missing or unreadable path): grep.py says exactly what happened.
         }
@@ -423,8 +427,24 @@ export class AgentSessionSandbox extends BaseSandbox {
     );
   }
 
-  private gnuGrepResult(raw: RuntimeExec, cap: number, max: number | null): GrepResult | null {
-    const killed = gnuGrep.GREP_KILLED.has(raw.exitCode);
+  /** A GNU grep search under its time budget: the client keeps the time and, at the budget, stops the search
+   * by its tag and keeps what it found (no watchdog process in the pod). The search, and whether it was stopped. */
+  private async search(command: string, tag: string): Promise<[RuntimeExec, boolean]> {
+    let stopped = false;
+    const alarm = setTimeout(() => {
+      stopped = true;
+      // The search's own answer (or its read timeout) still comes if the stop fails.
+      this.transport.script(gnuGrep.buildStopSearch(tag), false, STOP_READ_TIMEOUT).catch(() => undefined);
+    }, pyscripts.GREP_TIME_BUDGET * 1000);
+    try {
+      return [await this.transport.script(command, true, GREP_READ_TIMEOUT), stopped];
+    } finally {
+      clearTimeout(alarm);
+    }
+  }
+
+  private gnuGrepResult(raw: RuntimeExec, cap: number, max: number | null, stopped: boolean): GrepResult | null {
+    const killed = gnuGrep.GREP_KILLED.has(raw.exitCode) || (stopped && raw.exitCode === 0);
     if (!(raw.exitCode === 0 || killed) || !(raw.stdout.startsWith("/") || !raw.stdout)) return null;
     const rows = gnuGrep.gnuGrepRows(raw.stdout) ?? gnuGrep.gnuGrepRowsSlowly(raw.stdout);
     if (!rows.length && raw.stderr.trim() && !killed) return null;

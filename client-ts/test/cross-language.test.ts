@@ -155,15 +155,19 @@ test("delete, confine and grep scripts are byte-identical (GNU grep and grep.py)
     ours.push(scripts.buildDelete(path, confine), scripts.buildConfineCheck(path, confine));
   }
   const gnu = [
-    { alternatives: ["needle"], root: "/home/user", exclude_dirs: [".git"], glob: null, confine: "", cap: 10001, budget: 20 },
-    { alternatives: ["a b", "-e", "it's"], root: "/x/.git", exclude_dirs: [".git", "node_modules"], glob: null, confine: "", cap: 4, budget: null },
-    { alternatives: ["x"], root: "/x", exclude_dirs: ["*.cache"], glob: null, confine: "", cap: 3, budget: 20 },
-    { alternatives: ["x"], root: "/x", exclude_dirs: [], glob: "*.py", confine: "", cap: 3, budget: 20 },
-    { alternatives: ["x"], root: "/x", exclude_dirs: [], glob: null, confine: "/x", cap: 3, budget: 20 },
+    { alternatives: ["needle"], root: "/home/user", exclude_dirs: [".git"], glob: null, confine: "", cap: 10001, tag: "0f1e2d3c4b5a6978" },
+    { alternatives: ["a b", "-e", "it's"], root: "/x/.git", exclude_dirs: [".git", "node_modules"], glob: null, confine: "", cap: 4, tag: null },
+    { alternatives: ["x"], root: "/x", exclude_dirs: ["*.cache"], glob: null, confine: "", cap: 3, tag: "ab" },
+    { alternatives: ["x"], root: "/x", exclude_dirs: [], glob: "*.py", confine: "", cap: 3, tag: "ab" },
+    { alternatives: ["x"], root: "/x", exclude_dirs: [], glob: null, confine: "/x", cap: 3, tag: "ab" },
   ];
   for (const g of gnu) {
     cases.push({ op: "gnu_grep", args: g });
-    ours.push({ fits: gnuGrep.gnuGrepFits(g.root, g.exclude_dirs, g.glob, g.confine), command: gnuGrep.buildGnuGrep(g.alternatives, g.root, { excludeDirs: g.exclude_dirs, cap: g.cap, budget: g.budget }) });
+    ours.push({ fits: gnuGrep.gnuGrepFits(g.root, g.exclude_dirs, g.glob, g.confine), command: gnuGrep.buildGnuGrep(g.alternatives, g.root, { excludeDirs: g.exclude_dirs, cap: g.cap, tag: g.tag }) });
+  }
+  for (const tag of ["0f1e2d3c4b5a6978", "ab"]) {
+    cases.push({ op: "stop_search", args: { tag } });
+    ours.push(gnuGrep.buildStopSearch(tag));
   }
   const greps = [
     { pattern: "needle", path: "/tmp", glob: null, max: null, exclude_dirs: [".git"], confine: "" },

@@ -132,9 +132,11 @@ def answer(case: dict) -> object:
     if op == "gnu_grep":
         fits = gnu_grep.gnu_grep_fits(a["root"], a["exclude_dirs"], a["glob"], a["confine"])
         command = gnu_grep.build_gnu_grep(
-            a["alternatives"], a["root"], exclude_dirs=a["exclude_dirs"], cap=a["cap"], budget=a["budget"]
+            a["alternatives"], a["root"], exclude_dirs=a["exclude_dirs"], cap=a["cap"], tag=a["tag"]
         )
         return {"fits": fits, "command": command}
+    if op == "stop_search":
+        return gnu_grep.build_stop_search(a["tag"])
     if op == "grep":
         try:
             return pyscripts.build_grep(

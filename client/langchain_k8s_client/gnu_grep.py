@@ -1,19 +1,26 @@
 """GNU grep in the pod: `scripts/grep.sh`'s command (where the probe found GNU grep and it answers as the
 python version, `pyscripts`, would) and its parsers, the records in grep()'s order. Pure: `build_gnu_grep`
-returns the runtime command string, `parse_gnu_grep` and `gnu_grep_rows` turn its stdout into records.
+returns the runtime command string, `build_stop_search` the one that stops it at its time budget (the
+caller keeps the time: no watchdog process runs beside a search), `parse_gnu_grep` and `gnu_grep_rows`
+turn its stdout into records.
 """
 
 from __future__ import annotations
 
 import re
+import secrets
 from collections.abc import Sequence
 from operator import itemgetter
 from typing import Final, NamedTuple
 
 from .protocol import GREP_KILLED  # noqa: F401  (re-exported)
-from .script_text import load_script, runtime_command
+from .script_text import load_script, runtime_command, sh_command
 
 _GREP_SCRIPT: Final = load_script("grep.sh")
+_STOP_SCRIPT: Final = load_script("stop_search.sh")
+SEARCH_MARK: Final = "lkc-"
+"""What precedes a search's tag in its shell's $0 and its grep's --label (scripts/stop_search.sh's pattern)."""
+_TAG: Final = re.compile(r"[0-9A-Za-z]{2,64}")
 _GLOB_CHARS: Final = frozenset("*?[\\")
 
 
@@ -28,15 +35,28 @@ def gnu_grep_fits(root: str, exclude_dirs: Sequence[str], glob: str | None, conf
 
 
 def build_gnu_grep(
-    alternatives: Sequence[str], root: str, *, exclude_dirs: Sequence[str], cap: int, budget: float | None
+    alternatives: Sequence[str], root: str, *, exclude_dirs: Sequence[str], cap: int, tag: str | None = None
 ) -> str:
-    """scripts/grep.sh: fixed-string alternatives under `root`, at most `cap` records, under
-    `timeout -s KILL <budget>` (it kills the script's whole process group) unless `budget` is None."""
-    args = [f"--exclude-dir={name}" for name in exclude_dirs]
+    """scripts/grep.sh: fixed-string alternatives under `root`, at most `cap` records. `tag` (a fresh
+    random word per search) marks its shell and its grep for `build_stop_search(tag)`."""
+    marked = f"{SEARCH_MARK}{tag}" if tag else "lkc"
+    args = [f"--label={marked}"] if tag else []
+    args += [f"--exclude-dir={name}" for name in exclude_dirs]
     for pattern in alternatives:
         args += ["-e", pattern]
-    script = ["sh", "-c", _GREP_SCRIPT, "lkc", str(cap), *args, "--", root]
-    return runtime_command(script if budget is None else ["timeout", "-s", "KILL", f"{budget:g}", *script])
+    return runtime_command(["sh", "-c", _GREP_SCRIPT, marked, str(cap), *args, "--", root])
+
+
+def build_stop_search(tag: str) -> str:
+    """scripts/stop_search.sh: SIGKILL to the search `build_gnu_grep(..., tag=tag)` started, if still running."""
+    if not _TAG.fullmatch(tag):
+        raise ValueError(f"a search tag is 2 to 64 letters or digits, not {tag!r}")
+    return sh_command(_STOP_SCRIPT, tag[0], tag[1:])
+
+
+def new_tag() -> str:
+    """A search's tag: 64 random bits, so a stop never meets another search's processes."""
+    return secrets.token_hex(8)
 
 
 class GrepRecord(NamedTuple):

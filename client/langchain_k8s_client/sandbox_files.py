@@ -12,6 +12,9 @@ deepagents' own glob and read scripts run (`BaseSandbox.glob`, `BaseSandbox.read
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import threading
 from collections.abc import Sequence
 from typing import Final
 
@@ -32,6 +35,7 @@ from deepagents.backends.sandbox import BaseSandbox
 from deepagents.backends.utils import EMPTY_OLD_STRING_ERROR
 
 from . import commands, file_results, gnu_grep, pyscripts
+from .alarms import ALARMS
 from .flows import Call, Flow, run_async, run_sync
 from .paths import PathPolicy, PathRefused, ResolvedPath, normalize
 from .probe import RuntimeInfo
@@ -41,6 +45,9 @@ from .transport import RuntimeTransport
 from .wire import RuntimeExec
 
 _GREP_READ_TIMEOUT: Final = GREP_TIME_BUDGET + GREP_READ_MARGIN
+_STOP_READ_TIMEOUT: Final = 10.0
+"""Seconds the request stopping a grep at its budget may take (it lists /proc and kills two processes)."""
+_log = logging.getLogger(__name__)
 
 
 class SandboxFiles:
@@ -246,15 +253,16 @@ class SandboxFiles:
             return root
         if info.gnu_grep and gnu_grep.gnu_grep_fits(root.real, self._shell.grep_exclude_dirs, glob, root.confine):
             cap = max_count + 1 if max_count is not None else pyscripts.GREP_MATCH_LIMIT + 1
+            tag = gnu_grep.new_tag()
             gnu = gnu_grep.build_gnu_grep(
                 [p for p in pattern.split("\n") if p] or [pattern],
                 root.real,
                 exclude_dirs=self._shell.grep_exclude_dirs,
                 cap=cap,
-                budget=pyscripts.GREP_TIME_BUDGET if info.runner == "timeout" else None,
+                tag=tag,
             )
-            raw = yield self._script(gnu, idempotent=True, read_timeout=_GREP_READ_TIMEOUT)
-            found = self._gnu_grep_result(raw, cap, max_count)
+            raw, stopped = yield Call(lambda: self._search(gnu, tag), lambda: self._asearch(gnu, tag))
+            found = self._gnu_grep_result(raw, cap, max_count, stopped)
             if found is not None:
                 return found
             # grep failed with nothing found (the path is missing or unreadable), or its output was
@@ -265,8 +273,49 @@ class SandboxFiles:
         raw = yield self._script(command, idempotent=True, read_timeout=_GREP_READ_TIMEOUT)
         return self._grep_result(raw, path, max_count)
 
-    def _gnu_grep_result(self, raw: RuntimeExec, cap: int, max_count: int | None) -> GrepResult | None:
-        killed = raw.exit_code in gnu_grep.GREP_KILLED
+    # -- a GNU grep search under its time budget: the client keeps the time, and at the budget stops the
+    # search by its tag (gnu_grep.build_stop_search) and keeps what it found; no watchdog runs in the pod.
+    def _search(self, command: str, tag: str) -> tuple[RuntimeExec, bool]:
+        """The search and whether its budget ran out (then it was stopped)."""
+        stopped = threading.Event()
+
+        def stop() -> None:
+            stopped.set()
+            self._stop_search(tag)
+
+        alarm = ALARMS.after(GREP_TIME_BUDGET, stop)
+        try:
+            raw = self._transport.script(command, idempotent=True, read_timeout=_GREP_READ_TIMEOUT)
+        finally:
+            alarm.cancel()
+        return raw, stopped.is_set()
+
+    async def _asearch(self, command: str, tag: str) -> tuple[RuntimeExec, bool]:
+        search = asyncio.ensure_future(
+            self._transport.ascript(command, idempotent=True, read_timeout=_GREP_READ_TIMEOUT)
+        )
+        try:
+            done, _ = await asyncio.wait({search}, timeout=GREP_TIME_BUDGET)
+            if done:
+                return search.result(), False
+            try:
+                await self._transport.ascript(
+                    gnu_grep.build_stop_search(tag), idempotent=False, read_timeout=_STOP_READ_TIMEOUT
+                )
+            except Exception as exc:  # the search's own answer (or its read timeout) still comes
+                _log.warning("stopping a grep at its time budget failed: %s", exc)
+            return await search, True
+        finally:
+            search.cancel()  # only if the caller was cancelled meanwhile: done otherwise
+
+    def _stop_search(self, tag: str) -> None:
+        try:
+            self._transport.script(gnu_grep.build_stop_search(tag), idempotent=False, read_timeout=_STOP_READ_TIMEOUT)
+        except Exception as exc:  # as above
+            _log.warning("stopping a grep at its time budget failed: %s", exc)
+
+    def _gnu_grep_result(self, raw: RuntimeExec, cap: int, max_count: int | None, stopped: bool) -> GrepResult | None:
+        killed = raw.exit_code in gnu_grep.GREP_KILLED or (stopped and raw.exit_code == 0)
         if not (raw.exit_code == 0 or killed) or not (raw.stdout.startswith("/") or not raw.stdout):
             return None
         rows = gnu_grep.gnu_grep_rows(raw.stdout)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import time
 from pathlib import Path
 
 import pytest
 
+from langchain_k8s_client import sandbox_files
 from langchain_k8s_client.commands import WRAPPER_PREFIX
 from langchain_k8s_client.pod_sandbox import PodSandbox
 from langchain_k8s_client.probe import STAGING_DIRNAME
@@ -186,3 +189,30 @@ async def test_async_write_edit_delete(pod_sandbox: PodSandbox, scratch: Path) -
 def test_delete_refuses_the_root(pod_sandbox: PodSandbox) -> None:
     assert "refusing" in (pod_sandbox.delete("/").error or "")
     assert pod_sandbox.execute("test -d /usr").exit_code == 0
+
+
+def _tagged_searches() -> list[bytes]:
+    """The command lines of tagged searches still running (gnu_grep's `lkc-<tag>`), as stop_search.sh looks."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            line = (entry / "cmdline").read_bytes() if entry.name.isdigit() else b""
+            if b"--label=lkc-" in line or b"\0lkc-" in line:
+                found.append(line)
+    return found
+
+
+@pytest.mark.parametrize("api", ["sync", "async"])
+async def test_grep_is_stopped_at_its_time_budget(
+    pod_sandbox: PodSandbox, scratch: Path, monkeypatch: pytest.MonkeyPatch, api: str
+) -> None:
+    """No watchdog runs beside a search in the pod: the client keeps the time and, at the budget, stops
+    the search by its tag; the answer says truncated, and nothing of the search is left running."""
+    monkeypatch.setattr(sandbox_files, "GREP_TIME_BUDGET", 0.5)
+    fifo = scratch / "fifo"
+    os.mkfifo(fifo)  # named as the root: grep blocks reading it
+    started = time.monotonic()
+    found = pod_sandbox.grep("needle", str(fifo)) if api == "sync" else await pod_sandbox.agrep("needle", str(fifo))
+    assert (found.error, found.matches, found.truncated) == (None, [], True)
+    assert time.monotonic() - started < 10
+    assert _tagged_searches() == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import shutil
@@ -32,9 +33,9 @@ def run_like_runtime(command: str) -> tuple[bytes, bytes, int]:
     return proc.stdout, proc.stderr, proc.returncode
 
 
-def gnu(root: Path, pattern: str, cap: int = 10_001, budget: float | None = 20.0) -> list[tuple[str, int, str]]:
+def gnu(root: Path, pattern: str, cap: int = 10_001, tag: str | None = "t0") -> list[tuple[str, int, str]]:
     alternatives = [p for p in pattern.split("\n") if p] or [pattern]
-    command = gnu_grep.build_gnu_grep(alternatives, str(root), exclude_dirs=(".git",), cap=cap, budget=budget)
+    command = gnu_grep.build_gnu_grep(alternatives, str(root), exclude_dirs=(".git",), cap=cap, tag=tag)
     records, status = gnu_grep.parse_gnu_grep(run(command).decode("utf-8"))  # strict, as the runtime
     assert status is None
     return [(r.path, r.line, r.text) for r in records]
@@ -68,8 +69,8 @@ def test_same_records_in_the_same_order(tree: Path, pattern: str) -> None:
     assert gnu(tree, pattern) == python(tree, pattern)
 
 
-def test_a_single_file_and_no_timeout_tool(tree: Path) -> None:
-    assert gnu(tree / "src" / "a.py", "two", budget=None) == python(tree / "src" / "a.py", "two")
+def test_a_single_file_and_no_tag(tree: Path) -> None:
+    assert gnu(tree / "src" / "a.py", "two", tag=None) == python(tree / "src" / "a.py", "two")
 
 
 def test_cap_bounds_the_output(tree: Path) -> None:
@@ -77,58 +78,100 @@ def test_cap_bounds_the_output(tree: Path) -> None:
 
 
 def test_a_missing_root_is_an_error_without_records(tmp_path: Path) -> None:
-    command = gnu_grep.build_gnu_grep(["x"], str(tmp_path / "nope"), exclude_dirs=(), cap=5, budget=20.0)
+    command = gnu_grep.build_gnu_grep(["x"], str(tmp_path / "nope"), exclude_dirs=(), cap=5, tag=gnu_grep.new_tag())
     stdout, stderr, code = run_like_runtime(command)
     assert (stdout, code) == (b"", 0) and b"No such file" in stderr  # the client asks the python version
 
 
-def test_no_match_is_silent_and_leaves_no_watchdog(tmp_path: Path) -> None:
-    # The search starts before the watchdog, so it can end (and the script stop the watchdog) before
-    # the watchdog has noted its `sleep`'s pid: it must still stop that `sleep`, in every run. 4 to 6 %
-    # of the runs left one behind (for the whole budget) before that was handled; watchdog first, 1 in 300.
+def test_no_match_is_silent(tmp_path: Path) -> None:
     (tmp_path / "f").write_text("hay\n")
-    command = gnu_grep.build_gnu_grep(["x"], str(tmp_path), exclude_dirs=(), cap=5, budget=31.25)
-    for _ in range(200):
+    command = gnu_grep.build_gnu_grep(["x"], str(tmp_path), exclude_dirs=(), cap=5, tag=gnu_grep.new_tag())
+    for _ in range(20):
         assert run_like_runtime(command) == (b"", b"", 0)
-    deadline = time.monotonic() + 5
-    try:
-        while b"sleep 31.25" in subprocess.run(["ps", "-eo", "args"], capture_output=True, check=False).stdout:
-            assert time.monotonic() < deadline, "a watchdog's sleep outlived its search"
-            time.sleep(0.05)
-    finally:
-        subprocess.run(["pkill", "-f", "^sleep 31.25$"], check=False)  # leave nothing running either way
 
 
-def test_the_time_budget_kills_the_whole_search(tmp_path: Path) -> None:
+def _blocked_search(tmp_path: Path, tag: str, cap: int = 5, shell: str = "sh") -> subprocess.Popen[bytes]:
+    """A search that finds its match, then blocks reading a FIFO named on the command line, started as
+    the runtime starts a command."""
     (tmp_path / "f").write_text("needle\n")
-    os.mkfifo(tmp_path / "fifo")  # named on the command line: grep blocks reading it
-    command = gnu_grep.build_gnu_grep(["needle"], str(tmp_path / "f"), exclude_dirs=(), cap=5, budget=0.5)
+    if not (tmp_path / "fifo").exists():
+        os.mkfifo(tmp_path / "fifo")
+    command = gnu_grep.build_gnu_grep(["needle"], str(tmp_path / "f"), exclude_dirs=(), cap=cap, tag=tag)
     command += " " + shlex.quote(str(tmp_path / "fifo"))
-    started = time.monotonic()
-    stdout, _, code = run_like_runtime(command)
-    assert code in gnu_grep.GREP_KILLED and time.monotonic() - started < 10
+    command = command.replace("sh -c", f"{'busybox sh' if shell == 'busybox' else shell} -c", 1)
+    return subprocess.Popen(shlex.split(command), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def _tagged(tag: str, program: bytes = b"") -> bool:
+    """Whether a process whose command line carries the tag runs (as scripts/stop_search.sh looks), `program`
+    its first word's end ("grep": the search's grep has started)."""
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            line = (entry / "cmdline").read_bytes() if entry.name.isdigit() else b""
+            if f"lkc-{tag}".encode() in line and line.split(b"\0", 1)[0].endswith(program):
+                return True
+    return False
+
+
+def _wait_grep(search: subprocess.Popen[bytes], tag: str) -> None:
+    deadline = time.monotonic() + 10
+    while not _tagged(tag, b"grep"):  # bounded: the search's grep starts (its FIFO blocks it then)
+        assert time.monotonic() < deadline and search.poll() is None
+        time.sleep(0.01)
+
+
+def test_a_stop_kills_the_whole_search_and_keeps_what_it_found(tmp_path: Path) -> None:
+    tag = gnu_grep.new_tag()
+    search = _blocked_search(tmp_path, tag)
+    _wait_grep(search, tag)
+    assert run_like_runtime(gnu_grep.build_stop_search(tag)) == (b"", b"", 0)
+    stdout, _ = search.communicate(timeout=10)
+    assert search.returncode in gnu_grep.GREP_KILLED
     assert gnu_grep.parse_gnu_grep(stdout.decode()) == ([], None)  # grep's output was still in its buffer
+    assert not _tagged(tag)  # grep and its shell gone, head with them
+
+
+def test_a_stop_leaves_another_search_and_itself_alone(tmp_path: Path) -> None:
+    tags = [gnu_grep.new_tag(), gnu_grep.new_tag()]
+    searches = []
+    for name, tag in zip("ab", tags, strict=True):
+        (tmp_path / name).mkdir()
+        searches.append(_blocked_search(tmp_path / name, tag))
+        _wait_grep(searches[-1], tag)
+    try:
+        assert run_like_runtime(gnu_grep.build_stop_search(tags[0])) == (b"", b"", 0)  # its own grep not killed
+        searches[0].communicate(timeout=10)
+        assert searches[0].returncode in gnu_grep.GREP_KILLED and searches[1].poll() is None
+        assert run_like_runtime(gnu_grep.build_stop_search(tags[0])) == (b"", b"", 0)  # nothing left to stop
+    finally:
+        for search, tag in zip(searches, tags, strict=False):
+            run_like_runtime(gnu_grep.build_stop_search(tag))  # a kill of the shell alone leaves grep blocked
+            search.communicate(timeout=10)
+
+
+def test_a_stop_refuses_a_tag_that_is_not_a_plain_word() -> None:
+    for tag in ("", "a", "a b", "$(x)", "a]b", "x" * 65):
+        with pytest.raises(ValueError, match="search tag"):
+            gnu_grep.build_stop_search(tag)
 
 
 @pytest.mark.parametrize("shell", sorted(prereqs.COMMANDS[prereqs.SHELLS]))
-def test_the_watchdog_outlives_head_until_grep_ends(tmp_path: Path, shell: str) -> None:
+def test_a_stop_ends_a_search_whose_head_is_done(tmp_path: Path, shell: str) -> None:
     assert shutil.which(shell), f"{shell} is missing: python -m devcluster.prereqs {prereqs.SHELLS} installs it"
-    # `head` stops at the cap; grep, blocked on a FIFO, writes nothing more, so no SIGPIPE ends it:
-    # the script must still wait for it (the whole pipeline), and the budget must still kill it.
-    (tmp_path / "f").write_text("needle\n")
-    os.mkfifo(tmp_path / "fifo")
-    command = gnu_grep.build_gnu_grep(["needle"], str(tmp_path / "f"), exclude_dirs=(), cap=1, budget=0.5)
-    command += " " + shlex.quote(str(tmp_path / "fifo"))
-    command = command.replace("sh -c", f"{'busybox sh' if shell == 'busybox' else shell} -c", 1)
-    started = time.monotonic()
-    _, _, code = run_like_runtime(command)
-    assert code in gnu_grep.GREP_KILLED and time.monotonic() - started < 10
+    # `head` stops at the cap; grep, blocked on a FIFO, writes nothing more, so no SIGPIPE ends it: the
+    # script still waits for it (the whole pipeline), and the stop still ends the search.
+    tag = gnu_grep.new_tag()
+    search = _blocked_search(tmp_path, tag, cap=1, shell=shell)
+    _wait_grep(search, tag)
+    run_like_runtime(gnu_grep.build_stop_search(tag))
+    search.communicate(timeout=10)
+    assert search.returncode in gnu_grep.GREP_KILLED
 
 
 def test_non_utf8_output_is_refused_by_the_runtime(tmp_path: Path) -> None:
     # The runtime fails such a request; the client then runs the python version.
     (tmp_path / "latin1.txt").write_bytes(b"caf\xe9 needle\n")
-    command = gnu_grep.build_gnu_grep(["needle"], str(tmp_path), exclude_dirs=(), cap=5, budget=20.0)
+    command = gnu_grep.build_gnu_grep(["needle"], str(tmp_path), exclude_dirs=(), cap=5)
     with pytest.raises(UnicodeDecodeError):
         run(command).decode("utf-8")
 
