@@ -6,6 +6,11 @@ a tenant's thousand new sessions queue behind each other, and another tenant's p
 not for the thousand (issue 28 item 11). Without the bound, every pass ran at once and queued on the API
 client's connections in arrival order.
 
+A due deadline's pass (a TTL, an idle timeout, a retry) waits in a lane of its own, ahead of every other
+pass, but never takes two turns in a row while other passes wait: a take-over's, a relist's or a policy
+change's pass over 10,000 sessions of a namespace put a deadline that fell meanwhile behind all of them
+(issue 53 item 4: seconds late), and a tenant's deadlines still leave half the turns to everyone else.
+
 A session's activity reports are paced: an event that changes nothing but the activity annotation runs a
 pass at most once per ACTIVITY_INTERVAL per session (the reconciler defers it; the newest report wins,
 and a deadline's pass reads the session first, so an idle deadline never misses a report). A client
@@ -57,13 +62,16 @@ class FairSlots:
         self.limit = limit
         self.busy = 0
         self._waiting: OrderedDict[str, deque[asyncio.Future[None]]] = OrderedDict()
+        self._due: OrderedDict[str, deque[asyncio.Future[None]]] = OrderedDict()  # due deadlines' passes
+        self._last_due = False  # the last turn went to a due deadline
 
     def waiting(self) -> int:
-        return sum(len(q) for q in self._waiting.values())
+        return sum(len(q) for lane in (self._due, self._waiting) for q in lane.values())
 
     @contextlib.asynccontextmanager
-    async def slot(self, namespace: str) -> AsyncIterator[None]:
-        await self._acquire(namespace)
+    async def slot(self, namespace: str, due: bool = False) -> AsyncIterator[None]:
+        """A slot in `namespace`'s turn; `due`: a deadline's pass, in the lane ahead of the others."""
+        await self._acquire(namespace, due)
         try:
             yield
         finally:
@@ -83,37 +91,45 @@ class FairSlots:
                 self.busy += 1  # not granted, yet slot()'s exit releases one: keep the count true
                 raise
 
-    async def _acquire(self, namespace: str) -> None:
-        if self.busy < self.limit and not self._waiting:
+    async def _acquire(self, namespace: str, due: bool = False) -> None:
+        if self.busy < self.limit and not self._waiting and not self._due:
             self.busy += 1
             return
+        lane = self._due if due else self._waiting
         turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiting.setdefault(namespace, deque()).append(turn)
+        lane.setdefault(namespace, deque()).append(turn)
         try:
             await turn  # _release counted the slot as ours when it granted it
         except asyncio.CancelledError:
             if turn.done() and not turn.cancelled():
                 self._release()  # granted just as we were cancelled: pass it on
             else:
-                queue = self._waiting.get(namespace)
+                queue = lane.get(namespace)
                 if queue is not None and turn in queue:
                     queue.remove(turn)
                     if not queue:
-                        del self._waiting[namespace]
+                        del lane[namespace]
             raise
+
+    def _next_lane(self) -> OrderedDict[str, deque[asyncio.Future[None]]] | None:
+        """The due lane first, but not twice in a row while other passes wait."""
+        if self._due and not (self._last_due and self._waiting):
+            return self._due
+        return self._waiting or self._due or None
 
     def _release(self) -> None:
         self.busy -= 1
-        while self._waiting and self.busy < self.limit:
-            namespace, queue = next(iter(self._waiting.items()))
+        while self.busy < self.limit and (lane := self._next_lane()) is not None:
+            namespace, queue = next(iter(lane.items()))
             turn = queue.popleft()
             if queue:
-                self._waiting.move_to_end(namespace)  # its next pass waits for every other namespace's turn
+                lane.move_to_end(namespace)  # its next pass waits for every other namespace's turn
             else:
-                del self._waiting[namespace]
+                del lane[namespace]
             if turn.cancelled():
                 continue
             self.busy += 1
+            self._last_due = lane is self._due
             turn.set_result(None)
 
 

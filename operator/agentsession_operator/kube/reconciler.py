@@ -461,8 +461,8 @@ class Reconciler:
         return True
 
     async def _fair_pass(self, key: Key, cause: str, deadline_lag: float | None, fresh: bool) -> None:
-        """One pass in a slot of its namespace's turn (kube/fairness.py)."""
-        async with self.slots.slot(key[0]):
+        """One pass in a slot of its namespace's turn (kube/fairness.py); a deadline's in the lane ahead."""
+        async with self.slots.slot(key[0], due=deadline_lag is not None):
             record = self.records.get(key)
             if record is not None and record.activity_only:
                 record.activity_passed = time.monotonic()

@@ -244,3 +244,51 @@ async def test_a_fork_waiting_on_its_source_looks_again_less_and_less_often(
     recheck = ScheduleCheck(now + decide.FORK_RECHECK, decide.FORK_WAITING)  # a fork that cannot be made
     reconciler.session_pass.schedule(key, recheck)
     assert reconciler.scheduler.due(key) == recheck.at
+
+
+# ---- a due deadline's pass: ahead of a backlog, but never starving it (issue 53 item 4) ----------
+async def test_a_due_deadline_goes_ahead_of_a_backlog_without_starving_it() -> None:
+    slots = FairSlots(limit=1)
+    order: list[str] = []
+    gate = asyncio.Event()
+
+    async def work(name: str, due: bool = False) -> None:
+        async with slots.slot("a", due=due):
+            order.append(name)
+            await gate.wait()
+
+    busy = asyncio.create_task(work("first"))
+    await asyncio.sleep(0)
+    backlog = [asyncio.create_task(work(f"p{i}")) for i in range(4)]  # a take-over's passes
+    await asyncio.sleep(0)
+    deadlines = [asyncio.create_task(work(f"d{i}", due=True)) for i in range(3)]  # deadlines fell meanwhile
+    await asyncio.sleep(0)
+    gate.set()
+    await asyncio.gather(busy, *backlog, *deadlines)
+    # The first deadline at the next turn, then turns alternate while both lanes wait.
+    assert order == ["first", "d0", "p0", "d1", "p1", "d2", "p2", "p3"], order
+    assert slots.busy == 0 and slots.waiting() == 0
+
+
+async def test_a_cancelled_due_waiter_leaves_the_lane_clean() -> None:
+    slots = FairSlots(limit=1)
+    gate = asyncio.Event()
+    ran: list[str] = []
+
+    async def work(name: str, due: bool) -> None:
+        async with slots.slot("a", due=due):
+            ran.append(name)
+            await gate.wait()
+
+    holder = asyncio.create_task(work("holder", False))
+    await asyncio.sleep(0)
+    cancelled = asyncio.create_task(work("cancelled", True))
+    later = asyncio.create_task(work("later", False))
+    await asyncio.sleep(0)
+    cancelled.cancel()
+    await asyncio.sleep(0)
+    gate.set()
+    await asyncio.gather(holder, later)
+    with pytest.raises(asyncio.CancelledError):
+        await cancelled
+    assert ran == ["holder", "later"] and slots.busy == 0 and slots.waiting() == 0
