@@ -155,6 +155,7 @@ bench: venv ## benchmarks (print tables of medians and ratios; installs benchmar
 	DEVCLUSTER_NODE=real $(PY) -m benchmarks.bench_router --rounds 30  # the router with per-session credentials vs the pod IP (real node)
 	$(PY) -m benchmarks.bench_restart --sessions $(RESTART_SESSIONS) --rounds 3  # a fresh operator taking over 10,000 live sessions
 	$(PY) -m benchmarks.bench_restart --waiting --sessions 2000 --rounds 3  # ... over 2,000 sessions waiting on a missing pool
+	$(PY) -m benchmarks.bench_handover --sessions 10000 --rounds 3 --sample 100 --window 10  # deadlines while the leader hands over
 	$(PY) -m benchmarks.bench_waiting --points $(WAITING_POINTS) --rounds 2 --copy-status  # RSS over N waiting sessions (issue 28.2)
 	$(PY) -m benchmarks.bench_session_cost --sessions 600 --rounds 5  # memory per session, minimal vs maximal (issue 49.2)
 	$(PY) -m benchmarks.bench_fairness --rounds 5 --samples 3 --tenant-a-user  # tenant B's create -> Ready while tenant A churns

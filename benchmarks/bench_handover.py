@@ -1,9 +1,10 @@
 """Deadlines across a handover (issue 53 item 4): how late a session's TTL is acted on when it falls while
 the leader hands over to its standby, against the same in a quiet period, rounds interleaved.
 
-N sessions wait on a missing warm pool (bench_restart --waiting's population: no pod each, so 10,000
-populate in minutes, and a take-over still passes every one of them). A leader and a warm standby (a
-Deployment of 2) run on them, with their own Lease. Each round has one window of each kind, in turn:
+N sessions wait on a missing warm pool (bench_restart --waiting's kind of population, in a namespace of its
+own: no pod each, so 10,000 populate in minutes, and a take-over still passes every one of them). A leader
+and a warm standby (a Deployment of 2) run on them, with their own Lease. Each round has one window of each
+kind, in turn:
 
 - quiet: `--sample` sessions get a TTL ending over the next `--window` seconds; nothing else happens;
 - handover: the same, and as the window opens (its first deadline) the leader is stopped as a rolling update
@@ -36,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.bench_restart import NS_WAITING, first_pass_done, populate, settle
+from benchmarks.bench_restart import first_pass_done, populate, settle
 from benchmarks.common import checkout_pythonpath, load_average, start_operator, stop_operator
 from benchmarks.populate import list_sessions
 from benchmarks.results import Record
@@ -47,7 +48,7 @@ os.environ["KUBECONFIG"] = str(Paths().kubeconfig)
 
 from kubernetes import client, config, watch
 
-NS = NS_WAITING
+NS = "bench-handover"  # its own: bench_restart --waiting counts every session of its namespace
 GROUP, VERSION = "agentsession.dev", "v1alpha1"
 LEASE = "bench-handover"
 LEASE_NS = "default"  # the kubeconfig context's namespace: where the replicas keep their Lease
@@ -218,6 +219,14 @@ def one_window(
     return row
 
 
+def _delete(api: client.CustomObjectsApi, name: str) -> None:
+    try:
+        api.delete_namespaced_custom_object(GROUP, VERSION, NS, "agentsessions", name)
+    except client.ApiException as exc:
+        if exc.status != 404:
+            raise
+
+
 def _interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
@@ -239,7 +248,7 @@ def main() -> None:
     api = client.CustomObjectsApi(client.ApiClient(cfg))
     leases = client.CoordinationV1Api(client.ApiClient(cfg))
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "crds/")
-    populate(cluster, api, args.sessions, waiting=True)
+    populate(cluster, api, args.sessions, waiting=True, namespace=NS)
     kinds = ["quiet", "handover to this"] + (["handover to before"] if args.before else [])
     fresh = [s for s in list_sessions(api, NS) if not (s.get("spec") or {}).get("ttl")]
     needed = args.rounds * len(kinds) * args.sample
@@ -269,6 +278,10 @@ def main() -> None:
     finally:
         replicas.stop_all()
         seen.stop.set()
+        # The sessions given a TTL are Expired now: deleted, so the next run's population tops up with fresh ones.
+        used = list(seen.expired_at)
+        with ThreadPoolExecutor(8) as threads:
+            list(threads.map(lambda name: _delete(api, name), used))
         if started_cluster:
             cluster.down()
     print(

@@ -91,10 +91,18 @@ def count_ready(api: client.CustomObjectsApi, namespace: str = NS, waiting: bool
     return len(sessions), ready
 
 
-def populate(cluster: Cluster, api: client.CustomObjectsApi, n: int, waiting: bool = False, wait: bool = True) -> None:
+def populate(
+    cluster: Cluster,
+    api: client.CustomObjectsApi,
+    n: int,
+    waiting: bool = False,
+    wait: bool = True,
+    namespace: str | None = None,
+) -> None:
     """Create sessions through a running operator until `n` exist, and wait until all are Ready (`waiting`:
-    on a missing warm pool, until each has a phase; `wait` False: not at all)."""
-    ns = NS_WAITING if waiting else NS
+    on a missing warm pool, until each has a phase; `wait` False: not at all). `namespace`: another than
+    this benchmark's own."""
+    ns = namespace or (NS_WAITING if waiting else NS)
     total, ready = count_ready(api, ns, waiting)
     if total >= n and (ready >= n or not wait):
         print(f"{total} sessions already there ({ready} populated) in {ns}")

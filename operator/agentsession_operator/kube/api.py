@@ -269,8 +269,9 @@ class ApiClient:
     ) -> Answer:
         """One exchange; an answer other than 2xx raises ApiException with its status, reason and body."""
         headers = {"Accept": accept, "User-Agent": self.user_agent}
-        token = await asyncio.to_thread(self.credentials.bearer) if self.credentials.exec_config else None
-        token = token or self.credentials.bearer()
+        bearer = self.credentials.bearer
+        # An exec plugin may run a program (off the event loop); a token or its file is read in place.
+        token = await asyncio.to_thread(bearer) if self.credentials.exec_config else bearer()
         if token:
             headers["Authorization"] = f"Bearer {token}"
         data = None
