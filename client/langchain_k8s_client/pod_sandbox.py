@@ -42,7 +42,7 @@ from .commands import CommandResult
 from .paths import PathPolicy, normalize
 from .probe import RuntimeInfo
 from .protocol import DEFAULT_COMMAND_TIMEOUT, DEFAULT_MAX_OUTPUT, MAX_COMMAND_TIMEOUT
-from .sandbox_activity import ActivityHooks
+from .sandbox_activity import ActivityHooks, APending, Pending
 from .sandbox_files import SandboxFiles
 from .transport import PodEndpoint, ResponseLimits, RetryPolicy, RuntimeTransport
 
@@ -55,9 +55,10 @@ class PodSandbox(BaseSandbox):
         sandbox_id: the backend's `id` (e.g. the AgentSession name).
         resolve_endpoint: returns the pod's current endpoint (sync; the async API
             calls it in a worker thread).
-        on_activity: called with `busy_seconds` before each operation.
+        on_activity: called with `busy_seconds` before each operation; it may return a function that waits
+            for a report it left running beside the operation (called at the operation's end).
         aon_activity: its async twin for the async API (default: `on_activity` in a
-            worker thread).
+            worker thread); it may return an awaitable of such a report.
         max_output_size: bytes of `execute` output kept (default 1 MiB); more sets
             `truncated=True` and is cut inside the pod.
         command_timeout: default `execute` timeout in seconds (default 300, max 3600),
@@ -85,8 +86,8 @@ class PodSandbox(BaseSandbox):
         *,
         sandbox_id: str,
         resolve_endpoint: Callable[[], PodEndpoint] | None = None,
-        on_activity: Callable[[float | None], None] | None = None,
-        aon_activity: Callable[[float | None], Awaitable[None]] | None = None,
+        on_activity: Callable[[float | None], Pending] | None = None,
+        aon_activity: Callable[[float | None], Awaitable[APending]] | None = None,
         max_output_size: int = DEFAULT_MAX_OUTPUT,
         command_timeout: int = DEFAULT_COMMAND_TIMEOUT,
         allow_prefixes: Sequence[str] | None = None,

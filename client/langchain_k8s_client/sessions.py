@@ -341,10 +341,16 @@ class SessionStore:
         return body
 
     def wait_ready(
-        self, namespace: str, name: str, timeout: float, on_progress: ProgressCallback | None = None
+        self,
+        namespace: str,
+        name: str,
+        timeout: float,
+        on_progress: ProgressCallback | None = None,
+        body: dict[str, Any] | None = None,
     ) -> SessionView:
         """Watch the session until it is Ready (with a pod IP); typed errors for terminal states. Each new
-        step (phase, Ready reason or message) is logged and given to `on_progress`."""
+        step (phase, Ready reason or message) is logged and given to `on_progress`. `body`: the session as
+        the caller just read it (no GET first)."""
 
         def not_ready(view: SessionView) -> Exception:
             ready = view.condition(phases.COND_READY)
@@ -355,7 +361,7 @@ class SessionStore:
                 ready.reason if ready else view.phase or Phase.PENDING, f"not Ready after {timeout:.0f} s: {said}"
             )
 
-        return self._watch_until(namespace, name, timeout, lambda view: view.ready, not_ready, on_progress)
+        return self._watch_until(namespace, name, timeout, lambda view: view.ready, not_ready, on_progress, body)
 
     def set_suspend(self, namespace: str, name: str, value: bool) -> None:
         """spec.suspend (a merge patch of that one field)."""
@@ -382,13 +388,14 @@ class SessionStore:
         done: Callable[[SessionView], bool],
         timed_out: Callable[[SessionView], Exception],
         on_progress: ProgressCallback | None = None,
+        body: dict[str, Any] | None = None,
     ) -> SessionView:
-        """One GET, then a watch of this one session from its resourceVersion until `done` (no polling: the
-        change is seen when the API server sends it); typed errors for terminal states, `timed_out`'s at the
-        deadline."""
+        """One GET (unless given `body`), then a watch of this one session from its resourceVersion until
+        `done` (no polling: the change is seen when the API server sends it); typed errors for terminal
+        states, `timed_out`'s at the deadline."""
         deadline = time.monotonic() + timeout
         progress = ProgressReporter(on_progress)
-        body = self.require(namespace, name)
+        body = body if body is not None else self.require(namespace, name)
         view = SessionView.of(body)
         while True:
             progress.see(view)

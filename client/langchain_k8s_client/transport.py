@@ -250,6 +250,11 @@ class RuntimeTransport:
         """Forget the probe (the pod may have changed); the next operation reconnects."""
         self._protocol.invalidate()
 
+    @property
+    def stale(self) -> bool:
+        """Whether the next operation resolves the endpoint first (`mark_stale`)."""
+        return self._stale
+
     def mark_stale(self) -> None:
         """Ask for `resolve_endpoint` before the next operation (the caller's signal)."""
         self._stale = True
