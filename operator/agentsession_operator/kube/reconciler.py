@@ -41,7 +41,7 @@ from agentsession_operator.kube.scheduler import DeadlineScheduler
 from agentsession_operator.kube.session_pass import Config, Rooms, SessionPass
 from agentsession_operator.kube.session_records import Records
 from agentsession_operator.kube.status_writer import SessionGone, StatusWriter
-from agentsession_operator.kube.takeover import TakeOver, in_deadline_order
+from agentsession_operator.kube.takeover import TakeOver, in_deadline_order, status_deadline
 
 __all__ = ["Config", "NotLeader", "Reconciler", "SessionGone"]
 
@@ -461,13 +461,20 @@ class Reconciler:
         return True
 
     async def _fair_pass(self, key: Key, cause: str, deadline_lag: float | None, fresh: bool) -> None:
-        """One pass in a slot of its namespace's turn (kube/fairness.py); a deadline's in the lane ahead."""
-        async with self.slots.slot(key[0], due=deadline_lag is not None):
+        """One pass in a slot of its namespace's turn (kube/fairness.py); a due lifecycle deadline's goes ahead."""
+        async with self.slots.slot(key[0], due=deadline_lag is not None and self._lifecycle_due(key)):
             record = self.records.get(key)
             if record is not None and record.activity_only:
                 record.activity_passed = time.monotonic()
                 record.activity_only = False
             await self._pass(key, cause, deadline_lag, fresh)
+
+    def _lifecycle_due(self, key: Key) -> bool:
+        """Whether the session's own deadline (its TTL, idle timeout or a lowered maxTtl, as its status names
+        it) has come: only such a pass takes the lane ahead; a retry or a re-check, which take the deadline
+        path too, wait their turn as any pass (a tenant's failing passes must not go ahead of another's create)."""
+        at = status_deadline(self.cache.sessions.get(key))
+        return at is not None and at <= clock.now()
 
     async def _pass(self, key: Key, cause: str, deadline_lag: float | None, fresh: bool) -> None:
         started = time.monotonic()

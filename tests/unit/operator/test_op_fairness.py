@@ -292,3 +292,20 @@ async def test_a_cancelled_due_waiter_leaves_the_lane_clean() -> None:
     with pytest.raises(asyncio.CancelledError):
         await cancelled
     assert ran == ["holder", "later"] and slots.busy == 0 and slots.waiting() == 0
+
+
+async def test_only_a_sessions_own_due_deadline_takes_the_lane_ahead() -> None:
+    """A retry or a re-check takes the deadline path too; only a pass whose session's own deadline (as its
+    status names it) has come goes ahead, so a tenant's failing passes never go ahead of another's create."""
+    reconciler = Reconciler(FakeKube())  # type: ignore[arg-type]
+    now = dt.datetime.now(dt.UTC)
+    stamps = {"expired": now - dt.timedelta(seconds=1), "later": now + dt.timedelta(hours=1)}
+    for name, at in stamps.items():
+        reconciler.cache.sessions[("ns", name)] = {
+            "metadata": {"namespace": "ns", "name": name},
+            "status": {"phase": "Ready", "expiresAt": at.strftime("%Y-%m-%dT%H:%M:%SZ")},
+        }
+    reconciler.cache.sessions[("ns", "none")] = {"metadata": {"namespace": "ns", "name": "none"}}
+    assert reconciler._lifecycle_due(("ns", "expired"))
+    assert not reconciler._lifecycle_due(("ns", "later")) and not reconciler._lifecycle_due(("ns", "none"))
+    assert not reconciler._lifecycle_due(("ns", "gone"))
