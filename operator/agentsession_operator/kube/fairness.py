@@ -6,8 +6,9 @@ a tenant's thousand new sessions queue behind each other, and another tenant's p
 not for the thousand (issue 28 item 11). Without the bound, every pass ran at once and queued on the API
 client's connections in arrival order.
 
-A due deadline's pass (a TTL, an idle timeout, a retry) waits in a lane of its own, ahead of every other
-pass, but never takes two turns in a row while other passes wait: a take-over's, a relist's or a policy
+A due deadline's pass (the session's own: its TTL, idle timeout or a lowered maxTtl, as its status names it;
+not a retry or a re-check) waits in a lane of its own, ahead of every other pass, but never takes two turns
+in a row while other passes wait: a take-over's, a relist's or a policy
 change's pass over 10,000 sessions of a namespace put a deadline that fell meanwhile behind all of them
 (issue 53 item 4: seconds late), and a tenant's deadlines still leave half the turns to everyone else.
 
