@@ -168,4 +168,5 @@ bench: venv ## benchmarks (print tables of medians and ratios; installs benchmar
 	$(PY) -m benchmarks.bench_scale --points $(SCALE_POINTS) --direct-every 2 --json docs/scale-results.json
 	$(PY) -m benchmarks.bench_scale --points 100,1000 --direct-every 2 --operator-cpu 1  # the operator on a CPU of its own
 	$(PY) -m benchmarks.plot_scale docs/scale-results.json docs/scale.png
-	$(PY) -m benchmarks.bench_shards --sessions $(SHARD_SESSIONS) --rounds 2  # one replica vs 2 shards
+	$(PY) -m benchmarks.bench_shards --waiting --sessions 10000 --rounds 3  # the base vs one replica vs 2 shards (issue 54 item 2)
+	$(PY) -m benchmarks.bench_shards --sessions $(SHARD_SESSIONS) --rounds 2  # ... on live sessions (their population: over an hour)

@@ -41,12 +41,13 @@ from benchmarks.bench_restart import first_pass_done, populate, settle
 from benchmarks.common import checkout_pythonpath, load_average, start_operator, stop_operator
 from benchmarks.populate import list_sessions
 from benchmarks.results import Record
+from benchmarks.watches import ExpiredWatch
 from devcluster import errors
 from devcluster.cluster import Cluster, Paths
 
 os.environ["KUBECONFIG"] = str(Paths().kubeconfig)
 
-from kubernetes import client, config, watch
+from kubernetes import client, config
 
 NS = "bench-handover"  # its own: bench_restart --waiting counts every session of its namespace
 GROUP, VERSION = "agentsession.dev", "v1alpha1"
@@ -54,52 +55,6 @@ LEASE = "bench-handover"
 LEASE_NS = "default"  # the kubeconfig context's namespace: where the replicas keep their Lease
 LEAD = 12.0  # seconds from setting the TTLs to the window's start: the leader's passes see them first
 TARGET = 5.0  # seconds a deadline may be acted on late
-
-
-class ExpiredWatch(threading.Thread):
-    """When this process first saw each session of NS with phase Expired (wall clock)."""
-
-    def __init__(self, api: client.CustomObjectsApi) -> None:
-        super().__init__(daemon=True)
-        self.api = api
-        self.expired_at: dict[str, dt.datetime] = {}
-        self.stop = threading.Event()
-        self.ready = threading.Event()
-
-    def _see(self, session: dict[str, Any]) -> None:
-        if (session.get("status") or {}).get("phase") == "Expired":
-            self.expired_at.setdefault(session["metadata"]["name"], dt.datetime.now(dt.UTC))
-
-    def run(self) -> None:
-        version = ""
-        while not self.stop.is_set():
-            try:
-                if not version:
-                    listing = self.api.list_namespaced_custom_object(GROUP, VERSION, NS, "agentsessions")
-                    for item in listing["items"]:
-                        self._see(item)
-                    version = listing["metadata"]["resourceVersion"]
-                    self.ready.set()
-                for event in watch.Watch().stream(
-                    self.api.list_namespaced_custom_object,
-                    GROUP,
-                    VERSION,
-                    NS,
-                    "agentsessions",
-                    resource_version=version,
-                    allow_watch_bookmarks=True,
-                    timeout_seconds=60,
-                ):
-                    version = event["object"]["metadata"]["resourceVersion"]
-                    if event["type"] in ("ADDED", "MODIFIED"):
-                        self._see(event["object"])
-                    if self.stop.is_set():
-                        return
-            except client.ApiException as exc:
-                version = "" if exc.status == 410 else version
-                time.sleep(0.5)
-            except Exception:
-                time.sleep(0.5)
 
 
 @dataclass
@@ -207,10 +162,10 @@ def one_window(
         stopper.join()
         row["old_leader_exit_s"] = time.monotonic() - stopped
     end = max(deadlines.values()) + dt.timedelta(seconds=60)
-    while dt.datetime.now(dt.UTC) < end and not all(name in seen.expired_at for name in deadlines):
+    while dt.datetime.now(dt.UTC) < end and not all((NS, name) in seen.expired_at for name in deadlines):
         time.sleep(0.2)
     row["late_s"] = [
-        (seen.expired_at[name] - at).total_seconds() if name in seen.expired_at else 60.0
+        (seen.expired_at[NS, name] - at).total_seconds() if (NS, name) in seen.expired_at else 60.0
         for name, at in deadlines.items()
     ]
     if kind != "quiet":
@@ -255,7 +210,7 @@ def main() -> None:
     if len(fresh) < needed:
         raise SystemExit(f"{len(fresh)} sessions without a TTL left in {NS}, {needed} needed: raise --sessions")
     random.Random(53).shuffle(fresh)  # spread over the cache's order, which a take-over used to follow
-    seen = ExpiredWatch(api)
+    seen = ExpiredWatch(api, NS)
     seen.start()
     seen.ready.wait(120)
     replicas = Replicas(cluster, args.before)
@@ -279,7 +234,7 @@ def main() -> None:
         replicas.stop_all()
         seen.stop.set()
         # The sessions given a TTL are Expired now: deleted, so the next run's population tops up with fresh ones.
-        used = list(seen.expired_at)
+        used = [name for _, name in seen.expired_at]
         with ThreadPoolExecutor(8) as threads:
             list(threads.map(lambda name: _delete(api, name), used))
         if started_cluster:
