@@ -21,25 +21,19 @@ import argparse
 import hashlib
 import io
 import os
-import signal
 import subprocess
 import sys
 import time
 import venv
 from pathlib import Path
-from typing import Any
 
 from benchmarks.bench_restart import settle
-from benchmarks.common import load_average, stop_operator
+from benchmarks.common import load_average, stop_on_sigterm, stop_operator
 from benchmarks.results import ROOT, Record
 from devcluster import errors
 from devcluster.cluster import Cluster, Paths
 
 ENVS = ROOT / ".cluster" / "bench-base-envs"
-
-
-def _interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
 
 
 def image_env(checkout: Path) -> Path:
@@ -78,7 +72,7 @@ def modules_of(python: Path) -> int:
 
 
 def main() -> None:
-    signal.signal(signal.SIGTERM, _interrupt)
+    stop_on_sigterm()
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--before", default="", help="another checkout (its api/ and operator/)")

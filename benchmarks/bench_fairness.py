@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import io
 import os
 import statistics
 import threading
@@ -35,6 +34,7 @@ import yaml
 from agentsession_api import names
 from agentsession_api.activity import format_activity
 from benchmarks.common import (
+    bench_cluster,
     checkout_pythonpath,
     create_namespace,
     create_until_ready,
@@ -48,7 +48,7 @@ from devcluster.cluster import Cluster, Paths
 
 os.environ["KUBECONFIG"] = str(Paths().kubeconfig)  # before the kubernetes client is imported (timeline too)
 
-from kubernetes import client, config
+from kubernetes import client
 
 from benchmarks.results import Record
 from benchmarks.timeline import OWNERS, STEPS, Timeline, print_split
@@ -184,13 +184,7 @@ def main() -> None:
         help="tenant A writes as a ServiceAccount (the API server's fairness applies) instead of the admin",
     )
     args = parser.parse_args()
-    cluster = Cluster(out=io.StringIO())
-    started_cluster = cluster.up()
-    config.load_kube_config()
-    configuration = client.Configuration.get_default_copy()
-    configuration.connection_pool_maxsize = 32
-    api = client.CustomObjectsApi(client.ApiClient(configuration))
-    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "crds/")
+    cluster, started_cluster, configuration, api = bench_cluster()
     spaces = (NS_A, NS_B, *(burst_namespace(r) for r in range(args.rounds)))
     for ns in spaces:
         create_namespace(cluster, ns)

@@ -24,10 +24,8 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import io
 import os
 import random
-import signal
 import statistics
 import subprocess
 import threading
@@ -38,7 +36,14 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.bench_restart import first_pass_done, populate, settle
-from benchmarks.common import checkout_pythonpath, load_average, start_operator, stop_operator
+from benchmarks.common import (
+    bench_cluster,
+    checkout_pythonpath,
+    load_average,
+    start_operator,
+    stop_on_sigterm,
+    stop_operator,
+)
 from benchmarks.populate import list_sessions
 from benchmarks.results import Record
 from benchmarks.watches import ExpiredWatch
@@ -47,7 +52,7 @@ from devcluster.cluster import Cluster, Paths
 
 os.environ["KUBECONFIG"] = str(Paths().kubeconfig)
 
-from kubernetes import client, config
+from kubernetes import client
 
 NS = "bench-handover"  # its own: bench_restart --waiting counts every session of its namespace
 GROUP, VERSION = "agentsession.dev", "v1alpha1"
@@ -182,12 +187,8 @@ def _delete(api: client.CustomObjectsApi, name: str) -> None:
             raise
 
 
-def _interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
-
-
 def main() -> None:
-    signal.signal(signal.SIGTERM, _interrupt)
+    stop_on_sigterm()
     parser = argparse.ArgumentParser()
     parser.add_argument("--sessions", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=3, help="rounds; each has a window of every kind")
@@ -195,14 +196,8 @@ def main() -> None:
     parser.add_argument("--window", type=float, default=20.0, help="seconds the deadlines of a window spread over")
     parser.add_argument("--before", help="another checkout: a handover to its standby beside one to ours")
     args = parser.parse_args()
-    cluster = Cluster(out=io.StringIO())
-    started_cluster = cluster.up()
-    config.load_kube_config()
-    cfg = client.Configuration.get_default_copy()
-    cfg.connection_pool_maxsize = 16
-    api = client.CustomObjectsApi(client.ApiClient(cfg))
+    cluster, started_cluster, cfg, api = bench_cluster(16)
     leases = client.CoordinationV1Api(client.ApiClient(cfg))
-    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "crds/")
     populate(cluster, api, args.sessions, waiting=True, namespace=NS)
     kinds = ["quiet", "handover to this"] + (["handover to before"] if args.before else [])
     fresh = [s for s in list_sessions(api, NS) if not (s.get("spec") or {}).get("ttl")]

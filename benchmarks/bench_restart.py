@@ -19,10 +19,8 @@ Run: `.venv/bin/python -m benchmarks.bench_restart --sessions 3000 --rounds 4 [-
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
-import signal
 import statistics
 import subprocess
 import time
@@ -35,12 +33,14 @@ import yaml
 
 from benchmarks.common import (
     apiserver_requests,
+    bench_cluster,
     checkout_pythonpath,
     load_average,
     proc_cpu_seconds,
     proc_peak_rss_mib,
     proc_rss_mib,
     start_operator,
+    stop_on_sigterm,
     stop_operator,
 )
 from benchmarks.populate import create_sessions, list_sessions, phase, wait_populated
@@ -50,7 +50,7 @@ from devcluster.cluster import Cluster, Paths
 
 os.environ["KUBECONFIG"] = str(Paths().kubeconfig)
 
-from kubernetes import client, config
+from kubernetes import client
 
 from testkit import manifests
 
@@ -243,12 +243,8 @@ def restart(cluster: Cluster, label: str, pythonpath: str | None, namespace: str
     return {"label": label, **measured}
 
 
-def _interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
-
-
 def main() -> None:
-    signal.signal(signal.SIGTERM, _interrupt)
+    stop_on_sigterm()
     parser = argparse.ArgumentParser()
     parser.add_argument("--sessions", type=int, default=3000)
     parser.add_argument("--rounds", type=int, default=4, help="restarts of each operator")
@@ -257,13 +253,7 @@ def main() -> None:
     parser.add_argument("--no-wait", action="store_true", help="restart without waiting for every session Ready")
     args = parser.parse_args()
     namespace = NS_WAITING if args.waiting else NS
-    cluster = Cluster(out=io.StringIO())
-    started_cluster = cluster.up()
-    config.load_kube_config()
-    cfg = client.Configuration.get_default_copy()
-    cfg.connection_pool_maxsize = 32
-    api = client.CustomObjectsApi(client.ApiClient(cfg))
-    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "crds/")
+    cluster, started_cluster, _, api = bench_cluster()
     sides: list[tuple[str, str | None]] = [("this", None)]
     if args.before:
         sides.insert(0, ("before", checkout_pythonpath(args.before)))

@@ -38,10 +38,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as dt
-import io
 import json
 import os
-import signal
 import statistics
 import threading
 import time
@@ -55,12 +53,14 @@ import yaml
 from benchmarks.bench_restart import fresh_replica
 from benchmarks.common import (
     apiserver_requests,
+    bench_cluster,
     create_namespace,
     load_average,
     proc_cpu_seconds,
     proc_peak_rss_mib,
     proc_rss_mib,
     start_operator,
+    stop_on_sigterm,
     stop_operator,
 )
 from devcluster import errors
@@ -68,7 +68,7 @@ from devcluster.cluster import Cluster, Paths
 
 os.environ["KUBECONFIG"] = str(Paths().kubeconfig)
 
-from kubernetes import client, config, watch
+from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
 
 from testkit import manifests
@@ -503,12 +503,8 @@ class Run:
         return {"created": self.made["sessions"] - made0["sessions"], "batch": size, **per_side}
 
 
-def _interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt  # a TERM (a run cut short) stops the operator and the cluster as ^C does
-
-
 def main() -> None:
-    signal.signal(signal.SIGTERM, _interrupt)
+    stop_on_sigterm()
     parser = argparse.ArgumentParser()
     parser.add_argument("--points", default="100,1000,5000", help="numbers of live sessions, cumulative")
     parser.add_argument("--batch", type=int, default=250, help="largest batch of each side")
@@ -540,13 +536,7 @@ def main() -> None:
     if args.operator_cpu is not None and (cpus < 2 or not 0 <= args.operator_cpu < cpus):
         parser.error(f"--operator-cpu needs two CPUs or more and one of them: this machine has CPUs 0 to {cpus - 1}")
     points = sorted(int(p) for p in args.points.split(","))
-    cluster = Cluster(out=io.StringIO())
-    started_cluster = cluster.up()
-    config.load_kube_config()
-    cfg = client.Configuration.get_default_copy()
-    cfg.connection_pool_maxsize = 32
-    api = client.CustomObjectsApi(client.ApiClient(cfg))
-    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "crds/")
+    cluster, started_cluster, _, api = bench_cluster()
     for ns in (NS, NS_DIRECT):
         _wait_namespace_gone(cluster, ns)
     results: list[dict[str, Any]] = []

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import io
 import os
-import signal
 import statistics
 import time
 from typing import Any
@@ -30,7 +29,7 @@ from kubernetes import client, config
 
 from agentsession_api import types as t
 from benchmarks.bench_restart import MISSING_POOL, settle
-from benchmarks.common import load_average, start_operator, stop_operator
+from benchmarks.common import load_average, start_operator, stop_on_sigterm, stop_operator
 from benchmarks.populate import GROUP, PLURAL, VERSION, create_sessions, list_sessions, wait_populated
 from benchmarks.results import Record
 from devcluster.cluster import Cluster, Paths
@@ -39,10 +38,6 @@ NS = "bench-cost-"
 EMPTY, MINIMAL, MAXIMAL = NS + "empty", NS + "minimal", NS + "maximal"
 FINALIZER = "bench.example.com/hold"
 MIB = 1024 * 1024
-
-
-def _interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
 
 
 def minimal(name: str) -> dict[str, Any]:
@@ -122,7 +117,7 @@ def restart(cluster: Cluster, namespace: str) -> dict[str, Any]:
 
 
 def main() -> None:
-    signal.signal(signal.SIGTERM, _interrupt)
+    stop_on_sigterm()
     parser = argparse.ArgumentParser()
     parser.add_argument("--sessions", type=int, default=200, help="sessions in each of the two namespaces")
     parser.add_argument("--rounds", type=int, default=3, help="restarts of a replica on each namespace")

@@ -30,9 +30,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import io
 import os
-import signal
 import statistics
 import subprocess
 import time
@@ -45,7 +43,7 @@ import yaml
 
 from benchmarks.bench_restart import MISSING_POOL, settle
 from benchmarks.bench_scale import percentile
-from benchmarks.common import load_average, start_operator, stop_operator
+from benchmarks.common import bench_cluster, load_average, start_operator, stop_on_sigterm, stop_operator
 from benchmarks.populate import create_sessions, list_sessions, phase, wait_populated
 from benchmarks.results import Record
 from benchmarks.watches import ClaimWatch, ExpiredWatch, Key
@@ -54,7 +52,7 @@ from devcluster.cluster import Cluster, Paths
 
 os.environ["KUBECONFIG"] = str(Paths().kubeconfig)
 
-from kubernetes import client, config
+from kubernetes import client
 
 from agentsession_operator.kube.election import sharding
 from testkit import manifests
@@ -262,10 +260,6 @@ def one_round(
         time.sleep(3)  # the released Leases' next round
 
 
-def _interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
-
-
 def report(record: Record, rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
     for row in rows:
         for column, value in row.items():
@@ -306,7 +300,7 @@ def report(record: Record, rows: list[dict[str, Any]], args: argparse.Namespace)
 
 
 def main() -> None:
-    signal.signal(signal.SIGTERM, _interrupt)
+    stop_on_sigterm()
     parser = argparse.ArgumentParser()
     parser.add_argument("--sessions", type=int, default=2000)
     parser.add_argument("--namespaces", type=int, default=16)
@@ -315,14 +309,8 @@ def main() -> None:
     parser.add_argument("--window", type=float, default=20.0, help="the sample's deadlines spread over this")
     parser.add_argument("--waiting", action="store_true", help="sessions on a missing warm pool (no children)")
     args = parser.parse_args()
-    cluster = Cluster(out=io.StringIO())
-    started_cluster = cluster.up()
-    config.load_kube_config()
-    cfg = client.Configuration.get_default_copy()
-    cfg.connection_pool_maxsize = 32
-    api = client.CustomObjectsApi(client.ApiClient(cfg))
+    cluster, started_cluster, cfg, api = bench_cluster()
     leases = client.CoordinationV1Api(client.ApiClient(cfg))
-    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "crds/")
     spaces = namespaces(args.namespaces, args.waiting)
     seen = ExpiredWatch(api)
     claims = ClaimWatch(api)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import io
 import os
-import signal
 import statistics
 import time
 from collections.abc import Callable
@@ -27,7 +26,7 @@ from typing import Any
 from kubernetes import client, config
 
 from benchmarks.bench_restart import MISSING_POOL, count_ready, settle
-from benchmarks.common import checkout_pythonpath, load_average, start_operator, stop_operator
+from benchmarks.common import checkout_pythonpath, load_average, start_operator, stop_on_sigterm, stop_operator
 from benchmarks.populate import GROUP, PLURAL, VERSION, create_sessions, list_sessions, phase, wait_populated
 from benchmarks.results import Record
 from devcluster import errors
@@ -39,10 +38,6 @@ EMPTY = NS_PREFIX + "empty"  # point 0: a replica watching one namespace with no
 MIB = 1024 * 1024
 THREADS = 16
 TIMEOUT = 3600.0  # seconds the sessions of a namespace may take to have a phase each
-
-
-def _interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
 
 
 def namespaces_of(points: list[int]) -> list[tuple[str, int]]:
@@ -144,7 +139,7 @@ def medians(rows: list[dict[str, Any]]) -> dict[str, float]:
 
 
 def main() -> None:
-    signal.signal(signal.SIGTERM, _interrupt)
+    stop_on_sigterm()
     parser = argparse.ArgumentParser()
     parser.add_argument("--points", default="5000,20000,60000", help="waiting sessions at each point")
     parser.add_argument("--rounds", type=int, default=2, help="restarts of each operator per point")

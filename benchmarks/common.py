@@ -3,15 +3,23 @@ API server's request counts, /proc readings, a session's create -> Ready, and in
 
 from __future__ import annotations
 
+import io
 import os
 import re
+import signal
 import statistics
 import subprocess
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any, Protocol
+from types import FrameType
+from typing import IO, TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from kubernetes import client
+
+    from devcluster.cluster import Cluster
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -22,6 +30,31 @@ class _ApiServer(Protocol):
 
 class _Kubectl(Protocol):
     def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]: ...
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def stop_on_sigterm() -> None:
+    """SIGTERM ends a run as ^C does: its finally blocks stop the operators and the cluster it started."""
+    signal.signal(signal.SIGTERM, _interrupt)
+
+
+def bench_cluster(pool: int = 32) -> tuple[Cluster, bool, client.Configuration, client.CustomObjectsApi]:
+    """The local cluster (started unless it runs: then True, and the run stops it at its end) with the CRDs
+    applied, the client's configuration for it (`pool` connections) and its custom objects API."""
+    from kubernetes import client, config  # here: a benchmark sets KUBECONFIG before the client is imported
+
+    from devcluster.cluster import Cluster
+
+    cluster = Cluster(out=io.StringIO())
+    started = cluster.up()
+    config.load_kube_config()
+    configuration = client.Configuration.get_default_copy()
+    configuration.connection_pool_maxsize = pool
+    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "crds/")
+    return cluster, started, configuration, client.CustomObjectsApi(client.ApiClient(configuration))
 
 
 def create_namespace(cluster: _Kubectl, name: str, timeout: float = 180.0) -> None:
