@@ -94,11 +94,13 @@ test-hostile: venv ## only the hostile-input e2e tests (malformed manifests, hos
 
 # make test: what proves the product works, within CI's 40 minutes. Control-plane tests (the API server,
 # the webhook, the operator: the same processes on both nodes) run once, on the kwok node; tests whose
-# outcome depends on the node (marked `node` or `realnode`: pods, runtime, network) run where it matters.
-# The long ones (marked `slow`: the upgrade, the slow faults, the full gVisor limits) only in make test-full.
+# outcome depends on the node (marked `node` or `realnode`: pods, runtime, network) on the real node, and
+# those marked `bothnodes` (the client's conformance, the README's blocks: what make demo runs) on the kwok
+# node too. The long ones (marked `slow`: the upgrade, the slow faults, the full gVisor limits) and the kwok
+# node's run of the other `node` tests only in make test-full.
 # Each stage's counts and time: .cluster/stages.tsv (python -m tests.stage --summary).
 STAGE := $(PY) -m tests.stage
-KWOK_TESTS ?= not realnode and not slow
+KWOK_TESTS ?= not realnode and not slow and (not node or bothnodes)
 REAL_TESTS ?= (realnode or node) and (not faults or realfaults) and not slow
 
 test: venv client-ts/node_modules/.installed ## every test that proves the product: unit, then end to end on the kwok node, then the node-dependent ones on the real node

@@ -19,7 +19,7 @@ from langchain_k8s_client.testing import tool_call as call
 from tests.conformance import Deepagents07SandboxTests
 from tests.e2e.conftest import Kube
 
-pytestmark = [pytest.mark.e2e, pytest.mark.node]  # the runtime in a real pod: both nodes
+pytestmark = [pytest.mark.e2e, pytest.mark.node, pytest.mark.bothnodes]  # the runtime in a real pod: both nodes
 
 
 class TestAgentSessionSandboxConformance(Deepagents07SandboxTests):

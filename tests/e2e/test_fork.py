@@ -20,7 +20,7 @@ from langchain_k8s_client import AgentSessionSandbox, PolicyViolation, SessionMa
 from testkit import manifests
 from tests.e2e.conftest import Kube, OperatorProcess
 
-pytestmark = [pytest.mark.e2e, pytest.mark.node]  # the runtime in a real pod: both nodes
+pytestmark = [pytest.mark.e2e, pytest.mark.node]  # the runtime in a real pod
 POOL = "fork-pool"
 NO_CLONE = "no-clone"
 SCRIPT = Path(sys.executable).parent / "kubectl-agentsession"

@@ -455,6 +455,7 @@ def _agent_pids(kube: Kube) -> list[int]:
 
 @pytest.mark.faults
 @pytest.mark.realfaults
+@pytest.mark.slow  # 30 s of make test's 40 minutes: make test-full (make test keeps the corrupt image's wake)
 def test_the_node_agent_killed_mid_checkpoint_leaves_a_suspended_session(
     cluster: Cluster, kube: Kube, namespace: str, hibernating_operator: OperatorProcess
 ) -> None:

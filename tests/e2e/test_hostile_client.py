@@ -14,7 +14,7 @@ from deepagents.backends.protocol import ReadResult
 
 from langchain_k8s_client import AgentSessionSandbox, ResponseLimits, ResponseTooLarge
 
-pytestmark = [pytest.mark.e2e, pytest.mark.hostile, pytest.mark.node]  # hostile commands in a real pod: both nodes
+pytestmark = [pytest.mark.e2e, pytest.mark.hostile, pytest.mark.node]  # hostile commands in a real pod
 SESSION = "hostile-client"
 VROOT = "/tmp/vroot"
 MARK = "pwned"  # every injection attempt below would create a file of this name (names hold no further '/')

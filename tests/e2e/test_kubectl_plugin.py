@@ -17,7 +17,7 @@ import yaml
 from devcluster import build
 from tests.e2e.conftest import Kube, OperatorProcess
 
-pytestmark = [pytest.mark.e2e, pytest.mark.node]  # the runtime in a real pod: both nodes
+pytestmark = [pytest.mark.e2e, pytest.mark.node]  # the runtime in a real pod
 EXAMPLES = Path(__file__).parents[2] / "examples"
 SCRIPT = Path(sys.executable).parent / "kubectl-agentsession"
 

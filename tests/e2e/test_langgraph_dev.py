@@ -27,7 +27,7 @@ from langchain_k8s_client.manager import MANAGER_LABEL, MANAGER_VALUE, session_n
 from tests.e2e.conftest import Kube, OperatorProcess
 from tests.opskit.langgraph_dev import FLAGS, OFFLINE, SECRETS, user_venv
 
-pytestmark = [pytest.mark.e2e, pytest.mark.node]  # a deep agent in a real pod: both nodes
+pytestmark = [pytest.mark.e2e, pytest.mark.node]  # a deep agent in a real pod
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "examples" / "langgraph" / "langgraph.json"

@@ -15,7 +15,7 @@ import yaml
 
 from tests.e2e.conftest import Kube, OperatorProcess
 
-pytestmark = [pytest.mark.e2e, pytest.mark.node]  # the runtime in a real pod: both nodes
+pytestmark = [pytest.mark.e2e, pytest.mark.node, pytest.mark.bothnodes]  # the runtime in a real pod: both nodes
 ROOT = Path(__file__).parents[2]
 README = (ROOT / "README.md").read_text()
 BLOCKS = re.findall(r"^```(\w+)\n(.*?)^```", README, re.MULTILINE | re.DOTALL)

@@ -25,7 +25,7 @@ from langchain_k8s_client.manager import session_name
 from testkit import manifests
 from tests.e2e.conftest import Kube, OperatorProcess
 
-pytestmark = [pytest.mark.e2e, pytest.mark.node]  # the runtime in a real pod: both nodes
+pytestmark = [pytest.mark.e2e, pytest.mark.node]  # the runtime in a real pod
 REPO = Path(__file__).parents[2]
 CLIENT_TS = REPO / "client-ts"
 EXAMPLES = REPO / "examples"
