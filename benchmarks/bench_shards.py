@@ -4,11 +4,12 @@ same N sessions, beside the operator's base measured in the same run.
 The sessions are spread over `--namespaces` namespaces and created once through a single operator: live ones
 (a pause-image pool on the kwok node: a claim, a Sandbox and a NetworkPolicy each), or with `--waiting` ones
 on a warm pool that does not exist (no children: 10,000 populate in minutes where live ones take over an hour
-and a half here; every take-over still passes each one). Then rounds rotate three modes, the order shifted
+and a half here; every take-over still passes each one). Then rounds rotate four modes, the order shifted
 every round:
 
 - base: one replica given `--namespace` of an empty namespace (it lists and caches nothing else): what a
   replica holds before any session, started and measured as the others are;
+- sharded base: the same with `--shards 2` (it holds both shards): what the shards' machinery adds to it;
 - single: one replica, cluster-wide;
 - sharded: two replicas, `--shards 2`.
 
@@ -139,7 +140,11 @@ def start_replicas(cluster: Cluster, mode: str, round_: int, empty: str) -> list
         with open(path, "ab") as log:
             offset = log.tell()
             env = dict(os.environ, POD_NAME=f"bench-{name}{round_}")
-            extra = {"sharded": ("--shards", str(SHARDS)), "base": ("--namespace", empty)}.get(mode, ())
+            extra = {
+                "sharded": ("--shards", str(SHARDS)),
+                "base": ("--namespace", empty),
+                "sharded base": ("--shards", str(SHARDS), "--namespace", empty),
+            }.get(mode, ())
             proc = start_operator("--log-level", "INFO", *extra, stdout=log, env=env)
         replicas.append(Replica(proc, path, offset))
     return replicas
@@ -244,7 +249,7 @@ def one_round(
             "rss_mib": max(s["settled_mib"] for s in settled),  # the larger replica's
             "peak_mib": max(s["peak_mib"] for s in settled),
         }
-        if mode == "base":
+        if mode.endswith("base"):
             return row
         sample = sessions[: args.sample]
         del sessions[: args.sample]  # expired: never sampled again
@@ -270,8 +275,13 @@ def report(record: Record, rows: list[dict[str, Any]], args: argparse.Namespace)
     above = {mode: medians[mode]["rss_mib"] - base for mode in ("single", "sharded")}
     for mode in above:
         medians[mode]["rss_above_base_mib"] = above[mode]
+    # What the sessions cost each, apart from the shards' fixed machinery: each mode above its own base.
+    sharded_base = medians["sharded base"]["rss_mib"]
+    medians["sharded"]["rss_above_sharded_base_mib"] = medians["sharded"]["rss_mib"] - sharded_base
     ratios = {
         "sharded / single, RSS above the base (each replica, the larger)": above["sharded"] / above["single"],
+        "sharded above the sharded base / single above the base": (medians["sharded"]["rss_mib"] - sharded_base)
+        / above["single"],
         "sharded / single, RSS": medians["sharded"]["rss_mib"] / medians["single"]["rss_mib"],
         "sharded / single, first pass": medians["sharded"]["first_pass_s"] / medians["single"]["first_pass_s"],
     }
@@ -286,6 +296,10 @@ def report(record: Record, rows: list[dict[str, Any]], args: argparse.Namespace)
     print(
         f"{'RSS above the base, MiB':>30} {'':>7} {above['single']:>8.0f} {above['sharded']:>9.0f}"
         f" {above['sharded'] / above['single']:>6.2f}  <= {MEMORY_TARGET}"
+    )
+    print(
+        f"{'... each above its own base':>30} {'':>7} {above['single']:>8.0f} {sharded - sharded_base:>9.0f}"
+        f" {(sharded - sharded_base) / above['single']:>6.2f}  (sharded base {sharded_base:.0f} MiB)"
     )
     for column, label in (("peak_mib", "RSS peak, MiB"), ("first_pass_s", "first pass done, s")):
         values = [medians[mode][column] for mode in ("base", "single", "sharded")]
@@ -336,9 +350,9 @@ def main() -> None:
         name = "bench_shards_waiting" if args.waiting else "bench_shards"
         params = {k: v for k, v in vars(args).items() if k != "rounds"}
         record = Record.start(name, args.rounds, **params)
-        modes = ["base", "single", "sharded"]
+        modes = ["base", "single", "sharded", "sharded base"]
         for round_ in range(args.rounds):
-            for mode in modes[round_ % 3 :] + modes[: round_ % 3]:
+            for mode in modes[round_ % len(modes) :] + modes[: round_ % len(modes)]:
                 row = one_round(cluster, api, leases, seen, mode, round_, sessions, args)
                 rows.append(row)
                 print(f"{time.strftime('%H:%M:%S')} {row} load {load_average():.1f}", flush=True)
