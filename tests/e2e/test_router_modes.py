@@ -18,6 +18,7 @@ from k8s_agent_sandbox.models import SandboxDirectConnectionConfig, SandboxLocal
 from devcluster import build
 from devcluster.realnode import network
 from langchain_k8s_client import AgentSessionSandbox
+from testkit import manifests
 from tests.e2e.conftest import ROUTER_ARGS, Kube, OperatorProcess
 
 pytestmark = [pytest.mark.e2e, pytest.mark.realnode]
@@ -48,6 +49,16 @@ def _admit_the_test_host_to_the_router(kube: Kube) -> None:
     )
 
 
+def closed_pool(kube: Kube, namespace: str) -> str:
+    """A warm pool (its name) whose template's own policy closes its pods from their start (`networkPolicy: {}`,
+    what docs/security.md tells a real cluster to set). A refusal test needs it: on the example pool (Unmanaged:
+    open) a call could land between the session's Ready and its policy being programmed, and one did in CI."""
+    template = manifests.template("closed-py", manifests.PYTHON_RUNTIME_IMAGE)
+    template["spec"].update(networkPolicyManagement="Managed", networkPolicy={})
+    kube.apply(template, manifests.warm_pool("closed-pool", "closed-py", 0), namespace=namespace)
+    return "closed-pool"
+
+
 def test_tenant_b_is_refused_through_the_router_by_default(
     kube: Kube, pool_namespace: str, operator: OperatorProcess
 ) -> None:
@@ -62,7 +73,7 @@ def test_tenant_b_is_refused_through_the_router_by_default(
 
     _admit_the_test_host_to_the_router(kube)
     router = _router_url(kube)
-    with AgentSessionSandbox("tenant-a", pool_namespace, warm_pool="python-pool") as backend:
+    with AgentSessionSandbox("tenant-a", pool_namespace, warm_pool=closed_pool(kube, pool_namespace)) as backend:
         assert backend.execute("echo mine", timeout=30).output.strip() == "mine"  # A's own client reaches it
         session = kube.get("agentsession", "tenant-a", pool_namespace)
         assert session is not None
