@@ -77,11 +77,7 @@ def namespaces(count: int, waiting: bool) -> list[str]:
 
 def all_sessions(api: client.CustomObjectsApi, waiting: bool) -> list[dict[str, Any]]:
     ours = prefix(waiting) + "-"
-    return [
-        s
-        for s in list_sessions(api)
-        if s["metadata"]["namespace"].startswith(ours) and not s["metadata"]["namespace"].endswith("-empty")
-    ]
+    return [s for s in list_sessions(api) if s["metadata"]["namespace"].startswith(ours)]
 
 
 def key_of(session: dict[str, Any]) -> Key:
@@ -90,8 +86,11 @@ def key_of(session: dict[str, Any]) -> Key:
 
 def populated(session: dict[str, Any], waiting: bool) -> bool:
     """Ready (live) or given a phase (waiting), and not used by an earlier run (no TTL)."""
-    fresh = not (session.get("spec") or {}).get("ttl")
-    return fresh and (bool(phase(session)) and phase(session) != "Expired" if waiting else phase(session) == "Ready")
+    if (session.get("spec") or {}).get("ttl"):
+        return False
+    if waiting:
+        return phase(session) not in (None, "", "Expired")
+    return phase(session) == "Ready"
 
 
 def populate(cluster: Cluster, api: client.CustomObjectsApi, n: int, spaces: list[str], waiting: bool) -> None:
@@ -334,18 +333,15 @@ def main() -> None:
         populate(cluster, api, args.sessions, spaces, args.waiting)
         cluster.kubectl("create", "namespace", f"{prefix(args.waiting)}-empty", check=False)
         needed = args.rounds * (2 * args.sample + 1)
-        sessions = sorted(
-            (s for s in all_sessions(api, args.waiting) if populated(s, args.waiting)),
-            key=lambda s: (
-                s["metadata"]["name"],
-                s["metadata"]["namespace"],
-            ),  # round-robin: every sample spans both shards
-        )
+        # By name, so round-robin over the namespaces: every sample spans both shards.
+        fresh = (s for s in all_sessions(api, args.waiting) if populated(s, args.waiting))
+        sessions = sorted(fresh, key=lambda s: (s["metadata"]["name"], s["metadata"]["namespace"]))
         if len(sessions) < needed:
             raise SystemExit(f"{len(sessions)} fresh sessions, {needed} needed: raise --sessions")
         used = [key_of(s) for s in sessions]
         seen.start()
-        claims.start()
+        if not args.waiting:  # waiting sessions have no claims to count
+            claims.start()
         seen.ready.wait(120)
         name = "bench_shards_waiting" if args.waiting else "bench_shards"
         params = {k: v for k, v in vars(args).items() if k != "rounds"}

@@ -44,13 +44,14 @@ def stop_on_sigterm() -> None:
 def bench_cluster(pool: int = 32) -> tuple[Cluster, bool, client.Configuration, client.CustomObjectsApi]:
     """The local cluster (started unless it runs: then True, and the run stops it at its end) with the CRDs
     applied, the client's configuration for it (`pool` connections) and its custom objects API."""
-    from kubernetes import client, config  # here: a benchmark sets KUBECONFIG before the client is imported
+    from kubernetes import client, config
 
     from devcluster.cluster import Cluster
 
     cluster = Cluster(out=io.StringIO())
     started = cluster.up()
-    config.load_kube_config()
+    # Named, not read from $KUBECONFIG: the client reads that once, at its first import, whichever module did it.
+    config.load_kube_config(config_file=str(cluster.paths.kubeconfig))
     configuration = client.Configuration.get_default_copy()
     configuration.connection_pool_maxsize = pool
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "crds/")
